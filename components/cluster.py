@@ -1,0 +1,88 @@
+"""The one interface every cloud's cluster component shares: a cluster with one GPU pool per card.
+
+A subclass creates the cloud's resources in ``_build`` and returns the kubeconfig (a secret) and the
+native pool resources by card. The base class then creates the Kubernetes provider every in-cluster
+resource uses, and registers the outputs every stack exports.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from fleet.policy import Cluster
+from fleet.settings import StackSettings
+
+
+class GpuCluster(pulumi.ComponentResource, abc.ABC):
+    """A Kubernetes cluster of the fleet with a system pool and one tainted, autoscaled pool per card.
+
+    Outputs, the same on every cloud:
+      - ``kubeconfig``: a secret kubeconfig for the cluster;
+      - ``provider``: the ``pulumi_kubernetes.Provider`` every in-cluster resource must use;
+      - ``gpu_pools``: the native node-pool resource of each card (the escape hatch to the cloud's API);
+      - ``cluster_name``: the cloud's name for the cluster.
+    """
+
+    TYPE: ClassVar[str] = ""
+    CLOUD: ClassVar[str] = ""
+    _registry: ClassVar[dict[str, type[GpuCluster]]] = {}
+
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    gpu_pools: dict[str, pulumi.Resource]
+    cluster_name: pulumi.Output[str]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.CLOUD:
+            GpuCluster._registry[cls.CLOUD] = cls
+
+    def __init__(self, cluster: Cluster, settings: StackSettings, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(self.TYPE, cluster.name, None, opts)
+        self.spec = cluster
+        self.settings = settings
+        kubeconfig, pools, cluster_name = self._build(cluster)
+        self.kubeconfig = pulumi.Output.secret(kubeconfig)
+        self.gpu_pools = pools
+        self.cluster_name = pulumi.Output.from_input(cluster_name)
+        self.provider = k8s.Provider(
+            f"{cluster.name}-k8s",
+            kubeconfig=self.kubeconfig,
+            cluster_identifier=cluster.name,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs(
+            {
+                "kubeconfig": self.kubeconfig,
+                "cluster_name": self.cluster_name,
+                "gpu_pools": {pool.card: pool.name for pool in cluster.pools},
+            }
+        )
+
+    @abc.abstractmethod
+    def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
+        """Create the cloud's resources; return (kubeconfig, pools by card, cloud cluster name)."""
+
+    def child(self, provider: pulumi.ProviderResource | None = None, **kwargs: object) -> pulumi.ResourceOptions:
+        """Options for a child resource: parented to this component, with the cloud's explicit provider."""
+        return pulumi.ResourceOptions(parent=self, provider=provider, **kwargs)  # type: ignore[arg-type]
+
+    def protected(self, provider: pulumi.ProviderResource | None = None, **kwargs: object) -> pulumi.ResourceOptions:
+        """Options for the cluster resource itself: protected unless the stack opts out (``gpu-fleet:protect``).
+
+        Removing a cluster from the policy must never delete it: ``pulumi up`` stops at a protected
+        resource. Deleting one is explicit: ``pulumi state unprotect`` then ``pulumi destroy``.
+        """
+        return self.child(provider, protect=self.settings.protect, **kwargs)
+
+    @staticmethod
+    def for_cloud(cloud: str) -> type[GpuCluster]:
+        """The component class of ``cloud`` (importing the cloud modules registers them)."""
+        import components.clouds  # noqa: F401  (registers every cloud)
+
+        return GpuCluster._registry[cloud]

@@ -1,0 +1,116 @@
+"""Google Kubernetes Engine: a zonal or regional cluster, a system pool and one GPU pool per card."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.cluster import GpuCluster
+from components.kubeconfig import exec_kubeconfig
+from components.taints import upper_effect
+from fleet.policy import Cluster, GpuPool
+
+OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+class GkeCluster(GpuCluster):
+    """A GKE Standard cluster with the default pool removed, workload identity, and GPU pools.
+
+    GPU pools get their accelerator from ``guest_accelerators`` with GKE-managed driver installation,
+    the card's machine family from the catalogue, spot capacity with ``location_policy: ANY`` (fewer
+    preemptions), whole-pool autoscaling bounds, and the GPU taint declared explicitly (GKE adds it on
+    its own only in some cases, which would otherwise show up as drift). GKE runs its own device plugin
+    and knows each pool's template, so scale-up from zero needs nothing more.
+    """
+
+    TYPE = "gpufleet:index:GkeCluster"
+    CLOUD = "gcp"
+
+    def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
+        project = pulumi.Config("gcp").require("project")
+        self.gcp_provider = gcp.Provider(f"{cluster.name}-gcp", project=project, opts=pulumi.ResourceOptions(parent=self))
+        self.cluster = gcp.container.Cluster(
+            cluster.name,
+            name=cluster.name,
+            location=cluster.location,
+            description=cluster.description or None,
+            min_master_version=cluster.kubernetes_version,
+            release_channel={"channel": "REGULAR"},
+            remove_default_node_pool=True,
+            initial_node_count=1,
+            networking_mode="VPC_NATIVE",
+            ip_allocation_policy={},
+            workload_identity_config={"workload_pool": f"{project}.svc.id.goog"},
+            deletion_protection=True,
+            resource_labels={"gpu-fleet-cluster": cluster.name},
+            opts=self.protected(self.gcp_provider, ignore_changes=["nodeConfig", "initialNodeCount"]),
+        )
+        self.system_pool = gcp.container.NodePool(
+            f"{cluster.name}-system",
+            name="system",
+            cluster=self.cluster.name,
+            location=cluster.location,
+            initial_node_count=cluster.system_pool.min_nodes,
+            autoscaling={
+                "total_min_node_count": cluster.system_pool.min_nodes,
+                "total_max_node_count": cluster.system_pool.max_nodes,
+                "location_policy": "BALANCED",
+            },
+            management={"auto_repair": True, "auto_upgrade": True},
+            node_config={
+                "machine_type": cluster.system_pool.machine_type,
+                "oauth_scopes": OAUTH_SCOPES,
+                "workload_metadata_config": {"mode": "GKE_METADATA"},
+                "labels": {"role": "system"},
+            },
+            opts=self.child(self.gcp_provider, ignore_changes=["nodeCount", "initialNodeCount"]),
+        )
+        pools = {pool.card: self._gpu_pool(cluster, pool) for pool in cluster.pools}
+        kubeconfig = exec_kubeconfig(
+            cluster.name,
+            self.cluster.endpoint,
+            self.cluster.master_auth.cluster_ca_certificate,  # type: ignore[union-attr]
+            "gke-gcloud-auth-plugin",
+            [],
+        )
+        return kubeconfig, pools, self.cluster.name
+
+    def _gpu_pool(self, cluster: Cluster, pool: GpuPool) -> gcp.container.NodePool:
+        offer = pool.offer
+        assert offer is not None  # the policy checks that gcp offers every card of a gcp cluster
+        accelerators = (
+            [
+                {
+                    "type": offer.accelerator_type,
+                    "count": offer.count,
+                    "gpu_driver_installation_config": {"gpu_driver_version": "LATEST"},
+                }
+            ]
+            if offer.accelerator_type
+            else []  # machine types such as ct5lp-hightpu-4t carry their accelerator
+        )
+        return gcp.container.NodePool(
+            f"{cluster.name}-{pool.name}",
+            name=pool.name,
+            cluster=self.cluster.name,
+            location=cluster.location,
+            initial_node_count=pool.min_nodes,
+            autoscaling={
+                "total_min_node_count": pool.min_nodes,
+                "total_max_node_count": pool.max_nodes,
+                "location_policy": "ANY" if pool.spot else "BALANCED",
+            },
+            management={"auto_repair": True, "auto_upgrade": True},
+            node_config={
+                "machine_type": pool.machine_type,
+                "spot": pool.spot,
+                "guest_accelerators": accelerators,
+                "labels": pool.labels,
+                "taints": [upper_effect(t) for t in pool.taints],
+                "oauth_scopes": OAUTH_SCOPES,
+                "workload_metadata_config": {"mode": "GKE_METADATA"},
+                "disk_size_gb": 200,  # benchmark images are large
+                "disk_type": "pd-ssd",
+            },
+            opts=self.child(self.gcp_provider, ignore_changes=["nodeCount", "initialNodeCount"]),
+        )

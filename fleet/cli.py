@@ -1,0 +1,132 @@
+"""Command line of gpu-fleet: ``python -m fleet validate | plan | schema``.
+
+Exit status: 0 fine, 1 the plan found mandatory violations or the engine would fail, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from fleet.errors import InputError
+from fleet.policy import POLICY_FILE, Fleet, load_fleet
+from fleet.stack_config import STACKS_DIR, stack_file, stack_names
+
+SCHEMA_FILE = POLICY_FILE.with_name("fleet.schema.json")
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _summary(fleet: Fleet) -> str:
+    lines = [f"{fleet.file}: {len(fleet.clusters)} clusters, {len(fleet.placements)} workloads, central: {fleet.central.name}"]
+    for c in fleet.clusters.values():
+        cards = ", ".join(f"{p.card} ({p.min_nodes}-{p.max_nodes}{' spot' if p.spot else ''})" for p in c.pools) or "no cards"
+        lines.append(f"  {c.name:<20} {c.cloud:<9} {c.location:<15} {cards}")
+        lines.append(f"  {'':<20} runs {len(fleet.benchmarks(c))} benchmark(s)")
+    for w, cards in fleet.placements.items():
+        lines.append(f"  workload {w}: {', '.join(cards) if len(cards) < len(fleet.workloads) * 100 else 'all'}")
+    return "\n".join(lines)
+
+
+def _check_stack_files(fleet: Fleet, stacks_dir: Path) -> list[str]:
+    """Clusters without a stack file are errors; stacks without a cluster only a warning, because a
+    cluster removed from the policy keeps its (protected) stack until someone destroys it on purpose."""
+    for name in stack_names(stacks_dir):
+        if name not in fleet.clusters:
+            print(f"warning: stack {name!r} has no cluster in {fleet.file}; `pulumi up` on it will refuse to run", file=sys.stderr)
+    return [
+        f"{stack_file(name, stacks_dir)}:1: missing: every cluster needs its stack config file"
+        for name in fleet.clusters
+        if not stack_file(name, stacks_dir).is_file()
+    ]
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check the policy, catalogue, workloads and stack files; print a summary."""
+    fleet = load_fleet(args.policy)
+    problems = _check_stack_files(fleet, args.stacks_dir)
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(_summary(fleet))
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Run the program per stack under the mock engine and show what it would create."""
+    from fleet.mock_engine import PlanError
+    from fleet.plan import plan_fleet
+    from fleet.summary import render_stack
+
+    fleet = load_fleet(args.policy)
+    problems = _check_stack_files(fleet, args.stacks_dir)
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    started = time.perf_counter()
+    try:
+        plans = plan_fleet(fleet, Path(args.policy).resolve(), args.stack or None, args.stacks_dir)
+    except PlanError as exc:
+        print(f"plan failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    for plan in plans:
+        print(render_stack(plan, fleet))
+    total = sum(len(p.registrations) for p in plans)
+    mandatory = sum(1 for p in plans for f in p.findings if f.level == "mandatory")
+    print(f"\n{len(plans)} stack(s), {total} resources, {mandatory} mandatory violation(s), {time.perf_counter() - started:.2f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"stacks": [p.as_dict() for p in plans]}, indent=1, default=str), encoding="utf-8")
+    return EXIT_FAILED if mandatory else EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Write the policy file's JSON Schema, or check that the published one is current."""
+    from fleet.policy_schema import json_schema
+
+    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    if args.check:
+        current = SCHEMA_FILE.read_text(encoding="utf-8") if SCHEMA_FILE.is_file() else ""
+        if current != text:
+            print(f"{SCHEMA_FILE} is out of date: run python -m fleet schema", file=sys.stderr)
+            return EXIT_FAILED
+        return EXIT_OK
+    SCHEMA_FILE.write_text(text, encoding="utf-8")
+    print(f"wrote {SCHEMA_FILE}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="python -m fleet", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--policy", type=Path, default=POLICY_FILE, help="policy file (default: policy/fleet.yaml)")
+        p.add_argument("--stacks-dir", type=Path, default=STACKS_DIR, help=argparse.SUPPRESS)
+
+    p = sub.add_parser("validate", help="check the policy file, catalogue and workloads")
+    common(p)
+    p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("plan", help="show what each stack would create (offline, mock engine)")
+    common(p)
+    p.add_argument("--stack", action="append", help="plan only this stack (repeatable; default: all)")
+    p.add_argument("--json", type=Path, help="write the whole plan as JSON to this file")
+    p.set_defaults(func=cmd_plan)
+    p = sub.add_parser("schema", help="write policy/fleet.schema.json (--check: verify it is current)")
+    p.add_argument("--check", action="store_true")
+    p.set_defaults(func=cmd_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a subcommand; bad input is reported without a traceback and exits 2."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except InputError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        print(f"{len(exc.problems)} problem(s) found; nothing was planned or deployed", file=sys.stderr)
+        return EXIT_BAD_INPUT

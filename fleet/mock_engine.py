@@ -1,0 +1,172 @@
+"""Pulumi's mock engine made strict: it records what a program registers and fails where the real engine would.
+
+``RecordingMonitor`` keeps every registration (type, name, parent, provider, options, inputs as the engine
+receives them) and the stack's exports. ``FleetMocks`` answers resources with plausible computed outputs
+from ``mock_outputs.yaml`` and refuses invokes it does not know, so a new invoke is noticed.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+
+MOCK_OUTPUTS = Path(__file__).with_name("mock_outputs.yaml")
+SECRET = "[secret]"
+UNKNOWN = "[unknown]"
+
+
+class PlanError(Exception):
+    """The program did something the real engine would reject (duplicate URN, implicit provider...)."""
+
+
+@dataclass
+class Registration:
+    """One resource as the engine received it."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str
+    provider: str
+    custom: bool
+    protect: bool
+    ignore_changes: list[str]
+    inputs: dict[str, Any]  # secrets kept wrapped (see ``plain_inputs``)
+    secret_outputs: list[str] = field(default_factory=list)
+
+    def plain_inputs(self) -> dict[str, Any]:
+        """Inputs with every secret shown as ``[secret]`` and unknowns as ``[unknown]``: safe to print."""
+        return _redact(self.inputs)
+
+
+def _whole_numbers(value: Any) -> Any:
+    """Numbers cross the wire as doubles; show whole ones as integers, as the program wrote them."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return value
+
+
+def _redact(value: Any) -> Any:
+    if rpc.is_rpc_secret(value):
+        return SECRET
+    if isinstance(value, dict):
+        return {k: _redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v) for v in value]
+    if value == rpc.UNKNOWN:
+        return UNKNOWN
+    return value
+
+
+@lru_cache(maxsize=1)
+def _mock_outputs() -> dict[str, Any]:
+    return yaml.safe_load(MOCK_OUTPUTS.read_text(encoding="utf-8"))
+
+
+def _fill(value: Any, name: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("{name}", name)
+    if isinstance(value, dict):
+        return {k: _fill(v, name) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, name) for v in value]
+    return value
+
+
+class FleetMocks(pulumi.runtime.Mocks):
+    """Answers resources and invokes like the clouds would, strictly.
+
+    ``stack_outputs`` maps a referenced stack name to its outputs and the names of its secret outputs,
+    so a ``StackReference`` sees what the plan of that stack exported.
+    """
+
+    def __init__(self, stack_outputs: dict[str, tuple[dict[str, Any], list[str]]] | None = None):
+        self.stack_outputs = stack_outputs or {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if args.typ == "pulumi:pulumi:StackReference":
+            name = args.inputs.get("name", args.name)
+            stack = str(name).rsplit("/", 1)[-1]
+            if stack not in self.stack_outputs:
+                raise PlanError(f"StackReference to {name!r}: that stack has not been planned (plan it too)")
+            outputs, secret_names = self.stack_outputs[stack]
+            return name, {"name": name, "outputs": outputs, "secretOutputNames": secret_names}
+        computed = _fill(copy.deepcopy(_mock_outputs()["resources"].get(args.typ, {})), args.name)
+        return f"{args.name}-id", {**args.inputs, **computed}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        answers = _mock_outputs()["invokes"]
+        if args.token not in answers:
+            raise PlanError(f"invoke {args.token} is not known to the offline plan: add its answer to {MOCK_OUTPUTS.name}")
+        return copy.deepcopy(answers[args.token])
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """A mock resource monitor that records registrations and rejects what the real engine rejects."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.registrations: dict[str, Registration] = {}
+        self.stack_exports: dict[str, Any] = {}
+        self.problems: list[str] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        if request.type != "pulumi:pulumi:Stack":
+            urn = self.make_urn(request.parent, request.type, request.name)
+            if urn in self.registrations:
+                # The real engine fails the update on a duplicate URN; the stock mocks accept it silently.
+                self.problems.append(f"duplicate resource URN {urn}")
+            self.registrations[urn] = Registration(
+                urn=urn,
+                type=request.type,
+                name=request.name,
+                parent=request.parent,
+                provider=request.provider,
+                custom=bool(request.custom),
+                protect=bool(request.protect),
+                ignore_changes=list(request.ignoreChanges),
+                inputs=_whole_numbers(rpc.deserialize_properties(request.object, keep_unknowns=True)),
+                secret_outputs=list(request.additionalSecretOutputs),
+            )
+        return super().RegisterResource(request)
+
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802
+        urn = self.make_urn(request.parent, request.type, request.name)
+        self.registrations[urn] = Registration(
+            urn=urn,
+            type=request.type,
+            name=request.name,
+            parent=request.parent,
+            provider=request.provider,
+            custom=True,
+            protect=False,
+            ignore_changes=[],
+            inputs=_whole_numbers(rpc.deserialize_properties(request.properties, keep_unknowns=True)),
+        )
+        return super().ReadResource(request)
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802
+        if "::pulumi:pulumi:Stack::" in request.urn:
+            self.stack_exports = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
+        return super().RegisterResourceOutputs(request)
+
+    def check(self) -> list[str]:
+        """What the real engine (with ``pulumi:disable-default-providers: ["*"]``) would reject."""
+        problems = list(self.problems)
+        for reg in self.registrations.values():
+            is_provider = reg.type.startswith("pulumi:providers:")
+            if reg.custom and not is_provider and not reg.type.startswith("pulumi:pulumi:") and not reg.provider:
+                problems.append(f"{reg.urn} uses a default provider: every resource needs an explicit provider")
+        return problems

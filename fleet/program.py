@@ -1,0 +1,39 @@
+"""The Pulumi program: one stack builds one cluster of the fleet with everything that runs on it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pulumi
+
+from components.cluster import GpuCluster
+from fleet.errors import InputError
+from fleet.policy import POLICY_FILE, Fleet, load_fleet_cached
+from fleet.settings import StackSettings
+
+
+def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
+    """Declare every resource of the stack ``stack`` (a cluster name) and export its outputs."""
+    cluster = fleet.cluster(stack)
+    component = GpuCluster.for_cloud(cluster.cloud)(cluster, settings)
+    pulumi.export("cluster", cluster.name)
+    pulumi.export("cloud", cluster.cloud)
+    pulumi.export("location", cluster.location)
+    pulumi.export("central", cluster.central)
+    pulumi.export("gpu_pools", {pool.card: f"{cluster.name}-{pool.name}" for pool in cluster.pools})
+    pulumi.export("kubeconfig", component.kubeconfig)
+    return component
+
+
+def main() -> None:
+    """Entry point of ``__main__.py``: load the policy, then build the current stack's cluster."""
+    settings = StackSettings.read()
+    policy = Path(settings.policy_file) if settings.policy_file else POLICY_FILE
+    try:
+        fleet = load_fleet_cached(policy)
+        build(fleet, pulumi.get_stack(), settings)
+    except InputError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        raise pulumi.RunError(f"{len(exc.problems)} problem(s) in the fleet policy; nothing was deployed") from None

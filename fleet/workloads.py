@@ -1,0 +1,184 @@
+"""Benchmark workload definitions: one folder per workload under ``workloads/``.
+
+A folder holds ``workload.yaml`` (what to run and what metrics it yields), ``mtail/*.mtail`` (the programs
+that turn its log lines into Prometheus metrics), ``sample.log`` (a real log, used by the tests) and optional
+``files/`` (small scripts mounted into the pod). Adding a workload is a new folder plus a line in the
+policy file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import pydantic
+
+from fleet.errors import InputError, Problem
+from fleet.validation import StrictModel, validate_document
+from fleet.yaml_source import read_yaml
+
+WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
+METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$")
+
+
+class MetricSpec(StrictModel):
+    """A metric the workload's mtail programs export."""
+
+    name: str
+    type: Literal["gauge", "counter", "histogram"]
+    help: str
+    labels: list[str] = []
+
+    @pydantic.field_validator("name")
+    @classmethod
+    def _prometheus_name(cls, v: str) -> str:
+        if not METRIC_NAME.match(v):
+            raise ValueError(f"{v!r} is not a valid Prometheus metric name")
+        return v
+
+    @pydantic.model_validator(mode="after")
+    def _counter_suffix(self) -> MetricSpec:
+        if self.type == "counter" and not self.name.endswith("_total"):
+            raise ValueError(f"counter {self.name!r} must end in _total")
+        return self
+
+
+class Headline(StrictModel):
+    """The one number reports compare across cards, and which way is better."""
+
+    metric: str
+    unit: str
+    higher_is_better: bool = True
+    match: dict[str, str] = {}  # label values that pick the headline series (e.g. a stage)
+
+
+class Resources(StrictModel):
+    """CPU and memory per pod (Kubernetes quantities); the accelerator count is separate."""
+
+    cpu_request: str
+    memory_request: str
+    cpu_limit: str
+    memory_limit: str
+
+    @pydantic.field_validator("*")
+    @classmethod
+    def _quantity(cls, v: str) -> str:
+        if not QUANTITY.match(str(v)):
+            raise ValueError(f"{v!r} is not a Kubernetes quantity such as 500m, 2 or 8Gi")
+        return str(v)
+
+
+class DataVolume(StrictModel):
+    """Input data mounted into the workload container."""
+
+    name: str
+    mount_path: str
+    claim_name: str = ""  # an existing PersistentVolumeClaim; empty means a scratch emptyDir
+    size_limit: str = ""
+    read_only: bool = False
+
+
+class WorkloadSpec(StrictModel):
+    """What ``workload.yaml`` holds."""
+
+    name: str
+    description: str
+    image: str
+    command: list[str] = pydantic.Field(min_length=1)
+    args: list[str] = []
+    accelerators: int = pydantic.Field(default=1, ge=1, le=8)
+    resources: Resources
+    env: dict[str, str] = {}
+    timeout_seconds: int = pydantic.Field(ge=60)
+    backoff_limit: int = pydantic.Field(default=1, ge=0, le=6)
+    ttl_seconds_after_finished: int = pydantic.Field(default=86400, ge=0)
+    volumes: list[DataVolume] = []
+    metrics: list[MetricSpec] = pydantic.Field(min_length=1)
+    headline: Headline
+
+    @pydantic.field_validator("name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not DNS_LABEL.match(v) or len(v) > 40:
+            raise ValueError(f"{v!r} must be a DNS-1123 label of at most 40 characters")
+        return v
+
+    @pydantic.field_validator("image")
+    @classmethod
+    def _pinned(cls, v: str) -> str:
+        if "@sha256:" in v:
+            return v
+        last = v.rsplit("/", 1)[-1]
+        if ":" not in last:
+            raise ValueError(f"image {v!r} has no tag: pin it by tag or digest")
+        if last.endswith(":latest"):
+            raise ValueError(f"image {v!r} uses the moving tag 'latest': pin it by tag or digest")
+        return v
+
+    @pydantic.model_validator(mode="after")
+    def _headline_declared(self) -> WorkloadSpec:
+        names = {m.name for m in self.metrics}
+        if self.headline.metric not in names:
+            raise ValueError(f"headline metric {self.headline.metric!r} is not among the declared metrics")
+        return self
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A loaded workload: its spec plus the files beside it."""
+
+    spec: WorkloadSpec
+    folder: Path
+    mtail_programs: dict[str, str]  # file name -> program text
+    files: dict[str, str]  # file name -> content, mounted at FILES_MOUNT
+
+    @property
+    def name(self) -> str:
+        """The workload's name (also its folder's)."""
+        return self.spec.name
+
+    @property
+    def sample_log(self) -> Path:
+        """The real sample log the tests run the mtail programs over."""
+        return self.folder / "sample.log"
+
+
+FILES_MOUNT = "/opt/gpu-fleet"
+
+
+def load_workload(folder: Path) -> Workload:
+    """Read one workload folder, raising ``InputError`` naming the file on any problem."""
+    doc = read_yaml(folder / "workload.yaml")
+    spec = validate_document(WorkloadSpec, doc)
+    problems = []
+    if spec.name != folder.name:
+        problems.append(doc.problem(("name",), f"must equal the folder name {folder.name!r}"))
+    programs = {p.name: p.read_text(encoding="utf-8") for p in sorted((folder / "mtail").glob("*.mtail"))}
+    if not programs:
+        problems.append(Problem(str(folder / "mtail"), 1, "", "no *.mtail program: the workload would export no metric"))
+    files_dir = folder / "files"
+    files = {p.name: p.read_text(encoding="utf-8") for p in sorted(files_dir.iterdir()) if p.is_file()} if files_dir.is_dir() else {}
+    if problems:
+        raise InputError(problems)
+    return Workload(spec=spec, folder=folder, mtail_programs=programs, files=files)
+
+
+@lru_cache(maxsize=4)
+def load_workloads(root: Path = WORKLOADS_DIR) -> dict[str, Workload]:
+    """Every workload folder under ``root``, by name; all problems of all folders at once."""
+    out: dict[str, Workload] = {}
+    problems: list[Problem] = []
+    for folder in sorted(p for p in root.iterdir() if (p / "workload.yaml").is_file()) if root.is_dir() else []:
+        try:
+            wl = load_workload(folder)
+            out[wl.name] = wl
+        except InputError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise InputError(problems)
+    return out

@@ -1,0 +1,27 @@
+"""Shared test fixtures: external tools that skip locally but must be present in CI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+REQUIRE_TOOLS_ENV = "GPU_FLEET_REQUIRE_TOOLS"
+
+
+def require_tool(name: str) -> str:
+    """Path of an external tool; skips the test locally when it is missing, fails when CI requires tools."""
+    path = shutil.which(name)
+    if path:
+        return path
+    reason = f"{name} is not installed (apt-get install -y prometheus mtail)"
+    if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
+        pytest.fail(f"{reason}, and {REQUIRE_TOOLS_ENV}=1 requires it")
+    pytest.skip(reason)

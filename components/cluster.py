@@ -8,6 +8,7 @@ resource uses, and registers the outputs every stack exports.
 from __future__ import annotations
 
 import abc
+import importlib
 from typing import ClassVar
 
 import pulumi
@@ -15,6 +16,9 @@ import pulumi_kubernetes as k8s
 
 from fleet.policy import Cluster
 from fleet.settings import StackSettings
+
+# The module of each cloud's component (each registers itself by its CLOUD).
+CLOUD_MODULES = {"gcp": "gke", "aws": "eks", "azure": "aks", "openstack": "magnum", "existing": "existing"}
 
 
 class GpuCluster(pulumi.ComponentResource, abc.ABC):
@@ -82,7 +86,6 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
 
     @staticmethod
     def for_cloud(cloud: str) -> type[GpuCluster]:
-        """The component class of ``cloud`` (importing the cloud modules registers them)."""
-        import components.clouds  # noqa: F401  (registers every cloud)
-
+        """The component class of ``cloud``; only that cloud's module (and SDK) is imported."""
+        importlib.import_module(f"components.{CLOUD_MODULES[cloud]}")
         return GpuCluster._registry[cloud]

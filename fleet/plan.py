@@ -90,6 +90,7 @@ def plan_stack(
     policy_file: Path,
     stacks_dir: Path = STACKS_DIR,
     references: dict[str, tuple[dict[str, Any], list[str]]] | None = None,
+    workloads_dir: Path | None = None,
 ) -> StackPlan:
     """Run the program for ``stack`` under the mocks and return what it registered.
 
@@ -98,6 +99,8 @@ def plan_stack(
     """
     config, secret_keys = load_stack_config(stack, stacks_dir)
     config = {**config, "gpu-fleet:policyFile": str(policy_file)}
+    if workloads_dir is not None:
+        config["gpu-fleet:workloadsDir"] = str(workloads_dir)
     mocks = FleetMocks(references)
     monitor = RecordingMonitor(mocks)
     logger = logging.getLogger(f"gpu-fleet.plan.{stack}")

@@ -11,6 +11,7 @@ from components.cluster import GpuCluster
 from fleet.errors import InputError
 from fleet.policy import POLICY_FILE, Fleet, load_fleet_cached
 from fleet.settings import StackSettings
+from fleet.workloads import WORKLOADS_DIR
 
 
 def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
@@ -31,7 +32,7 @@ def main() -> None:
     settings = StackSettings.read()
     policy = Path(settings.policy_file) if settings.policy_file else POLICY_FILE
     try:
-        fleet = load_fleet_cached(policy)
+        fleet = load_fleet_cached(policy, Path(settings.workloads_dir) if settings.workloads_dir else WORKLOADS_DIR)
         build(fleet, pulumi.get_stack(), settings)
     except InputError as exc:
         for problem in exc.problems:

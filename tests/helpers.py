@@ -1,0 +1,58 @@
+"""Test helpers: plan a small policy written to a temp dir, and look at what the engine received."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleet.mock_engine import Registration
+from fleet.plan import StackPlan, plan_stack
+from fleet.policy import load_fleet
+from fleet.workloads import WORKLOADS_DIR
+
+
+def write_policy(tmp_path: Path, policy: str, stack_configs: dict[str, dict[str, Any]]) -> tuple[Path, Path]:
+    """Write ``policy`` (YAML text) and one stack file per entry of ``stack_configs``; return both paths."""
+    policy_file = tmp_path / "fleet.yaml"
+    policy_file.write_text(textwrap.dedent(policy), encoding="utf-8")
+    stacks = tmp_path / "stacks"
+    stacks.mkdir(exist_ok=True)
+    for stack, config in stack_configs.items():
+        config = {"pulumi:disable-default-providers": ["*"], **config}
+        (stacks / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}), encoding="utf-8")
+    return policy_file, stacks
+
+
+def plan_one(
+    tmp_path: Path,
+    policy: str,
+    stack: str,
+    config: dict[str, Any] | None = None,
+    workloads_dir: Path | None = None,
+    references: dict[str, tuple[dict[str, Any], list[str]]] | None = None,
+) -> StackPlan:
+    """Plan ``stack`` of a policy given as text, with an empty workloads folder unless one is given."""
+    if workloads_dir is None:
+        workloads_dir = tmp_path / "no-workloads"
+        workloads_dir.mkdir(exist_ok=True)
+    policy_file, stacks = write_policy(tmp_path, policy, {stack: config or {}})
+    load_fleet(policy_file, workloads_dir)  # fail early, with the located message, on a bad test policy
+    return plan_stack(stack, policy_file, stacks, references, workloads_dir)
+
+
+def by_type(plan: StackPlan, type_: str) -> list[Registration]:
+    """Registrations of one resource type."""
+    return [r for r in plan.registrations if r.type == type_]
+
+
+def one(plan: StackPlan, type_: str, name: str) -> Registration:
+    """The registration of ``type_`` called ``name`` (fails the test if absent)."""
+    found = [r for r in plan.registrations if r.type == type_ and r.name == name]
+    assert found, f"no {type_} named {name}; have: {[r.name for r in by_type(plan, type_)]}"
+    return found[0]
+
+
+SHIPPED_WORKLOADS = WORKLOADS_DIR

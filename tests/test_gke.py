@@ -1,0 +1,75 @@
+"""GKE cluster component under the mock engine: what GKE would receive for each card."""
+
+from __future__ import annotations
+
+from pulumi.runtime import rpc
+
+from tests.helpers import by_type, one, plan_one
+
+POLICY = """
+clusters:
+  gcp:
+    gke-test:
+      zone: us-central1-c
+      central: true
+      gpus:
+        t4: {}
+        a100: {max_nodes: 3, spot: false}
+        tpu-v5e: {max_nodes: 1}
+"""
+CONFIG = {"gcp:project": "proj-1"}
+
+
+def test_gpu_pool_per_card_with_taint_label_spot_and_zero_minimum(tmp_path):
+    plan = plan_one(tmp_path, POLICY, "gke-test", CONFIG)
+    t4 = one(plan, "gcp:container/nodePool:NodePool", "gke-test-gpu-t4").inputs
+    assert t4["name"] == "gpu-t4"
+    assert t4["nodeConfig"]["machineType"] == "n1-standard-4"
+    assert t4["nodeConfig"]["guestAccelerators"] == [
+        {"type": "nvidia-tesla-t4", "count": 1, "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}
+    ]
+    assert t4["nodeConfig"]["labels"] == {"gpu": "t4", "nvidia.com/gpu.present": "true"}
+    assert t4["nodeConfig"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+    assert t4["nodeConfig"]["spot"] is True
+    assert t4["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
+    assert t4["initialNodeCount"] == 0
+
+
+def test_policy_overrides_and_machine_family_per_card(tmp_path):
+    plan = plan_one(tmp_path, POLICY, "gke-test", CONFIG)
+    a100 = one(plan, "gcp:container/nodePool:NodePool", "gke-test-gpu-a100").inputs
+    assert a100["nodeConfig"]["machineType"] == "a2-highgpu-1g"
+    assert a100["nodeConfig"]["spot"] is False
+    assert a100["autoscaling"]["locationPolicy"] == "BALANCED"
+    assert a100["autoscaling"]["totalMaxNodeCount"] == 3
+
+
+def test_non_nvidia_accelerator_is_data_only(tmp_path):
+    plan = plan_one(tmp_path, POLICY, "gke-test", CONFIG)
+    tpu = one(plan, "gcp:container/nodePool:NodePool", "gke-test-gpu-tpu-v5e").inputs
+    assert tpu["nodeConfig"]["machineType"] == "ct5lp-hightpu-4t"
+    assert tpu["nodeConfig"].get("guestAccelerators", []) == []
+    assert tpu["nodeConfig"]["taints"] == [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}]
+    assert "nvidia.com/gpu.present" not in tpu["nodeConfig"]["labels"]
+
+
+def test_cluster_is_protected_without_default_pool_and_with_workload_identity(tmp_path):
+    plan = plan_one(tmp_path, POLICY, "gke-test", CONFIG)
+    (cluster,) = by_type(plan, "gcp:container/cluster:Cluster")
+    assert cluster.protect is True
+    assert cluster.inputs["removeDefaultNodePool"] is True
+    assert cluster.inputs["location"] == "us-central1-c"
+    assert cluster.inputs["workloadIdentityConfig"] == {"workloadPool": "proj-1.svc.id.goog"}
+    pools = by_type(plan, "gcp:container/nodePool:NodePool")
+    assert len(pools) == 4  # system + 3 cards
+    assert all("nodeCount" in p.ignore_changes for p in pools)
+    system = one(plan, "gcp:container/nodePool:NodePool", "gke-test-system").inputs
+    assert "taints" not in system["nodeConfig"] and system["nodeConfig"]["machineType"] == "e2-standard-4"
+
+
+def test_kubeconfig_is_secret_and_uses_the_gke_auth_plugin(tmp_path):
+    plan = plan_one(tmp_path, POLICY, "gke-test", CONFIG)
+    assert rpc.is_rpc_secret(plan.exports["kubeconfig"])
+    (provider,) = by_type(plan, "pulumi:providers:kubernetes")
+    assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
+    assert "gke-gcloud-auth-plugin" in rpc.unwrap_rpc_secret(provider.inputs["kubeconfig"])

@@ -28,7 +28,9 @@ class GkeCluster(GpuCluster):
 
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
         project = pulumi.Config("gcp").require("project")
-        self.gcp_provider = gcp.Provider(f"{cluster.name}-gcp", project=project, opts=pulumi.ResourceOptions(parent=self))
+        self.gcp_provider = gcp.Provider(
+            f"{cluster.name}-gcp", project=project, opts=pulumi.ResourceOptions(parent=self)
+        )
         self.cluster = gcp.container.Cluster(
             cluster.name,
             name=cluster.name,

@@ -98,7 +98,11 @@ class Catalogue(StrictModel):
             for cloud, offer in acc.offers.items():
                 for alt in offer.alternatives:
                     alt_acc = self.accelerators.get(alt)
-                    if alt_acc is None or alt_acc.offers.get(cloud, None) is None or alt_acc.offers[cloud].status != "available":
+                    if (
+                        alt_acc is None
+                        or alt_acc.offers.get(cloud, None) is None
+                        or alt_acc.offers[cloud].status != "available"
+                    ):
                         raise ValueError(f"{card} on {cloud}: alternative {alt!r} is not available on {cloud}")
         return self
 

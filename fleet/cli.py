@@ -14,19 +14,26 @@ from pathlib import Path
 from fleet.errors import InputError
 from fleet.policy import POLICY_FILE, Fleet, load_fleet
 from fleet.stack_config import STACKS_DIR, stack_file, stack_names
+from fleet.workloads import WORKLOADS_DIR
 
 SCHEMA_FILE = POLICY_FILE.with_name("fleet.schema.json")
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def _summary(fleet: Fleet) -> str:
-    lines = [f"{fleet.file}: {len(fleet.clusters)} clusters, {len(fleet.placements)} workloads, central: {fleet.central.name}"]
+    lines = [
+        f"{fleet.file}: {len(fleet.clusters)} clusters, {len(fleet.placements)} workloads, "
+        f"central: {fleet.central.name}"
+    ]
     for c in fleet.clusters.values():
-        cards = ", ".join(f"{p.card} ({p.min_nodes}-{p.max_nodes}{' spot' if p.spot else ''})" for p in c.pools) or "no cards"
+        cards = (
+            ", ".join(f"{p.card} ({p.min_nodes}-{p.max_nodes}{' spot' if p.spot else ''})" for p in c.pools)
+            or "no cards"
+        )
         lines.append(f"  {c.name:<20} {c.cloud:<9} {c.location:<15} {cards}")
         lines.append(f"  {'':<20} runs {len(fleet.benchmarks(c))} benchmark(s)")
     for w, cards in fleet.placements.items():
-        lines.append(f"  workload {w}: {', '.join(cards) if len(cards) < len(fleet.workloads) * 100 else 'all'}")
+        lines.append(f"  workload {w}: {', '.join(cards)}")
     return "\n".join(lines)
 
 
@@ -35,7 +42,10 @@ def _check_stack_files(fleet: Fleet, stacks_dir: Path) -> list[str]:
     cluster removed from the policy keeps its (protected) stack until someone destroys it on purpose."""
     for name in stack_names(stacks_dir):
         if name not in fleet.clusters:
-            print(f"warning: stack {name!r} has no cluster in {fleet.file}; `pulumi up` on it will refuse to run", file=sys.stderr)
+            print(
+                f"warning: stack {name!r} has no cluster in {fleet.file}; `pulumi up` on it will refuse to run",
+                file=sys.stderr,
+            )
     return [
         f"{stack_file(name, stacks_dir)}:1: missing: every cluster needs its stack config file"
         for name in fleet.clusters
@@ -45,7 +55,7 @@ def _check_stack_files(fleet: Fleet, stacks_dir: Path) -> list[str]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Check the policy, catalogue, workloads and stack files; print a summary."""
-    fleet = load_fleet(args.policy)
+    fleet = load_fleet(args.policy, args.workloads_dir)
     problems = _check_stack_files(fleet, args.stacks_dir)
     if problems:
         print("\n".join(problems), file=sys.stderr)
@@ -60,14 +70,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from fleet.plan import plan_fleet
     from fleet.summary import render_stack
 
-    fleet = load_fleet(args.policy)
+    fleet = load_fleet(args.policy, args.workloads_dir)
     problems = _check_stack_files(fleet, args.stacks_dir)
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return EXIT_BAD_INPUT
     started = time.perf_counter()
     try:
-        plans = plan_fleet(fleet, Path(args.policy).resolve(), args.stack or None, args.stacks_dir)
+        plans = plan_fleet(fleet, Path(args.policy).resolve(), args.stack or None, args.stacks_dir, args.workloads_dir)
     except PlanError as exc:
         print(f"plan failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -75,9 +85,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(render_stack(plan, fleet))
     total = sum(len(p.registrations) for p in plans)
     mandatory = sum(1 for p in plans for f in p.findings if f.level == "mandatory")
-    print(f"\n{len(plans)} stack(s), {total} resources, {mandatory} mandatory violation(s), {time.perf_counter() - started:.2f} s")
+    print(
+        f"\n{len(plans)} stack(s), {total} resources, {mandatory} mandatory violation(s), "
+        f"{time.perf_counter() - started:.2f} s"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"stacks": [p.as_dict() for p in plans]}, indent=1, default=str), encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps({"stacks": [p.as_dict() for p in plans]}, indent=1, default=str), encoding="utf-8"
+        )
     return EXIT_FAILED if mandatory else EXIT_OK
 
 
@@ -105,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--policy", type=Path, default=POLICY_FILE, help="policy file (default: policy/fleet.yaml)")
         p.add_argument("--stacks-dir", type=Path, default=STACKS_DIR, help=argparse.SUPPRESS)
+        p.add_argument("--workloads-dir", type=Path, default=WORKLOADS_DIR, help=argparse.SUPPRESS)
 
     p = sub.add_parser("validate", help="check the policy file, catalogue and workloads")
     common(p)

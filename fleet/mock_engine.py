@@ -109,7 +109,9 @@ class FleetMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         answers = _mock_outputs()["invokes"]
         if args.token not in answers:
-            raise PlanError(f"invoke {args.token} is not known to the offline plan: add its answer to {MOCK_OUTPUTS.name}")
+            raise PlanError(
+                f"invoke {args.token} is not known to the offline plan: add its answer to {MOCK_OUTPUTS.name}"
+            )
         return copy.deepcopy(answers[args.token])
 
 

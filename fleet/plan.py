@@ -128,7 +128,13 @@ def plan_stack(
     return plan
 
 
-def plan_fleet(fleet: Fleet, policy_file: Path, stacks: list[str] | None = None, stacks_dir: Path = STACKS_DIR) -> list[StackPlan]:
+def plan_fleet(
+    fleet: Fleet,
+    policy_file: Path,
+    stacks: list[str] | None = None,
+    stacks_dir: Path = STACKS_DIR,
+    workloads_dir: Path | None = None,
+) -> list[StackPlan]:
     """Plan the selected stacks (all clusters by default); the central stack runs last so its stack
     references see the other stacks' planned outputs."""
     selected = stacks or list(fleet.clusters)
@@ -140,5 +146,5 @@ def plan_fleet(fleet: Fleet, policy_file: Path, stacks: list[str] | None = None,
     order = [s for s in leaves if s in selected or central in selected] + ([central] if central in selected else [])
     for name in order:
         refs = {n: p.outputs_for_reference() for n, p in plans.items()}
-        plans[name] = plan_stack(name, policy_file, stacks_dir, refs)
+        plans[name] = plan_stack(name, policy_file, stacks_dir, refs, workloads_dir)
     return [plans[s] for s in order if s in selected]

@@ -138,7 +138,9 @@ class Fleet:
             return self.clusters[name]
         except KeyError:
             known = ", ".join(self.clusters)
-            raise InputError([Problem(self.file, 1, "clusters", f"no cluster named {name!r} (known: {known})")]) from None
+            raise InputError(
+                [Problem(self.file, 1, "clusters", f"no cluster named {name!r} (known: {known})")]
+            ) from None
 
     def benchmarks(self, cluster: Cluster) -> list[Benchmark]:
         """The (workload, card) pairs the policy places on ``cluster``: offered by it and allowed for the workload."""
@@ -174,7 +176,11 @@ class _Checker:
             for name, settings in clusters.items():
                 path = ("clusters", cloud, name)
                 if not CLUSTER_NAME.match(name):
-                    self.report(path, f"cluster name {name!r} must be a DNS-1123 label: lower-case letters, digits and '-', starting with a letter, at most 40 characters")
+                    self.report(
+                        path,
+                        f"cluster name {name!r} must be a DNS-1123 label: lower-case letters, digits and '-', "
+                        "starting with a letter, at most 40 characters",
+                    )
                 if name in seen:
                     self.report(path, f"cluster name {name!r} is used twice (also under clusters.{seen[name]})")
                 seen[name] = cloud
@@ -184,10 +190,15 @@ class _Checker:
                 for card, pool in settings.gpus.items():
                     self.check_card(cloud, path, card, pool)
         if not central:
-            self.report(("clusters",), "no cluster is marked 'central: true': exactly one must hold the central Prometheus")
+            self.report(
+                ("clusters",), "no cluster is marked 'central: true': exactly one must hold the central Prometheus"
+            )
         for path in central[1:]:
             first = ".".join(str(p) for p in central[0])
-            self.report((*path, "central"), f"a second central cluster: only one may hold the central Prometheus (first: {first})")
+            self.report(
+                (*path, "central"),
+                f"a second central cluster: only one may hold the central Prometheus (first: {first})",
+            )
 
     def check_location(self, cloud: str, path: tuple[object, ...], region: str | None, zone: str | None) -> None:
         if cloud == "gcp" and not (region or zone):
@@ -229,7 +240,9 @@ class _Checker:
             path = ("workloads", name)
             if name not in self.workloads:
                 have = ", ".join(self.workloads) or "none"
-                self.report(path, f"no workload definition {name!r} (expected workloads/{name}/workload.yaml; defined: {have})")
+                self.report(
+                    path, f"no workload definition {name!r} (expected workloads/{name}/workload.yaml; defined: {have})"
+                )
             for i, card in enumerate(placement.gpus):
                 if card != "all" and card not in known_cards:
                     raw = self.doc.data["workloads"][name]
@@ -249,7 +262,9 @@ def _resolve(spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workloa
                 offer = acc.offers.get(cloud)  # type: ignore[call-overload]
                 # A cloud whose autoscaler cannot scale a GPU pool up from zero gets min 1 unless the
                 # policy sets min_nodes explicitly (an opt-in the plan warns about).
-                floor = defaults.gpu_pool.min_nodes if facts.gpu_scale_from_zero else max(1, defaults.gpu_pool.min_nodes)
+                floor = (
+                    defaults.gpu_pool.min_nodes if facts.gpu_scale_from_zero else max(1, defaults.gpu_pool.min_nodes)
+                )
                 pools.append(
                     GpuPool(
                         card=card,
@@ -270,7 +285,9 @@ def _resolve(spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workloa
                 zone=settings.zone,
                 central=settings.central,
                 kubernetes_version=settings.kubernetes_version or defaults.kubernetes_version,
-                system_pool=SystemPoolSpec(system.machine_type or facts.system_machine_type, system.min_nodes, system.max_nodes),
+                system_pool=SystemPoolSpec(
+                    system.machine_type or facts.system_machine_type, system.min_nodes, system.max_nodes
+                ),
                 pools=tuple(pools),
                 facts=facts,
                 description=settings.description,

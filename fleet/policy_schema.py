@@ -19,10 +19,16 @@ DEFAULT_KUBERNETES_VERSION = "1.33"
 class PoolSettings(StrictModel):
     """Per-card pool settings in a cluster; anything left out comes from ``defaults.gpu_pool``."""
 
-    min_nodes: int | None = pydantic.Field(default=None, ge=0, description="Fewest nodes (0 lets the pool cost nothing idle).")
+    min_nodes: int | None = pydantic.Field(
+        default=None, ge=0, description="Fewest nodes (0 lets the pool cost nothing idle)."
+    )
     max_nodes: int | None = pydantic.Field(default=None, ge=1, description="Most nodes the autoscaler may add.")
-    spot: bool | None = pydantic.Field(default=None, description="Spot/preemptible capacity (cheaper, may be reclaimed).")
-    machine_type: str | None = pydantic.Field(default=None, description="Override the catalogue's machine type or flavor.")
+    spot: bool | None = pydantic.Field(
+        default=None, description="Spot/preemptible capacity (cheaper, may be reclaimed)."
+    )
+    machine_type: str | None = pydantic.Field(
+        default=None, description="Override the catalogue's machine type or flavor."
+    )
 
 
 class GpuPoolDefaults(StrictModel):
@@ -36,7 +42,9 @@ class GpuPoolDefaults(StrictModel):
 class SystemPool(StrictModel):
     """The small on-demand pool that runs the infra services."""
 
-    machine_type: str | None = pydantic.Field(default=None, description="Defaults to the cloud's entry in the catalogue.")
+    machine_type: str | None = pydantic.Field(
+        default=None, description="Defaults to the cloud's entry in the catalogue."
+    )
     min_nodes: int = pydantic.Field(default=1, ge=1)
     max_nodes: int = pydantic.Field(default=3, ge=1)
 
@@ -55,7 +63,9 @@ class ClusterSettings(StrictModel):
     region: str | None = None
     zone: str | None = None
     central: bool = pydantic.Field(default=False, description="Holds the central Prometheus (exactly one cluster).")
-    gpus: dict[str, PoolSettings] = pydantic.Field(default_factory=dict, description="Cards: a list, or card -> pool settings.")
+    gpus: dict[str, PoolSettings] = pydantic.Field(
+        default_factory=dict, description="Cards: a list, or card -> pool settings."
+    )
     kubernetes_version: str | None = pydantic.Field(default=None, pattern=r"^1\.[0-9]{2}$")
     system_pool: SystemPool | None = None
     description: str = ""
@@ -145,7 +155,10 @@ def json_schema() -> dict[str, Any]:
     # The short forms the validators accept: a list of cards, and a bare list or "all" for a workload.
     cards = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
     pools = defs["ClusterSettings"]["properties"]["gpus"]
-    defs["ClusterSettings"]["properties"]["gpus"] = {"anyOf": [cards, pools], "description": pools.get("description", "")}
+    defs["ClusterSettings"]["properties"]["gpus"] = {
+        "anyOf": [cards, pools],
+        "description": pools.get("description", ""),
+    }
     schema["properties"]["workloads"]["additionalProperties"] = {
         "anyOf": [{"const": "all"}, cards, {"$ref": "#/$defs/Placement"}]
     }

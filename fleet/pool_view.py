@@ -5,8 +5,9 @@ The plan table and the tests use this to show and check what would really be sen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from fleet.mock_engine import Registration
 
@@ -35,7 +36,9 @@ def _get(d: Any, *path: str, default: Any = None) -> Any:
 
 
 def _k8s_taint(key: str, value: str, effect: str) -> str:
-    effect = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}.get(effect, effect)
+    effect = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}.get(
+        effect, effect
+    )
     return f"{key}={value}:{effect}"
 
 

@@ -11,7 +11,7 @@ from fleet.pool_view import pool_views
 
 def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def render_stack(plan: StackPlan, fleet: Fleet) -> str:
@@ -27,7 +27,15 @@ def render_stack(plan: StackPlan, fleet: Fleet) -> str:
         rows = [["pool", "card", "machine type", "min", "max", "spot", "taints"]]
         for p in pools:
             rows.append(
-                [p.name, p.card or "-", p.machine_type, str(p.min_nodes), str(p.max_nodes), "yes" if p.spot else "no", ", ".join(p.taints) or "-"]
+                [
+                    p.name,
+                    p.card or "-",
+                    p.machine_type,
+                    str(p.min_nodes),
+                    str(p.max_nodes),
+                    "yes" if p.spot else "no",
+                    ", ".join(p.taints) or "-",
+                ]
             )
         lines += ["  Node pools", *_table(rows)]
     by_type = Counter(r.type for r in plan.registrations if not r.type.startswith("kubernetes:"))

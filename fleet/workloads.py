@@ -120,12 +120,20 @@ class WorkloadSpec(StrictModel):
             raise ValueError(f"image {v!r} uses the moving tag 'latest': pin it by tag or digest")
         return v
 
-    @pydantic.model_validator(mode="after")
-    def _headline_declared(self) -> WorkloadSpec:
-        names = {m.name for m in self.metrics}
-        if self.headline.metric not in names:
-            raise ValueError(f"headline metric {self.headline.metric!r} is not among the declared metrics")
-        return self
+    # A field validator (not a model validator) so the problem is located at the `headline` key, and is
+    # reported together with problems elsewhere in the file; `metrics` is declared before `headline`.
+    @pydantic.field_validator("headline")
+    @classmethod
+    def _headline_declared(cls, v: Headline, info: pydantic.ValidationInfo) -> Headline:
+        metrics = {m.name: m for m in info.data.get("metrics", [])}
+        if not metrics:
+            return v  # metrics itself is invalid and reported
+        if v.metric not in metrics:
+            raise ValueError(f"headline metric {v.metric!r} is not among the declared metrics")
+        unknown = sorted(set(v.match) - set(metrics[v.metric].labels))
+        if unknown:
+            raise ValueError(f"headline match uses {unknown}, which are not labels of {v.metric!r}")
+        return v
 
 
 @dataclass(frozen=True)
@@ -160,9 +168,15 @@ def load_workload(folder: Path) -> Workload:
         problems.append(doc.problem(("name",), f"must equal the folder name {folder.name!r}"))
     programs = {p.name: p.read_text(encoding="utf-8") for p in sorted((folder / "mtail").glob("*.mtail"))}
     if not programs:
-        problems.append(Problem(str(folder / "mtail"), 1, "", "no *.mtail program: the workload would export no metric"))
+        problems.append(
+            Problem(str(folder / "mtail"), 1, "", "no *.mtail program: the workload would export no metric")
+        )
     files_dir = folder / "files"
-    files = {p.name: p.read_text(encoding="utf-8") for p in sorted(files_dir.iterdir()) if p.is_file()} if files_dir.is_dir() else {}
+    files = (
+        {p.name: p.read_text(encoding="utf-8") for p in sorted(files_dir.iterdir()) if p.is_file()}
+        if files_dir.is_dir()
+        else {}
+    )
     if problems:
         raise InputError(problems)
     return Workload(spec=spec, folder=folder, mtail_programs=programs, files=files)

@@ -1,0 +1,238 @@
+"""Bad policy input: every class of problem is reported as FILE:LINE: key.path: message, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fleet.cli import main
+
+GOOD = """\
+defaults:
+  gpu_pool: {min_nodes: 0, max_nodes: 2, spot: true}
+clusters:
+  openstack:
+    cern-main:
+      region: cern
+      central: true
+      gpus: [t4]
+  gcp:
+    gke-a:
+      zone: us-central1-a
+      gpus: [t4, l4]
+  aws:
+    eks-a:
+      region: us-east-1
+      gpus:
+        t4: {max_nodes: 3}
+workloads: {}
+"""
+
+
+def run_validate(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(textwrap.dedent(text), encoding="utf-8")
+    empty = tmp_path / "stacks"
+    empty.mkdir(exist_ok=True)
+    no_workloads = tmp_path / "workloads"
+    no_workloads.mkdir(exist_ok=True)
+    code = main(["validate", "--policy", str(policy), "--stacks-dir", str(empty), "--workloads-dir", str(no_workloads)])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err + out.out
+    return code, out.err
+
+
+def bad(tmp_path, capsys, text: str, *expected: str) -> str:
+    code, err = run_validate(tmp_path, text, capsys)
+    assert code == 2, err
+    for fragment in expected:
+        assert fragment in err, f"{fragment!r} not in:\n{err}"
+    return err
+
+
+def test_good_policy_passes(tmp_path, capsys):
+    code, err = run_validate(tmp_path, GOOD, capsys)
+    # no stack files in the temp dir: a missing stack file is the only complaint
+    assert code == 2 and "missing: every cluster needs its stack config file" in err
+    assert err.count("missing") == 3
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path, capsys):
+    bad(tmp_path, capsys, GOOD.replace("gpus: [t4, l4]", "gpus: [t4, l4"), "fleet.yaml:13:", "YAML syntax error")
+
+
+def test_unknown_key_is_a_typo(tmp_path, capsys):
+    bad(
+        tmp_path,
+        capsys,
+        GOOD.replace("      central: true", "      centrl: true"),
+        "fleet.yaml:7: clusters.openstack.cern-main.centrl: unknown key",
+    )
+
+
+def test_wrong_type(tmp_path, capsys):
+    bad(
+        tmp_path,
+        capsys,
+        GOOD.replace("{max_nodes: 3}", "{max_nodes: many}"),
+        "fleet.yaml:17: clusters.aws.eks-a.gpus.t4.max_nodes:",
+        "integer",
+    )
+
+
+def test_negative_node_count(tmp_path, capsys):
+    bad(
+        tmp_path,
+        capsys,
+        GOOD.replace("{max_nodes: 3}", "{min_nodes: -1}"),
+        "clusters.aws.eks-a.gpus.t4.min_nodes: Input should be greater than or equal to 0",
+    )
+
+
+def test_inverted_node_counts(tmp_path, capsys):
+    bad(
+        tmp_path,
+        capsys,
+        GOOD.replace("{max_nodes: 3}", "{min_nodes: 5, max_nodes: 3}"),
+        "fleet.yaml:17: clusters.aws.eks-a.gpus.t4: min_nodes 5 is above max_nodes 3",
+    )
+
+
+def test_duplicate_cluster_names_across_providers(tmp_path, capsys):
+    text = GOOD.replace("    eks-a:", "    gke-a:")
+    bad(
+        tmp_path,
+        capsys,
+        text,
+        "fleet.yaml:14: clusters.aws.gke-a: cluster name 'gke-a' is used twice (also under clusters.gcp)",
+    )
+
+
+def test_duplicate_key_in_one_mapping(tmp_path, capsys):
+    text = GOOD.replace("      zone: us-central1-a\n", "      zone: us-central1-a\n      zone: us-central1-b\n")
+    bad(tmp_path, capsys, text, "fleet.yaml:12: clusters.gcp.gke-a.zone: duplicate key (first given on line 11)")
+
+
+@pytest.mark.parametrize("name", ["GKE-A", "gke_a", "-gke", "a" * 41, "9gke"])
+def test_cluster_name_must_be_a_dns_label(tmp_path, capsys, name):
+    bad(tmp_path, capsys, GOOD.replace("    gke-a:", f"    {name}:"), f"clusters.gcp.{name}: cluster name", "DNS-1123")
+
+
+def test_no_central_cluster(tmp_path, capsys):
+    bad(
+        tmp_path,
+        capsys,
+        GOOD.replace("      central: true\n", ""),
+        "fleet.yaml:3: clusters: no cluster is marked 'central: true'",
+    )
+
+
+def test_two_central_clusters(tmp_path, capsys):
+    text = GOOD.replace("      zone: us-central1-a\n", "      zone: us-central1-a\n      central: true\n")
+    bad(tmp_path, capsys, text, "fleet.yaml:12: clusters.gcp.gke-a.central: a second central cluster")
+
+
+def test_workload_names_unknown_card(tmp_path, capsys):
+    text = GOOD.replace("workloads: {}", "workloads:\n  demo: [t4, x100]\n")
+    bad(
+        tmp_path,
+        capsys,
+        text,
+        "fleet.yaml:19: workloads.demo[1]: unknown card 'x100'",
+        "fleet.yaml:19: workloads.demo: no workload definition",
+    )
+
+
+def test_unknown_workload_definition(tmp_path, capsys):
+    bad(
+        tmp_path,
+        capsys,
+        GOOD.replace("workloads: {}", "workloads:\n  nosuch: all\n"),
+        "fleet.yaml:19: workloads.nosuch: no workload definition 'nosuch'",
+    )
+
+
+def test_card_the_cloud_does_not_have(tmp_path, capsys):
+    bad(
+        tmp_path,
+        capsys,
+        GOOD.replace("gpus: [t4, l4]", "gpus: [t4, a10g]"),
+        "fleet.yaml:12: clusters.gcp.gke-a.gpus[1]: gcp has no a10g",
+        "cards on gcp: p4",
+    )
+
+
+def test_retired_card_names_cloud_date_and_alternatives(tmp_path, capsys):
+    text = GOOD.replace("        t4: {max_nodes: 3}", "        k80: {max_nodes: 3}")
+    err = bad(
+        tmp_path,
+        capsys,
+        text,
+        "fleet.yaml:17: clusters.aws.eks-a.gpus.k80: k80 (NVIDIA Tesla K80) was retired on aws on 2023-12-31",
+    )
+    assert "use one of: t4, a10g, l4" in err
+
+
+def test_location_rules(tmp_path, capsys):
+    text = GOOD.replace("      zone: us-central1-a\n", "").replace("      region: us-east-1\n", "")
+    bad(
+        tmp_path,
+        capsys,
+        text,
+        "clusters.gcp.gke-a: a GKE cluster needs a zone",
+        "clusters.aws.eks-a: an aws cluster needs a region",
+    )
+
+
+def test_every_problem_is_reported_at_once(tmp_path, capsys):
+    text = (
+        GOOD.replace("      central: true\n", "")
+        .replace("gpus: [t4, l4]", "gpus: [t4, k80]")
+        .replace("{max_nodes: 3}", "{min_nodes: 4, max_nodes: 3}")
+    )
+    err = bad(
+        tmp_path,
+        capsys,
+        text,
+        "no cluster is marked",
+        "k80 (NVIDIA Tesla K80) was retired on gcp",
+        "min_nodes 4 is above max_nodes 3",
+    )
+    assert "3 problem(s) found" in err
+
+
+def test_schema_errors_and_workload_folder_errors_come_together(tmp_path, capsys):
+    wl = tmp_path / "workloads" / "demo"
+    wl.mkdir(parents=True)
+    (wl / "workload.yaml").write_text("name: demo\nimage: x:latest\n", encoding="utf-8")
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(GOOD.replace("      central: true", "      centrl: true"), encoding="utf-8")
+    from fleet.errors import InputError
+    from fleet.policy import load_fleet
+
+    with pytest.raises(InputError) as exc:
+        load_fleet(policy, tmp_path / "workloads")
+    text = str(exc.value)
+    assert "centrl: unknown key" in text and "workload.yaml" in text
+
+
+def test_missing_policy_file(tmp_path, capsys):
+    code = main(["validate", "--policy", str(tmp_path / "nope.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2 and "nope.yaml:1: cannot read file" in err
+
+
+def test_cli_entry_point_exits_2_without_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text("clusters: [", encoding="utf-8")
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleet", "validate", "--policy", str(policy)], cwd=root, capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "YAML syntax error" in proc.stderr and "Traceback" not in proc.stderr

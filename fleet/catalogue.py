@@ -40,6 +40,8 @@ class CloudFacts(StrictModel):
     provides_device_plugin: bool
     gpu_scale_from_zero: bool
     scale_from_zero_note: str = ""
+    # The node label a pod selects to land on a card's pool; "{card}" is replaced by the card name.
+    pool_selector: dict[str, str] = {"gpu": "{card}"}
     source: str
 
 

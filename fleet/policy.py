@@ -59,6 +59,17 @@ class GpuPool:
         return {GPU_LABEL: self.card, **self.accelerator.node_labels, **offer_labels}
 
     @property
+    def needs_device_plugin(self) -> bool:
+        """Whether we must install the NVIDIA device plugin for this pool (the platform does not bring one)."""
+        bottlerocket = bool(self.offer and self.offer.ami_type.startswith("BOTTLEROCKET"))
+        return self.accelerator.is_nvidia and not self.cloud_facts.provides_device_plugin and not bottlerocket
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        """The node label a pod selects to run on this pool (``gpu=<card>``; the role label on Magnum)."""
+        return {k: v.replace("{card}", self.card) for k, v in self.cloud_facts.pool_selector.items()}
+
+    @property
     def taints(self) -> tuple[Taint, ...]:
         """Taints we declare on the pool: the accelerator taint (cloud spot taints are added by clouds)."""
         return (self.accelerator.taint,)

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pulumi
 
+from components.benchmark import BenchmarkJobs
 from components.cluster import GpuCluster
+from components.infra import InfraStack
 from fleet.errors import InputError
 from fleet.policy import POLICY_FILE, Fleet, load_fleet_cached
 from fleet.settings import StackSettings
@@ -18,12 +20,26 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     """Declare every resource of the stack ``stack`` (a cluster name) and export its outputs."""
     cluster = fleet.cluster(stack)
     component = GpuCluster.for_cloud(cluster.cloud)(cluster, settings)
+    on_cluster = pulumi.ResourceOptions(providers=[component.provider], depends_on=[component])
+    infra = InfraStack(cluster, fleet, settings, opts=on_cluster)
+    BenchmarkJobs(
+        cluster,
+        fleet.benchmarks(cluster),
+        infra.benchmark_namespace,
+        opts=pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus]),
+    )
     pulumi.export("cluster", cluster.name)
     pulumi.export("cloud", cluster.cloud)
     pulumi.export("location", cluster.location)
     pulumi.export("central", cluster.central)
     pulumi.export("gpu_pools", {pool.card: f"{cluster.name}-{pool.name}" for pool in cluster.pools})
     pulumi.export("kubeconfig", component.kubeconfig)
+    if infra.federation is not None:
+        pulumi.export("federation_address", infra.federation.address)
+        pulumi.export("federation_server_name", infra.federation.server_name)
+        pulumi.export("federation_ca", infra.federation.ca_pem)
+        pulumi.export("federation_client_cert", infra.federation.client_cert)
+        pulumi.export("federation_client_key", infra.federation.client_key)
     return component
 
 

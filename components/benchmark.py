@@ -1,0 +1,264 @@
+"""Benchmark Jobs: each (workload, card) pair the policy places on a cluster runs as a Job on that card's pool.
+
+Every pod has the same shape (see fleet/sidecar.py):
+  1. init container ``prepare-log`` creates the empty log file on a shared ``emptyDir`` (mtail reads a file
+     it sees for the first time from its end, so the file must exist before mtail starts);
+  2. native sidecar ``mtail`` (an init container with ``restartPolicy: Always``) tails it and serves
+     ``/metrics`` on the named port ``mtail``; its startup probe holds the workload back until it listens,
+     and it stops by itself when the workload ends, so the Job completes;
+  3. the workload appends its output to the log (``tee -a``), then lingers ``LINGER_SECONDS`` so
+     Prometheus scrapes the final values at least twice before the pod (and its target) goes away.
+
+Pulumi does not wait for benchmark Jobs: with GPU pools at zero a Job may wait many minutes for a node,
+and ``pulumi up`` must not block on it. Jobs carry ``pulumi.com/skipAwait: "true"``; follow them with
+kubectl or in Prometheus. Job pod templates are immutable, so a Job's name ends in a hash of its spec:
+a changed benchmark becomes a new Job (Pulumi replaces it) instead of a failed update.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.images import image
+from components.taints import toleration
+from fleet import sidecar
+from fleet.policy import Benchmark, Cluster
+from fleet.workloads import FILES_MOUNT, Workload
+
+PART_OF = "gpu-fleet-benchmark"
+METRIC_LABELS = ("workload", "gpu", "cluster", "cloud")
+# Time a Job may spend waiting for a GPU node to scale up from zero and pull a large image, on top of
+# the workload's own timeout.
+SCALE_UP_ALLOWANCE_SECONDS = 3600
+
+
+def _name(*parts: str, limit: int = 63) -> str:
+    return "-".join(parts)[:limit].rstrip("-")
+
+
+def spec_hash(obj: Any) -> str:
+    """Eight hex digits that change whenever ``obj`` (a manifest fragment) changes."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _config_map_data(workload: Workload) -> tuple[dict[str, str], dict[str, str]]:
+    return dict(workload.mtail_programs), dict(workload.files)
+
+
+def pod_labels(cluster: Cluster, bench: Benchmark) -> dict[str, str]:
+    """Labels every benchmark pod carries; the PodMonitor turns ``METRIC_LABELS`` into metric labels."""
+    return {
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/name": bench.workload.name,
+        "workload": bench.workload.name,
+        "gpu": bench.pool.card,
+        "cluster": cluster.name,
+        "cloud": cluster.cloud,
+    }
+
+
+def workload_script() -> str:
+    """The shell wrapper of the workload container: tee output to the shared log, keep the exit code, linger."""
+    log_var = '"$BENCHMARK_LOG"'
+    return (
+        f'{{ "$@"; echo $? > {log_var}.rc; }} 2>&1 | tee -a {log_var}; '
+        f'rc=$(cat {log_var}.rc); echo "benchmark finished with exit code $rc; lingering {sidecar.LINGER_SECONDS}s"; '
+        f"sleep {sidecar.LINGER_SECONDS}; exit $rc"
+    )
+
+
+def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str | None) -> dict[str, Any]:
+    """The pod spec of one benchmark (Kubernetes API field names)."""
+    spec = bench.workload.spec
+    pool = bench.pool
+    log_file = sidecar.log_file(spec.name)
+    resources = spec.resources
+    env = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    env += [
+        {"name": "BENCHMARK_LOG", "value": log_file},
+        {"name": "BENCHMARK_CLUSTER", "value": cluster.name},
+        {"name": "BENCHMARK_GPU", "value": pool.card},
+    ]
+    mounts = [{"name": "logs", "mountPath": sidecar.LOG_DIR}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "logs", "emptyDir": {}},
+        {"name": "mtail-programs", "configMap": {"name": programs_cm}},
+    ]
+    if files_cm:
+        mounts.append({"name": "files", "mountPath": FILES_MOUNT, "readOnly": True})
+        volumes.append({"name": "files", "configMap": {"name": files_cm}})
+    for vol in spec.volumes:
+        mounts.append({"name": vol.name, "mountPath": vol.mount_path, "readOnly": vol.read_only})
+        if vol.claim_name:
+            volumes.append(
+                {"name": vol.name, "persistentVolumeClaim": {"claimName": vol.claim_name, "readOnly": vol.read_only}}
+            )
+        else:
+            volumes.append({"name": vol.name, "emptyDir": {"sizeLimit": vol.size_limit} if vol.size_limit else {}})
+    small = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+    return {
+        "restartPolicy": "Never",
+        "nodeSelector": pool.node_selector,
+        "tolerations": [toleration(t) for t in pool.pod_tolerations],
+        "securityContext": {"runAsNonRoot": False, "seccompProfile": {"type": "RuntimeDefault"}},
+        "initContainers": [
+            {
+                "name": "prepare-log",
+                "image": image("busybox"),
+                "command": ["sh", "-c", f"touch {log_file}"],
+                "volumeMounts": [{"name": "logs", "mountPath": sidecar.LOG_DIR}],
+                "resources": small,
+            },
+            {
+                "name": "mtail",
+                "image": image("mtail"),
+                "restartPolicy": "Always",
+                "args": sidecar.mtail_args(logs=log_file),
+                "ports": [{"name": sidecar.METRICS_PORT_NAME, "containerPort": sidecar.METRICS_PORT}],
+                "startupProbe": {
+                    "tcpSocket": {"port": sidecar.METRICS_PORT_NAME},
+                    "periodSeconds": 1,
+                    "failureThreshold": 60,
+                },
+                "volumeMounts": [
+                    {"name": "logs", "mountPath": sidecar.LOG_DIR, "readOnly": True},
+                    {"name": "mtail-programs", "mountPath": sidecar.PROGRAMS_DIR, "readOnly": True},
+                ],
+                "resources": {
+                    "requests": {"cpu": "50m", "memory": "64Mi"},
+                    "limits": {"cpu": "500m", "memory": "256Mi"},
+                },
+            },
+        ],
+        "containers": [
+            {
+                "name": "workload",
+                "image": spec.image,
+                "command": ["/bin/sh", "-c", workload_script(), "benchmark", *spec.command, *spec.args],
+                "env": env,
+                "resources": {
+                    "requests": {"cpu": resources.cpu_request, "memory": resources.memory_request},
+                    "limits": {
+                        "cpu": resources.cpu_limit,
+                        "memory": resources.memory_limit,
+                        pool.resource: str(spec.accelerators),
+                    },
+                },
+                "volumeMounts": mounts,
+            }
+        ],
+        "volumes": volumes,
+    }
+
+
+class BenchmarkJobs(pulumi.ComponentResource):
+    """The benchmark Jobs (or CronJobs, when the policy gives a schedule) of one cluster, plus their PodMonitor.
+
+    Inherits the cluster's Kubernetes provider through ``opts.providers`` and ``parent=self``.
+    """
+
+    TYPE = "gpufleet:index:BenchmarkJobs"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        benchmarks: list[Benchmark],
+        namespace: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__(self.TYPE, f"{cluster.name}-benchmarks", None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.jobs: dict[tuple[str, str], pulumi.Resource] = {}
+        config_maps: dict[str, tuple[str, str | None]] = {}
+        for bench in benchmarks:
+            wl = bench.workload
+            if wl.name not in config_maps:
+                programs, files = _config_map_data(wl)
+                programs_name = _name(wl.name, "mtail", spec_hash(programs))
+                k8s.core.v1.ConfigMap(
+                    f"{cluster.name}-{wl.name}-mtail",
+                    metadata={
+                        "name": programs_name,
+                        "namespace": namespace,
+                        "labels": {"app.kubernetes.io/part-of": PART_OF},
+                    },
+                    data=programs,
+                    immutable=True,
+                    opts=child,
+                )
+                files_name = None
+                if files:
+                    files_name = _name(wl.name, "files", spec_hash(files))
+                    k8s.core.v1.ConfigMap(
+                        f"{cluster.name}-{wl.name}-files",
+                        metadata={
+                            "name": files_name,
+                            "namespace": namespace,
+                            "labels": {"app.kubernetes.io/part-of": PART_OF},
+                        },
+                        data=files,
+                        immutable=True,
+                        opts=child,
+                    )
+                config_maps[wl.name] = (programs_name, files_name)
+            self.jobs[(wl.name, bench.pool.card)] = self._job(cluster, bench, namespace, *config_maps[wl.name], child)
+        self.pod_monitor = k8s.apiextensions.CustomResource(
+            f"{cluster.name}-benchmark-podmonitor",
+            api_version="monitoring.coreos.com/v1",
+            kind="PodMonitor",
+            metadata={"name": "gpu-fleet-benchmarks", "namespace": namespace},
+            spec={
+                "selector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}},
+                "podMetricsEndpoints": [{"port": sidecar.METRICS_PORT_NAME, "path": "/metrics", "interval": "30s"}],
+                "podTargetLabels": list(METRIC_LABELS),
+            },
+            opts=child,
+        )
+        self.register_outputs({"jobs": {f"{w}/{c}": j.metadata["name"] for (w, c), j in self.jobs.items()}})  # type: ignore[attr-defined]
+
+    def _job(
+        self,
+        cluster: Cluster,
+        bench: Benchmark,
+        namespace: pulumi.Input[str],
+        programs_cm: str,
+        files_cm: str | None,
+        opts: pulumi.ResourceOptions,
+    ) -> pulumi.Resource:
+        spec = bench.workload.spec
+        labels = pod_labels(cluster, bench)
+        template = {"metadata": {"labels": labels}, "spec": pod_spec(cluster, bench, programs_cm, files_cm)}
+        job_spec = {
+            "backoffLimit": spec.backoff_limit,
+            "activeDeadlineSeconds": spec.timeout_seconds + SCALE_UP_ALLOWANCE_SECONDS + sidecar.LINGER_SECONDS,
+            "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+            "template": template,
+        }
+        name = _name(spec.name, bench.pool.card, spec_hash([job_spec, bench.schedule]))
+        metadata = {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {"pulumi.com/skipAwait": "true"},
+        }
+        resource_name = f"{cluster.name}-{spec.name}-{bench.pool.card}"
+        if bench.schedule:
+            return k8s.batch.v1.CronJob(
+                resource_name,
+                metadata=metadata,
+                spec={
+                    "schedule": bench.schedule,
+                    "concurrencyPolicy": "Forbid",
+                    "startingDeadlineSeconds": 3600,
+                    "successfulJobsHistoryLimit": 3,
+                    "failedJobsHistoryLimit": 3,
+                    "jobTemplate": {"metadata": {"labels": labels}, "spec": job_spec},
+                },
+                opts=opts,
+            )
+        return k8s.batch.v1.Job(resource_name, metadata=metadata, spec=job_spec, opts=opts)

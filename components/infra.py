@@ -1,0 +1,289 @@
+"""The infra stack every cluster gets: namespaces and quotas, Prometheus, GPU plugin/exporter, registry mirror.
+
+Deployed through the cluster's Kubernetes provider (``opts.providers``). The central cluster's Prometheus
+also federates every other cluster (components/federation.py, fleet/federation.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.federation import SECRETS_DIR, FederationEndpoint, server_name
+from components.images import chart, image
+from components.taints import toleration
+from fleet import federation
+from fleet.policy import Cluster, Fleet
+from fleet.settings import StackSettings
+
+MONITORING_NS = "monitoring"
+BENCHMARK_NS = "benchmarks"
+MIRROR_NS = "registry-mirror"
+RELEASE = "kps"  # kube-prometheus-stack release name; its Prometheus service is kps-prometheus
+PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
+MIRROR_NODE_PORT = 30500
+
+
+def gpu_tolerations(cluster: Cluster) -> list[dict[str, str]]:
+    """Tolerations for DaemonSets that must run on every GPU node: each accelerator taint and spot taint."""
+    seen: dict[str, dict[str, str]] = {}
+    for pool in cluster.pools:
+        for taint in pool.pod_tolerations:
+            seen[taint.as_string()] = toleration(taint)
+    return list(seen.values())
+
+
+def benchmark_quota(cluster: Cluster) -> dict[str, str]:
+    """ResourceQuota of the benchmark namespace: accelerators up to what the pools can hold at most."""
+    totals: dict[str, int] = defaultdict(int)
+    for pool in cluster.pools:
+        totals[pool.resource] += pool.max_nodes * pool.accelerators_per_node
+    hard = {f"requests.{res}": str(n) for res, n in sorted(totals.items())}
+    hard.update({"count/jobs.batch": "200", "count/cronjobs.batch": "50", "pods": "200"})
+    return hard
+
+
+def prometheus_values(
+    cluster: Cluster, fleet: Fleet, scrape_configs: Any = None, secrets: list[str] | None = None
+) -> dict[str, Any]:
+    """kube-prometheus-stack values for a leaf or (with scrape configs) the central Prometheus."""
+    mon = fleet.monitoring
+    selectors_nil = {
+        f"{kind}SelectorNilUsesHelmValues": False
+        for kind in ("podMonitor", "serviceMonitor", "rule", "probe", "scrapeConfig")
+    }
+    spec: dict[str, Any] = {
+        "externalLabels": federation.leaf_external_labels(cluster.name, cluster.cloud)
+        if not cluster.central
+        else {"fleet_role": "central"},
+        "scrapeInterval": mon.scrape_interval,
+        "retention": mon.central_retention if cluster.central else mon.leaf_retention,
+        **selectors_nil,
+        "resources": {"requests": {"cpu": "200m", "memory": "1Gi"}},
+    }
+    rules: dict[str, Any] = {"gpufleet-gpu-aggregates": federation.leaf_recording_rules()}
+    if cluster.central:
+        spec["storageSpec"] = {
+            "volumeClaimTemplate": {
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": mon.central_storage}}}
+            }
+        }
+        spec["additionalScrapeConfigs"] = scrape_configs or []
+        spec["secrets"] = secrets or []
+        metrics = federation.workload_metrics(fleet.workloads)
+        rules["gpufleet-federation-alerts"] = federation.central_alert_rules(metrics)
+    return {
+        "fullnameOverride": RELEASE,
+        "prometheus": {"prometheusSpec": spec},
+        "additionalPrometheusRulesMap": rules,
+        "alertmanager": {"enabled": cluster.central},
+        "grafana": {"enabled": cluster.central},
+    }
+
+
+class InfraStack(pulumi.ComponentResource):
+    """Infra services of one cluster. ``benchmark_namespace`` is where the benchmark Jobs go."""
+
+    TYPE = "gpufleet:index:InfraStack"
+
+    def __init__(
+        self, cluster: Cluster, fleet: Fleet, settings: StackSettings, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__(self.TYPE, f"{cluster.name}-infra", None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        name = cluster.name
+        namespaces = {
+            ns: k8s.core.v1.Namespace(
+                f"{name}-ns-{ns}",
+                metadata={"name": ns, "labels": {"app.kubernetes.io/part-of": "gpu-fleet"}},
+                opts=child,
+            )
+            for ns in (MONITORING_NS, BENCHMARK_NS, MIRROR_NS)
+        }
+        self.benchmark_namespace = namespaces[BENCHMARK_NS].metadata["name"]
+        k8s.core.v1.ResourceQuota(
+            f"{name}-benchmark-quota",
+            metadata={"name": "benchmarks", "namespace": self.benchmark_namespace},
+            spec={"hard": benchmark_quota(cluster)},
+            opts=child,
+        )
+        k8s.core.v1.LimitRange(
+            f"{name}-benchmark-limits",
+            metadata={"name": "benchmarks", "namespace": self.benchmark_namespace},
+            spec={
+                "limits": [
+                    {
+                        "type": "Container",
+                        "default": {"cpu": "1", "memory": "1Gi"},
+                        "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
+                        "max": {"cpu": "64", "memory": "512Gi"},
+                    }
+                ]
+            },
+            opts=child,
+        )
+        monitoring_ns = namespaces[MONITORING_NS].metadata["name"]
+        scrape_configs, secrets = (
+            self._federation_sources(cluster, fleet, settings, monitoring_ns, child)
+            if cluster.central
+            else (None, None)
+        )
+        kps = chart("kube-prometheus-stack")
+        self.prometheus = k8s.helm.v3.Release(
+            f"{name}-prometheus",
+            name=RELEASE,
+            chart=kps.name,
+            version=kps.version,
+            repository_opts={"repo": kps.repo},
+            namespace=monitoring_ns,
+            values=prometheus_values(cluster, fleet, scrape_configs, secrets),
+            timeout=900,
+            opts=child,
+        )
+        nvidia_pools = [p for p in cluster.pools if p.accelerator.is_nvidia]
+        tolerations = gpu_tolerations(cluster)
+        if any(p.needs_device_plugin for p in cluster.pools):
+            plugin = chart("nvidia-device-plugin")
+            k8s.helm.v3.Release(
+                f"{name}-nvidia-device-plugin",
+                name="nvidia-device-plugin",
+                chart=plugin.name,
+                version=plugin.version,
+                repository_opts={"repo": plugin.repo},
+                namespace="kube-system",
+                values={"tolerations": tolerations, "nodeSelector": {"nvidia.com/gpu.present": "true"}},
+                opts=child,
+            )
+        if nvidia_pools:
+            dcgm = chart("dcgm-exporter")
+            k8s.helm.v3.Release(
+                f"{name}-dcgm-exporter",
+                name="dcgm-exporter",
+                chart=dcgm.name,
+                version=dcgm.version,
+                repository_opts={"repo": dcgm.repo},
+                namespace=monitoring_ns,
+                values={
+                    "tolerations": tolerations,
+                    "nodeSelector": {"nvidia.com/gpu.present": "true"} if cluster.cloud != "openstack" else {},
+                    "serviceMonitor": {
+                        "enabled": True,
+                        "honorLabels": True,
+                        "interval": fleet.monitoring.scrape_interval,
+                    },
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus]),
+            )
+        self._registry_mirror(name, namespaces[MIRROR_NS].metadata["name"], child)
+        self.federation: FederationEndpoint | None = None
+        if not cluster.central:
+            if not settings.federation_source_ranges:
+                pulumi.log.warn(
+                    f"{name}: gpu-fleet:federationSourceRanges is empty: the federation endpoint will accept "
+                    "connections from any address (mTLS still required); set it to the central cluster's egress"
+                )
+            self.federation = FederationEndpoint(
+                name, monitoring_ns, PROMETHEUS_URL, settings.federation_source_ranges, opts=child
+            )
+        self.register_outputs({"benchmark_namespace": self.benchmark_namespace})
+
+    def _registry_mirror(self, name: str, namespace: pulumi.Input[str], child: pulumi.ResourceOptions) -> None:
+        """A Docker Hub pull-through cache, reachable from every node at ``localhost:30500``.
+
+        Containerd allows plain HTTP for localhost registries, and kube-proxy answers NodePorts on the
+        node's loopback, so an image ``localhost:30500/<repo>:<tag>`` is pulled once per cluster.
+        """
+        labels = {"app.kubernetes.io/name": "registry-mirror", "app.kubernetes.io/part-of": "gpu-fleet"}
+        k8s.apps.v1.Deployment(
+            f"{name}-registry-mirror",
+            metadata={"name": "registry-mirror", "namespace": namespace, "labels": labels},
+            spec={
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "registry",
+                                "image": image("registry"),
+                                "env": [
+                                    {"name": "REGISTRY_PROXY_REMOTEURL", "value": "https://registry-1.docker.io"},
+                                    {"name": "REGISTRY_STORAGE_DELETE_ENABLED", "value": "true"},
+                                ],
+                                "ports": [{"name": "registry", "containerPort": 5000}],
+                                "readinessProbe": {"httpGet": {"path": "/v2/", "port": "registry"}},
+                                "resources": {
+                                    "requests": {"cpu": "100m", "memory": "256Mi"},
+                                    "limits": {"memory": "1Gi"},
+                                },
+                                "volumeMounts": [{"name": "cache", "mountPath": "/var/lib/registry"}],
+                            }
+                        ],
+                        "volumes": [{"name": "cache", "emptyDir": {"sizeLimit": "100Gi"}}],
+                    },
+                },
+            },
+            opts=child,
+        )
+        k8s.core.v1.Service(
+            f"{name}-registry-mirror",
+            metadata={"name": "registry-mirror", "namespace": namespace, "labels": labels},
+            spec={
+                "type": "NodePort",
+                "selector": labels,
+                "ports": [{"name": "registry", "port": 5000, "targetPort": "registry", "nodePort": MIRROR_NODE_PORT}],
+            },
+            opts=child,
+        )
+
+    def _federation_sources(
+        self,
+        cluster: Cluster,
+        fleet: Fleet,
+        settings: StackSettings,
+        namespace: pulumi.Input[str],
+        child: pulumi.ResourceOptions,
+    ) -> tuple[pulumi.Output[list[dict[str, Any]]], list[str]]:
+        """One Secret and one federation scrape job per other cluster, learned through its stack's outputs."""
+        selectors = federation.match_selectors(federation.workload_metrics(fleet.workloads))
+        jobs = []
+        secrets = []
+        for leaf in fleet.clusters.values():
+            if leaf.central:
+                continue
+            ref = pulumi.StackReference(f"{settings.stack_reference_prefix}/{leaf.name}", opts=child)
+            secret_name = f"federation-{leaf.name}"
+            k8s.core.v1.Secret(
+                f"{cluster.name}-federation-{leaf.name}",
+                metadata={"name": secret_name, "namespace": namespace},
+                type="Opaque",
+                string_data={
+                    "ca.crt": ref.require_output("federation_ca"),
+                    "tls.crt": ref.require_output("federation_client_cert"),
+                    "tls.key": ref.require_output("federation_client_key"),
+                },
+                opts=child,
+            )
+            secrets.append(secret_name)
+            files = f"{SECRETS_DIR}/{secret_name}"
+
+            def job(address: str, leaf: Cluster = leaf, files: str = files) -> dict[str, Any]:
+                target = federation.FederationTarget(
+                    cluster=leaf.name,
+                    cloud=leaf.cloud,
+                    address=address,
+                    server_name=server_name(leaf.name),
+                    ca_file=f"{files}/ca.crt",
+                    cert_file=f"{files}/tls.crt",
+                    key_file=f"{files}/tls.key",
+                )
+                return federation.federation_scrape_config(
+                    target, selectors, interval=fleet.monitoring.federation_interval
+                )
+
+            jobs.append(ref.require_output("federation_address").apply(job))
+        return pulumi.Output.all(*jobs), secrets

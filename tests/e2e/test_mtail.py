@@ -1,0 +1,319 @@
+"""The workloads' mtail programs under the real mtail (Debian 3.0.0~rc50).
+
+1. Every program compiles (``--compile_only`` exits 0), and a broken program is shown to fail the same check.
+2. ``--one_shot`` over each sample log yields exactly the expected series and values.
+3. A live mtail started with the sidecar's own flags (``fleet.sidecar.mtail_args``) on a pre-created empty
+   log file sees every line the workload appends afterwards; a file that already held lines when mtail
+   started loses them, which is why the pod's init container creates the file empty first.
+
+Every mtail here listens on 127.0.0.1 only and logs to stderr (without ``--logtostderr`` glog writes
+files into /tmp); one-shot and compile runs use port 0 so they never collide with anything.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fleet.sidecar import mtail_args
+from fleet.workloads import load_workloads
+from tests.conftest import require_tool
+
+pytestmark = pytest.mark.e2e
+
+QUIET = ["--logtostderr", "--address", "127.0.0.1", "--port", "0"]
+Series = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def series(name: str, **labels: str) -> Series:
+    return name, tuple(sorted(labels.items()))
+
+
+# The last value of each gauge and the count of each counter in workloads/<name>/sample.log.
+EXPECTED: dict[str, dict[Series, float]] = {
+    "simpletrack": {
+        series("simpletrack_throughput_particle_turns_per_second", device="0.0"): 1175208,
+        series("simpletrack_particles", device="0.0"): 20000,
+        series("simpletrack_turns", device="0.0"): 15,
+        series("simpletrack_runs_total", device="0.0"): 5,
+    },
+    "madgraph4gpu": {
+        series("madgraph_throughput_events_per_second", stage="Rmb+ME"): 3.673078e07,
+        series("madgraph_throughput_events_per_second", stage="MatrixElems"): 6.825567e07,
+        series("madgraph_throughput_events_per_second", stage="MECalcOnly"): 7.195237e07,
+        series("madgraph_total_duration_seconds"): 0.789113,
+        series("madgraph_runs_total"): 3,
+    },
+    "pyhf": {
+        series("pyhf_fit_duration_seconds", backend="jax"): 0.4123,
+        series("pyhf_cls_observed", backend="jax"): 0.000819411,
+        series("pyhf_fits_total", backend="jax"): 20,
+    },
+    "3dgan": {
+        series("gan3d_epoch_duration_seconds"): 2.3243281172550265,
+        series("gan3d_batch_duration_seconds"): 0.28193779165794536,
+        series("gan3d_test_duration_seconds"): 2.882917214653494,
+        series("gan3d_epochs_total"): 5,
+        series("gan3d_batches_total"): 25,
+    },
+}
+
+# Lines of each sample that a counter must count, found without mtail: ties EXPECTED's counts to the files.
+COUNTED = {
+    "simpletrack": ("simpletrack_runs_total", re.compile(r" particles\*turns/seconds, ")),
+    "madgraph4gpu": ("madgraph_runs_total", re.compile(r"^TOTAL +:")),
+    "pyhf": ("pyhf_fits_total", re.compile(r"^pyhf fit ")),
+    "3dgan": ("gan3d_batches_total", re.compile(r"^Time taken by batch ")),
+}
+
+SAMPLE_LINE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)(?: \d+)?$")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_prometheus(text: str) -> dict[Series, float]:
+    """Every sample of a Prometheus text exposition, by (name, sorted labels)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        found = SAMPLE_LINE.match(line)
+        assert found, f"not a Prometheus sample line: {line!r}"
+        labels = tuple(sorted(LABEL.findall(found["labels"] or "")))
+        out[(found["name"], labels)] = float(found["value"])
+    return out
+
+
+def workload_series(samples: dict[Series, float], name: str) -> dict[Series, float]:
+    """The samples of the metrics the workload declares (drops mtail's and Go's own)."""
+    declared = {m.name for m in load_workloads()[name].spec.metrics}
+    return {key: value for key, value in samples.items() if key[0] in declared}
+
+
+def programs_dir(name: str) -> Path:
+    return load_workloads()[name].folder / "mtail"
+
+
+def sample_lines(name: str) -> list[str]:
+    return load_workloads()[name].sample_log.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+# --- 1. compile ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_program_compiles(name: str) -> None:
+    mtail = require_tool("mtail")
+    run = subprocess.run(
+        [mtail, "--compile_only", "--progs", str(programs_dir(name)), *QUIET],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 0, run.stderr
+
+
+BREAKAGES = {
+    "unbalanced brace": ("  simpletrack_runs_total[$device]++\n}\n", "  simpletrack_runs_total[$device]++\n"),
+    "undeclared metric": ("simpletrack_runs_total[$device]++", "simpletrack_run_total[$device]++"),
+    "invalid regexp": ("(?P<npart>\\d+) particles", "(?P<npart>\\d+ particles"),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(BREAKAGES))
+def test_a_broken_program_fails_the_compile_check(tmp_path: Path, breakage: str) -> None:
+    mtail = require_tool("mtail")
+    old, new = BREAKAGES[breakage]
+    text = (programs_dir("simpletrack") / "simpletrack.mtail").read_text(encoding="utf-8")
+    assert old in text
+    (tmp_path / "simpletrack.mtail").write_text(text.replace(old, new, 1), encoding="utf-8")
+    run = subprocess.run(
+        [mtail, "--compile_only", "--progs", str(tmp_path), *QUIET],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode != 0
+    assert "compile failed for simpletrack.mtail" in run.stderr
+
+
+# --- 2. one-shot over the sample logs -------------------------------------------------------------------
+
+
+def one_shot(mtail: str, progs: Path, logs: Path) -> dict[Series, float]:
+    run = subprocess.run(
+        [
+            mtail,
+            "--one_shot",
+            "--one_shot_format=prometheus",
+            "--emit_prog_label=false",
+            "--progs",
+            str(progs),
+            "--logs",
+            str(logs),
+            *QUIET,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 0, run.stderr
+    return parse_prometheus(run.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_one_shot_over_the_sample_gives_the_known_values(name: str) -> None:
+    mtail = require_tool("mtail")
+    samples = one_shot(mtail, programs_dir(name), load_workloads()[name].sample_log)
+    # Exactly the expected series: none missing, no stray label value, and one-shot exports nothing else.
+    assert samples == EXPECTED[name]
+    declared = {m.name for m in load_workloads()[name].spec.metrics}
+    assert {key[0] for key in samples} == declared
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_expected_counts_match_the_sample_lines(name: str) -> None:
+    metric, pattern = COUNTED[name]
+    count = sum(1 for line in sample_lines(name) if pattern.search(line))
+    assert [value for (series_name, _), value in EXPECTED[name].items() if series_name == metric] == [count]
+
+
+def test_one_shot_ignores_lines_that_only_look_alike(tmp_path: Path) -> None:
+    mtail = require_tool("mtail")
+    log = tmp_path / "madgraph4gpu.log"
+    log.write_text(
+        "EvtsPerSec[Rnd+Rmb+ME](123) = ( 3.246864e+07                 )  sec^-1\n"
+        "TOTAL (123) :     0.193770 sec\n"
+        "TOTAL  (23) :     0.172283 sec\n"
+        "TOTAL       :     1.250000 sec\n",
+        encoding="utf-8",
+    )
+    assert one_shot(mtail, programs_dir("madgraph4gpu"), log) == {
+        series("madgraph_total_duration_seconds"): 1.25,
+        series("madgraph_runs_total"): 1,
+    }
+
+
+# --- 3. a live mtail with the sidecar's flags ------------------------------------------------------------
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def scrape(port: int) -> dict[Series, float] | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            return parse_prometheus(response.read().decode("utf-8"))
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+
+
+class LiveMtail:
+    """A real mtail process run with ``fleet.sidecar.mtail_args``, bound to 127.0.0.1."""
+
+    def __init__(self, mtail: str, progs: Path, log: Path, stderr: Path):
+        self.port = free_loopback_port()
+        self.log = log
+        self.stderr_path = stderr
+        args = mtail_args(programs_dir=str(progs), logs=str(log), port=self.port)
+        assert "--emit_prog_label=false" in args
+        self.stderr = stderr.open("w", encoding="utf-8")
+        self.process = subprocess.Popen(
+            [mtail, *args, "--address", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=self.stderr
+        )
+
+    def wait_until_serving(self, seconds: float = 10) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"mtail exited: {self.stderr_path.read_text()}"
+            if scrape(self.port) is not None:
+                return
+            time.sleep(0.05)
+        pytest.fail(f"mtail did not answer on 127.0.0.1:{self.port} within {seconds} s")
+
+    def lines_read(self, samples: dict[Series, float]) -> float:
+        return samples.get(series("mtail_log_lines_total", logfile=str(self.log)), 0)
+
+    def scrape_until(self, done, seconds: float = 20) -> dict[Series, float]:
+        """Poll /metrics until ``done(samples)`` holds or ``seconds`` pass; the last scrape either way."""
+        deadline = time.monotonic() + seconds
+        samples: dict[Series, float] = {}
+        while time.monotonic() < deadline:
+            samples = scrape(self.port) or samples
+            if done(samples):
+                break
+            time.sleep(0.1)
+        return samples
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        self.stderr.close()
+
+
+@pytest.fixture
+def live_mtail(tmp_path: Path):
+    """Starts LiveMtail instances for a test and always stops them, whatever the test does."""
+    started: list[LiveMtail] = []
+
+    def start(name: str, log: Path) -> LiveMtail:
+        live = LiveMtail(require_tool("mtail"), programs_dir(name), log, tmp_path / f"mtail-{len(started)}.err")
+        started.append(live)
+        live.wait_until_serving()
+        return live
+
+    yield start
+    for live in started:
+        live.stop()
+
+
+def append_slowly(log: Path, lines: list[str]) -> None:
+    """Append lines one by one, flushed, the way a running workload writes its log."""
+    with log.open("a", encoding="utf-8") as handle:
+        for n, line in enumerate(lines):
+            handle.write(line)
+            handle.flush()
+            if n % 10 == 9:
+                time.sleep(0.01)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_live_mtail_on_a_precreated_file_loses_no_line(tmp_path: Path, live_mtail, name: str) -> None:
+    log = tmp_path / f"{name}.log"
+    log.touch()  # what the pod's init container does before mtail and the workload start
+    live = live_mtail(name, log)
+    lines = sample_lines(name)
+    append_slowly(log, lines)
+    # The line counter moves when the tailer reads a line, before the program has run on it: wait for both.
+    samples = live.scrape_until(
+        lambda s: live.lines_read(s) == len(lines) and workload_series(s, name) == EXPECTED[name]
+    )
+    assert live.lines_read(samples) == len(lines)
+    assert workload_series(samples, name) == EXPECTED[name]
+
+
+def test_lines_written_before_mtail_opened_the_file_are_lost(tmp_path: Path, live_mtail) -> None:
+    # The trap the init container avoids: mtail starts reading a file it finds at its end.
+    lines = sample_lines("simpletrack")
+    log = tmp_path / "simpletrack.log"
+    log.write_text("".join(lines[:8]), encoding="utf-8")  # the first run's result is in these lines
+    live = live_mtail("simpletrack", log)
+    append_slowly(log, lines[8:])
+    runs = series("simpletrack_runs_total", device="0.0")
+    expected_runs = EXPECTED["simpletrack"][runs] - 1
+    samples = live.scrape_until(lambda s: live.lines_read(s) == len(lines) - 8 and s.get(runs) == expected_runs)
+    assert live.lines_read(samples) == len(lines) - 8
+    assert samples.get(runs) == expected_runs

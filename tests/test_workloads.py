@@ -1,0 +1,259 @@
+"""The workload folders: each loads, declares exactly what its mtail program exports, and bad input is located.
+
+These tests need no external tool; ``tests/e2e/test_mtail.py`` runs the same programs under the real mtail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from fleet.errors import InputError
+from fleet.workloads import FILES_MOUNT, WORKLOADS_DIR, load_workloads
+
+NAMES = ["3dgan", "madgraph4gpu", "pyhf", "simpletrack"]
+
+# `[hidden] counter|gauge|histogram NAME [by l1, l2] [buckets ...] [as "exported"]`, one per line.
+DECLARATION = re.compile(r"^\s*(?P<hidden>hidden\s+)?(?P<type>counter|gauge|histogram)\s+(?P<name>\w+)(?P<rest>.*)$")
+
+
+def mtail_declarations(text: str) -> set[tuple[str, str, tuple[str, ...]]]:
+    """(exported name, type, labels) of every metric an mtail program declares, hidden ones left out."""
+    out = set()
+    for line in text.splitlines():
+        found = DECLARATION.match(line.split("#", 1)[0])
+        if not found or found["hidden"]:
+            continue
+        rest = found["rest"]
+        alias = re.search(r'\bas\s+"([^"]+)"', rest)
+        by = re.search(r"\bby\s+(.+?)\s*(?:\bbuckets\b|\bas\s+\"|$)", rest)
+        labels = tuple(label.strip() for label in by[1].split(",")) if by else ()
+        out.add((alias[1] if alias else found["name"], found["type"], labels))
+    return out
+
+
+def test_declaration_parser_reads_labels_aliases_and_hidden() -> None:
+    text = """
+# counter not_a_declaration
+counter a_total by device, stage
+gauge b
+histogram c_seconds by stage buckets 0.1, 1, 10
+hidden gauge scratch
+gauge d as "d_exported"
+/gauge e/ {
+  b = 1
+}
+"""
+    assert mtail_declarations(text) == {
+        ("a_total", "counter", ("device", "stage")),
+        ("b", "gauge", ()),
+        ("c_seconds", "histogram", ("stage",)),
+        ("d_exported", "gauge", ()),
+    }
+
+
+def test_every_folder_loads() -> None:
+    workloads = load_workloads()
+    assert sorted(workloads) == NAMES
+    folders = sorted(p.name for p in WORKLOADS_DIR.iterdir() if (p / "workload.yaml").is_file())
+    assert folders == NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_declared_metrics_equal_the_program_metrics(name: str) -> None:
+    workload = load_workloads()[name]
+    declared = {(m.name, m.type, tuple(m.labels)) for m in workload.spec.metrics}
+    program = set().union(*(mtail_declarations(text) for text in workload.mtail_programs.values()))
+    assert declared == program
+    assert sorted(workload.mtail_programs) == [f"{name}.mtail"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sample_log_is_there_and_ends_with_a_newline(name: str) -> None:
+    text = load_workloads()[name].sample_log.read_text(encoding="utf-8")
+    # mtail only reads complete lines: a last line without "\n" would never be counted.
+    assert len(text.splitlines()) >= 5
+    assert text.endswith("\n")
+
+
+def test_headline_match_picks_a_declared_label_value() -> None:
+    headline = load_workloads()["madgraph4gpu"].spec.headline
+    assert headline.metric == "madgraph_throughput_events_per_second"
+    assert headline.match == {"stage": "MatrixElems"}
+
+
+# --- images without a public build: a pinned Dockerfile beside the workload --------------------------------
+
+BUILT_HERE = {"madgraph4gpu": "MADGRAPH4GPU_REF", "simpletrack": "SIMPLETRACK_REF"}
+
+
+@pytest.mark.parametrize(("name", "ref_arg"), sorted(BUILT_HERE.items()))
+def test_built_images_come_from_a_pinned_dockerfile(name: str, ref_arg: str) -> None:
+    workload = load_workloads()[name]
+    dockerfile = (workload.folder / "Dockerfile").read_text(encoding="utf-8")
+    bases = re.findall(r"^FROM\s+(\S+)", dockerfile, flags=re.MULTILINE)
+    assert bases, "no FROM line"
+    for base in bases:
+        assert re.fullmatch(r"nvidia/cuda:\d+\.\d+\.\d+-[a-z0-9.-]+", base), base
+    ref = re.search(rf"^ARG {ref_arg}=([0-9a-f]+)$", dockerfile, flags=re.MULTILINE)
+    assert ref and len(ref[1]) == 40, "the upstream repository must be pinned to a full commit"
+    cuda = re.search(r"nvidia/cuda:(\d+\.\d+\.\d+)", bases[-1])
+    assert workload.spec.image == f"ghcr.io/gpu-fleet/{name}:{ref[1][:8]}-cuda{cuda[1]}"
+    assert f"docker build -t {workload.spec.image} workloads/{name}" in dockerfile
+
+
+# --- the pyhf timing wrapper ----------------------------------------------------------------------------
+
+
+def load_timed_fit():
+    """The wrapper as a module; it imports pyhf only inside main(), so this works without pyhf."""
+    path = WORKLOADS_DIR / "pyhf" / "files" / "timed_fit.py"
+    spec = importlib.util.spec_from_file_location("timed_fit", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pyhf_wrapper_is_mounted_where_the_command_runs_it() -> None:
+    workload = load_workloads()["pyhf"]
+    assert "timed_fit.py" in workload.files
+    assert workload.spec.command == ["python3", f"{FILES_MOUNT}/timed_fit.py"]
+    compile(workload.files["timed_fit.py"], "timed_fit.py", "exec")
+
+
+def test_pyhf_wrapper_prints_the_line_the_program_parses() -> None:
+    timed_fit = load_timed_fit()
+    assert timed_fit.fit_line("fit", "jax", 0.41234, 0.052301) == (
+        "pyhf fit backend=jax duration_seconds=0.4123 cls_obs=0.052301"
+    )
+    assert timed_fit.fit_line("warmup", "numpy", 7.5, 1.5e-05).startswith("pyhf warmup backend=numpy ")
+    sample = (WORKLOADS_DIR / "pyhf" / "sample.log").read_text(encoding="utf-8")
+    fits = [line for line in sample.splitlines() if line.startswith("pyhf fit ")]
+    args = timed_fit.parse_args(load_workloads()["pyhf"].spec.args)
+    assert len(fits) == args.fits
+    assert args.backend == "jax"
+
+
+def test_pyhf_wrapper_builds_a_deterministic_spectrum() -> None:
+    signal, background, uncertainty, observed = load_timed_fit().synthetic_spectrum(200)
+    assert len(signal) == len(background) == len(uncertainty) == len(observed) == 200
+    assert max(signal) == pytest.approx(25.0, rel=1e-3)
+    assert observed == [float(round(b)) for b in background]
+
+
+def test_pyhf_wrapper_rejects_nonsense_counts() -> None:
+    with pytest.raises(SystemExit):
+        load_timed_fit().parse_args(["--fits", "0"])
+
+
+# --- broken workload.yaml: every problem named by file, line and key ---------------------------------------
+
+VALID = """\
+name: broken
+description: A workload with one mistake.
+image: registry.example/bench:1.0
+command: ["bench"]
+resources:
+  cpu_request: "1"
+  memory_request: 1Gi
+  cpu_limit: "2"
+  memory_limit: 2Gi
+timeout_seconds: 600
+metrics:
+  - name: bench_runs_total
+    type: counter
+    help: Runs.
+  - name: bench_duration_seconds
+    type: gauge
+    help: Duration.
+    labels: [stage]
+headline:
+  metric: bench_duration_seconds
+  unit: s
+  higher_is_better: false
+"""
+
+
+def write_workload(root: Path, text: str) -> Path:
+    folder = root / "broken"
+    (folder / "mtail").mkdir(parents=True)
+    (folder / "mtail" / "broken.mtail").write_text("counter bench_runs_total\n", encoding="utf-8")
+    path = folder / "workload.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_valid_base_loads(tmp_path: Path) -> None:
+    write_workload(tmp_path, VALID)
+    assert list(load_workloads(tmp_path)) == ["broken"]
+
+
+BROKEN = {
+    "latest tag": (
+        ("image: registry.example/bench:1.0", "image: registry.example/bench:latest"),
+        3,
+        "image",
+        "moving tag 'latest'",
+    ),
+    "no tag": (
+        ("image: registry.example/bench:1.0", "image: registry.example/bench"),
+        3,
+        "image",
+        "has no tag",
+    ),
+    "counter without _total": (
+        ("- name: bench_runs_total", "- name: bench_runs"),
+        12,
+        "metrics[0]",
+        "counter 'bench_runs' must end in _total",
+    ),
+    "unknown key": (
+        ("    labels: [stage]", "    lables: [stage]"),
+        18,
+        "metrics[1].lables",
+        "unknown key",
+    ),
+    "headline not declared": (
+        ("  metric: bench_duration_seconds", "  metric: bench_seconds"),
+        19,
+        "headline",
+        "headline metric 'bench_seconds' is not among the declared metrics",
+    ),
+    "headline match on a missing label": (
+        ("  unit: s\n", "  unit: s\n  match: {phase: warm}\n"),
+        19,
+        "headline",
+        "headline match uses ['phase']",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_workload_names_file_line_and_key(tmp_path: Path, case: str) -> None:
+    (old, new), line, key, message = BROKEN[case]
+    assert old in VALID
+    path = write_workload(tmp_path, VALID.replace(old, new, 1))
+    with pytest.raises(InputError) as caught:
+        load_workloads(tmp_path)
+    [problem] = caught.value.problems
+    assert (problem.file, problem.line, problem.path) == (str(path), line, key)
+    assert message in problem.message
+    assert f"{path}:{line}: {key}: " in str(caught.value)
+
+
+def test_all_problems_of_a_file_are_reported_at_once(tmp_path: Path) -> None:
+    text = (
+        VALID.replace("bench:1.0", "bench:latest")
+        .replace("timeout_seconds: 600", "timeout_secs: 600")
+        .replace("  metric: bench_duration_seconds", "  metric: bench_seconds")
+    )
+    path = write_workload(tmp_path, text)
+    with pytest.raises(InputError) as caught:
+        load_workloads(tmp_path)
+    located = {(p.line, p.path) for p in caught.value.problems}
+    # A missing key is located at the mapping that lacks it: here the top level, which starts on line 1.
+    assert located == {(3, "image"), (10, "timeout_secs"), (1, "timeout_seconds"), (19, "headline")}
+    assert all(p.file == str(path) for p in caught.value.problems)

@@ -1,0 +1,170 @@
+"""Azure Kubernetes Service: a resource group, a managed cluster with a system pool, and one GPU agent pool per card."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import pulumi
+import pulumi_azure_native as azure_native
+from pulumi_azure_native import containerservice, resources
+
+from components.cluster import GpuCluster
+from components.taints import aks_taint
+from fleet.policy import Cluster, GpuPool
+
+# AKS agent-pool names: lower-case letters and digits, starting with a letter, at most 12 characters
+# for Linux pools (6 for Windows). The name is part of every node's name and of the VM scale set's name.
+AGENT_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+SYSTEM_POOL_NAME = "system"
+
+
+def agent_pool_name(card: str) -> str:
+    """The AKS agent-pool name of ``card``'s pool: ``gpu`` + the card without dashes (``a10`` -> ``gpua10``).
+
+    Raises ``ValueError`` naming the rule when the result is not a valid AKS pool name (a card name
+    longer than 9 characters, or with characters other than lower-case letters, digits and dashes).
+    """
+    name = "gpu" + card.replace("-", "")
+    if not AGENT_POOL_NAME.match(name):
+        raise ValueError(
+            f"card {card!r} gives AKS agent-pool name {name!r}: AKS pool names must be lower-case letters and "
+            "digits, start with a letter, and have at most 12 characters ('gpu' + the card without dashes)"
+        )
+    return name
+
+
+class AksCluster(GpuCluster):
+    """An AKS cluster in its own resource group, with a system pool and one spot GPU pool per card.
+
+    Choices:
+      - Explicit ``azure-native`` provider (location from the policy's region, subscription from the
+        ``azure-native:subscriptionId`` stack config when set); stacks disable default providers.
+      - The resource group and the managed cluster are protected (deleting the group deletes the cluster).
+      - Managed identity, the OIDC issuer and workload identity are on, so in-cluster services can get
+        Azure tokens without secrets.
+      - The system pool (mode System, on-demand, autoscaled within the policy's system-pool bounds) is
+        the cluster's one inline ``agentPoolProfiles`` entry. It is not tainted ``CriticalAddonsOnly``,
+        because the fleet's own services (Prometheus, exporters) run on it. Its ``count`` belongs to the
+        autoscaler and is ignored.
+      - Each card gets a separate ``AgentPool`` in mode User: the card's VM size, autoscaling from
+        ``min_nodes`` (0 by default: AKS's autoscaler knows each pool's VM size, so scale-from-zero works)
+        to ``max_nodes``, ``count`` ignored after creation (the autoscaler owns it), node labels from the
+        policy (``gpu=<card>`` ...), and our accelerator taint in AKS spelling.
+      - Spot pools use ``scale_set_priority=Spot``, ``scale_set_eviction_policy=Delete`` (evicted VMs
+        free their quota) and ``spot_max_price=-1`` (pay up to the on-demand price, evicted only for
+        capacity). AKS adds ``kubernetes.azure.com/scalesetpriority=spot:NoSchedule`` to spot pools on its
+        own; we declare it too (from the catalogue's spot taints), or every refresh would show drift.
+      - AKS installs the NVIDIA driver on GPU pools by default but not the device plugin: that comes from
+        the Kubernetes side of the fleet. Priority, price, taints and VM size are fixed at creation.
+      - Agent-pool names are ``gpu`` + the card without dashes (``gput4``, ``gpua100``): AKS allows only
+        lower-case letters and digits, at most 12 characters; a card that does not fit fails the plan.
+      - The kubeconfig is the cluster-user credential (``listManagedClusterUserCredentials``), decoded and
+        kept secret. The Kubernetes provider is keyed on the cluster name, so a rotated credential does
+        not replace it.
+    """
+
+    TYPE = "gpufleet:index:AksCluster"
+    CLOUD = "azure"
+
+    def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
+        assert cluster.region  # the policy requires a region for azure clusters
+        pool_names = self._pool_names(cluster)
+        self.azure_provider = azure_native.Provider(
+            f"{cluster.name}-azure",
+            location=cluster.region,
+            subscription_id=pulumi.Config("azure-native").get("subscriptionId"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.resource_group = resources.ResourceGroup(
+            f"{cluster.name}-rg",
+            resource_group_name=f"{cluster.name}-rg",
+            location=cluster.region,
+            tags={"gpu-fleet-cluster": cluster.name},
+            opts=self.protected(self.azure_provider),
+        )
+        system = cluster.system_pool
+        self.cluster = containerservice.ManagedCluster(
+            cluster.name,
+            resource_name_=cluster.name,
+            resource_group_name=self.resource_group.name,
+            location=cluster.region,
+            kubernetes_version=cluster.kubernetes_version,
+            dns_prefix=cluster.name,
+            enable_rbac=True,
+            identity={"type": "SystemAssigned"},
+            oidc_issuer_profile={"enabled": True},
+            security_profile={"workload_identity": {"enabled": True}},
+            agent_pool_profiles=[
+                {
+                    "name": SYSTEM_POOL_NAME,
+                    "mode": "System",
+                    "type": "VirtualMachineScaleSets",
+                    "os_type": "Linux",
+                    "vm_size": system.machine_type,
+                    "count": system.min_nodes,
+                    "enable_auto_scaling": True,
+                    "min_count": system.min_nodes,
+                    "max_count": system.max_nodes,
+                    "node_labels": {"role": "system"},
+                }
+            ],
+            tags={"gpu-fleet-cluster": cluster.name},
+            opts=self.protected(self.azure_provider, ignore_changes=["agentPoolProfiles[0].count"]),
+        )
+        pools: dict[str, pulumi.Resource] = {
+            pool.card: self._gpu_pool(cluster, pool, pool_names[pool.card]) for pool in cluster.pools
+        }
+        credentials = containerservice.list_managed_cluster_user_credentials_output(
+            resource_group_name=self.resource_group.name,
+            resource_name=self.cluster.name,
+            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.azure_provider),
+        )
+        kubeconfig = pulumi.Output.secret(
+            credentials.kubeconfigs.apply(lambda kcs: base64.b64decode(kcs[0].value).decode("utf-8"))
+        )
+        return kubeconfig, pools, self.cluster.name
+
+    @staticmethod
+    def _pool_names(cluster: Cluster) -> dict[str, str]:
+        """Agent-pool name per card, checked for validity and for collisions (``a-10`` and ``a10``)."""
+        names: dict[str, str] = {}
+        for pool in cluster.pools:
+            name = agent_pool_name(pool.card)
+            clash = next((card for card, other in names.items() if other == name), None)
+            if clash is not None:
+                raise ValueError(
+                    f"cluster {cluster.name}: cards {clash!r} and {pool.card!r} give the same AKS agent-pool "
+                    f"name {name!r}"
+                )
+            names[pool.card] = name
+        return names
+
+    def _gpu_pool(self, cluster: Cluster, pool: GpuPool, name: str) -> containerservice.AgentPool:
+        # AKS taints every spot pool itself: declare that taint too, so the pool does not drift.
+        spot_taints = cluster.facts.spot_taints if pool.spot else []
+        spot = (
+            {"scale_set_priority": "Spot", "scale_set_eviction_policy": "Delete", "spot_max_price": -1}
+            if pool.spot
+            else {"scale_set_priority": "Regular"}
+        )
+        return containerservice.AgentPool(
+            f"{cluster.name}-{pool.name}",
+            agent_pool_name=name,
+            resource_group_name=self.resource_group.name,
+            resource_name_=self.cluster.name,
+            mode="User",
+            type="VirtualMachineScaleSets",
+            os_type="Linux",
+            orchestrator_version=cluster.kubernetes_version,
+            vm_size=pool.machine_type,
+            count=pool.min_nodes,
+            enable_auto_scaling=True,
+            min_count=pool.min_nodes,
+            max_count=pool.max_nodes,
+            node_labels=pool.labels,
+            node_taints=[aks_taint(t) for t in (*pool.taints, *spot_taints)],
+            tags={"gpu-fleet-cluster": cluster.name, "gpu-fleet-card": pool.card},
+            **spot,  # type: ignore[arg-type]
+            opts=self.child(self.azure_provider, ignore_changes=["count"]),
+        )

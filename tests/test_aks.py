@@ -1,0 +1,109 @@
+"""AKS cluster component under the mock engine: what Azure would receive for each card."""
+
+from __future__ import annotations
+
+import pytest
+from pulumi.runtime import rpc
+
+from components.aks import agent_pool_name
+from tests.helpers import by_type, one, plan_one
+
+POLICY = """
+clusters:
+  azure:
+    aks-test:
+      region: eastus
+      central: true
+      gpus:
+        t4: {}
+        a10: {max_nodes: 3}
+        a100: {max_nodes: 1, spot: false}
+"""
+CONFIG = {"azure-native:subscriptionId": "00000000-0000-0000-0000-000000000001"}
+POOL = "azure-native:containerservice:AgentPool"
+GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
+SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    return plan_one(tmp_path_factory.mktemp("aks"), POLICY, "aks-test", CONFIG)
+
+
+def test_spot_gpu_pool_per_card_scales_from_zero_with_both_taints(plan):
+    t4 = one(plan, POOL, "aks-test-gpu-t4").inputs
+    assert t4["agentPoolName"] == "gput4"
+    assert t4["mode"] == "User"
+    assert t4["vmSize"] == "Standard_NC4as_T4_v3"
+    assert t4["enableAutoScaling"] is True
+    assert (t4["count"], t4["minCount"], t4["maxCount"]) == (0, 0, 4)
+    assert t4["scaleSetPriority"] == "Spot"
+    assert t4["scaleSetEvictionPolicy"] == "Delete"
+    assert t4["spotMaxPrice"] == -1
+    assert t4["nodeLabels"] == {"gpu": "t4", "nvidia.com/gpu.present": "true"}
+    # Our taint in AKS spelling, plus the spot taint AKS adds itself (declared, so no drift).
+    assert t4["nodeTaints"] == [GPU_TAINT, SPOT_TAINT]
+    a10 = one(plan, POOL, "aks-test-gpu-a10").inputs
+    assert (a10["agentPoolName"], a10["vmSize"], a10["maxCount"]) == ("gpua10", "Standard_NC8ads_A10_v4", 3)
+    assert a10["nodeTaints"] == [GPU_TAINT, SPOT_TAINT]
+
+
+def test_on_demand_pool_has_no_spot_settings_or_spot_taint(plan):
+    a100 = one(plan, POOL, "aks-test-gpu-a100").inputs
+    assert a100["vmSize"] == "Standard_NC24ads_A100_v4"
+    assert a100["scaleSetPriority"] == "Regular"
+    assert "scaleSetEvictionPolicy" not in a100 and "spotMaxPrice" not in a100
+    assert a100["nodeTaints"] == [GPU_TAINT]
+    assert (a100["minCount"], a100["maxCount"]) == (0, 1)
+
+
+def test_pools_belong_to_the_cluster_and_leave_count_to_the_autoscaler(plan):
+    pools = by_type(plan, POOL)
+    assert len(pools) == 3
+    assert all(p.ignore_changes == ["count"] for p in pools)
+    assert all(p.inputs["resourceName"] == "aks-test" and p.inputs["resourceGroupName"] == "aks-test-rg" for p in pools)
+    assert all(p.inputs["orchestratorVersion"] == "1.33" for p in pools)
+
+
+def test_cluster_is_protected_with_identity_oidc_and_an_on_demand_system_pool(plan):
+    (cluster,) = by_type(plan, "azure-native:containerservice:ManagedCluster")
+    (group,) = by_type(plan, "azure-native:resources:ResourceGroup")
+    assert cluster.protect is True and group.protect is True
+    inputs = cluster.inputs
+    assert inputs["kubernetesVersion"] == "1.33"
+    assert inputs["location"] == "eastus"
+    assert inputs["dnsPrefix"] == "aks-test"
+    assert inputs["identity"] == {"type": "SystemAssigned"}
+    assert inputs["oidcIssuerProfile"] == {"enabled": True}
+    assert inputs["securityProfile"] == {"workloadIdentity": {"enabled": True}}
+    (system,) = inputs["agentPoolProfiles"]
+    assert system["mode"] == "System"
+    assert system["vmSize"] == "Standard_D4s_v5"
+    assert (system["enableAutoScaling"], system["minCount"], system["maxCount"]) == (True, 1, 3)
+    assert "scaleSetPriority" not in system and "nodeTaints" not in system
+    assert cluster.ignore_changes == ["agentPoolProfiles[0].count"]
+
+
+def test_explicit_provider_from_region_and_subscription(plan):
+    (provider,) = by_type(plan, "pulumi:providers:azure-native")
+    assert provider.inputs["location"] == "eastus"
+    assert provider.inputs["subscriptionId"] == CONFIG["azure-native:subscriptionId"]
+    azure = [r for r in plan.registrations if r.type.startswith("azure-native:")]
+    assert azure and all(r.provider.startswith(provider.urn + "::") for r in azure)
+
+
+def test_kubeconfig_is_the_decoded_user_credential_and_secret(plan):
+    assert rpc.is_rpc_secret(plan.exports["kubeconfig"])
+    assert rpc.unwrap_rpc_secret(plan.exports["kubeconfig"]) == "apiVersion: v1\nkind: Config\n"
+    (provider,) = by_type(plan, "pulumi:providers:kubernetes")
+    assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
+    assert plan.findings == []
+
+
+def test_agent_pool_names_follow_the_aks_rule():
+    assert agent_pool_name("h100") == "gpuh100"
+    assert agent_pool_name("tpu-v5e") == "gputpuv5e"
+    with pytest.raises(ValueError, match="at most 12 characters"):
+        agent_pool_name("rtx-pro-6000x")
+    with pytest.raises(ValueError, match="lower-case letters"):
+        agent_pool_name("A100")

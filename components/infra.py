@@ -36,6 +36,23 @@ def gpu_tolerations(cluster: Cluster) -> list[dict[str, str]]:
     return list(seen.values())
 
 
+def gpu_node_affinity(cluster: Cluster) -> dict[str, Any]:
+    """Node affinity onto any GPU pool of the cluster, from each pool's own selector label.
+
+    Works on every cloud: ``gpu=<card>`` where we label pools, the node-group role on Magnum.
+    """
+    terms = [
+        {
+            "matchExpressions": [
+                {"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.node_selector.items())
+            ]
+        }
+        for pool in cluster.pools
+        if pool.accelerator.is_nvidia
+    ]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
 def benchmark_quota(cluster: Cluster) -> dict[str, str]:
     """ResourceQuota of the benchmark namespace: accelerators up to what the pools can hold at most."""
     totals: dict[str, int] = defaultdict(int)
@@ -154,7 +171,7 @@ class InfraStack(pulumi.ComponentResource):
                 version=plugin.version,
                 repository_opts={"repo": plugin.repo},
                 namespace="kube-system",
-                values={"tolerations": tolerations, "nodeSelector": {"nvidia.com/gpu.present": "true"}},
+                values={"tolerations": tolerations, "affinity": gpu_node_affinity(cluster)},
                 opts=child,
             )
         if nvidia_pools:
@@ -168,7 +185,7 @@ class InfraStack(pulumi.ComponentResource):
                 namespace=monitoring_ns,
                 values={
                     "tolerations": tolerations,
-                    "nodeSelector": {"nvidia.com/gpu.present": "true"} if cluster.cloud != "openstack" else {},
+                    "affinity": gpu_node_affinity(cluster),
                     "serviceMonitor": {
                         "enabled": True,
                         "honorLabels": True,

@@ -184,7 +184,7 @@ def test_autoscaler_irsa_role_and_policy(plan):
 
 
 def test_autoscaler_release_uses_the_cluster_provider_and_a_pinned_chart(plan):
-    (release,) = by_type(plan, "kubernetes:helm.sh/v3:Release")
+    (release,) = [r for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "cluster-autoscaler"]
     (k8s_provider,) = by_type(plan, "pulumi:providers:kubernetes")
     assert release.provider.startswith(k8s_provider.urn + "::")
     inputs = release.inputs
@@ -234,12 +234,8 @@ def test_unprotected_stack(tmp_path):
 
 
 def test_shipped_eks_stack_plans_under_the_strict_engine():
-    try:
-        plan = plan_stack("eks-eastus", POLICY_FILE, STACKS_DIR)
-    except Exception as exc:  # the shipped policy may be mid-edit (workloads/) in a shared checkout
-        if "workload" in str(exc).lower():
-            pytest.skip(f"shipped policy does not load right now: {exc}")
-        raise
+    plan = plan_stack("eks-eastus", POLICY_FILE, STACKS_DIR)
     groups = {g.inputs["nodeGroupName"] for g in by_type(plan, NODE_GROUP)}
     assert groups == {"system", "gpu-t4", "gpu-a10g", "gpu-l4", "gpu-v100"}
-    assert len(by_type(plan, "kubernetes:helm.sh/v3:Release")) == 1
+    releases = {r.inputs["name"] for r in by_type(plan, "kubernetes:helm.sh/v3:Release")}
+    assert {"cluster-autoscaler", "nvidia-device-plugin"} <= releases  # AL2023 NVIDIA AMI has no device plugin

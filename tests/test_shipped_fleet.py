@@ -1,0 +1,215 @@
+"""The shipped fleet planned end to end under the strict mock engine: clusters, infra, federation, Jobs."""
+
+from __future__ import annotations
+
+import json
+
+import kubernetes_validate
+import pytest
+from pulumi.runtime import rpc
+
+from components.benchmark import METRIC_LABELS
+from fleet.plan import plan_fleet
+from fleet.policy import POLICY_FILE, load_fleet
+from fleet.pool_view import gpu_pool_views
+
+K8S_VERSION = "1.33.0"
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    return load_fleet(POLICY_FILE)
+
+
+@pytest.fixture(scope="module")
+def plans(fleet):
+    return {p.stack: p for p in plan_fleet(fleet, POLICY_FILE)}
+
+
+def jobs_of(plan):
+    return [r for r in plan.registrations if r.type in ("kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob")]
+
+
+def job_spec(reg):
+    return reg.inputs["spec"]["jobTemplate"]["spec"] if reg.type.endswith("CronJob") else reg.inputs["spec"]
+
+
+def test_every_shipped_stack_plans(fleet, plans):
+    assert set(plans) == set(fleet.clusters)
+    for plan in plans.values():
+        assert plan.registrations and rpc.is_rpc_secret(plan.exports["kubeconfig"])
+
+
+def test_jobs_are_exactly_the_policy_pairs(fleet, plans):
+    for name, plan in plans.items():
+        cluster = fleet.cluster(name)
+        expected = {(b.workload.name, b.pool.card) for b in fleet.benchmarks(cluster)}
+        got = {
+            (r.inputs["metadata"]["labels"]["workload"], r.inputs["metadata"]["labels"]["gpu"]) for r in jobs_of(plan)
+        }
+        assert got == expected, name
+        assert expected, f"{name} runs no benchmark"
+        # scheduled workloads become CronJobs, the others Jobs
+        for reg in jobs_of(plan):
+            scheduled = fleet.schedules[reg.inputs["metadata"]["labels"]["workload"]] is not None
+            assert reg.type.endswith("CronJob") == scheduled
+
+
+def test_job_pods_select_the_pool_request_the_card_and_tolerate_taints(fleet, plans):
+    for name, plan in plans.items():
+        cluster = fleet.cluster(name)
+        for reg in jobs_of(plan):
+            labels = reg.inputs["metadata"]["labels"]
+            pool = cluster.pool(labels["gpu"])
+            spec = job_spec(reg)
+            pod = spec["template"]["spec"]
+            assert pod["nodeSelector"] == pool.node_selector
+            limits = pod["containers"][0]["resources"]["limits"]
+            assert int(limits[pool.resource]) >= 1 and "cpu" in limits and "memory" in limits
+            tolerations = {(t["key"], t["value"], t["effect"]) for t in pod["tolerations"]}
+            assert ("nvidia.com/gpu", "present", "NoSchedule") in tolerations
+            if cluster.cloud == "azure":
+                assert ("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule") in tolerations
+            for key in METRIC_LABELS:
+                assert spec["template"]["metadata"]["labels"][key] == labels[key]
+            assert (
+                spec["activeDeadlineSeconds"] > 0 and spec["backoffLimit"] >= 0 and spec["ttlSecondsAfterFinished"] > 0
+            )
+            assert reg.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+def test_mtail_runs_as_native_sidecar_over_a_precreated_log(plans):
+    for plan in plans.values():
+        for reg in jobs_of(plan):
+            pod = job_spec(reg)["template"]["spec"]
+            prepare, mtail = pod["initContainers"]
+            assert prepare["name"] == "prepare-log" and "touch" in " ".join(prepare["command"])
+            assert mtail["name"] == "mtail" and mtail["restartPolicy"] == "Always"
+            assert mtail["ports"] == [{"name": "mtail", "containerPort": 3903}]
+            shared = {m["name"] for m in mtail["volumeMounts"]} & {
+                m["name"] for m in pod["containers"][0]["volumeMounts"]
+            }
+            assert "logs" in shared
+            assert {"name": "logs", "emptyDir": {}} in pod["volumes"]
+
+
+def test_no_moving_image_tags(plans):
+    for plan in plans.values():
+        for reg in jobs_of(plan):
+            pod = job_spec(reg)["template"]["spec"]
+            for c in pod["initContainers"] + pod["containers"]:
+                last = c["image"].rsplit("/", 1)[-1]
+                assert ":" in last and not last.endswith(":latest"), c["image"]
+
+
+def test_job_name_changes_with_its_spec(fleet, tmp_path):
+    from components.benchmark import spec_hash
+
+    assert spec_hash({"a": 1}) != spec_hash({"a": 2}) and spec_hash({"a": 1}) == spec_hash({"a": 1})
+
+
+def test_rendered_jobs_validate_against_the_kubernetes_schema(plans):
+    checked = 0
+    for plan in plans.values():
+        for reg in jobs_of(plan):
+            kind = reg.type.rsplit(":", 1)[-1]
+            manifest = {
+                "apiVersion": "batch/v1",
+                "kind": kind,
+                "metadata": reg.inputs["metadata"],
+                "spec": reg.inputs["spec"],
+            }
+            kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+            checked += 1
+    assert checked > 20
+
+
+def test_schema_validation_can_fail(plans):
+    reg = jobs_of(next(iter(plans.values())))[0]
+    manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": reg.inputs["metadata"], "spec": {"templat": {}}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+
+
+def test_every_gpu_pool_keeps_the_fleet_invariants(fleet, plans):
+    for name, plan in plans.items():
+        cluster = fleet.cluster(name)
+        views = {v.card: v for v in gpu_pool_views(plan.registrations)}
+        assert set(views) == {p.card for p in cluster.pools}, name
+        for pool in cluster.pools:
+            view = views[pool.card]
+            assert (view.min_nodes, view.max_nodes) == (pool.min_nodes, pool.max_nodes)
+            assert view.machine_type == pool.machine_type
+            if cluster.cloud == "openstack":
+                assert view.min_nodes >= 1  # Magnum cannot scale a GPU group up from zero
+                continue
+            assert view.labels["gpu"] == pool.card
+            assert "nvidia.com/gpu=present:NoSchedule" in view.taints
+            assert view.spot == pool.spot
+            assert view.min_nodes == 0
+
+
+def test_every_cluster_gets_the_infra_stack(fleet, plans):
+    external = set()
+    for name, plan in plans.items():
+        cluster = fleet.cluster(name)
+        releases = {r.inputs["name"]: r for r in plan.registrations if r.type == "kubernetes:helm.sh/v3:Release"}
+        prom = releases["kps"].inputs
+        assert prom["version"], "chart versions are pinned"
+        labels = prom["values"]["prometheus"]["prometheusSpec"]["externalLabels"]
+        external.add(json.dumps(labels, sort_keys=True))
+        assert prom["values"]["prometheus"]["prometheusSpec"]["podMonitorSelectorNilUsesHelmValues"] is False
+        # the NVIDIA device plugin only where the platform has none (not on GKE)
+        assert ("nvidia-device-plugin" in releases) == (cluster.cloud in ("aws", "azure", "openstack")), name
+        if "nvidia-device-plugin" in releases:
+            tol = {(t["key"], t["value"]) for t in releases["nvidia-device-plugin"].inputs["values"]["tolerations"]}
+            assert ("nvidia.com/gpu", "present") in tol
+            if cluster.cloud == "azure":
+                assert ("kubernetes.azure.com/scalesetpriority", "spot") in tol
+            # it must land on every GPU pool, whatever label the cloud lets us select (role on Magnum)
+            terms = releases["nvidia-device-plugin"].inputs["values"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"]
+            selected = [{e["key"]: e["values"][0] for e in t["matchExpressions"]} for t in terms]
+            assert selected == [p.node_selector for p in cluster.pools], name
+        kinds = {r.type for r in plan.registrations}
+        assert {"kubernetes:core/v1:ResourceQuota", "kubernetes:core/v1:LimitRange"} <= kinds
+        assert any(
+            r.type == "kubernetes:apps/v1:Deployment" and r.inputs["metadata"]["name"] == "registry-mirror"
+            for r in plan.registrations
+        )
+    assert len(external) == len(plans), "external labels must be unique per cluster"
+
+
+def test_central_federates_every_other_cluster_and_leaves_are_authenticated(fleet, plans):
+    central = plans[fleet.central.name]
+    release = next(
+        r for r in central.registrations if r.type == "kubernetes:helm.sh/v3:Release" and r.inputs["name"] == "kps"
+    )
+    spec = release.inputs["values"]["prometheus"]["prometheusSpec"]
+    jobs = spec["additionalScrapeConfigs"]
+    assert sorted(j["job_name"] for j in jobs) == sorted(
+        f"federate-{c}" for c in fleet.clusters if c != fleet.central.name
+    )
+    for job in jobs:
+        assert job["honor_labels"] is True and job["metrics_path"] == "/federate" and job["scheme"] == "https"
+        assert all(not s.startswith("{") for s in job["params"]["match[]"])
+    assert "storageSpec" in spec
+    for name, plan in plans.items():
+        if name == fleet.central.name:
+            continue
+        svc = next(
+            r
+            for r in plan.registrations
+            if r.type == "kubernetes:core/v1:Service" and r.inputs["metadata"]["name"] == "federation-gateway"
+        )
+        assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ["192.0.2.0/24"]
+        assert rpc.is_rpc_secret(plan.exports["federation_client_key"])
+
+
+def test_no_secret_in_plain_text_anywhere(plans):
+    for plan in plans.values():
+        text = json.dumps(plan.as_dict(), default=str)
+        assert "PRIVATE KEY" not in text
+        assert "offline-plan-placeholder-password" not in text
+        assert "client-certificate-data" not in text and "FAKE-KEY" not in text

@@ -81,6 +81,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except PlanError as exc:
         print(f"plan failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    if not args.no_policy_pack:
+        from fleet.analyzer import analyze_plans
+        from fleet.plan import PROJECT
+
+        # The CrossGuard pack, started and spoken to exactly as `pulumi preview --policy-pack policy` does.
+        found = analyze_plans(plans, project=PROJECT, policy_file=Path(args.policy).resolve())
+        for plan in plans:
+            plan.findings += found.get(plan.stack, [])
     for plan in plans:
         print(render_stack(plan, fleet))
     total = sum(len(p.registrations) for p in plans)
@@ -129,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("--stack", action="append", help="plan only this stack (repeatable; default: all)")
     p.add_argument("--json", type=Path, help="write the whole plan as JSON to this file")
+    p.add_argument("--no-policy-pack", action="store_true", help="skip the CrossGuard policy pack (policy/)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("schema", help="write policy/fleet.schema.json (--check: verify it is current)")
     p.add_argument("--check", action="store_true")

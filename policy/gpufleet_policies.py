@@ -1,0 +1,558 @@
+"""CrossGuard policies of the gpu-fleet: what every stack must look like, checked against policy/fleet.yaml.
+
+The same policies run under ``pulumi preview --policy-pack policy`` and, offline, under ``python -m fleet plan``
+(fleet/analyzer.py speaks the analyzer protocol to this pack). Each policy learns its stack from the resource
+URN (``urn:pulumi:<stack>::<project>::...``) and reads the fleet from the policy file named by the
+``GPU_FLEET_POLICY`` environment variable (default ``policy/fleet.yaml``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from fleet import sidecar
+from fleet.policy import POLICY_FILE, Cluster, Fleet, GpuPool, load_fleet_cached
+from fleet.pool_view import POOL_TYPES, PoolView
+
+POLICY_ENV = "GPU_FLEET_POLICY"
+MAGNUM_POOL = "openstack:containerinfra/nodeGroup:NodeGroup"
+BENCHMARK_TYPES = ("kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob")
+CLUSTER_TYPES = (
+    "gcp:container/cluster:Cluster",
+    "aws:eks/cluster:Cluster",
+    "azure-native:containerservice:ManagedCluster",
+    "openstack:containerinfra/cluster:Cluster",
+)
+_POOL_CARD = re.compile(r"-gpu-([a-z0-9]+)$")
+# Same values as components/benchmark.py (tests check it): the pack does not import that module because it
+# needs pulumi_kubernetes, which the pack's own requirements do not install.
+PART_OF = "gpu-fleet-benchmark"
+METRIC_LABELS = ("workload", "gpu", "cluster", "cloud")
+MANDATORY = EnforcementLevel.MANDATORY
+ADVISORY = EnforcementLevel.ADVISORY
+
+
+# --- shared helpers -------------------------------------------------------------------------------------------
+
+
+def fleet() -> Fleet:
+    """The fleet of the policy file (``GPU_FLEET_POLICY`` or policy/fleet.yaml), cached per file version."""
+    return load_fleet_cached(Path(os.environ.get(POLICY_ENV) or POLICY_FILE))
+
+
+def stack_of(urn: str) -> str:
+    """The stack named in a URN ``urn:pulumi:<stack>::<project>::<type>::<name>``."""
+    return urn.split("::", 1)[0].removeprefix("urn:pulumi:")
+
+
+def cluster_of(urn: str) -> Cluster | None:
+    """The cluster of the stack in ``urn``; None when the policy has no such cluster."""
+    return fleet().clusters.get(stack_of(urn))
+
+
+def _plain(value: Any) -> Any:
+    """Property proxies as plain dicts/lists, whole numbers as int (numbers cross the wire as doubles)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and not isinstance(value, (str, bytes))):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _no_cluster(stack: str) -> str:
+    known = ", ".join(fleet().clusters)
+    return (
+        f"stack {stack!r} is not a cluster of {fleet().file} (known: {known}); "
+        "add the cluster to the policy file or select one of its stacks"
+    )
+
+
+# --- (a) GPU node pools ---------------------------------------------------------------------------------------
+
+
+def _pool(args: ResourceValidationArgs) -> tuple[PoolView, str] | None:
+    """The pool view and card of a GPU pool (card from its labels/role, else from its ``-gpu-<card>`` name)."""
+    if args.resource_type not in POOL_TYPES:
+        return None
+    reg = SimpleNamespace(type=args.resource_type, name=args.name, inputs=_plain(args.props))
+    view = POOL_TYPES[args.resource_type](reg)  # type: ignore[arg-type]
+    match = _POOL_CARD.search(args.name)
+    card = view.card or (match.group(1) if match else "")
+    return (view, card) if card else None
+
+
+def _policy_pool(args: ResourceValidationArgs, report: ReportViolation) -> tuple[PoolView, GpuPool] | None:
+    """The pool and what the policy file says about it; None (nothing to check) for system pools or unknown cards."""
+    found = _pool(args)
+    if not found:
+        return None
+    view, card = found
+    cluster = cluster_of(args.urn)
+    if cluster is None:
+        return None  # reported by gpu-pool-allowed-card
+    try:
+        return view, cluster.pool(card)
+    except KeyError:
+        return None  # reported by gpu-pool-allowed-card
+
+
+def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _pool(args)
+    if not found:
+        return
+    _, card = found
+    stack = stack_of(args.urn)
+    cluster = cluster_of(args.urn)
+    if cluster is None:
+        report(_no_cluster(stack))
+        return
+    cards = [p.card for p in cluster.pools]
+    if card not in cards:
+        report(
+            f"pool {args.name!r} is for card {card!r}, which {fleet().file} does not give cluster {stack!r} "
+            f"(its cards: {', '.join(cards) or 'none'}); add {card} to the cluster's gpus in the policy file "
+            "or remove the pool"
+        )
+
+
+def _validate_card_label(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _policy_pool(args, report)
+    if not found or args.resource_type == MAGNUM_POOL:  # Magnum node groups cannot set Kubernetes labels
+        return
+    view, pool = found
+    missing = {k: v for k, v in pool.labels.items() if view.labels.get(k) != v}
+    if missing:
+        want = ", ".join(f"{k}={v}" for k, v in missing.items())
+        report(
+            f"pool {args.name!r} lacks the node label(s) {want}; benchmark pods select their card by these labels. "
+            "Create the pool with GpuPool.labels (components/*.py) instead of hand-written labels"
+        )
+
+
+def _validate_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _policy_pool(args, report)
+    if not found or args.resource_type == MAGNUM_POOL:  # Magnum node groups cannot declare taints
+        return
+    view, pool = found
+    missing = [t.as_string() for t in pool.taints if t.as_string() not in view.taints]
+    if missing:
+        report(
+            f"pool {args.name!r} lacks the accelerator taint {', '.join(missing)}, so ordinary pods could land on "
+            "(and keep alive) expensive GPU nodes; declare GpuPool.taints on the pool (components/taints.py spells "
+            "them per cloud)"
+        )
+
+
+def _validate_size(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _policy_pool(args, report)
+    if not found:
+        return
+    view, pool = found
+    if view.min_nodes != pool.min_nodes:
+        why = (
+            "Magnum cannot scale a GPU node group up from zero, so it keeps 1 node unless the policy file sets "
+            "min_nodes: 0 explicitly"
+            if args.resource_type == MAGNUM_POOL
+            else "idle GPU pools must scale to zero so they cost nothing"
+        )
+        report(
+            f"pool {args.name!r} has minimum size {view.min_nodes}, the policy file says {pool.min_nodes} ({why}); "
+            "take the size from GpuPool.min_nodes, or change min_nodes in the policy file"
+        )
+    if view.max_nodes != pool.max_nodes:
+        report(
+            f"pool {args.name!r} has maximum size {view.max_nodes}, the policy file says {pool.max_nodes}; "
+            "take the size from GpuPool.max_nodes, or change max_nodes in the policy file"
+        )
+
+
+def _validate_spot(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _policy_pool(args, report)
+    if not found or args.resource_type == MAGNUM_POOL:  # no spot capacity on Magnum
+        return
+    view, pool = found
+    if view.spot != pool.spot:
+        want = "spot" if pool.spot else "on-demand"
+        have = "spot" if view.spot else "on-demand"
+        report(
+            f"pool {args.name!r} uses {have} capacity but the policy file asks for {want}; take it from GpuPool.spot, "
+            "or set spot for this card in the policy file"
+        )
+
+
+# --- (b) benchmark pods ---------------------------------------------------------------------------------------
+
+
+def _pod_template(props: dict[str, Any], resource_type: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(job spec, pod template) of a Job or CronJob."""
+    spec = props.get("spec") or {}
+    if resource_type.endswith(":CronJob"):
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    return spec, spec.get("template") or {}
+
+
+def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(pod.get("initContainers") or []) + list(pod.get("containers") or [])
+
+
+def _accelerator_resources() -> set[str]:
+    names = {"nvidia.com/gpu", "amd.com/gpu"}
+    for cluster in fleet().clusters.values():
+        names.update(p.resource for p in cluster.pools)
+    return names
+
+
+def _benchmark(args: ResourceValidationArgs) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
+    """(job spec, pod template, pod spec) of a Job/CronJob whose pods request an accelerator; else None."""
+    if args.resource_type not in BENCHMARK_TYPES:
+        return None
+    job_spec, template = _pod_template(_plain(args.props), args.resource_type)
+    pod = template.get("spec") or {}
+    wanted = _accelerator_resources()
+    for c in _containers(pod):
+        res = c.get("resources") or {}
+        if any(k in wanted for part in ("limits", "requests") for k in (res.get(part) or {})):
+            return job_spec, template, pod
+    return None
+
+
+def _expected_pool(args: ResourceValidationArgs, template: dict[str, Any]) -> GpuPool | None:
+    cluster = cluster_of(args.urn)
+    card = ((template.get("metadata") or {}).get("labels") or {}).get("gpu", "")
+    if cluster is None:
+        return None
+    try:
+        return cluster.pool(card)
+    except KeyError:
+        return None
+
+
+def _validate_bench_card(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _benchmark(args)
+    if not found:
+        return
+    _, template, _ = found
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    stack = stack_of(args.urn)
+    cluster = cluster_of(args.urn)
+    if cluster is None:
+        report(_no_cluster(stack))
+        return
+    card, workload = labels.get("gpu", ""), labels.get("workload", "")
+    cards = [p.card for p in cluster.pools]
+    if card not in cards:
+        report(
+            f"benchmark {args.name!r} runs on card {card!r}, which {fleet().file} does not give cluster {stack!r} "
+            f"(its cards: {', '.join(cards) or 'none'}); its pods would stay Pending. Add the card to the cluster "
+            "or drop the benchmark"
+        )
+    elif workload in fleet().placements and card not in fleet().placements[workload]:
+        report(
+            f"benchmark {args.name!r} runs workload {workload!r} on card {card!r}, which the policy file's "
+            f"workloads section does not allow for it; allow the card for the workload or drop the benchmark"
+        )
+
+
+def _tolerates(tolerations: list[dict[str, Any]], key: str, value: str, effect: str) -> bool:
+    for t in tolerations:
+        if t.get("effect") not in (None, "", effect):
+            continue
+        if t.get("operator") == "Exists" and t.get("key") in (None, "", key):
+            return True
+        if t.get("key") == key and t.get("value", "") == value and t.get("operator", "Equal") == "Equal":
+            return True
+    return False
+
+
+def _validate_bench_placement(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _benchmark(args)
+    if not found:
+        return
+    _, template, pod = found
+    selector = pod.get("nodeSelector") or {}
+    pool = _expected_pool(args, template)
+    if not selector:
+        report(
+            f"benchmark {args.name!r} requests an accelerator but has no nodeSelector, so the scheduler may pick "
+            "any GPU pool (or none); set nodeSelector to GpuPool.node_selector"
+        )
+    elif pool is not None and any(selector.get(k) != v for k, v in pool.node_selector.items()):
+        want = ", ".join(f"{k}={v}" for k, v in pool.node_selector.items())
+        report(f"benchmark {args.name!r} does not select the {pool.card} pool ({want}); use GpuPool.node_selector")
+    if pool is None:
+        return
+    tolerations = list(pod.get("tolerations") or [])
+    missing = [t.as_string() for t in pool.pod_tolerations if not _tolerates(tolerations, t.key, t.value, t.effect)]
+    if missing:
+        report(
+            f"benchmark {args.name!r} does not tolerate {', '.join(missing)} of the {pool.card} pool, so it can "
+            "never schedule there; add tolerations from GpuPool.pod_tolerations (components/taints.toleration)"
+        )
+
+
+def _validate_bench_limits(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _benchmark(args)
+    if not found:
+        return
+    job_spec, _, pod = found
+    for c in _containers(pod):
+        limits = (c.get("resources") or {}).get("limits") or {}
+        missing = [k for k in ("cpu", "memory") if not limits.get(k)]
+        if missing:
+            report(
+                f"container {c.get('name')!r} of benchmark {args.name!r} has no {' or '.join(missing)} limit; "
+                "set resources.limits so a runaway benchmark cannot starve the node (workload spec resources)"
+            )
+    if not job_spec.get("activeDeadlineSeconds"):
+        report(
+            f"benchmark {args.name!r} has no activeDeadlineSeconds, so a hung run keeps a GPU node alive forever; "
+            "set it (components/benchmark.py derives it from the workload timeout)"
+        )
+
+
+def _validate_bench_sidecar(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _benchmark(args)
+    if not found:
+        return
+    _, _, pod = found
+    mtail = [c for c in pod.get("initContainers") or [] if c.get("name") == "mtail"]
+    if not mtail or mtail[0].get("restartPolicy") != "Always":
+        report(
+            f"benchmark {args.name!r} lacks the mtail native sidecar (init container 'mtail' with "
+            "restartPolicy: Always), so its results never reach Prometheus; build the pod with "
+            "components/benchmark.pod_spec"
+        )
+        return
+    ports = [p.get("name") for p in mtail[0].get("ports") or []]
+    if sidecar.METRICS_PORT_NAME not in ports:
+        report(
+            f"the mtail sidecar of benchmark {args.name!r} has no port named {sidecar.METRICS_PORT_NAME!r}, "
+            "which the PodMonitor scrapes; add it"
+        )
+
+
+def _validate_bench_labels(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _benchmark(args)
+    if not found:
+        return
+    _, template, _ = found
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    missing = [k for k in (*METRIC_LABELS, "app.kubernetes.io/part-of") if not labels.get(k)]
+    if missing:
+        report(
+            f"the pod template of benchmark {args.name!r} lacks the label(s) {', '.join(missing)}; the PodMonitor "
+            "selects pods by app.kubernetes.io/part-of and turns workload/gpu/cluster/cloud into metric labels. "
+            "Use components/benchmark.pod_labels"
+        )
+        return
+    cluster = cluster_of(args.urn)
+    if labels.get("app.kubernetes.io/part-of") != PART_OF:
+        report(f"benchmark {args.name!r} has app.kubernetes.io/part-of={labels['app.kubernetes.io/part-of']!r}; "
+               f"the PodMonitor selects {PART_OF!r}")  # fmt: skip
+    if cluster is not None and (labels["cluster"], labels["cloud"]) != (cluster.name, cluster.cloud):
+        report(
+            f"benchmark {args.name!r} is labelled cluster={labels['cluster']}, cloud={labels['cloud']} but runs "
+            f"on {cluster.name} ({cluster.cloud}); its metrics would be attributed to the wrong cluster"
+        )
+
+
+def _image_problem(ref: str) -> str | None:
+    if not ref:
+        return "has no image"
+    if "@" in ref:
+        return None  # pinned by digest
+    last = ref.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return f"uses untagged image {ref!r} (which means :latest)"
+    if last.rsplit(":", 1)[1] == "latest":
+        return f"uses {ref!r}"
+    return None
+
+
+def _validate_bench_images(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _benchmark(args)
+    if not found:
+        return
+    _, _, pod = found
+    for c in _containers(pod):
+        problem = _image_problem(c.get("image") or "")
+        if problem:
+            report(
+                f"container {c.get('name')!r} of benchmark {args.name!r} {problem}; results must be reproducible, "
+                "so pin a version tag or digest (components/images.yaml, or the workload's image)"
+            )
+
+
+def _validate_bench_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _benchmark(args)
+    if not found:
+        return
+    _, _, pod = found
+    for c in _containers(pod):
+        if (c.get("securityContext") or {}).get("privileged"):
+            report(
+                f"container {c.get('name')!r} of benchmark {args.name!r} is privileged; benchmarks reach the GPU "
+                "through the device plugin and need no privileges: remove securityContext.privileged"
+            )
+    for v in pod.get("volumes") or []:
+        if "hostPath" in v:
+            report(
+                f"benchmark {args.name!r} mounts hostPath volume {v.get('name')!r}; use an emptyDir, ConfigMap "
+                "or PersistentVolumeClaim instead"
+            )
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            report(f"benchmark {args.name!r} sets {key}: true; remove it, benchmarks need no host namespaces")
+
+
+# --- (c) the stack's benchmarks are exactly the policy's -------------------------------------------------------
+
+
+def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) -> None:
+    resources = list(args.resources)
+    if not resources:
+        return
+    stack = stack_of(resources[0].urn)
+    cluster = cluster_of(resources[0].urn)
+    if cluster is None:
+        report(_no_cluster(stack))
+        return
+    expected = {(b.workload.name, b.pool.card): b for b in fleet().benchmarks(cluster)}
+    found: dict[tuple[str, str], Any] = {}
+    for r in resources:
+        if r.resource_type not in BENCHMARK_TYPES:
+            continue
+        _, template = _pod_template(_plain(r.props), r.resource_type)
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        if labels.get("app.kubernetes.io/part-of") != PART_OF and "workload" not in labels:
+            continue
+        key = (labels.get("workload", ""), labels.get("gpu", ""))
+        if key in found:
+            report(f"benchmark {key[0]} on {key[1]} is defined twice ({found[key].name}, {r.name}); keep one", r.urn)
+        found[key] = r
+    for key in sorted(set(expected) - set(found)):
+        report(
+            f"the policy file places workload {key[0]} on card {key[1]} of {stack}, but the stack has no "
+            "benchmark Job/CronJob for it; create it with BenchmarkJobs(fleet.benchmarks(cluster))"
+        )
+    for key in sorted(set(found) - set(expected)):
+        report(
+            f"benchmark {found[key].name} runs workload {key[0]} on card {key[1]}, which the policy file does not "
+            f"place on {stack}; remove it or add the placement to the policy file",
+            found[key].urn,
+        )
+    for key in sorted(set(found) & set(expected)):
+        kind = "CronJob" if expected[key].schedule else "Job"
+        if not found[key].resource_type.endswith(":" + kind):
+            report(
+                f"benchmark {found[key].name} should be a {kind} (the policy file "
+                f"{'gives' if expected[key].schedule else 'gives no'} schedule for {key[0]})",
+                found[key].urn,
+            )
+
+
+# --- (d) clusters are protected -------------------------------------------------------------------------------
+
+
+def _validate_protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type in CLUSTER_TYPES and not args.opts.protect:
+        report(
+            f"cluster {args.name!r} is not protected, so a refactoring or `pulumi destroy` could delete it with "
+            "every node pool and benchmark history; register it with ResourceOptions(protect=True)"
+        )
+
+
+def _resource(name: str, description: str, validate: Any, level: EnforcementLevel = MANDATORY) -> Any:
+    return ResourceValidationPolicy(name=name, description=description, validate=validate, enforcement_level=level)
+
+
+POLICIES = [
+    _resource(
+        "gpu-pool-allowed-card",
+        "GPU node pools exist only for cards the policy file gives the stack's cluster.",
+        _validate_allowed_card,
+    ),
+    _resource(
+        "gpu-pool-card-label",
+        "GPU node pools carry the gpu=<card> node label (and the card's other node labels) pods select them by.",
+        _validate_card_label,
+    ),
+    _resource(
+        "gpu-pool-accelerator-taint",
+        "GPU node pools carry the accelerator taint, so only pods that ask for the card land on them.",
+        _validate_taint,
+    ),
+    _resource(
+        "gpu-pool-size",
+        "GPU node pools have the policy file's minimum (0, so idle pools cost nothing; Magnum 1 unless opted "
+        "into 0) and maximum size.",
+        _validate_size,
+    ),
+    _resource(
+        "gpu-pool-spot",
+        "GPU node pools use spot capacity unless the policy file says otherwise.",
+        _validate_spot,
+    ),
+    _resource(
+        "benchmark-allowed-card",
+        "Benchmark pods run only on cards the policy file gives the cluster and allows for the workload.",
+        _validate_bench_card,
+    ),
+    _resource(
+        "benchmark-placement",
+        "Benchmark pods that request an accelerator select their card's pool and tolerate its taints.",
+        _validate_bench_placement,
+    ),
+    _resource(
+        "benchmark-limits",
+        "Benchmark containers have cpu and memory limits and the Job has an activeDeadlineSeconds.",
+        _validate_bench_limits,
+    ),
+    _resource(
+        "benchmark-mtail-sidecar",
+        "Benchmark pods run the mtail native sidecar that exports their results to Prometheus.",
+        _validate_bench_sidecar,
+    ),
+    _resource(
+        "benchmark-metric-labels",
+        "Benchmark pods carry the labels the PodMonitor selects and turns into metric labels.",
+        _validate_bench_labels,
+    ),
+    _resource(
+        "benchmark-pinned-images",
+        "Benchmark containers use pinned images (a version tag or digest, never :latest or untagged).",
+        _validate_bench_images,
+    ),
+    _resource(
+        "benchmark-no-host-access",
+        "Benchmark pods have no privileged containers, hostPath volumes or host namespaces.",
+        _validate_bench_security,
+    ),
+    StackValidationPolicy(
+        name="benchmark-set-matches-policy",
+        description="The stack's benchmark Jobs/CronJobs are exactly the policy file's (workload x card) "
+        "placements for the cluster.",
+        validate=_validate_benchmark_set,
+        enforcement_level=MANDATORY,
+    ),
+    _resource(
+        "cluster-protected",
+        "Kubernetes clusters are protected against deletion.",
+        _validate_protected,
+    ),
+]

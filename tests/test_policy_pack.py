@@ -1,0 +1,293 @@
+"""The CrossGuard policy pack, driven through the real analyzer protocol (fleet/analyzer.py starts policy/ as the
+Pulumi CLI does and calls Analyze / AnalyzeStack over gRPC) with registrations from a real offline plan."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet.analyzer import PolicyPackSession, analyze_plans
+from fleet.mock_engine import Registration
+from fleet.plan import Finding, StackPlan, plan_fleet
+from fleet.policy import load_fleet
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICY = ROOT / "policy" / "fleet.yaml"
+
+
+@pytest.fixture(scope="module")
+def plans() -> dict[str, StackPlan]:
+    return {p.stack: p for p in plan_fleet(load_fleet(POLICY), POLICY)}
+
+
+@pytest.fixture(scope="module")
+def session():
+    with PolicyPackSession(POLICY) as s:
+        yield s
+
+
+def reg(plans: dict[str, StackPlan], stack: str, type_: str, name: str) -> Registration:
+    """A deep copy of the registration of ``stack`` with that type whose name ends in ``name``."""
+    for r in plans[stack].registrations:
+        if r.type == type_ and r.name.endswith(name):
+            return copy.deepcopy(r)
+    raise LookupError(f"{stack}: no {type_} named *{name}")
+
+
+def check(session: PolicyPackSession, r: Registration) -> list[Finding]:
+    return session.analyze_registrations([r], whole_stack=False)
+
+
+def only(findings: list[Finding], policy: str) -> list[Finding]:
+    return [f for f in findings if f.policy == policy]
+
+
+def assert_violation(findings: list[Finding], policy: str, *fragments: str, urn: str | None = None) -> None:
+    hits = only(findings, policy)
+    assert hits, f"expected a {policy} violation, got {[(f.policy, f.message) for f in findings]}"
+    for f in hits:
+        assert f.level == "mandatory"
+        if urn is not None:
+            assert f.urn == urn
+    text = "\n".join(f.message for f in hits)
+    for fragment in fragments:
+        assert fragment in text
+
+
+GKE_POOL = "gcp:container/nodePool:NodePool"
+EKS_GROUP = "aws:eks/nodeGroup:NodeGroup"
+AKS_POOL = "azure-native:containerservice:AgentPool"
+MAGNUM_GROUP = "openstack:containerinfra/nodeGroup:NodeGroup"
+JOB = "kubernetes:batch/v1:Job"
+CRONJOB = "kubernetes:batch/v1:CronJob"
+
+
+def pod(r: Registration) -> dict[str, Any]:
+    spec = r.inputs["spec"]
+    if r.type == CRONJOB:
+        spec = spec["jobTemplate"]["spec"]
+    return spec["template"]["spec"]
+
+
+# --- the shipped fleet --------------------------------------------------------------------------------------
+
+
+def test_shipped_fleet_has_no_findings(plans):
+    findings = analyze_plans(plans.values(), policy_file=POLICY)
+    assert set(findings) == set(plans)
+    for stack, found in findings.items():
+        assert [f for f in found if f.level == "mandatory"] == [], stack
+        assert found == [], stack  # not even advisories
+
+
+def test_pack_lists_every_policy_with_a_description(session):
+    policies = {p.name: p for p in session.info.policies}
+    assert session.info.name == "gpu-fleet"
+    assert {
+        "gpu-pool-allowed-card",
+        "gpu-pool-card-label",
+        "gpu-pool-accelerator-taint",
+        "gpu-pool-size",
+        "gpu-pool-spot",
+        "benchmark-allowed-card",
+        "benchmark-placement",
+        "benchmark-limits",
+        "benchmark-mtail-sidecar",
+        "benchmark-metric-labels",
+        "benchmark-pinned-images",
+        "benchmark-no-host-access",
+        "benchmark-set-matches-policy",
+        "cluster-protected",
+    } <= set(policies)
+    assert all(len(p.description) > 30 for p in policies.values())
+
+
+def test_pack_constants_match_the_component():
+    sys.path.insert(0, str(ROOT / "policy"))
+    import gpufleet_policies
+
+    from components import benchmark
+
+    assert gpufleet_policies.PART_OF == benchmark.PART_OF
+    assert gpufleet_policies.METRIC_LABELS == benchmark.METRIC_LABELS
+
+
+def test_pack_process_is_stopped():
+    s = PolicyPackSession(POLICY)
+    proc = s._proc
+    s.close()
+    assert proc.poll() is not None
+
+
+# --- (a) GPU pools ------------------------------------------------------------------------------------------
+
+
+def test_gke_pool_without_taint(plans, session):
+    r = reg(plans, "gke-uscentral1-c", GKE_POOL, "gpu-l4")
+    assert check(session, r) == []
+    r.inputs["nodeConfig"]["taints"] = []
+    assert_violation(check(session, r), "gpu-pool-accelerator-taint", "lacks the accelerator taint", urn=r.urn)
+
+
+def test_gke_pool_without_card_label(plans, session):
+    r = reg(plans, "gke-uscentral1-c", GKE_POOL, "gpu-l4")
+    del r.inputs["nodeConfig"]["labels"]["gpu"]
+    assert_violation(check(session, r), "gpu-pool-card-label", "gpu=l4")
+
+
+def test_aks_pool_without_taint(plans, session):
+    r = reg(plans, "aks-eastus", AKS_POOL, "gpu-t4")
+    assert check(session, r) == []
+    r.inputs["nodeTaints"] = [t for t in r.inputs["nodeTaints"] if "spot" in t]
+    assert_violation(check(session, r), "gpu-pool-accelerator-taint")
+
+
+def test_eks_group_with_min_size_2(plans, session):
+    r = reg(plans, "eks-eastus", EKS_GROUP, "gpu-t4")
+    assert check(session, r) == []
+    r.inputs["scalingConfig"]["minSize"] = 2
+    assert_violation(check(session, r), "gpu-pool-size", "minimum size 2", "says 0", "scale to zero")
+
+
+def test_eks_group_on_demand(plans, session):
+    r = reg(plans, "eks-eastus", EKS_GROUP, "gpu-a10g")
+    r.inputs["capacityType"] = "ON_DEMAND"
+    assert_violation(check(session, r), "gpu-pool-spot", "on-demand", "asks for spot")
+
+
+def test_eks_group_for_a_card_the_cluster_lacks(plans, session):
+    r = reg(plans, "eks-eastus", EKS_GROUP, "gpu-t4")
+    r.name = "eks-eastus-gpu-h100"
+    r.urn = r.urn.removesuffix("gpu-t4") + "gpu-h100"
+    r.inputs["labels"]["gpu"] = "h100"
+    assert_violation(check(session, r), "gpu-pool-allowed-card", "'h100'", "a10g")
+
+
+def test_system_pool_is_not_a_gpu_pool(plans, session):
+    r = reg(plans, "eks-eastus", EKS_GROUP, "system")
+    r.inputs["scalingConfig"]["minSize"] = 2
+    assert check(session, r) == []
+
+
+def test_magnum_group_keeps_one_node_unless_opted_in(plans, session):
+    r = reg(plans, "cern-main", MAGNUM_GROUP, "gpu-v100")
+    assert check(session, r) == []  # no labels or taints required on Magnum
+    r.inputs["minNodeCount"] = 0
+    assert_violation(check(session, r), "gpu-pool-size", "minimum size 0", "min_nodes: 0")
+
+
+# --- (b) benchmark pods -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def job(plans) -> Registration:
+    return reg(plans, "eks-eastus", JOB, "-t4")
+
+
+def test_compliant_job_and_cronjob(plans, session, job):
+    assert check(session, job) == []
+    assert check(session, reg(plans, "aks-eastus", CRONJOB, "-t4")) == []
+
+
+def test_job_on_a_card_the_policy_does_not_allow(session, job):
+    job.inputs["spec"]["template"]["metadata"]["labels"]["gpu"] = "p100"
+    assert_violation(check(session, job), "benchmark-allowed-card", "'p100'", "does not give cluster 'eks-eastus'")
+
+
+def test_job_image_latest_and_untagged(session, job):
+    pod(job)["containers"][0]["image"] = "ghcr.io/example/bench:latest"
+    assert_violation(check(session, job), "benchmark-pinned-images", "bench:latest", "pin a version tag")
+    pod(job)["containers"][0]["image"] = "ghcr.io/example/bench"
+    assert_violation(check(session, job), "benchmark-pinned-images", "untagged")
+    pod(job)["containers"][0]["image"] = "registry:5000/bench@sha256:" + "0" * 64
+    assert not only(check(session, job), "benchmark-pinned-images")
+
+
+def test_privileged_container_and_host_path(session, job):
+    pod(job)["containers"][0]["securityContext"] = {"privileged": True}
+    pod(job)["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    assert_violation(check(session, job), "benchmark-no-host-access", "is privileged", "hostPath volume 'host'")
+
+
+def test_privileged_cronjob(plans, session):
+    r = reg(plans, "aks-eastus", CRONJOB, "-a100")
+    pod(r)["initContainers"][0]["securityContext"] = {"privileged": True}
+    assert_violation(check(session, r), "benchmark-no-host-access", "'prepare-log'")
+
+
+def test_job_without_tolerations_or_selector(session, job):
+    pod(job)["tolerations"] = []
+    assert_violation(check(session, job), "benchmark-placement", "does not tolerate", "gpu")
+    del pod(job)["nodeSelector"]
+    assert_violation(check(session, job), "benchmark-placement", "no nodeSelector")
+
+
+def test_aks_spot_toleration_required(plans, session):
+    r = reg(plans, "aks-eastus", JOB, "-a10")
+    pod(r)["tolerations"] = [t for t in pod(r)["tolerations"] if t["value"] != "spot"]
+    assert_violation(check(session, r), "benchmark-placement", "spot")
+
+
+def test_job_without_limits_or_deadline(session, job):
+    del pod(job)["containers"][0]["resources"]["limits"]["cpu"]
+    del job.inputs["spec"]["activeDeadlineSeconds"]
+    assert_violation(check(session, job), "benchmark-limits", "no cpu limit", "activeDeadlineSeconds")
+
+
+def test_job_without_mtail_sidecar(session, job):
+    for c in pod(job)["initContainers"]:
+        if c["name"] == "mtail":
+            del c["restartPolicy"]
+    assert_violation(check(session, job), "benchmark-mtail-sidecar", "restartPolicy: Always")
+
+
+def test_job_without_metric_labels(session, job):
+    del job.inputs["spec"]["template"]["metadata"]["labels"]["cloud"]
+    assert_violation(check(session, job), "benchmark-metric-labels", "cloud")
+
+
+def test_job_without_accelerator_is_not_a_benchmark(session, job):
+    for c in pod(job)["containers"]:
+        c["resources"]["limits"] = {k: v for k, v in c["resources"]["limits"].items() if "/" not in k}
+    pod(job)["containers"][0]["image"] = "busybox"
+    assert check(session, job) == []
+
+
+# --- (c) the stack's benchmarks -----------------------------------------------------------------------------
+
+
+def test_stack_missing_and_extra_benchmarks(plans, session):
+    regs = copy.deepcopy(plans["eks-eastus"].registrations)
+    jobs = [r for r in regs if r.type == JOB]
+    dropped = jobs[0]
+    regs.remove(dropped)
+    extra = jobs[1]
+    extra.inputs["spec"]["template"]["metadata"]["labels"]["workload"] = "not-in-policy"
+    findings = only(session.analyze_registrations(regs), "benchmark-set-matches-policy")
+    labels = dropped.inputs["spec"]["template"]["metadata"]["labels"]
+    assert any(f"workload {labels['workload']} on card {labels['gpu']}" in f.message for f in findings)
+    assert any("not-in-policy" in f.message and f.urn == extra.urn for f in findings)
+    assert all(f.level == "mandatory" for f in findings)
+
+
+# --- (d) clusters -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stack", "type_"),
+    [
+        ("gke-uscentral1-a", "gcp:container/cluster:Cluster"),
+        ("eks-eastus", "aws:eks/cluster:Cluster"),
+        ("aks-eastus", "azure-native:containerservice:ManagedCluster"),
+        ("cern-main", "openstack:containerinfra/cluster:Cluster"),
+    ],
+)
+def test_unprotected_cluster(plans, session, stack, type_):
+    r = reg(plans, stack, type_, stack)
+    assert check(session, r) == []
+    r.protect = False
+    assert_violation(check(session, r), "cluster-protected", "protect=True", urn=r.urn)

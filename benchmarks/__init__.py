@@ -1,0 +1,1 @@
+"""Benchmarks of gpu-fleet (scripts, not tests): see benchmarks/README.md."""

@@ -23,6 +23,7 @@ import platform
 import re
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -351,6 +352,7 @@ def _bare(value: Any) -> Any:
 
 
 PROVIDER_PREFIX = "pulumi:providers:"
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
 
 
 def _register_bare(registrations: Sequence[Registration], exports: dict[str, Any]) -> None:
@@ -364,6 +366,8 @@ def _register_bare(registrations: Sequence[Registration], exports: dict[str, Any
             provider=provider,  # type: ignore[arg-type]
             protect=reg.protect or None,
             ignore_changes=reg.ignore_changes or None,
+            # A StackReference is read, not registered (ReadResource with its stack name as the id).
+            id=reg.inputs.get("name", reg.name) if reg.type == STACK_REFERENCE else None,
         )
         props = _bare(reg.inputs)
         res: pulumi.Resource
@@ -455,6 +459,12 @@ class SizeResult:
     plan_us_per_resource: float
     floor_ms_per_stack: float
     floor_us_per_resource: float
+    central_stack: str  # the central stack grows with the fleet (one StackReference and Secret per leaf)
+    central_resources: int
+    central_plan_seconds: float
+    central_floor_seconds: float
+    leaf_plan_ms_median: float | None  # StackPlan.seconds of the other stacks (all alike here)
+    leaf_floor_ms_median: float | None
     repeats: int
     plan_runs_seconds: list[float]
     floor_runs_seconds: list[float]
@@ -499,6 +509,8 @@ def measure_size(
         for p in plans
     ]
     resources = sum(r.resources for r in rows)
+    central = next(r for r in rows if r.stack == fleet.central.name)
+    leaves = [r for r in rows if r is not central]
     stack_sum = sum(p.seconds for p in plans)
     del plans, best_plan
     mem: dict[str, Any] = {}
@@ -527,6 +539,12 @@ def measure_size(
         plan_us_per_resource=1e6 * plan_wall / resources,
         floor_ms_per_stack=1e3 * floor_wall / len(rows),
         floor_us_per_resource=1e6 * floor_wall / resources,
+        central_stack=central.stack,
+        central_resources=central.resources,
+        central_plan_seconds=central.plan_seconds,
+        central_floor_seconds=central.floor_seconds,
+        leaf_plan_ms_median=1e3 * statistics.median(r.plan_seconds for r in leaves) if leaves else None,
+        leaf_floor_ms_median=1e3 * statistics.median(r.floor_seconds for r in leaves) if leaves else None,
         repeats=max(1, repeat),
         plan_runs_seconds=plan_runs,
         floor_runs_seconds=floor_runs,
@@ -686,6 +704,24 @@ def render(report: dict[str, Any], stack_rows: int | None = None) -> str:
             f"{s['plan_outside_stacks_seconds']:>9.3f} {s['policy_load_seconds']:>7.3f} "
             f"{_mib(mem.get('tracemalloc_peak_bytes')):>11} "
             f"{_mib(mem['maxrss_kib'] * 1024) if 'maxrss_kib' in mem else '-':>10}"
+        )
+    lines += [
+        "",
+        "Central stack vs the others (StackPlan.seconds; the central one has a StackReference + Secret per leaf)",
+        f"{'clusters':>8} {'central res':>11} {'plan ms':>8} {'floor ms':>8} {'ratio':>6} "
+        f"{'leaf median plan ms':>19} {'floor ms':>8} {'ratio':>6}",
+    ]
+    for s in report["sizes"]:
+        leaf_plan, leaf_floor = s["leaf_plan_ms_median"], s["leaf_floor_ms_median"]
+        leaf = (
+            f"{leaf_plan:>19.1f} {leaf_floor:>8.1f} {leaf_plan / leaf_floor:>6.2f}"
+            if leaf_plan is not None and leaf_floor
+            else f"{'-':>19} {'-':>8} {'-':>6}"
+        )
+        lines.append(
+            f"{s['clusters']:>8} {s['central_resources']:>11} {1e3 * s['central_plan_seconds']:>8.1f} "
+            f"{1e3 * s['central_floor_seconds']:>8.1f} {s['central_plan_seconds'] / s['central_floor_seconds']:>6.2f} "
+            + leaf
         )
     lines.append("")
     lines.append("Growth with fleet size (least squares over the sizes; exponent 1.0 = linear, 2.0 = quadratic)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import gc
 import logging
 import runpy
 import time
@@ -22,6 +23,7 @@ from fleet.stack_config import STACKS_DIR, load_stack_config
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "__main__.py"
 PROJECT = "gpu-fleet"
+PLAN_GC_THRESHOLD = 20_000  # allocations between young-generation collections while planning (default 700)
 
 
 @dataclass
@@ -144,7 +146,14 @@ def plan_fleet(
     leaves = [s for s in fleet.clusters if s != central]
     plans: dict[str, StackPlan] = {}
     order = [s for s in leaves if s in selected or central in selected] + ([central] if central in selected else [])
-    for name in order:
-        refs = {n: p.outputs_for_reference() for n, p in plans.items()}
-        plans[name] = plan_stack(name, policy_file, stacks_dir, refs, workloads_dir)
+    # A plan allocates millions of short-lived objects that all stay reachable until its stack ends, so the
+    # default collector runs a full pass again and again for nothing (a third of a 100-stack plan's time).
+    thresholds = gc.get_threshold()
+    gc.set_threshold(PLAN_GC_THRESHOLD, *thresholds[1:])
+    try:
+        for name in order:
+            refs = {n: p.outputs_for_reference() for n, p in plans.items()}
+            plans[name] = plan_stack(name, policy_file, stacks_dir, refs, workloads_dir)
+    finally:
+        gc.set_threshold(*thresholds)
     return [plans[s] for s in order if s in selected]

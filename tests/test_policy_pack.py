@@ -291,3 +291,53 @@ def test_unprotected_cluster(plans, session, stack, type_):
     assert check(session, r) == []
     r.protect = False
     assert_violation(check(session, r), "cluster-protected", "protect=True", urn=r.urn)
+
+
+# --- `plan` itself catches a deliberately broken program ----------------------------------------------------
+
+
+def _broken_plan(capsys: pytest.CaptureFixture[str], stack: str) -> tuple[int, str]:
+    """``python -m fleet plan --stack STACK`` in this process (so a patched component is what runs)."""
+    from fleet.cli import main
+
+    status = main(["plan", "--stack", stack])
+    captured = capsys.readouterr()
+    return status, captured.out + captured.err
+
+
+def test_plan_fails_a_program_whose_gpu_pools_lose_their_taint(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import components.gke
+
+    # The bug: GKE pools declare the accelerator taint as PreferNoSchedule, so other pods may land on GPUs.
+    monkeypatch.setattr(
+        components.gke, "upper_effect", lambda t: {"key": t.key, "value": t.value, "effect": "PREFER_NO_SCHEDULE"}
+    )
+    status, output = _broken_plan(capsys, "gke-uscentral1-a")
+    assert status == 1, output
+    assert "gpu-pool-accelerator-taint" in output and "gke-uscentral1-a-gpu-t4" in output, output
+    assert "1 mandatory violation(s)" in output, output
+
+
+def test_plan_fails_a_program_that_runs_a_workload_on_a_card_the_policy_forbids(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleet.policy import Benchmark, Fleet
+
+    # The bug: benchmarks placed on every card of the cluster, ignoring the policy's list for 3dgan (no P4).
+    def every_card(self: Fleet, cluster: Any) -> list[Benchmark]:
+        return [
+            Benchmark(self.workloads[w], pool, self.schedules[w]) for w in self.placements for pool in cluster.pools
+        ]
+
+    monkeypatch.setattr(Fleet, "benchmarks", every_card)
+    status, output = _broken_plan(capsys, "gke-uscentral1-c")
+    assert status == 1, output
+    assert "benchmark-allowed-card" in output and "benchmark-set-matches-policy" in output, output
+    assert "3dgan-p4" in output, output
+
+
+def test_plan_of_the_unbroken_stack_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    status, output = _broken_plan(capsys, "gke-uscentral1-a")
+    assert status == 0 and "0 mandatory violation(s)" in output, output

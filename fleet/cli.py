@@ -1,4 +1,4 @@
-"""Command line of gpu-fleet: ``python -m fleet validate | plan | schema``.
+"""Command line of gpu-fleet: ``python -m fleet validate | plan | render | schema | report | affected``.
 
 Exit status: 0 fine, 1 the plan found mandatory violations or the engine would fail, 2 bad input.
 """
@@ -10,11 +10,15 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleet.errors import InputError
 from fleet.policy import POLICY_FILE, Fleet, load_fleet
 from fleet.stack_config import STACKS_DIR, stack_file, stack_names
 from fleet.workloads import WORKLOADS_DIR
+
+if TYPE_CHECKING:
+    from fleet.plan import StackPlan
 
 SCHEMA_FILE = POLICY_FILE.with_name("fleet.schema.json")
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -64,23 +68,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
-    """Run the program per stack under the mock engine and show what it would create."""
+def _plan_selected(args: argparse.Namespace, what: str) -> tuple[Fleet, list[StackPlan]] | int:
+    """Load the policy, check the stack files and plan ``--stack`` (all by default); an exit status on failure."""
     from fleet.mock_engine import PlanError
     from fleet.plan import plan_fleet
-    from fleet.summary import render_stack
 
     fleet = load_fleet(args.policy, args.workloads_dir)
     problems = _check_stack_files(fleet, args.stacks_dir)
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return EXIT_BAD_INPUT
-    started = time.perf_counter()
     try:
-        plans = plan_fleet(fleet, Path(args.policy).resolve(), args.stack or None, args.stacks_dir, args.workloads_dir)
+        return fleet, plan_fleet(
+            fleet, Path(args.policy).resolve(), args.stack or None, args.stacks_dir, args.workloads_dir
+        )
     except PlanError as exc:
-        print(f"plan failed: {exc}", file=sys.stderr)
+        print(f"{what} failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Run the program per stack under the mock engine and show what it would create."""
+    from fleet.summary import render_stack
+
+    started = time.perf_counter()
+    planned = _plan_selected(args, "plan")
+    if isinstance(planned, int):
+        return planned
+    fleet, plans = planned
     if not args.no_policy_pack:
         from fleet.analyzer import analyze_plans
         from fleet.plan import PROJECT
@@ -120,6 +135,19 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_render(args: argparse.Namespace) -> int:
+    """Plan the selected stacks and write their Kubernetes, Helm, Prometheus and gateway files (fleet/render.py)."""
+    from fleet.render import render_stack
+
+    planned = _plan_selected(args, "render")
+    if isinstance(planned, int):
+        return planned
+    for plan in planned[1]:
+        written = render_stack(plan, args.out)
+        print(f"{plan.stack}: {len(written)} files in {args.out / plan.stack}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="python -m fleet", description=__doc__.splitlines()[0])
@@ -142,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="write policy/fleet.schema.json (--check: verify it is current)")
     p.add_argument("--check", action="store_true")
     p.set_defaults(func=cmd_schema)
+    p = sub.add_parser("render", help="write each stack's Kubernetes, Helm, Prometheus and gateway files")
+    common(p)
+    p.add_argument("--stack", action="append", help="render only this stack (repeatable; default: all)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="writes DIR/<stack>/...")
+    p.set_defaults(func=cmd_render)
     return parser
 
 

@@ -46,7 +46,8 @@ class Registration:
     secret_outputs: list[str] = field(default_factory=list)
 
     def plain_inputs(self) -> dict[str, Any]:
-        """Inputs with every secret shown as ``[secret]`` and unknowns as ``[unknown]``: safe to print."""
+        """Inputs with every secret value shown as ``[secret]`` (maps and lists keep their shape) and unknowns
+        as ``[unknown]``: safe to print."""
         return _redact(self.inputs)
 
 
@@ -69,13 +70,16 @@ def _contains_unknown(value: Any) -> bool:
     return value == rpc.UNKNOWN
 
 
-def _redact(value: Any) -> Any:
+def _redact(value: Any, secret: bool = False) -> Any:
+    """``value`` with secrets replaced by ``[secret]``, keeping the shape: a secret map keeps its keys."""
     if rpc.is_rpc_secret(value):
-        return SECRET
+        return _redact(rpc.unwrap_rpc_secret(value), secret=True)
     if isinstance(value, dict):
-        return {k: _redact(v) for k, v in value.items()}
+        return {k: _redact(v, secret) for k, v in value.items()}
     if isinstance(value, list):
-        return [_redact(v) for v in value]
+        return [_redact(v, secret) for v in value]
+    if secret:
+        return SECRET
     if value == rpc.UNKNOWN:
         return UNKNOWN
     return value

@@ -21,7 +21,7 @@ def require_tool(name: str) -> str:
     path = shutil.which(name)
     if path:
         return path
-    reason = f"{name} is not installed (apt-get install -y prometheus mtail)"
+    reason = f"{name} is not installed (apt-get install -y prometheus mtail nginx-light)"
     if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
         pytest.fail(f"{reason}, and {REQUIRE_TOOLS_ENV}=1 requires it")
     pytest.skip(reason)

@@ -16,13 +16,10 @@ import http.client
 import json
 import socket
 import ssl
-import subprocess
-import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +39,7 @@ from fleet.federation import (
 )
 from fleet.workloads import MetricSpec
 from tests.conftest import require_tool
+from tests.e2e.processes import Prometheus, TextExporter, free_port
 from tests.e2e.test_promtool import Pki, make_pki
 
 pytestmark = pytest.mark.e2e
@@ -84,25 +82,6 @@ FEDERATED_FROM_EXPORTER = {
 }
 
 
-class _Exporter(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = EXPORTED.encode()
-        self.send_response(200 if self.path.startswith("/metrics") else 404)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _remaining(start: float) -> float:
     left = DEADLINE_S - (time.monotonic() - start)
     if left <= 0:
@@ -113,7 +92,7 @@ def _remaining(start: float) -> float:
 def _wait_for(what: str, probe: Callable[[], Any], fed: dict[str, Any]) -> Any:
     """Call ``probe`` until it returns something truthy, within the shared budget; fail fast if a process died."""
     last: Any = None
-    procs: list[_Prometheus] = [fed["leaf"], fed["central"]]
+    procs: list[Prometheus] = [fed["leaf"], fed["central"]]
     while time.monotonic() - fed["start"] < DEADLINE_S:
         if any(p.proc.poll() is not None for p in procs):
             raise AssertionError(f"a prometheus exited while waiting for {what}\n" + "\n".join(p.logs() for p in procs))
@@ -126,42 +105,6 @@ def _wait_for(what: str, probe: Callable[[], Any], fed: dict[str, Any]) -> Any:
         time.sleep(0.25)
     logs = "\n".join(p.logs() for p in procs)
     raise AssertionError(f"timed out after {DEADLINE_S:.0f}s waiting for {what} (last: {last!r})\n{logs}")
-
-
-class _Prometheus:
-    """One prometheus process on 127.0.0.1 with its own tmp dir; stopped by ``stop``."""
-
-    def __init__(
-        self, exe: str, name: str, directory: Path, port: int, config: dict[str, Any], web_config: Path | None = None
-    ):
-        self.port = port
-        self.directory = directory
-        (directory / "prometheus.yml").write_text(to_yaml(config), encoding="utf-8")
-        args = [
-            exe,
-            f"--config.file={directory / 'prometheus.yml'}",
-            f"--storage.tsdb.path={directory / 'data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}",
-            "--log.level=warn",
-        ]
-        if web_config is not None:
-            args.append(f"--web.config.file={web_config}")
-        self.log = directory / f"{name}.log"
-        self._log_file = self.log.open("wb")
-        self.proc = subprocess.Popen(args, stdout=self._log_file, stderr=subprocess.STDOUT, cwd=directory)
-
-    def logs(self) -> str:
-        return f"--- {self.log.name} (exit {self.proc.poll()}) ---\n" + self.log.read_text(errors="replace")[-4000:]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self._log_file.close()
 
 
 def _client_context(pki: Pki, cert: Path | None, key: Path | None) -> ssl.SSLContext:
@@ -209,10 +152,8 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
     start = time.monotonic()
     pki = make_pki(tmp_path / "pki", server_dns=SERVER_NAME)
 
-    exporter = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
-    thread = threading.Thread(target=exporter.serve_forever, daemon=True)
-    thread.start()
-    running: list[_Prometheus] = []
+    exporter = TextExporter(lambda: EXPORTED)
+    running: list[Prometheus] = []
     try:
         leaf_dir = tmp_path / "leaf"
         leaf_dir.mkdir()
@@ -228,11 +169,9 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
                 "external_labels": leaf_external_labels("leaf-a", "gcp"),
             },
             "rule_files": ["rules.yml"],
-            "scrape_configs": [
-                {"job_name": "exporter", "static_configs": [{"targets": [f"127.0.0.1:{exporter.server_port}"]}]}
-            ],
+            "scrape_configs": [{"job_name": "exporter", "static_configs": [{"targets": [exporter.address]}]}],
         }
-        leaf = _Prometheus(exe, "leaf", leaf_dir, _free_port(), leaf_config, web_config=leaf_dir / "web.yml")
+        leaf = Prometheus(exe, leaf_dir, leaf_config, web_config=leaf_dir / "web.yml", name="leaf")
         running.append(leaf)
 
         central_dir = tmp_path / "central"
@@ -247,7 +186,7 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
             cert_file=str(pki.client_cert),
             key_file=str(pki.client_key),
         )
-        central_port = _free_port()
+        central_port = free_port()
         central_config = central_prometheus_config(
             [target],
             match_selectors(METRICS),
@@ -258,20 +197,18 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
             evaluation_interval="1s",
             self_address=f"127.0.0.1:{central_port}",
         )
-        central = _Prometheus(exe, "central", central_dir, central_port, central_config)
+        central = Prometheus(exe, central_dir, central_config, port=central_port, name="central")
         running.append(central)
         yield {"leaf": leaf, "central": central, "pki": pki, "start": start}
     finally:
         for proc in reversed(running):
             proc.stop()
-        exporter.shutdown()
-        exporter.server_close()
-        thread.join(timeout=5)
+        exporter.stop()
 
 
 def test_benchmark_metrics_are_federated_with_cluster_labels_and_nothing_else(federation: dict[str, Any]) -> None:
     fed = federation
-    central: _Prometheus = fed["central"]
+    central: Prometheus = fed["central"]
     start: float = fed["start"]
 
     # The benchmark gauge arrives with the leaf's external labels and its own job/instance (honor_labels).
@@ -350,7 +287,7 @@ def test_benchmark_metrics_are_federated_with_cluster_labels_and_nothing_else(fe
 
 def test_leaf_refuses_clients_without_a_fleet_certificate(federation: dict[str, Any], tmp_path: Path) -> None:
     fed = federation
-    leaf: _Prometheus = fed["leaf"]
+    leaf: Prometheus = fed["leaf"]
     pki: Pki = fed["pki"]
     path = "/federate?" + urllib.parse.urlencode({"match[]": "benchmark_events_per_second"})
     good = _client_context(pki, pki.client_cert, pki.client_key)

@@ -1,0 +1,110 @@
+"""Write what a planned stack hands to Kubernetes, Helm, Prometheus and nginx as plain files, for real tools.
+
+``python -m fleet render --stack NAME --out DIR`` writes, under ``DIR/NAME/``:
+
+* ``kubernetes/<kind>_<namespace>_<name>.yaml``: every Kubernetes object, as the provider would apply it;
+* ``helm/<release>.values.yaml``: the values of every Helm release (chart and version in a header);
+* ``prometheus/prometheus.yml`` and ``prometheus/rules/<name>.yml``: what the program hands the cluster's
+  Prometheus through kube-prometheus-stack: external labels, intervals, the additional scrape jobs (the
+  central's federation jobs) and the rule files (the operator adds its own jobs for the monitors);
+* ``gateway/nginx.conf``: the mTLS federation gateway of a leaf cluster.
+
+Secrets never reach the disk: every secret value is written as ``[secret]`` (certificate *paths* are plain).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from fleet.federation import to_yaml
+from fleet.mock_engine import Registration
+from fleet.plan import StackPlan
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+KUBERNETES = "kubernetes:"
+PROMETHEUS_RELEASE = "kps"  # components.infra.RELEASE: the kube-prometheus-stack release of every cluster
+GATEWAY_CONF_KEY = "nginx.conf"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _file_part(text: str) -> str:
+    return _UNSAFE.sub("-", text).strip("-") or "_"
+
+
+def _sorted(value: Any, first: tuple[str, ...] = ()) -> Any:
+    """Maps with their keys in order (``first`` ones ahead), so files read well and diff stably."""
+    if isinstance(value, dict):
+        keys = [k for k in first if k in value] + sorted(k for k in value if k not in first)
+        return {k: _sorted(value[k], first) for k in keys}
+    if isinstance(value, list):
+        return [_sorted(v, first) for v in value]
+    return value
+
+
+def kubernetes_manifest(reg: Registration) -> dict[str, Any]:
+    """The object as the Kubernetes provider would send it (secrets redacted), apiVersion and kind first."""
+    return _sorted(reg.plain_inputs(), ("apiVersion", "kind", "metadata", "name", "namespace"))
+
+
+def _is_kubernetes_object(reg: Registration) -> bool:
+    return reg.type.startswith(KUBERNETES) and reg.type != HELM_RELEASE and reg.custom
+
+
+def _prometheus_files(values: dict[str, Any]) -> dict[str, str]:
+    """``prometheus.yml`` and rule files from kube-prometheus-stack values (what the operator gets from us)."""
+    spec = values.get("prometheus", {}).get("prometheusSpec", {})
+    rules = values.get("additionalPrometheusRulesMap", {})
+    config: dict[str, Any] = {
+        "global": {
+            "scrape_interval": spec.get("scrapeInterval", "1m"),
+            "evaluation_interval": spec.get("evaluationInterval", spec.get("scrapeInterval", "1m")),
+            "external_labels": spec.get("externalLabels", {}),
+        },
+        "rule_files": [f"rules/{_file_part(name)}.yml" for name in rules],
+        "scrape_configs": _sorted(spec.get("additionalScrapeConfigs", []), ("job_name",)),
+    }
+    files = {"prometheus/prometheus.yml": to_yaml(config)}
+    for name, groups in rules.items():
+        files[f"prometheus/rules/{_file_part(name)}.yml"] = to_yaml(groups)
+    return files
+
+
+def rendered_files(plan: StackPlan) -> dict[str, str]:
+    """Relative path -> text of every file ``render`` writes for one planned stack."""
+    files: dict[str, str] = {}
+    for reg in plan.registrations:
+        if reg.type == HELM_RELEASE:
+            inputs = reg.plain_inputs()
+            release = str(inputs.get("name", reg.name))
+            repo = inputs.get("repositoryOpts", {}).get("repo", "")
+            header = f"# Helm release {release}: chart {inputs.get('chart')} {inputs.get('version')} from {repo}\n"
+            values = _sorted(inputs.get("values", {}))
+            files[f"helm/{_file_part(release)}.values.yaml"] = header + to_yaml(values)
+            if release == PROMETHEUS_RELEASE:
+                files.update(_prometheus_files(values))
+        elif _is_kubernetes_object(reg):
+            manifest = kubernetes_manifest(reg)
+            meta = manifest.get("metadata", {})
+            parts = [manifest.get("kind", reg.type.rsplit(":", 1)[-1]), meta.get("namespace", "cluster"), reg.name]
+            files[f"kubernetes/{'_'.join(_file_part(str(p)) for p in parts)}.yaml"] = to_yaml(manifest)
+            data = manifest.get("data", {})
+            if manifest.get("kind") == "ConfigMap" and GATEWAY_CONF_KEY in data:
+                files["gateway/nginx.conf"] = data[GATEWAY_CONF_KEY]
+    return files
+
+
+def render_stack(plan: StackPlan, out: Path) -> list[Path]:
+    """Write ``rendered_files(plan)`` under ``out/<stack>/`` (emptied first); return the paths written."""
+    root = out / plan.stack
+    if root.exists():
+        for old in sorted(root.rglob("*"), reverse=True):
+            old.unlink() if old.is_file() else old.rmdir()
+    written = []
+    for relative, text in sorted(rendered_files(plan).items()):
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

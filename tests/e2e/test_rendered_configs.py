@@ -1,0 +1,294 @@
+"""Real tools on what ``python -m fleet render`` writes for the shipped fleet.
+
+* ``promtool check config`` on the central's rendered ``prometheus.yml`` (its federation jobs, certificate
+  paths pointed at a throwaway PKI), ``promtool check rules`` on every stack's rule files, and a
+  ``promtool test rules`` case run against the rendered central alerts;
+* ``nginx -t`` on every leaf's rendered gateway configuration;
+* a loopback federation through the rendered nginx gateway: exporter -> leaf Prometheus (rendered external
+  labels and rules) -> nginx (rendered config, mTLS) -> central Prometheus (rendered federation job). Only
+  the selected series cross, and the gateway refuses every other path and every client without a
+  certificate from the fleet CA.
+
+Only the addresses, ports, intervals and file locations of a cluster are rewritten for loopback.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.federation import GATEWAY_PORT, server_name
+from components.infra import PROMETHEUS_URL
+from fleet.cli import main
+from fleet.policy import POLICY_FILE, load_fleet
+from tests.conftest import require_tool
+from tests.e2e.processes import Process, Prometheus, TextExporter, wait_for
+from tests.e2e.processes import free_port as _free_port
+from tests.e2e.test_promtool import Pki, _rule_tests, make_pki, promtool, write_yaml
+
+pytestmark = pytest.mark.e2e
+
+FLEET = load_fleet(POLICY_FILE)
+CENTRAL = FLEET.central.name
+LEAF = "gke-uscentral1-a"
+LEAF_CLOUD = FLEET.cluster(LEAF).cloud
+DEADLINE_S = 45.0
+SECRETS_DIR = "/etc/prometheus/secrets"
+GATEWAY_TLS_DIR = "/etc/gateway/tls/"
+
+EXPORTED = f"""\
+# TYPE pyhf_fit_duration_seconds gauge
+pyhf_fit_duration_seconds{{backend="jax",workload="pyhf",gpu="t4",cluster="{LEAF}",cloud="{LEAF_CLOUD}"}} 0.42
+# TYPE madgraph_throughput_events_per_second gauge
+madgraph_throughput_events_per_second{{workload="madgraph4gpu",gpu="t4",cluster="{LEAF}",cloud="{LEAF_CLOUD}"}} 3.5e7
+# TYPE DCGM_FI_DEV_GPU_UTIL gauge
+DCGM_FI_DEV_GPU_UTIL{{gpu="0",modelName="Tesla T4",namespace="benchmarks",pod="pyhf-t4"}} 90
+DCGM_FI_DEV_GPU_UTIL{{gpu="1",modelName="Tesla T4",namespace="benchmarks",pod="pyhf-t4"}} 50
+# TYPE node_cpu_seconds_total counter
+node_cpu_seconds_total{{cpu="0",mode="idle"}} 1234.5
+"""
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rendered")
+    assert main(["render", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """One CA; the server certificate carries the leaf's rendered gateway name (and 127.0.0.1)."""
+    return make_pki(tmp_path_factory.mktemp("pki"), server_dns=server_name(LEAF))
+
+
+def _load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _central_secrets(root: Path, pki: Pki) -> Path:
+    """The central's mounted federation secrets, one folder per leaf as the operator mounts them."""
+    secrets = root / "secrets"
+    for leaf in FLEET.clusters:
+        if leaf != CENTRAL:
+            folder = secrets / f"federation-{leaf}"
+            folder.mkdir(parents=True)
+            shutil.copy(pki.ca_cert, folder / "ca.crt")
+            shutil.copy(pki.client_cert, folder / "tls.crt")
+            shutil.copy(pki.client_key, folder / "tls.key")
+    return secrets
+
+
+def _central_config_with_local_secrets(rendered: Path, secrets: Path, dst: Path) -> Path:
+    """The rendered central prometheus.yml and rules copied to ``dst``, secret paths pointed at ``secrets``."""
+    shutil.copytree(rendered / CENTRAL / "prometheus", dst)
+    config = dst / "prometheus.yml"
+    config.write_text(config.read_text(encoding="utf-8").replace(SECRETS_DIR, str(secrets)), encoding="utf-8")
+    return config
+
+
+# --- promtool --------------------------------------------------------------------------------------------
+
+
+def test_rendered_central_config_passes_promtool(rendered: Path, pki: Pki, tmp_path: Path) -> None:
+    config = _central_config_with_local_secrets(rendered, _central_secrets(tmp_path, pki), tmp_path / "prom")
+    jobs = _load(config)["scrape_configs"]
+    assert len(jobs) == len(FLEET.clusters) - 1
+    result = promtool("check", "config", config)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout + result.stderr
+
+
+def test_promtool_fails_the_central_config_without_its_certificates(rendered: Path, tmp_path: Path) -> None:
+    config = _central_config_with_local_secrets(rendered, tmp_path / "no-secrets", tmp_path / "prom")
+    result = promtool("check", "config", config)
+    assert result.returncode != 0 and "tls.crt" in result.stdout + result.stderr
+
+
+def test_every_rendered_rule_file_passes_promtool(rendered: Path) -> None:
+    rule_files = sorted(rendered.glob("*/prometheus/rules/*.yml"))
+    assert len(rule_files) == len(FLEET.clusters) + 1  # GPU aggregates everywhere, alerts on the central
+    result = promtool("check", "rules", *rule_files)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rendered_central_alerts_pass_the_cluster_down_unit_test(rendered: Path, tmp_path: Path) -> None:
+    shutil.copy(rendered / CENTRAL / "prometheus" / "rules" / "gpufleet-federation-alerts.yml", tmp_path)
+    tests = _rule_tests()
+    tests["rule_files"] = ["gpufleet-federation-alerts.yml"]
+    tests["tests"] = tests["tests"][:1]  # a federation job down fires; its metric names are the fleet's own
+    path = write_yaml(tmp_path / "alerts_test.yml", tests)
+    result = promtool("test", "rules", path.name, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- nginx gateway ---------------------------------------------------------------------------------------
+
+
+def _loopback_gateway_conf(rendered: Path, leaf: str, pki: Pki, work: Path, port: int, upstream: str) -> Path:
+    """The leaf's rendered nginx.conf with its port, upstream, TLS folder and scratch paths moved to loopback."""
+    tls = work / "tls"
+    tls.mkdir(parents=True, exist_ok=True)
+    for src, name in ((pki.server_cert, "tls.crt"), (pki.server_key, "tls.key"), (pki.ca_cert, "ca.crt")):
+        shutil.copy(src, tls / name)
+    scratch = Path(tempfile.mkdtemp(prefix="gateway-", dir=work))
+    os.chmod(scratch, 0o777)  # nginx workers run as nobody
+    text = (rendered / leaf / "gateway" / "nginx.conf").read_text(encoding="utf-8")
+    for old, new in (  # scratch first: the others may be under /tmp themselves
+        ("/tmp/", f"{scratch}/"),
+        (f"listen {GATEWAY_PORT} ssl;", f"listen 127.0.0.1:{port} ssl;"),
+        (f"proxy_pass {PROMETHEUS_URL};", f"proxy_pass {upstream};"),
+        (GATEWAY_TLS_DIR, f"{tls}/"),
+    ):
+        assert old in text, f"the rendered gateway config no longer contains {old!r}"
+        text = text.replace(old, new)
+    conf = work / "nginx.conf"
+    conf.write_text(text, encoding="utf-8")
+    return conf
+
+
+def _nginx_test(conf: Path) -> subprocess.CompletedProcess[str]:
+    exe = require_tool("nginx")
+    args = [exe, "-t", "-p", str(conf.parent), "-e", "stderr", "-c", str(conf)]
+    return subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+
+
+def test_every_rendered_gateway_passes_nginx_t(rendered: Path, pki: Pki, tmp_path: Path) -> None:
+    leaves = [leaf for leaf in FLEET.clusters if leaf != CENTRAL]
+    for leaf in leaves:
+        conf = _loopback_gateway_conf(rendered, leaf, pki, tmp_path / leaf, _free_port(), "http://127.0.0.1:9")
+        result = _nginx_test(conf)
+        assert result.returncode == 0, f"{leaf}: {result.stderr}"
+        assert "syntax is ok" in result.stderr
+
+
+def test_nginx_t_fails_a_gateway_without_its_client_ca(rendered: Path, pki: Pki, tmp_path: Path) -> None:
+    conf = _loopback_gateway_conf(rendered, LEAF, pki, tmp_path, _free_port(), "http://127.0.0.1:9")
+    (tmp_path / "tls" / "ca.crt").unlink()
+    result = _nginx_test(conf)
+    assert result.returncode != 0 and "ca.crt" in result.stderr
+
+
+# --- loopback federation through the rendered gateway ----------------------------------------------------
+
+
+class _Nginx(Process):
+    def __init__(self, conf: Path):
+        exe = require_tool("nginx")
+        args = [exe, "-p", str(conf.parent), "-e", "stderr", "-c", str(conf), "-g", "daemon off;"]
+        super().__init__(args, conf.parent / "nginx.log")
+
+
+@pytest.fixture(scope="module")
+def federation(rendered: Path, pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Exporter, leaf Prometheus, rendered gateway and central Prometheus on 127.0.0.1."""
+    prometheus = require_tool("prometheus")
+    work = tmp_path_factory.mktemp("loopback")
+    start = time.monotonic()
+    exporter = TextExporter(lambda: EXPORTED)
+    running: list[Process] = []
+    try:
+        leaf_config = _load(rendered / LEAF / "prometheus" / "prometheus.yml")
+        leaf_config["global"].update(scrape_interval="1s", scrape_timeout="900ms", evaluation_interval="1s")
+        leaf_config["rule_files"] = [str(rendered / LEAF / "prometheus" / f) for f in leaf_config["rule_files"]]
+        leaf_config["scrape_configs"] = [{"job_name": "exporter", "static_configs": [{"targets": [exporter.address]}]}]
+        leaf = Prometheus(prometheus, work / "leaf", leaf_config)
+        running.append(leaf)
+
+        gateway_port = _free_port()
+        conf = _loopback_gateway_conf(rendered, LEAF, pki, work / "gateway", gateway_port, leaf.url)
+        gateway = _Nginx(conf)
+        running.append(gateway)
+
+        secrets = _central_secrets(work / "central-secrets", pki)
+        central_file = _central_config_with_local_secrets(rendered, secrets, work / "central-rendered")
+        central_config = _load(central_file)
+        job = next(j for j in central_config["scrape_configs"] if j["job_name"] == f"federate-{LEAF}")
+        job.update(scrape_interval="1s", scrape_timeout="900ms")
+        job["static_configs"][0]["targets"] = [f"127.0.0.1:{gateway_port}"]
+        central_config["scrape_configs"] = [job]
+        central_config["global"].update(scrape_interval="1s", evaluation_interval="1s")
+        central_config["rule_files"] = [str(central_file.parent / f) for f in central_config["rule_files"]]
+        central = Prometheus(prometheus, work / "central", central_config)
+        running.append(central)
+        yield {"central": central, "gateway_port": gateway_port, "running": running, "deadline": start + DEADLINE_S}
+    finally:
+        for proc in reversed(running):
+            proc.stop()
+        exporter.stop()
+
+
+def _gateway(port: int, ctx: ssl.SSLContext, method: str, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=5)
+    try:
+        conn.request(method, path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def _context(pki: Pki, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+    if cert is not None and key is not None:
+        ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+def test_selected_metrics_cross_the_rendered_gateway_with_cluster_labels(federation: dict[str, Any]) -> None:
+    central: Prometheus = federation["central"]
+    deadline, running = federation["deadline"], federation["running"]
+    fit = wait_for("pyhf on the central", lambda: central.query("pyhf_fit_duration_seconds"), deadline, running)
+    assert [(s["metric"]["cluster"], s["metric"]["cloud"], s["metric"]["gpu"]) for s in fit] == [
+        (LEAF, LEAF_CLOUD, "t4")
+    ]
+    assert float(fit[0]["value"][1]) == 0.42
+    util = wait_for(
+        "the leaf's GPU aggregate on the central",
+        lambda: central.query("gpufleet:gpu_utilization_percent:avg"),
+        deadline,
+        running,
+    )
+    assert float(util[0]["value"][1]) == 70.0 and util[0]["metric"]["cluster"] == LEAF
+    up = central.query(f'up{{job="federate-{LEAF}"}}')
+    assert [u["value"][1] for u in up] == ["1"]
+    for absent in ("DCGM_FI_DEV_GPU_UTIL", "node_cpu_seconds_total"):
+        assert central.query(absent) == [], f"{absent} was federated"
+
+
+def test_the_gateway_serves_only_get_federate_to_fleet_clients(federation: dict[str, Any], pki: Pki) -> None:
+    port = federation["gateway_port"]
+    wait_for(
+        "the gateway",
+        lambda: _gateway(port, _context(pki, pki.client_cert, pki.client_key), "GET", "/healthz")[0] == 200,
+        federation["deadline"],
+        federation["running"],
+    )
+    fleet_client = _context(pki, pki.client_cert, pki.client_key)
+    status, body = _gateway(port, fleet_client, "GET", "/federate?match[]=pyhf_fit_duration_seconds")
+    assert status == 200 and b"pyhf_fit_duration_seconds" in body
+    for method, path in (("GET", "/api/v1/query?query=up"), ("GET", "/graph"), ("POST", "/federate")):
+        assert _gateway(port, fleet_client, method, path)[0] == 403, (method, path)
+
+    rogue = make_pki(pki.ca_cert.parent.parent / "rogue", server_dns=server_name(LEAF))
+    for what, ctx in (
+        ("no client certificate", _context(pki)),
+        ("a certificate from another CA", _context(pki, rogue.client_cert, rogue.client_key)),
+    ):
+        try:
+            status, body = _gateway(port, ctx, "GET", "/federate?match[]=pyhf_fit_duration_seconds")
+        except (ssl.SSLError, ConnectionError):
+            continue  # refused in the handshake
+        # nginx answers 400 ("No required SSL certificate was sent" / "certificate error"), never metrics.
+        assert status == 400 and b"pyhf_fit_duration_seconds" not in body, (what, status)

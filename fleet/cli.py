@@ -135,6 +135,13 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Query the central Prometheus over a window and write the benchmark report (fleet/report.py)."""
+    from fleet.report import run
+
+    return run(args)
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     """Plan the selected stacks and write their Kubernetes, Helm, Prometheus and gateway files (fleet/render.py)."""
     from fleet.render import render_stack
@@ -175,6 +182,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", action="append", help="render only this stack (repeatable; default: all)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="writes DIR/<stack>/...")
     p.set_defaults(func=cmd_render)
+    p = sub.add_parser("report", help="benchmark report (HTML, Markdown, PNG plots) from the central Prometheus")
+    p.add_argument("--prometheus", required=True, metavar="URL", help="base URL, e.g. http://prometheus:9090")
+    window = p.add_mutually_exclusive_group()
+    window.add_argument("--since", metavar="DURATION", help="window ending now: 90m, 12h, 7d (default 7d)")
+    window.add_argument("--start", metavar="TIME", help="window start: RFC 3339 (2026-11-01T08:00:00Z) or Unix time")
+    p.add_argument("--end", metavar="TIME", help="window end, with --start (default: now)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="writes DIR/index.html, report.md, *.png")
+    p.add_argument("--workload", action="append", help="report only this workload (repeatable; default: all)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
+    common(p)
+    p.add_argument("--prices", type=Path, default=Path(__file__).with_name("prices.yaml"), help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_report)
     return parser
 
 

@@ -1,0 +1,506 @@
+"""``python -m fleet report`` against a real Prometheus fed by real mtail processes on 127.0.0.1.
+
+The loopback fleet stands in for the central Prometheus after federation:
+
+* one mtail per (workload, card), started with the sidecar's flags on a pre-created empty log, to which
+  the test appends the shipped ``workloads/<name>/sample.log`` (or its first results, so that cards differ)
+  in chunks over a few seconds, as a running benchmark would;
+* a GPU exporter (a thread) serving the leaf GPU recording rules (``gpufleet:*``, names from
+  fleet/federation.py) for the benchmark pods of two of the three clusters, as federation delivers them;
+* one ``prometheus`` scraping all of them every second: each mtail target carries the labels the
+  PodMonitor adds (``workload``, ``gpu``, ``cluster``, ``cloud``: components/benchmark.py METRIC_LABELS,
+  plus the operator's ``namespace`` and ``pod``); the GPU job keeps the exporter's labels
+  (``honor_labels``, as the central's federation jobs do).
+
+The expected numbers come from ``mtail --one_shot`` over the very log files the live mtails read.
+
+Run ``python -m tests.e2e.test_report DIR`` to build the same loopback fleet, write a report into DIR and
+print the exact command that made it (how docs/sample-report.png was made).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.benchmark import METRIC_LABELS
+from fleet.costs import approximate, load_prices
+from fleet.federation import leaf_external_labels
+from fleet.report_queries import GPU_ENERGY, GPU_UTILIZATION, runs_counter
+from fleet.workloads import load_workloads
+from tests.conftest import ROOT, require_tool
+from tests.e2e.processes import Mtail, Process, Prometheus, TextExporter, free_port, wait_for
+
+pytestmark = pytest.mark.e2e
+
+BUDGET_S = 40.0
+NAMESPACE = "benchmarks"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+PLOT_SIZE = (1000, 500)  # fleet/report_plots.py: 10 x 5 inches at 100 dpi
+
+# The lines of each sample log that end one result (the run counter's lines): a card that ran fewer
+# results gets the log up to its k-th result.
+RESULT_LINE = {
+    "simpletrack": re.compile(r" particles\*turns/seconds, "),
+    "madgraph4gpu": re.compile(r"^TOTAL +:"),
+    "pyhf": re.compile(r"^pyhf fit "),
+    "3dgan": re.compile(r"^Time taken by epoch ?\d+ was "),
+}
+
+
+@dataclass(frozen=True)
+class Card:
+    """A (cluster, cloud, card) of the loopback fleet: how many results it runs, and its GPU readings."""
+
+    cluster: str
+    cloud: str
+    gpu: str
+    model: str
+    results: str  # "all", "all-but-last", "half" or "one" of the sample's results
+    utilization: float | None  # GPU utilisation the exporter reports (None: no GPU metrics for this cluster)
+    watts: float = 0.0
+
+
+# Clusters and cards of the shipped policy, so the report resolves their machines (and prices) from it.
+CARDS = (
+    Card("eks-eastus", "aws", "t4", "Tesla T4", "all", utilization=62.5, watts=70.0),
+    Card("eks-eastus", "aws", "a10g", "NVIDIA A10G", "all-but-last", utilization=80.0, watts=150.0),
+    Card("gke-uscentral1-c", "gcp", "l4", "NVIDIA L4", "half", utilization=41.0, watts=72.0),
+    Card("cern-main", "openstack", "v100", "Tesla V100-PCIE-32GB", "one", utilization=None),
+)
+
+
+def pod_name(workload: str, card: Card) -> str:
+    return f"{workload}-{card.gpu}-{card.cluster}-x7k2p"
+
+
+def log_lines(workload: str, results: str) -> list[str]:
+    """The sample log, or its lines up to the end of its k-th result."""
+    lines = load_workloads()[workload].sample_log.read_text(encoding="utf-8").splitlines(keepends=True)
+    ends = [i for i, line in enumerate(lines) if RESULT_LINE[workload].search(line)]
+    assert ends, f"{workload}: no result line in the sample"
+    k = {"all": len(ends), "all-but-last": len(ends) - 1, "half": math.ceil(len(ends) / 2), "one": 1}[results]
+    return lines if k == len(ends) else lines[: ends[k - 1] + 1]
+
+
+SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)(?: \d+)?$")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def one_shot(mtail: str, programs: Path, log: Path) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample ``mtail --one_shot`` prints for ``log``: (name, labels, value)."""
+    run = subprocess.run(
+        [
+            *(mtail, "--one_shot", "--one_shot_format=prometheus", "--emit_prog_label=false", "--logtostderr"),
+            *("--progs", str(programs), "--logs", str(log), "--address", "127.0.0.1", "--port", "0"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 0, run.stderr
+    out = []
+    for line in run.stdout.splitlines():
+        found = SAMPLE.match(line) if line and not line.startswith("#") else None
+        if found:
+            out.append((found["name"], dict(LABEL.findall(found["labels"] or "")), float(found["value"])))
+    return out
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the report must say for one (workload, card), from mtail's one-shot output."""
+
+    result: float
+    runs: float
+
+
+def expected_values(mtail: str, programs: Path, log: Path, workload: str) -> Expected:
+    spec = load_workloads()[workload].spec
+    samples = one_shot(mtail, programs, log)
+    head = [
+        v
+        for name, labels, v in samples
+        if name == spec.headline.metric and all(labels.get(k) == val for k, val in spec.headline.match.items())
+    ]
+    counter = runs_counter(spec)
+    runs = sum(v for name, _, v in samples if name == counter)
+    assert len(head) == 1 and runs > 0, (workload, samples)
+    return Expected(head[0], runs)
+
+
+class GpuExporter:
+    """Serves the leaf GPU recording rules for the benchmark pods, as the central holds them after federation:
+    a constant utilisation and an energy counter growing at a constant power since the exporter started."""
+
+    def __init__(self, pods: list[tuple[Card, str]]):
+        self.started = time.time()
+        self.pods = pods
+        self.server = TextExporter(self.exposition)
+        self.address = self.server.address
+
+    def exposition(self) -> str:
+        elapsed = time.time() - self.started
+        lines = [f"# TYPE {GPU_UTILIZATION} gauge", f"# TYPE {GPU_ENERGY} counter"]
+        for card, pod in self.pods:
+            labels = leaf_external_labels(card.cluster, card.cloud) | {
+                "modelName": card.model,
+                "namespace": NAMESPACE,
+                "pod": pod,
+            }
+            text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+            lines.append(f"{GPU_UTILIZATION}{{{text}}} {card.utilization}")
+            lines.append(f"{GPU_ENERGY}{{{text}}} {card.watts * elapsed:.3f}")
+        return "\n".join(lines) + "\n"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@dataclass
+class LoopbackFleet:
+    """The running processes, the expected values per (workload, cluster, gpu) and the Prometheus URL."""
+
+    prometheus: Prometheus
+    gpu: GpuExporter
+    expected: dict[tuple[str, str, str], Expected]
+    prometheus_started: float  # Unix time just before Prometheus started (no scrape before it)
+    scraped_since: float  # Unix time by which Prometheus had scraped every target once
+    processes: list[Process] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return self.prometheus.url
+
+
+def _scrape_configs(mtails: dict[tuple[str, Card], Mtail], gpu: GpuExporter) -> list[dict[str, Any]]:
+    jobs = []
+    for (workload, card), mtail in mtails.items():
+        # What the PodMonitor's podTargetLabels (METRIC_LABELS) and the operator's own relabelling put on the target.
+        values = {"workload": workload, "gpu": card.gpu, "cluster": card.cluster, "cloud": card.cloud}
+        assert set(values) == set(METRIC_LABELS)
+        labels = values | {"namespace": NAMESPACE, "pod": pod_name(workload, card)}
+        jobs.append({"targets": [mtail.address], "labels": labels})
+    return [
+        {"job_name": "benchmarks", "static_configs": jobs},
+        {"job_name": "gpu-aggregates", "honor_labels": True, "static_configs": [{"targets": [gpu.address]}]},
+    ]
+
+
+@contextmanager
+def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str, budget: float = BUDGET_S) -> Iterator[LoopbackFleet]:
+    """Start mtails, the GPU exporter and Prometheus; feed the logs; yield once Prometheus holds every result."""
+    start = time.monotonic()
+    deadline = start + budget
+    workloads = load_workloads()
+    running: list[Process] = []
+    gpu = GpuExporter([(card, pod_name(w, card)) for w in workloads for card in CARDS if card.utilization is not None])
+    try:
+        mtails: dict[tuple[str, Card], Mtail] = {}
+        feeds: dict[Path, list[str]] = {}
+        expected: dict[tuple[str, str, str], Expected] = {}
+        for name, wl in workloads.items():
+            programs = wl.folder / "mtail"
+            for card in CARDS:
+                lines = log_lines(name, card.results)
+                full = tmp / "logs-expected" / f"{name}-{card.cluster}-{card.gpu}.log"
+                full.parent.mkdir(parents=True, exist_ok=True)
+                full.write_text("".join(lines), encoding="utf-8")
+                expected[(name, card.cluster, card.gpu)] = expected_values(mtail_exe, programs, full, name)
+                live = tmp / "logs" / f"{name}-{card.cluster}-{card.gpu}.log"
+                live.parent.mkdir(parents=True, exist_ok=True)
+                live.touch()  # what the pod's init container does before mtail starts
+                feeds[live] = lines
+                mtail = Mtail(mtail_exe, programs, live, tmp / "logs" / f"mtail-{name}-{card.cluster}-{card.gpu}.out")
+                running.append(mtail)
+                mtails[(name, card)] = mtail
+        config = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
+            "scrape_configs": _scrape_configs(mtails, gpu),
+        }
+        prometheus_started = time.time()
+        prometheus = Prometheus(prometheus_exe, tmp / "prometheus", config)
+        running.append(prometheus)
+        wait_for("mtail to serve /metrics", lambda: all(m.serving() for m in mtails.values()), deadline, running)
+        wait_for("prometheus to be ready", prometheus.ready, deadline, running)
+        wait_for(
+            "every target to be scraped",
+            lambda: len([u for u in prometheus.query("up == 1")]) == len(mtails) + 1,
+            deadline,
+            running,
+        )
+        scraped_since = time.time()
+        # Append the logs in five chunks a second apart, so the time series see the results arrive.
+        chunks = 5
+        for i in range(chunks):
+            for log, lines in feeds.items():
+                size = math.ceil(len(lines) / chunks)
+                with log.open("a", encoding="utf-8") as handle:
+                    handle.writelines(lines[i * size : (i + 1) * size])
+            time.sleep(1.0)
+
+        def all_results_in() -> bool:
+            for (name, cluster, gpu_name), want in expected.items():
+                spec = workloads[name].spec
+                sel = f'{{workload="{name}",cluster="{cluster}",gpu="{gpu_name}"}}'
+                runs = prometheus.query(f"sum({runs_counter(spec)}{sel})")
+                if not runs or float(runs[0]["value"][1]) != want.runs:
+                    return False
+            return True
+
+        wait_for("Prometheus to hold every card's last result", all_results_in, deadline, running)
+        yield LoopbackFleet(prometheus, gpu, expected, prometheus_started, scraped_since, running)
+    finally:
+        for proc in reversed(running):
+            proc.stop()
+        gpu.stop()
+
+
+def run_report(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python -m fleet report ARGS`` as a subprocess from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "fleet", "report", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+def markdown_tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """The rows of each workload's table in report.md, by workload (``## name`` sections)."""
+    tables: dict[str, list[dict[str, str]]] = {}
+    section = ""
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section, header = line[3:].strip(), None
+        elif line.startswith("| ") and section:
+            cells = [c.strip() for c in line.strip()[1:-1].split(" | ")]
+            if header is None:
+                header = cells
+            elif not set(cells[0]) <= set("-: "):
+                tables.setdefault(section, []).append(dict(zip(header, cells, strict=True)))
+        else:
+            header = None if not line.startswith("|") else header
+    return tables
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk (fails if it is not a PNG)."""
+    assert data[:8] == PNG_MAGIC, data[:8]
+    assert data[12:16] == b"IHDR", data[12:16]
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.fixture(scope="module")
+def fleet_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The loopback fleet plus one report over its last five minutes, shared by the module's tests."""
+    mtail, prometheus = require_tool("mtail"), require_tool("prometheus")
+    tmp = tmp_path_factory.mktemp("report")
+    with loopback_fleet(tmp, mtail, prometheus) as fleet:
+        out = tmp / "out"
+        before = time.time()
+        run = run_report("--prometheus", fleet.url, "--since", "5m", "--out", str(out))
+        after = time.time()
+        yield {"fleet": fleet, "run": run, "out": out, "report_started": before, "report_ended": after, "tmp": tmp}
+
+
+def test_report_tables_hold_every_workload_card_and_value(fleet_report: dict[str, Any]) -> None:
+    run, out, fleet = fleet_report["run"], fleet_report["out"], fleet_report["fleet"]
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    # Progress on stderr while querying, one line per request.
+    assert re.search(r"report: \[1/\d+\] connecting to http://127\.0\.0\.1:\d+", run.stderr), run.stderr
+    assert "report: [" in run.stderr and "simpletrack: runs" in run.stderr
+    tables = markdown_tables((out / "report.md").read_text(encoding="utf-8"))
+    workloads = load_workloads()
+    assert set(workloads) <= set(tables), tables.keys()
+    prices = load_prices()
+    for name, wl in workloads.items():
+        unit = wl.spec.headline.unit
+        rows = {(r["cluster"], r["card"]): r for r in tables[name]}
+        assert set(rows) == {(c.cluster, c.gpu) for c in CARDS}, rows.keys()
+        for card in CARDS:
+            row = rows[(card.cluster, card.gpu)]
+            want = fleet.expected[(name, card.cluster, card.gpu)]
+            assert row["cloud"] == card.cloud
+            assert row[f"result ({unit})"] == approximate(want.result, 4), (name, card, row)
+            assert row["runs"] == f"{int(want.runs):,}", (name, card, row)
+            assert row["pods"] == "1"
+            best = float(row[f"best ({unit})"].replace(",", ""))
+            better_or_equal = best >= float(row[f"result ({unit})"].replace(",", "")) * (1 - 1e-3)
+            if not wl.spec.headline.higher_is_better:
+                better_or_equal = best <= float(row[f"result ({unit})"].replace(",", "")) * (1 + 1e-3)
+            assert better_or_equal, row
+            if card.utilization is None:
+                assert row["mean GPU util. (%)"] == "—" and row["GPU energy / result (J)"] == "—", row
+            else:
+                assert row["mean GPU util. (%)"] == approximate(card.utilization, 3), row
+                # Energy: the exporter's power x the time Prometheus scraped it, split over the results. Scrapes
+                # ran at least from every target's first scrape to a second before the report started, and
+                # at most from Prometheus' start to the report's end (plus increase()'s extrapolation).
+                shortest = fleet_report["report_started"] - 1 - fleet.scraped_since
+                longest = fleet_report["report_ended"] - fleet.prometheus_started
+                energy = float(row["GPU energy / result (J)"].replace(",", ""))
+                assert 0.9 * card.watts * shortest / want.runs < energy < 1.1 * card.watts * longest / want.runs, row
+            # Measured between the run counter's first and last samples: unknown when there was one sample only.
+            if row["GPU time / result (s)"] != "—":
+                assert 0 < float(row["GPU time / result (s)"].replace(",", "")) < BUDGET_S, row
+        # Cost only where the price table has a price: the AWS machines of T4 and A10G and GKE's L4 machine.
+        for cluster, cloud, gpu, machine, accelerator in (
+            ("eks-eastus", "aws", "t4", "g4dn.xlarge", None),
+            ("eks-eastus", "aws", "a10g", "g5.xlarge", None),
+            ("gke-uscentral1-c", "gcp", "l4", "g2-standard-4", "nvidia-l4"),
+        ):
+            row = rows[(cluster, gpu)]
+            assert row["machine"] == machine + (f" + {accelerator}" if accelerator else "")
+            price = prices.lookup(cloud, machine, accelerator)
+            assert price is not None and price.spot is not None
+            if row["GPU time / result (s)"] == "—":  # one sample only: no running time, so no cost
+                assert row["cost / result (USD, approx.)"] == "—", row
+                continue
+            cost = float(row["cost / result (USD, approx.)"].replace(",", ""))
+            seconds = float(row["GPU time / result (s)"].replace(",", ""))
+            assert cost == pytest.approx(price.spot * seconds / 3600, rel=0.12), row  # both shown to 2 digits
+        assert rows[("cern-main", "v100")]["cost / result (USD, approx.)"] == "—"  # no public price
+    text = (out / "report.md").read_text(encoding="utf-8")
+    assert "No GPU (DCGM) metrics for the benchmark pods of: v100@cern-main." in text
+    for machine in ("g4dn.xlarge", "g5.xlarge"):  # every price used is cited with its source and date
+        entry = prices.lookup("aws", machine)
+        assert entry is not None and entry.source.strip() in text and entry.as_of.isoformat() in text
+
+
+def test_report_writes_real_plots_and_a_self_contained_page(fleet_report: dict[str, Any]) -> None:
+    run, out = fleet_report["run"], fleet_report["out"]
+    assert run.returncode == 0, run.stderr
+    names = sorted(load_workloads())
+    pngs = {p.name: p.read_bytes() for p in out.glob("*.png")}
+    assert sorted(pngs) == sorted(f"{n}-{kind}.png" for n in names for kind in ("bars", "timeseries"))
+    for name, data in pngs.items():
+        assert png_size(data) == PLOT_SIZE, name
+        assert 15_000 < len(data) < 1_000_000, (name, len(data))
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert page.count('src="data:image/png;base64,') == len(pngs)
+    assert 'src="http' not in page and "<script" not in page  # nothing loaded from elsewhere
+    for data in pngs.values():
+        assert base64.b64encode(data).decode() in page
+    markdown = (out / "report.md").read_text(encoding="utf-8")
+    for name in names:
+        assert f"]({name}-bars.png)" in markdown and f"]({name}-timeseries.png)" in markdown
+
+
+def test_an_empty_window_fails_without_writing_a_report(fleet_report: dict[str, Any]) -> None:
+    out = fleet_report["tmp"] / "empty"
+    run = run_report(
+        "--prometheus",
+        fleet_report["fleet"].url,
+        "--start",
+        "2020-01-01T00:00:00Z",
+        "--end",
+        "2020-01-01T01:00:00Z",
+        "--out",
+        str(out),
+    )
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert "no benchmark data between 2020-01-01 00:00:00 UTC and 2020-01-01 01:00:00 UTC" in run.stderr
+    assert "no report written" in run.stderr and "Traceback" not in run.stderr
+    assert not out.exists()
+
+
+def test_a_workload_without_its_metric_is_reported_as_having_no_data(
+    fleet_report: dict[str, Any], tmp_path: Path
+) -> None:
+    # A workloads folder with pyhf plus "ghost", a copy of pyhf whose metrics nothing exports.
+    workloads_dir = tmp_path / "workloads"
+    shutil.copytree(ROOT / "workloads" / "pyhf", workloads_dir / "pyhf")
+    ghost = workloads_dir / "ghost"
+    shutil.copytree(ROOT / "workloads" / "pyhf", ghost)
+    for path in [ghost / "workload.yaml", *ghost.glob("mtail/*.mtail")]:
+        path.write_text(path.read_text(encoding="utf-8").replace("pyhf", "ghost"), encoding="utf-8")
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(
+        "clusters:\n  aws:\n    eks-eastus: {region: us-east-1, central: true, gpus: [t4]}\n"
+        "workloads:\n  pyhf: all\n  ghost: all\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    run = run_report(
+        "--prometheus",
+        fleet_report["fleet"].url,
+        "--since",
+        "5m",
+        "--out",
+        str(out),
+        "--workloads-dir",
+        str(workloads_dir),
+        "--policy",
+        str(policy),
+    )
+    assert run.returncode == 0, run.stderr
+    assert "warning: ghost: no data (no series of the headline metric ghost_fit_duration_seconds" in run.stderr
+    markdown = (out / "report.md").read_text(encoding="utf-8")
+    assert "## ghost" in markdown and "**No data** in this window" in markdown
+    assert set(markdown_tables(markdown)) >= {"pyhf"} and "ghost" not in markdown_tables(markdown)
+    assert not (out / "ghost-bars.png").exists() and (out / "pyhf-bars.png").exists()
+
+
+def test_an_unreachable_prometheus_fails_with_a_message(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    run = run_report("--prometheus", url, "--since", "1h", "--out", str(tmp_path / "out"), timeout=30)
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert f"cannot reach Prometheus at {url}" in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "soon"], "'soon' is not a Prometheus duration"),
+        (["--start", "2026-11-02", "--end", "2026-11-01"], "the window is empty"),
+        (["--end", "2026-11-01"], "--end needs --start"),
+        (["--workload", "nope"], "unknown workload(s) nope"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(tmp_path: Path, args: list[str], message: str) -> None:
+    run = run_report("--prometheus", "http://127.0.0.1:9", "--out", str(tmp_path / "out"), *args)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert message in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_url_that_is_not_http_is_bad_input(tmp_path: Path) -> None:
+    run = run_report("--prometheus", "prometheus:9090", "--out", str(tmp_path / "out"))
+    assert run.returncode == 2 and "is not an http:// or https:// URL" in run.stderr, run.stderr
+
+
+def main(argv: list[str]) -> int:
+    """Build the loopback fleet in a temp dir, write a report into ``argv[0]`` and print the command used."""
+    if len(argv) != 1:
+        print("usage: python -m tests.e2e.test_report OUT_DIR", file=sys.stderr)
+        return 2
+    import tempfile
+
+    mtail, prometheus = shutil.which("mtail"), shutil.which("prometheus")
+    if not mtail or not prometheus:
+        print("needs mtail and prometheus on PATH (apt-get install -y prometheus mtail)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp, loopback_fleet(Path(tmp), mtail, prometheus) as fleet:
+        args = ["--prometheus", fleet.url, "--since", "5m", "--out", argv[0]]
+        print("$ python -m fleet report " + " ".join(args), flush=True)
+        run = run_report(*args)
+        print(run.stdout + run.stderr, end="")
+        return run.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

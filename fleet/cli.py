@@ -142,6 +142,38 @@ def cmd_report(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_affected(args: argparse.Namespace) -> int:
+    """Print the stacks a change touches, non-central first and central last (fleet/affected.py)."""
+    from fleet import affected as sel
+
+    try:
+        if args.all:
+            selection = sel.select_all(sel.load_policy_file(args.policy, args.workloads_dir))
+        elif args.files is not None:
+            old_text = None
+            if args.old_policy is not None:
+                try:
+                    old_text = Path(args.old_policy).read_text(encoding="utf-8")
+                except OSError as exc:
+                    print(f"{args.old_policy}:1: cannot read the old policy: {exc.strerror}", file=sys.stderr)
+                    return EXIT_BAD_INPUT
+            new = sel.load_policy_file(args.policy, args.workloads_dir)
+            selection = sel.compare(
+                args.files, new, old_text, label=str(args.old_policy), old_workloads_dir=args.workloads_dir
+            )
+        else:
+            selection = sel.select_from_git(
+                args.base, args.head, repo=args.repo, policy_file=args.policy, workloads_dir=args.workloads_dir
+            )
+    except sel.GitError as exc:
+        print(f"affected: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(sel.render(selection, args.format))
+    if args.format != "json":
+        sys.stderr.write(sel.explain(selection))
+    return EXIT_OK
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     """Plan the selected stacks and write their Kubernetes, Helm, Prometheus and gateway files (fleet/render.py)."""
     from fleet.render import render_stack
@@ -194,6 +226,19 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("--prices", type=Path, default=Path(__file__).with_name("prices.yaml"), help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_report)
+    from fleet.affected import FORMATS, ROOT
+
+    p = sub.add_parser("affected", help="the stacks a change touches, central last (CI matrices)")
+    common(p)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--base", metavar="REF", help="compare with this commit (from its merge base with --head)")
+    what.add_argument("--files", nargs="*", metavar="PATH", help="the changed paths, given explicitly (tests)")
+    what.add_argument("--all", action="store_true", help="every stack (drift checks, full deploys)")
+    p.add_argument("--head", metavar="REF", help="with --base: the new commit (default: the working tree)")
+    p.add_argument("--old-policy", type=Path, metavar="FILE", help="with --files: the policy before the change")
+    p.add_argument("--format", choices=FORMATS, default="lines", help="output (default: lines, one stack a line)")
+    p.add_argument("--repo", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_affected)
     return parser
 
 

@@ -156,6 +156,26 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
     }
 
 
+def _hashed_config_map(
+    resource_prefix: str,
+    workload: str,
+    kind: str,
+    data: dict[str, str],
+    namespace: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+) -> str:
+    """An immutable ConfigMap named by its content's hash (changed content makes a new one); returns its name."""
+    name = _name(workload, kind, spec_hash(data))
+    k8s.core.v1.ConfigMap(
+        f"{resource_prefix}-{kind}",
+        metadata={"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        data=data,
+        immutable=True,
+        opts=opts,
+    )
+    return name
+
+
 class BenchmarkJobs(pulumi.ComponentResource):
     """The benchmark Jobs (or CronJobs, when the policy gives a schedule) of one cluster, plus their PodMonitor.
 
@@ -179,33 +199,11 @@ class BenchmarkJobs(pulumi.ComponentResource):
             wl = bench.workload
             if wl.name not in config_maps:
                 programs, files = _config_map_data(wl)
-                programs_name = _name(wl.name, "mtail", spec_hash(programs))
-                k8s.core.v1.ConfigMap(
-                    f"{cluster.name}-{wl.name}-mtail",
-                    metadata={
-                        "name": programs_name,
-                        "namespace": namespace,
-                        "labels": {"app.kubernetes.io/part-of": PART_OF},
-                    },
-                    data=programs,
-                    immutable=True,
-                    opts=child,
+                prefix = f"{cluster.name}-{wl.name}"
+                config_maps[wl.name] = (
+                    _hashed_config_map(prefix, wl.name, "mtail", programs, namespace, child),
+                    _hashed_config_map(prefix, wl.name, "files", files, namespace, child) if files else None,
                 )
-                files_name = None
-                if files:
-                    files_name = _name(wl.name, "files", spec_hash(files))
-                    k8s.core.v1.ConfigMap(
-                        f"{cluster.name}-{wl.name}-files",
-                        metadata={
-                            "name": files_name,
-                            "namespace": namespace,
-                            "labels": {"app.kubernetes.io/part-of": PART_OF},
-                        },
-                        data=files,
-                        immutable=True,
-                        opts=child,
-                    )
-                config_maps[wl.name] = (programs_name, files_name)
             self.jobs[(wl.name, bench.pool.card)] = self._job(cluster, bench, namespace, *config_maps[wl.name], child)
         self.pod_monitor = k8s.apiextensions.CustomResource(
             f"{cluster.name}-benchmark-podmonitor",

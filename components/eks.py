@@ -11,6 +11,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.cluster import GpuCluster
+from components.images import helm_release
 from components.kubeconfig import exec_kubeconfig
 from components.taints import autoscaler_tag_value, upper_effect
 from fleet.policy import Cluster, GpuPool
@@ -26,9 +27,6 @@ SYSTEM_AMI = "AL2023_x86_64_STANDARD"
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 AUTOSCALER_SA_NAMESPACE = "kube-system"
 AUTOSCALER_SA_NAME = "cluster-autoscaler"
-AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
-# Newest chart release found: tag cluster-autoscaler-chart-9.56.0 of kubernetes/autoscaler (2026-03-02).
-AUTOSCALER_CHART_VERSION = "9.56.0"
 # cluster-autoscaler must match the control plane's minor version (autoscaler README), whatever image the
 # chart defaults to. Latest patches known per minor (kubernetes/autoscaler releases, 2026-07-23); a minor
 # not listed gets its .0 release, which always exists.
@@ -406,15 +404,11 @@ class EksCluster(GpuCluster):
             },
             "nodeSelector": {"role": "system"},
         }
-        return k8s.helm.v3.Release(
+        return helm_release(
             f"{name}-cluster-autoscaler",
-            name=AUTOSCALER_SA_NAME,
-            chart="cluster-autoscaler",
-            version=AUTOSCALER_CHART_VERSION,
-            repository_opts={"repo": AUTOSCALER_REPO},
-            namespace=AUTOSCALER_SA_NAMESPACE,
-            values=values,
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=self.provider, depends_on=[self.system_node_group, policy]
-            ),
+            "cluster-autoscaler",
+            AUTOSCALER_SA_NAME,
+            AUTOSCALER_SA_NAMESPACE,
+            values,
+            pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[self.system_node_group, policy]),
         )

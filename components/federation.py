@@ -18,6 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_tls as tls
 
+from components.deployment import app_labels, single_replica_deployment
 from components.images import image
 
 GATEWAY_PORT = 8443
@@ -136,42 +137,36 @@ class FederationEndpoint(pulumi.ComponentResource):
             data={"nginx.conf": gateway_nginx_conf(prometheus_url)},
             opts=child,
         )
-        labels = {"app.kubernetes.io/name": GATEWAY_NAME, "app.kubernetes.io/part-of": "gpu-fleet"}
-        k8s.apps.v1.Deployment(
+        labels = app_labels(GATEWAY_NAME)
+        single_replica_deployment(
             f"{cluster}-federation-gateway",
-            metadata={"name": GATEWAY_NAME, "namespace": namespace, "labels": labels},
-            spec={
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                        "containers": [
-                            {
-                                "name": "nginx",
-                                "image": image("nginx"),
-                                "args": ["nginx", "-g", "daemon off;", "-c", "/etc/gateway/conf/nginx.conf"],
-                                "ports": [{"name": "https", "containerPort": GATEWAY_PORT}],
-                                "readinessProbe": {"tcpSocket": {"port": "https"}, "periodSeconds": 10},
-                                "resources": {
-                                    "requests": {"cpu": "20m", "memory": "32Mi"},
-                                    "limits": {"cpu": "500m", "memory": "128Mi"},
-                                },
-                                "volumeMounts": [
-                                    {"name": "tls", "mountPath": "/etc/gateway/tls", "readOnly": True},
-                                    {"name": "conf", "mountPath": "/etc/gateway/conf", "readOnly": True},
-                                ],
-                            }
+            GATEWAY_NAME,
+            namespace,
+            {
+                "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [
+                    {
+                        "name": "nginx",
+                        "image": image("nginx"),
+                        "args": ["nginx", "-g", "daemon off;", "-c", "/etc/gateway/conf/nginx.conf"],
+                        "ports": [{"name": "https", "containerPort": GATEWAY_PORT}],
+                        "readinessProbe": {"tcpSocket": {"port": "https"}, "periodSeconds": 10},
+                        "resources": {
+                            "requests": {"cpu": "20m", "memory": "32Mi"},
+                            "limits": {"cpu": "500m", "memory": "128Mi"},
+                        },
+                        "volumeMounts": [
+                            {"name": "tls", "mountPath": "/etc/gateway/tls", "readOnly": True},
+                            {"name": "conf", "mountPath": "/etc/gateway/conf", "readOnly": True},
                         ],
-                        "volumes": [
-                            {"name": "tls", "secret": {"secretName": secret.metadata["name"]}},
-                            {"name": "conf", "configMap": {"name": conf.metadata["name"]}},
-                        ],
-                    },
-                },
+                    }
+                ],
+                "volumes": [
+                    {"name": "tls", "secret": {"secretName": secret.metadata["name"]}},
+                    {"name": "conf", "configMap": {"name": conf.metadata["name"]}},
+                ],
             },
-            opts=child,
+            child,
         )
         service = k8s.core.v1.Service(
             f"{cluster}-federation-gateway",

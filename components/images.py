@@ -1,11 +1,14 @@
-"""Pinned images and Helm chart versions of the fleet's own services (data in images.yaml)."""
+"""Pinned images and Helm chart versions of the fleet's own services (data in images.yaml), and their releases."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
+import pulumi
+import pulumi_kubernetes as k8s
 import yaml
 
 IMAGES_FILE = Path(__file__).with_name("images.yaml")
@@ -34,3 +37,27 @@ def chart(name: str) -> Chart:
     """The pinned Helm chart ``name``."""
     entry = _data()["charts"][name]
     return Chart(name, entry["repo"], str(entry["version"]))
+
+
+def helm_release(
+    resource_name: str,
+    chart_name: str,
+    release: str,
+    namespace: pulumi.Input[str],
+    values: pulumi.Input[dict[str, Any]],
+    opts: pulumi.ResourceOptions,
+    **extra: Any,
+) -> k8s.helm.v3.Release:
+    """A Helm release of the pinned chart ``chart_name`` (``extra``: other Release arguments, such as timeout)."""
+    pinned = chart(chart_name)
+    return k8s.helm.v3.Release(
+        resource_name,
+        name=release,
+        chart=pinned.name,
+        version=pinned.version,
+        repository_opts={"repo": pinned.repo},
+        namespace=namespace,
+        values=values,
+        opts=opts,
+        **extra,
+    )

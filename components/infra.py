@@ -12,8 +12,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.deployment import PART_OF, app_labels, single_replica_deployment
 from components.federation import SECRETS_DIR, FederationEndpoint, server_name
-from components.images import chart, image
+from components.images import helm_release, image
 from components.taints import toleration
 from fleet import federation
 from fleet.policy import Cluster, Fleet
@@ -115,7 +116,7 @@ class InfraStack(pulumi.ComponentResource):
         namespaces = {
             ns: k8s.core.v1.Namespace(
                 f"{name}-ns-{ns}",
-                metadata={"name": ns, "labels": {"app.kubernetes.io/part-of": "gpu-fleet"}},
+                metadata={"name": ns, "labels": {"app.kubernetes.io/part-of": PART_OF}},
                 opts=child,
             )
             for ns in (MONITORING_NS, BENCHMARK_NS, MIRROR_NS)
@@ -148,42 +149,33 @@ class InfraStack(pulumi.ComponentResource):
             if cluster.central
             else (None, None)
         )
-        kps = chart("kube-prometheus-stack")
-        self.prometheus = k8s.helm.v3.Release(
+        self.prometheus = helm_release(
             f"{name}-prometheus",
-            name=RELEASE,
-            chart=kps.name,
-            version=kps.version,
-            repository_opts={"repo": kps.repo},
-            namespace=monitoring_ns,
-            values=prometheus_values(cluster, fleet, scrape_configs, secrets),
+            "kube-prometheus-stack",
+            RELEASE,
+            monitoring_ns,
+            prometheus_values(cluster, fleet, scrape_configs, secrets),
+            child,
             timeout=900,
-            opts=child,
         )
         nvidia_pools = [p for p in cluster.pools if p.accelerator.is_nvidia]
         tolerations = gpu_tolerations(cluster)
         if any(p.needs_device_plugin for p in cluster.pools):
-            plugin = chart("nvidia-device-plugin")
-            k8s.helm.v3.Release(
+            helm_release(
                 f"{name}-nvidia-device-plugin",
-                name="nvidia-device-plugin",
-                chart=plugin.name,
-                version=plugin.version,
-                repository_opts={"repo": plugin.repo},
-                namespace="kube-system",
-                values={"tolerations": tolerations, "affinity": gpu_node_affinity(cluster)},
-                opts=child,
+                "nvidia-device-plugin",
+                "nvidia-device-plugin",
+                "kube-system",
+                {"tolerations": tolerations, "affinity": gpu_node_affinity(cluster)},
+                child,
             )
         if nvidia_pools:
-            dcgm = chart("dcgm-exporter")
-            k8s.helm.v3.Release(
+            helm_release(
                 f"{name}-dcgm-exporter",
-                name="dcgm-exporter",
-                chart=dcgm.name,
-                version=dcgm.version,
-                repository_opts={"repo": dcgm.repo},
-                namespace=monitoring_ns,
-                values={
+                "dcgm-exporter",
+                "dcgm-exporter",
+                monitoring_ns,
+                {
                     "tolerations": tolerations,
                     "affinity": gpu_node_affinity(cluster),
                     "serviceMonitor": {
@@ -192,7 +184,7 @@ class InfraStack(pulumi.ComponentResource):
                         "interval": fleet.monitoring.scrape_interval,
                     },
                 },
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus]),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus]),
             )
         self._registry_mirror(name, namespaces[MIRROR_NS].metadata["name"], child)
         self.federation: FederationEndpoint | None = None
@@ -213,38 +205,32 @@ class InfraStack(pulumi.ComponentResource):
         Containerd allows plain HTTP for localhost registries, and kube-proxy answers NodePorts on the
         node's loopback, so an image ``localhost:30500/<repo>:<tag>`` is pulled once per cluster.
         """
-        labels = {"app.kubernetes.io/name": "registry-mirror", "app.kubernetes.io/part-of": "gpu-fleet"}
-        k8s.apps.v1.Deployment(
+        labels = app_labels("registry-mirror")
+        single_replica_deployment(
             f"{name}-registry-mirror",
-            metadata={"name": "registry-mirror", "namespace": namespace, "labels": labels},
-            spec={
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "registry",
-                                "image": image("registry"),
-                                "env": [
-                                    {"name": "REGISTRY_PROXY_REMOTEURL", "value": "https://registry-1.docker.io"},
-                                    {"name": "REGISTRY_STORAGE_DELETE_ENABLED", "value": "true"},
-                                ],
-                                "ports": [{"name": "registry", "containerPort": 5000}],
-                                "readinessProbe": {"httpGet": {"path": "/v2/", "port": "registry"}},
-                                "resources": {
-                                    "requests": {"cpu": "100m", "memory": "256Mi"},
-                                    "limits": {"memory": "1Gi"},
-                                },
-                                "volumeMounts": [{"name": "cache", "mountPath": "/var/lib/registry"}],
-                            }
+            "registry-mirror",
+            namespace,
+            {
+                "containers": [
+                    {
+                        "name": "registry",
+                        "image": image("registry"),
+                        "env": [
+                            {"name": "REGISTRY_PROXY_REMOTEURL", "value": "https://registry-1.docker.io"},
+                            {"name": "REGISTRY_STORAGE_DELETE_ENABLED", "value": "true"},
                         ],
-                        "volumes": [{"name": "cache", "emptyDir": {"sizeLimit": "100Gi"}}],
-                    },
-                },
+                        "ports": [{"name": "registry", "containerPort": 5000}],
+                        "readinessProbe": {"httpGet": {"path": "/v2/", "port": "registry"}},
+                        "resources": {
+                            "requests": {"cpu": "100m", "memory": "256Mi"},
+                            "limits": {"memory": "1Gi"},
+                        },
+                        "volumeMounts": [{"name": "cache", "mountPath": "/var/lib/registry"}],
+                    }
+                ],
+                "volumes": [{"name": "cache", "emptyDir": {"sizeLimit": "100Gi"}}],
             },
-            opts=child,
+            child,
         )
         k8s.core.v1.Service(
             f"{name}-registry-mirror",

@@ -1,0 +1,36 @@
+"""The one-replica Deployment shape shared by the fleet's own services (federation gateway, registry mirror)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+PART_OF = "gpu-fleet"
+
+
+def app_labels(app: str) -> dict[str, str]:
+    """The labels of a fleet service's objects, also its pods' selector."""
+    return {"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": PART_OF}
+
+
+def single_replica_deployment(
+    resource_name: str,
+    app: str,
+    namespace: pulumi.Input[str],
+    pod_spec: dict[str, Any],
+    opts: pulumi.ResourceOptions,
+) -> k8s.apps.v1.Deployment:
+    """A Deployment named ``app`` with one replica of ``pod_spec``, selected by ``app_labels(app)``."""
+    labels = app_labels(app)
+    return k8s.apps.v1.Deployment(
+        resource_name,
+        metadata={"name": app, "namespace": namespace, "labels": labels},
+        spec={
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+        opts=opts,
+    )

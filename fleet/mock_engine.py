@@ -51,23 +51,18 @@ class Registration:
         return _redact(self.inputs)
 
 
-def _whole_numbers(value: Any) -> Any:
-    """Numbers cross the wire as doubles; show whole ones as integers, as the program wrote them."""
+def _as_written(value: Any) -> tuple[Any, bool]:
+    """``value`` with whole numbers as integers (they cross the wire as doubles; the program wrote integers),
+    and whether it holds an unknown: one walk, since every registration goes through it."""
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return int(value), False
     if isinstance(value, dict):
-        return {k: _whole_numbers(v) for k, v in value.items()}
+        pairs = [(k, *_as_written(v)) for k, v in value.items()]
+        return {k: v for k, v, _ in pairs}, any(u for _, _, u in pairs)
     if isinstance(value, list):
-        return [_whole_numbers(v) for v in value]
-    return value
-
-
-def _contains_unknown(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_contains_unknown(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_contains_unknown(v) for v in value)
-    return value == rpc.UNKNOWN
+        items = [_as_written(v) for v in value]
+        return [v for v, _ in items], any(u for _, u in items)
+    return value, value == rpc.UNKNOWN
 
 
 def _redact(value: Any, secret: bool = False) -> Any:
@@ -147,6 +142,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             return resource_pb2.RegisterResourceResponse(urn=urn)
         _ensure_event_loop()  # deserialising resource references needs a loop on this thread
         inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+        recorded, has_unknown = _as_written(inputs)
         if urn in self.registrations:
             # The real engine fails the update on a duplicate URN; the stock mocks accept it silently.
             self.problems.append(f"duplicate resource URN {urn}")
@@ -159,10 +155,10 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             custom=bool(request.custom),
             protect=bool(request.protect),
             ignore_changes=list(request.ignoreChanges),
-            inputs=_whole_numbers(inputs),
+            inputs=recorded,
             secret_outputs=list(request.additionalSecretOutputs),
         )
-        if _contains_unknown(inputs):
+        if has_unknown:
             inputs = rpc.deserialize_properties(request.object)  # the mocks see unknowns dropped, as stock
         resource_args = pulumi.runtime.MockResourceArgs(
             typ=request.type,
@@ -189,7 +185,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             custom=True,
             protect=False,
             ignore_changes=[],
-            inputs=_whole_numbers(rpc.deserialize_properties(request.properties, keep_unknowns=True)),
+            inputs=_as_written(rpc.deserialize_properties(request.properties, keep_unknowns=True))[0],
         )
         return super().ReadResource(request)
 

@@ -37,7 +37,7 @@ def test_report_structure(tmp_path: Path) -> None:
     json.dumps(report)  # the --json form is plain data
     ratio = report["ratio"]["full_size"]
     assert isinstance(ratio, float) and ratio > 0
-    assert report["ratio"]["full_size_same_gc"] > 0
+    assert report["ratio"]["full_size_tuned"] > 0 and report["ratio"]["all_sizes_tuned"] > 0
     assert [s["clusters"] for s in report["sizes"]] == [1, 2]
     full = report["sizes"][-1]
     assert full["stacks"] == 2 and full["resources"] > 0

@@ -49,7 +49,7 @@ class StackPlan:
     """What one stack would create."""
 
     stack: str
-    registrations: list[Registration]
+    registrations: list[Registration]  # in URN order
     exports: dict[str, Any]
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
@@ -146,7 +146,10 @@ def plan_stack(
     problems = monitor.check()
     if problems:
         raise PlanError(f"stack {stack}: " + "; ".join(problems))
-    plan = StackPlan(stack, list(monitor.registrations.values()), monitor.stack_exports)
+    # The engine receives registrations in whatever order their inputs resolve (RPCs run on a thread pool);
+    # URN order makes every listing and `plan --json` the same from run to run.
+    registrations = sorted(monitor.registrations.values(), key=lambda r: r.urn)
+    plan = StackPlan(stack, registrations, monitor.stack_exports)
     plan.findings = [Finding("warning", m) for m in collector.messages]
     plan.seconds = time.perf_counter() - started
     return plan

@@ -90,7 +90,7 @@ POOL_TYPES: dict[str, Callable[[Registration], PoolView]] = {
 
 
 def pool_views(registrations: list[Registration]) -> list[PoolView]:
-    """Every node pool (system and GPU) among the registrations, in registration order."""
+    """Every node pool (system and GPU) among the registrations, in their order (the plan lists them by URN)."""
     return [POOL_TYPES[r.type](r) for r in registrations if r.type in POOL_TYPES]
 
 

@@ -213,3 +213,13 @@ def test_no_secret_in_plain_text_anywhere(plans):
         assert "PRIVATE KEY" not in text
         assert "offline-plan-placeholder-password" not in text
         assert "client-certificate-data" not in text and "FAKE-KEY" not in text
+
+
+def test_the_plan_is_the_same_from_run_to_run(fleet, plans):
+    """Registrations reach the engine in whatever order their inputs resolve; the plan lists them by URN, so
+    ``plan --json`` of an unchanged fleet is byte-for-byte the same."""
+    again = {p.stack: p for p in plan_fleet(fleet, POLICY_FILE)}
+    for name, plan in plans.items():
+        urns = [r.urn for r in plan.registrations]
+        assert urns == sorted(urns), name
+        assert json.dumps(again[name].as_dict(), sort_keys=True) == json.dumps(plan.as_dict(), sort_keys=True), name

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -79,6 +80,10 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
     log_file = sidecar.log_file(spec.name)
     resources = spec.resources
     env = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    env += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": bench.workload.credentials_secret, "key": k}}}
+        for k in spec.secret_env
+    ]
     env += [
         {"name": "BENCHMARK_LOG", "value": log_file},
         {"name": "BENCHMARK_CLUSTER", "value": cluster.name},
@@ -190,11 +195,13 @@ class BenchmarkJobs(pulumi.ComponentResource):
         benchmarks: list[Benchmark],
         namespace: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
+        credentials: Mapping[str, Mapping[str, str]] | None = None,
     ):
         super().__init__(self.TYPE, f"{cluster.name}-benchmarks", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.jobs: dict[tuple[str, str], pulumi.Resource] = {}
         config_maps: dict[str, tuple[str, str | None]] = {}
+        secrets = self._credentials(cluster, [b.workload for b in benchmarks], credentials or {}, namespace, child)
         for bench in benchmarks:
             wl = bench.workload
             if wl.name not in config_maps:
@@ -204,7 +211,11 @@ class BenchmarkJobs(pulumi.ComponentResource):
                     _hashed_config_map(prefix, wl.name, "mtail", programs, namespace, child),
                     _hashed_config_map(prefix, wl.name, "files", files, namespace, child) if files else None,
                 )
-            self.jobs[(wl.name, bench.pool.card)] = self._job(cluster, bench, namespace, *config_maps[wl.name], child)
+            secret = [secrets[wl.name]] if wl.name in secrets else None
+            job_opts = pulumi.ResourceOptions(parent=self, depends_on=secret)
+            programs_cm, files_cm = config_maps[wl.name]
+            key = (wl.name, bench.pool.card)
+            self.jobs[key] = self._job(cluster, bench, namespace, programs_cm, files_cm, job_opts)
         self.pod_monitor = k8s.apiextensions.CustomResource(
             f"{cluster.name}-benchmark-podmonitor",
             api_version="monitoring.coreos.com/v1",
@@ -218,6 +229,50 @@ class BenchmarkJobs(pulumi.ComponentResource):
             opts=child,
         )
         self.register_outputs({"jobs": {f"{w}/{c}": j.metadata["name"] for (w, c), j in self.jobs.items()}})  # type: ignore[attr-defined]
+
+    def _credentials(
+        self,
+        cluster: Cluster,
+        workloads: list[Workload],
+        credentials: Mapping[str, Mapping[str, str]],
+        namespace: pulumi.Input[str],
+        opts: pulumi.ResourceOptions,
+    ) -> dict[str, pulumi.Resource]:
+        """The ``<workload>-credentials`` Secret of each workload here with ``secret_env``, from the stack's secret
+        config ``gpu-fleet:workloadSecrets``; a warning for each one the config leaves to the operator."""
+        needing = {w.name: w for w in workloads if w.spec.secret_env}
+        secrets: dict[str, pulumi.Resource] = {}
+        for name in sorted(set(credentials) - set(needing)):
+            pulumi.log.warn(f"{cluster.name}: gpu-fleet:workloadSecrets.{name} is not used: no benchmark here needs it")
+        for name, wl in sorted(needing.items()):
+            wanted = wl.spec.secret_env
+            if name not in credentials:
+                pulumi.log.warn(
+                    f"{cluster.name}: {name} reads {', '.join(wanted)} from the Secret {wl.credentials_secret}, which "
+                    f"this stack does not create: set them with pulumi config set --secret --path "
+                    f"'gpu-fleet:workloadSecrets.{name}.{wanted[0]}' <value> (and so on), or create that Secret "
+                    "yourself; until it exists the benchmark's pods wait"
+                )
+                continue
+            given = credentials[name]
+            if set(given) != set(wanted):
+                missing, unknown = sorted(set(wanted) - set(given)), sorted(set(given) - set(wanted))
+                raise ValueError(
+                    f"gpu-fleet:workloadSecrets.{name} must set exactly {', '.join(wanted)} "
+                    f"(the secret_env of {name}/workload.yaml): missing {missing}, not expected {unknown}"
+                )
+            secrets[name] = k8s.core.v1.Secret(
+                f"{cluster.name}-{name}-credentials",
+                metadata={
+                    "name": wl.credentials_secret,
+                    "namespace": namespace,
+                    "labels": {"app.kubernetes.io/part-of": PART_OF, "workload": name},
+                },
+                type="Opaque",
+                string_data={k: pulumi.Output.secret(given[k]) for k in wanted},
+                opts=opts,
+            )
+        return secrets
 
     def _job(
         self,

@@ -27,6 +27,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         fleet.benchmarks(cluster),
         infra.benchmark_namespace,
         opts=pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus]),
+        credentials=settings.workload_secrets,
     )
     pulumi.export("cluster", cluster.name)
     pulumi.export("cloud", cluster.cloud)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
+from pulumi.runtime.config import is_config_secret
 
 NAMESPACE = "gpu-fleet"
 
@@ -18,6 +20,8 @@ class StackSettings:
     protect: bool
     stack_reference_prefix: str
     federation_source_ranges: list[str]
+    # workload -> {environment variable: credential}; read from secret config only, never printed
+    workload_secrets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def read() -> StackSettings:
@@ -29,4 +33,25 @@ class StackSettings:
             protect=cfg.get_bool("protect") is not False,
             stack_reference_prefix=cfg.get("stackReferencePrefix") or "organization/gpu-fleet",
             federation_source_ranges=cfg.get_object("federationSourceRanges") or [],
+            workload_secrets=_workload_secrets(cfg.get_object(WORKLOAD_SECRETS)),
         )
+
+
+WORKLOAD_SECRETS = "workloadSecrets"
+
+
+def _workload_secrets(value: Any) -> dict[str, dict[str, str]]:
+    """``gpu-fleet:workloadSecrets``, checked: a secret mapping of workload -> {variable: value}."""
+    key = f"{NAMESPACE}:{WORKLOAD_SECRETS}"
+    if value is None:
+        return {}
+    if not is_config_secret(key):
+        raise ValueError(
+            f"{key} holds credentials in plain text in the stack file: remove it and set each value with "
+            f"pulumi config set --secret --path '{key}.<workload>.<VARIABLE>' <value>"
+        )
+    if not isinstance(value, dict) or not all(
+        isinstance(vars_, dict) and all(isinstance(v, str) for v in vars_.values()) for vars_ in value.values()
+    ):
+        raise ValueError(f"{key} must map each workload to {{VARIABLE: value}} (strings)")
+    return {str(w): {str(k): v for k, v in vars_.items()} for w, vars_ in value.items()}

@@ -25,8 +25,8 @@ def stack_names(stacks_dir: Path = STACKS_DIR) -> list[str]:
 def load_stack_config(stack: str, stacks_dir: Path = STACKS_DIR) -> tuple[dict[str, str], list[str]]:
     """The stack's config as ``{"ns:key": "value"}`` (non-strings as JSON) plus the secret keys.
 
-    Encrypted values (``secure: v1:...``) cannot be decrypted offline; they become a placeholder that is
-    still a secret, so the program takes the same code path and the secret never shows in the plan.
+    Encrypted values (``secure: v1:...``, also nested in an object) cannot be decrypted offline; they become a
+    placeholder and their key a secret, so the program takes the same code path and no secret shows in the plan.
     """
     path = stack_file(stack, stacks_dir)
     if not path.is_file():
@@ -40,9 +40,26 @@ def load_stack_config(stack: str, stacks_dir: Path = STACKS_DIR) -> tuple[dict[s
     for key, value in (data.get("config") or {}).items():
         if ":" not in str(key):
             raise InputError([doc.problem(("config", key), "config keys are namespaced, such as gcp:project")])
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            config[key] = SECRET_PLACEHOLDER
+        value, secret = _decrypted(value)
+        if secret:
             secret_keys.append(key)
-        else:
-            config[key] = value if isinstance(value, str) else json.dumps(value)
+        config[key] = value if isinstance(value, str) else json.dumps(value)
     return config, secret_keys
+
+
+def _is_secure(value: object) -> bool:
+    return isinstance(value, dict) and set(value) == {"secure"}
+
+
+def _decrypted(value: object) -> tuple[object, bool]:
+    """``value`` with every encrypted part (also nested ones, which ``pulumi config set --secret --path`` writes)
+    replaced by the placeholder, and whether it had any: then the whole key is a secret, as the CLI treats it."""
+    if _is_secure(value):
+        return SECRET_PLACEHOLDER, True
+    if isinstance(value, dict):
+        pairs = {k: _decrypted(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
+    if isinstance(value, list):
+        items = [_decrypted(v) for v in value]
+        return [v for v, _ in items], any(s for _, s in items)
+    return value, False

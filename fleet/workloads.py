@@ -24,6 +24,7 @@ WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
 METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class MetricSpec(StrictModel):
@@ -94,6 +95,9 @@ class WorkloadSpec(StrictModel):
     accelerators: int = pydantic.Field(default=1, ge=1, le=8)
     resources: Resources
     env: dict[str, str] = {}
+    # Environment variables whose values are credentials: they come from the Secret ``<name>-credentials`` in
+    # the benchmark namespace (filled from the stack's secret config), never from this committed file.
+    secret_env: list[str] = []
     timeout_seconds: int = pydantic.Field(ge=60)
     backoff_limit: int = pydantic.Field(default=1, ge=0, le=6)
     ttl_seconds_after_finished: int = pydantic.Field(default=86400, ge=0)
@@ -106,6 +110,19 @@ class WorkloadSpec(StrictModel):
     def _dns(cls, v: str) -> str:
         if not DNS_LABEL.match(v) or len(v) > 40:
             raise ValueError(f"{v!r} must be a DNS-1123 label of at most 40 characters")
+        return v
+
+    @pydantic.field_validator("secret_env")
+    @classmethod
+    def _secret_env(cls, v: list[str], info: pydantic.ValidationInfo) -> list[str]:
+        bad = [n for n in v if not ENV_NAME.match(n)]
+        if bad:
+            raise ValueError(f"{bad} are not environment variable names (letters, digits and _, no leading digit)")
+        if len(set(v)) != len(v):
+            raise ValueError(f"{sorted({n for n in v if v.count(n) > 1})} listed twice")
+        clash = sorted(set(v) & set(info.data.get("env", {})))
+        if clash:
+            raise ValueError(f"{clash} also have a plain value under env: a credential must not be in this file")
         return v
 
     @pydantic.field_validator("image")
@@ -149,6 +166,11 @@ class Workload:
     def name(self) -> str:
         """The workload's name (also its folder's)."""
         return self.spec.name
+
+    @property
+    def credentials_secret(self) -> str:
+        """Name of the Kubernetes Secret its ``secret_env`` variables are read from (in the benchmark namespace)."""
+        return f"{self.spec.name}-credentials"
 
     @property
     def sample_log(self) -> Path:

@@ -222,6 +222,24 @@ BROKEN = {
         "headline",
         "headline metric 'bench_seconds' is not among the declared metrics",
     ),
+    "secret_env not a variable name": (
+        ("timeout_seconds: 600", "secret_env: [1TOKEN]\ntimeout_seconds: 600"),
+        10,
+        "secret_env",
+        "are not environment variable names",
+    ),
+    "secret_env listed twice": (
+        ("timeout_seconds: 600", "secret_env: [TOKEN, TOKEN]\ntimeout_seconds: 600"),
+        10,
+        "secret_env",
+        "['TOKEN'] listed twice",
+    ),
+    "secret_env with a plain value": (
+        ("timeout_seconds: 600", "env: {TOKEN: abc}\nsecret_env: [TOKEN]\ntimeout_seconds: 600"),
+        11,
+        "secret_env",
+        "also have a plain value under env",
+    ),
     "headline match on a missing label": (
         ("  unit: s\n", "  unit: s\n  match: {phase: warm}\n"),
         19,

@@ -1,0 +1,110 @@
+"""Workload credentials (``secret_env``): read from a Secret the stack creates from its secret config, never from a
+committed file; a warning names the exact command when the config does not give them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleet.stack_config import SECRET_PLACEHOLDER, load_stack_config
+from fleet.workloads import WORKLOADS_DIR, load_workloads
+from tests.helpers import by_type, one, plan_one
+
+POLICY = """
+clusters:
+  gcp:
+    gke-test:
+      zone: us-central1-c
+      central: true
+      gpus: [t4]
+workloads:
+  3dgan: [t4]
+"""
+CONFIG = {"gcp:project": "proj-1"}
+KEYS = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
+SECRETS = "gpu-fleet:workloadSecrets"
+SECRET_TYPE = "kubernetes:core/v1:Secret"
+JOB_TYPE = "kubernetes:batch/v1:Job"
+
+
+@pytest.fixture
+def workloads(tmp_path: Path) -> Path:
+    folder = tmp_path / "workloads"
+    shutil.copytree(WORKLOADS_DIR / "3dgan", folder / "3dgan")
+    return folder
+
+
+def secure(**values: str) -> dict[str, dict[str, str]]:
+    """What ``pulumi config set --secret --path`` writes: each value encrypted in place."""
+    return {k: {"secure": f"v1:{v}"} for k, v in values.items()}
+
+
+def test_3dgan_declares_its_s3_credentials_as_secret_env() -> None:
+    spec = load_workloads()["3dgan"].spec
+    assert spec.secret_env == KEYS
+    assert not set(KEYS) & set(spec.env)
+
+
+def test_the_job_reads_credentials_from_the_secret(tmp_path: Path, workloads: Path) -> None:
+    plan = plan_one(tmp_path, POLICY, "gke-test", CONFIG, workloads_dir=workloads)
+    (job,) = by_type(plan, JOB_TYPE)
+    env = job.inputs["spec"]["template"]["spec"]["containers"][0]["env"]
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env if "valueFrom" in e}
+    assert refs == {k: {"name": "3dgan-credentials", "key": k} for k in KEYS}
+    assert not [e for e in env if e["name"] in KEYS and "value" in e]
+
+
+def test_without_config_no_secret_and_a_warning_with_the_command(tmp_path: Path, workloads: Path) -> None:
+    plan = plan_one(tmp_path, POLICY, "gke-test", CONFIG, workloads_dir=workloads)
+    assert not [r for r in by_type(plan, SECRET_TYPE) if "credentials" in r.name]
+    (warning,) = [f.message for f in plan.findings if "3dgan-credentials" in f.message]
+    assert "pulumi config set --secret --path 'gpu-fleet:workloadSecrets.3dgan.AWS_ACCESS_KEY_ID'" in warning
+
+
+def test_secret_config_becomes_a_kubernetes_secret(tmp_path: Path, workloads: Path) -> None:
+    config = {**CONFIG, SECRETS: {"3dgan": secure(AWS_ACCESS_KEY_ID="a", AWS_SECRET_ACCESS_KEY="b")}}
+    plan = plan_one(tmp_path, POLICY, "gke-test", config, workloads_dir=workloads)
+    secret = one(plan, SECRET_TYPE, "gke-test-3dgan-credentials")
+    shown = secret.plain_inputs()
+    assert shown["metadata"]["name"] == "3dgan-credentials" and shown["metadata"]["namespace"] == "benchmarks"
+    assert shown["stringData"] == {k: "[secret]" for k in KEYS}
+    assert SECRET_PLACEHOLDER not in repr(plan.as_dict())
+    assert not [f for f in plan.findings if "3dgan-credentials" in f.message]
+
+
+def test_plain_text_credentials_are_refused(tmp_path: Path, workloads: Path) -> None:
+    config = {**CONFIG, SECRETS: {"3dgan": {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}}}
+    with pytest.raises(Exception, match="holds credentials in plain text"):
+        plan_one(tmp_path, POLICY, "gke-test", config, workloads_dir=workloads)
+
+
+def test_credentials_must_match_secret_env(tmp_path: Path, workloads: Path) -> None:
+    config = {**CONFIG, SECRETS: {"3dgan": secure(AWS_ACCESS_KEY_ID="a", AWS_REGION="x")}}
+    with pytest.raises(Exception, match=r"missing \['AWS_SECRET_ACCESS_KEY'\], not expected \['AWS_REGION'\]"):
+        plan_one(tmp_path, POLICY, "gke-test", config, workloads_dir=workloads)
+
+
+def test_credentials_for_a_workload_not_here_are_reported(tmp_path: Path, workloads: Path) -> None:
+    config = {
+        **CONFIG,
+        SECRETS: {
+            "3dgan": secure(AWS_ACCESS_KEY_ID="a", AWS_SECRET_ACCESS_KEY="b"),
+            "pyhf": secure(TOKEN="t"),
+        },
+    }
+    plan = plan_one(tmp_path, POLICY, "gke-test", config, workloads_dir=workloads)
+    assert any("gpu-fleet:workloadSecrets.pyhf is not used" in f.message for f in plan.findings)
+
+
+def test_nested_encrypted_values_make_the_key_secret(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.s.yaml").write_text(
+        "config:\n  gpu-fleet:workloadSecrets:\n    3dgan:\n      AWS_ACCESS_KEY_ID:\n        secure: v1:abc\n"
+        "  gpu-fleet:plain: {a: [1, {b: c}]}\n",
+        encoding="utf-8",
+    )
+    config, secret_keys = load_stack_config("s", tmp_path)
+    assert secret_keys == ["gpu-fleet:workloadSecrets"]
+    assert config["gpu-fleet:workloadSecrets"] == f'{{"3dgan": {{"AWS_ACCESS_KEY_ID": "{SECRET_PLACEHOLDER}"}}}}'
+    assert config["gpu-fleet:plain"] == '{"a": [1, {"b": "c"}]}'

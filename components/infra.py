@@ -250,7 +250,7 @@ class InfraStack(pulumi.ComponentResource):
         settings: StackSettings,
         namespace: pulumi.Input[str],
         child: pulumi.ResourceOptions,
-    ) -> tuple[pulumi.Output[list[dict[str, Any]]], list[str]]:
+    ) -> tuple[list[pulumi.Output[dict[str, Any]]], list[str]]:
         """One Secret and one federation scrape job per other cluster, learned through its stack's outputs."""
         selectors = federation.match_selectors(federation.workload_metrics(fleet.workloads))
         jobs = []
@@ -289,4 +289,6 @@ class InfraStack(pulumi.ComponentResource):
                 )
 
             jobs.append(ref.require_output("federation_address").apply(job))
-        return pulumi.Output.all(*jobs), secrets
+        # The list itself, not Output.all(*jobs): all() would unwrap every job deeply again, one Output per
+        # nested value (tens of thousands in a large fleet); the engine resolves each job where it stands.
+        return jobs, secrets

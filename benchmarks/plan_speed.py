@@ -355,11 +355,31 @@ PROVIDER_PREFIX = "pulumi:providers:"
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
 
 
-def _register_bare(registrations: Sequence[Registration], exports: dict[str, Any]) -> None:
-    """Declare every recorded resource again with the generic SDK classes, in registration order (a parent
-    and a provider are always registered before the resources that use them)."""
-    by_urn: dict[str, pulumi.Resource] = {}
+def _parents_first(registrations: Sequence[Registration]) -> list[Registration]:
+    """``registrations`` (in URN order, as a plan lists them) reordered so that a resource's parent and provider
+    come before it, as a program must declare them."""
+    by_urn = {r.urn: r for r in registrations}
+    ordered: list[Registration] = []
+    placed: set[str] = set()
+
+    def place(reg: Registration) -> None:
+        if reg.urn in placed:
+            return
+        placed.add(reg.urn)
+        for needed in (reg.parent, reg.provider.rsplit("::", 1)[0] if reg.provider else ""):
+            if needed in by_urn:
+                place(by_urn[needed])
+        ordered.append(reg)
+
     for reg in registrations:
+        place(reg)
+    return ordered
+
+
+def _register_bare(registrations: Sequence[Registration], exports: dict[str, Any]) -> None:
+    """Declare every recorded resource again with the generic SDK classes, each after its parent and provider."""
+    by_urn: dict[str, pulumi.Resource] = {}
+    for reg in _parents_first(registrations):
         provider = by_urn.get(reg.provider.rsplit("::", 1)[0]) if reg.provider else None
         opts = pulumi.ResourceOptions(
             parent=by_urn.get(reg.parent),  # None for the stack's direct children: the root stack

@@ -113,7 +113,8 @@ class FleetMocks(pulumi.runtime.Mocks):
                 raise PlanError(f"StackReference to {name!r}: that stack has not been planned (plan it too)")
             outputs, secret_names = self.stack_outputs[stack]
             return name, {"name": name, "outputs": outputs, "secretOutputNames": secret_names}
-        computed = _fill(copy.deepcopy(_mock_outputs()["resources"].get(args.typ, {})), args.name)
+        # _fill builds new dicts and lists, so the cached answers are never shared or changed
+        computed = _fill(_mock_outputs()["resources"].get(args.typ, {}), args.name)
         return f"{args.name}-id", {**args.inputs, **computed}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:

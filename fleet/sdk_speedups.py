@@ -72,7 +72,7 @@ def _stack_frame(filename: str, lineno: int | None) -> source_pb2.StackFrame:
     return source_pb2.StackFrame(pc=source_pb2.SourcePosition(uri=uri, line=lineno))
 
 
-def stack_trace(frame: FrameType | None = None) -> source_pb2.StackTrace:
+def stack_trace() -> source_pb2.StackTrace:
     """The ``StackTrace`` that ``pulumi.runtime.resource._get_stack_trace`` sends with a registration.
 
     Like the SDK: walk up from the caller to the third ``__init__`` (``Resource``, then ``CustomResource`` or
@@ -82,7 +82,7 @@ def stack_trace(frame: FrameType | None = None) -> source_pb2.StackTrace:
     """
     if getattr(sys, "tracebacklimit", None) is not None:
         return _SDK_STACK_TRACE()
-    current = frame or sys._getframe(1)
+    current: FrameType | None = sys._getframe(1)
     seen = 0
     while current is not None:
         if current.f_code.co_name == "__init__":

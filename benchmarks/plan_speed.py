@@ -65,7 +65,7 @@ STACK_CONFIG = {
     "pulumi:disable-default-providers": ["*"],
     "gcp:project": "bench-project",
     "gpu-fleet:stackReferencePrefix": "organization/gpu-fleet",
-    "gpu-fleet:federationSourceRanges": ["192.0.2.0/24"],
+    "gpu-fleet:federationSourceRanges": ["10.20.0.0/16"],
 }
 MONITORING = {
     "scrape_interval": "30s",

@@ -289,10 +289,12 @@ class BenchmarkJobs(pulumi.ComponentResource):
         job_spec = {
             "backoffLimit": spec.backoff_limit,
             "activeDeadlineSeconds": spec.timeout_seconds + SCALE_UP_ALLOWANCE_SECONDS + sidecar.LINGER_SECONDS,
-            "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
             "template": template,
         }
-        name = _name(spec.name, bench.pool.card, spec_hash([job_spec, bench.schedule]))
+        # The Jobs a CronJob starts are Kubernetes' own: they may expire. A Job that Pulumi manages must not:
+        # once the TTL controller deleted it, `pulumi up --refresh` would see it gone and create (and run) it again.
+        scheduled_spec = {**job_spec, "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished}
+        name = _name(spec.name, bench.pool.card, spec_hash([scheduled_spec, bench.schedule]))
         metadata = {
             "name": name,
             "namespace": namespace,
@@ -310,7 +312,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
                     "startingDeadlineSeconds": 3600,
                     "successfulJobsHistoryLimit": 3,
                     "failedJobsHistoryLimit": 3,
-                    "jobTemplate": {"metadata": {"labels": labels}, "spec": job_spec},
+                    "jobTemplate": {"metadata": {"labels": labels}, "spec": scheduled_spec},
                 },
                 opts=opts,
             )

@@ -43,7 +43,7 @@ class GkeCluster(GpuCluster):
             networking_mode="VPC_NATIVE",
             ip_allocation_policy={},
             workload_identity_config={"workload_pool": f"{project}.svc.id.goog"},
-            deletion_protection=True,
+            deletion_protection=self.settings.protect,  # GKE's own guard follows gpu-fleet:protect too
             resource_labels={"gpu-fleet-cluster": cluster.name},
             opts=self.protected(self.gcp_provider, ignore_changes=["nodeConfig", "initialNodeCount"]),
         )

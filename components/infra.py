@@ -191,8 +191,9 @@ class InfraStack(pulumi.ComponentResource):
         if not cluster.central:
             if not settings.federation_source_ranges:
                 pulumi.log.warn(
-                    f"{name}: gpu-fleet:federationSourceRanges is empty: the federation endpoint will accept "
-                    "connections from any address (mTLS still required); set it to the central cluster's egress"
+                    f"{name}: gpu-fleet:federationSourceRanges is not set: the federation endpoint accepts "
+                    "connections from any address (mTLS still required). Admit only the central cluster's egress: "
+                    f"pulumi config set --stack {name} --path 'gpu-fleet:federationSourceRanges[0]' <CIDR>"
                 )
             self.federation = FederationEndpoint(
                 name, monitoring_ns, PROMETHEUS_URL, settings.federation_source_ranges, opts=child

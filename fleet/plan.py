@@ -22,7 +22,8 @@ from pulumi.runtime.sync_await import _sync_await
 from fleet.mock_engine import FleetMocks, PlanError, RecordingMonitor, Registration
 from fleet.policy import Fleet
 from fleet.sdk_speedups import faster_sdk
-from fleet.stack_config import STACKS_DIR, load_stack_config
+from fleet.settings import NAMESPACE, OFFLINE_PLAN_KEY, STACK_FILE_KEY
+from fleet.stack_config import STACKS_DIR, load_stack_config, stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "__main__.py"
@@ -122,7 +123,12 @@ def plan_stack(
     invokes) and lets program errors through.
     """
     config, secret_keys = load_stack_config(stack, stacks_dir)
-    config = {**config, "gpu-fleet:policyFile": str(policy_file)}
+    config = {
+        **config,
+        "gpu-fleet:policyFile": str(policy_file),
+        f"{NAMESPACE}:{STACK_FILE_KEY}": str(stack_file(stack, stacks_dir)),
+        f"{NAMESPACE}:{OFFLINE_PLAN_KEY}": "true",
+    }
     if workloads_dir is not None:
         config["gpu-fleet:workloadsDir"] = str(workloads_dir)
     mocks = FleetMocks(references)

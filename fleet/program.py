@@ -12,7 +12,7 @@ from components.cluster import GpuCluster
 from components.infra import InfraStack
 from fleet.errors import InputError
 from fleet.policy import POLICY_FILE, Fleet, load_fleet_cached
-from fleet.settings import StackSettings
+from fleet.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings
 from fleet.workloads import WORKLOADS_DIR
 
 
@@ -45,13 +45,20 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
 
 
 def main() -> None:
-    """Entry point of ``__main__.py``: load the policy, then build the current stack's cluster."""
-    settings = StackSettings.read()
-    policy = Path(settings.policy_file) if settings.policy_file else POLICY_FILE
+    """Entry point of ``__main__.py``: load the policy, then build the current stack's cluster.
+
+    Bad input (the policy, a workload, the stack's config) stops the program before it declares anything. Under
+    ``pulumi up`` the problems are printed and the run fails without a traceback; under the offline plan the
+    ``InputError`` goes up to the command line, which reports it the same way as any other bad input.
+    """
     try:
+        settings = StackSettings.read()
+        policy = Path(settings.policy_file) if settings.policy_file else POLICY_FILE
         fleet = load_fleet_cached(policy, Path(settings.workloads_dir) if settings.workloads_dir else WORKLOADS_DIR)
         build(fleet, pulumi.get_stack(), settings)
     except InputError as exc:
+        if pulumi.Config(NAMESPACE).get_bool(OFFLINE_PLAN_KEY):
+            raise
         for problem in exc.problems:
             print(problem, file=sys.stderr)
-        raise pulumi.RunError(f"{len(exc.problems)} problem(s) in the fleet policy; nothing was deployed") from None
+        raise pulumi.RunError(f"{len(exc.problems)} problem(s) in the input; nothing was deployed") from None

@@ -1,14 +1,98 @@
-"""Stack configuration keys of the ``gpu-fleet`` namespace, read in one place with their defaults."""
+"""Stack configuration keys of the ``gpu-fleet`` namespace, read in one place with their defaults and checks.
+
+A wrong value is an ``InputError`` located in the stack file (``stacks/Pulumi.<stack>.yaml``), so ``plan`` and
+``pulumi up`` both refuse it with ``FILE:LINE: key: what is wrong`` before anything is deployed.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime.config import is_config_secret
 
+from fleet.errors import InputError, Problem, format_path
+from fleet.yaml_source import read_yaml
+
 NAMESPACE = "gpu-fleet"
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOAD_SECRETS = "workloadSecrets"
+# Set by the offline plan (fleet/plan.py): the stack file it read, so problems point into it.
+STACK_FILE_KEY = "stackFile"
+# Set by the offline plan: bad input goes up as an ``InputError`` instead of a Pulumi run error.
+OFFLINE_PLAN_KEY = "offlinePlan"
+
+# Address ranges that never carry real traffic (RFC 5737, RFC 3849): a sample value left in a stack file.
+DOCUMENTATION_RANGES = tuple(
+    ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
+)
+
+
+def stack_file_path() -> Path:
+    """The current stack's config file: the one the offline plan read, else ``stacks/Pulumi.<stack>.yaml``."""
+    given = pulumi.Config(NAMESPACE).get(STACK_FILE_KEY)
+    return Path(given) if given else ROOT / "stacks" / f"Pulumi.{pulumi.get_stack()}.yaml"
+
+
+def config_problem(key: str, message: str, *subpath: object) -> Problem:
+    """A problem with config ``key`` (``ns:name``, optionally a path inside its value), located in the stack file."""
+    path = stack_file_path()
+    keys: tuple[object, ...] = ("config", key, *subpath)
+    if path.is_file():
+        try:
+            return read_yaml(path).problem(keys, message)
+        except InputError:
+            pass  # the file itself is broken: the location below still names it
+    return Problem(str(path), 1, format_path(keys), message)
+
+
+def config_value(cfg: pulumi.Config, name: str) -> Any:
+    """A config value as the stack file wrote it: objects and lists decoded, anything else the plain string.
+
+    Unlike ``Config.get_object`` this never fails (nor echoes the value, which may be a secret, in an error): the
+    caller checks the type and reports a located problem.
+    """
+    raw = cfg.get(name)
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def check_source_ranges(value: Any) -> tuple[list[str], list[tuple[tuple[object, ...], str]]]:
+    """``gpu-fleet:federationSourceRanges`` as CIDR strings, and its problems as (path inside the value, message).
+
+    A range must parse as a network address; ``0.0.0.0/0`` (or ``::/0``) and documentation ranges are refused:
+    the first admits every address, the second none that exists, so federation would be open or blocked.
+    """
+    if value is None:
+        return [], []
+    if not isinstance(value, list):
+        return [], [((), "must be a list of CIDR ranges, such as [\"188.184.0.0/15\"]")]
+    ranges: list[str] = []
+    problems: list[tuple[tuple[object, ...], str]] = []
+    for i, item in enumerate(value):
+        try:
+            net = ipaddress.ip_network(str(item), strict=True)
+        except ValueError as exc:
+            problems.append(((i,), f"{item!r} is not a CIDR range ({exc})"))
+            continue
+        if net.prefixlen == 0:
+            problems.append(((i,), f"{net} admits every address: give the central cluster's egress ranges"))
+        elif any(net.version == doc.version and net.subnet_of(doc) for doc in DOCUMENTATION_RANGES):  # type: ignore[arg-type]
+            problems.append(
+                ((i,), f"{net} is a documentation range (RFC 5737/3849) that no real address is in: replace the "
+                 "sample value with the central cluster's egress ranges")
+            )
+        else:
+            ranges.append(str(net))
+    return ranges, problems
 
 
 @dataclass(frozen=True)
@@ -20,24 +104,38 @@ class StackSettings:
     protect: bool
     stack_reference_prefix: str
     federation_source_ranges: list[str]
+    # StorageClass of the central Prometheus volume; None: the cluster's default class
+    storage_class: str | None = None
     # workload -> {environment variable: credential}; read from secret config only, never printed
     workload_secrets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def read() -> StackSettings:
-        """Read the ``gpu-fleet:*`` keys of the current stack."""
+        """Read the ``gpu-fleet:*`` keys of the current stack; every problem at once as an ``InputError``."""
         cfg = pulumi.Config(NAMESPACE)
+        problems: list[Problem] = []
+        ranges_key = f"{NAMESPACE}:federationSourceRanges"
+        ranges, range_problems = check_source_ranges(config_value(cfg, "federationSourceRanges"))
+        problems += [config_problem(ranges_key, msg, *where) for where, msg in range_problems]
+        storage_class = cfg.get("storageClass")
+        if storage_class is not None and not storage_class.strip():
+            problems.append(config_problem(f"{NAMESPACE}:storageClass", "must name a StorageClass"))
+        secrets: dict[str, dict[str, str]] = {}
+        try:
+            secrets = _workload_secrets(config_value(cfg, WORKLOAD_SECRETS))
+        except ValueError as exc:
+            problems.append(config_problem(f"{NAMESPACE}:{WORKLOAD_SECRETS}", str(exc)))
+        if problems:
+            raise InputError(problems)
         return StackSettings(
             policy_file=cfg.get("policyFile"),
             workloads_dir=cfg.get("workloadsDir"),
             protect=cfg.get_bool("protect") is not False,
             stack_reference_prefix=cfg.get("stackReferencePrefix") or "organization/gpu-fleet",
-            federation_source_ranges=cfg.get_object("federationSourceRanges") or [],
-            workload_secrets=_workload_secrets(cfg.get_object(WORKLOAD_SECRETS)),
+            federation_source_ranges=ranges,
+            storage_class=storage_class,
+            workload_secrets=secrets,
         )
-
-
-WORKLOAD_SECRETS = "workloadSecrets"
 
 
 def _workload_secrets(value: Any) -> dict[str, dict[str, str]]:
@@ -47,11 +145,11 @@ def _workload_secrets(value: Any) -> dict[str, dict[str, str]]:
         return {}
     if not is_config_secret(key):
         raise ValueError(
-            f"{key} holds credentials in plain text in the stack file: remove it and set each value with "
+            f"holds credentials in plain text in the stack file: remove it and set each value with "
             f"pulumi config set --secret --path '{key}.<workload>.<VARIABLE>' <value>"
         )
     if not isinstance(value, dict) or not all(
         isinstance(vars_, dict) and all(isinstance(v, str) for v in vars_.values()) for vars_ in value.values()
     ):
-        raise ValueError(f"{key} must map each workload to {{VARIABLE: value}} (strings)")
+        raise ValueError("must map each workload to {VARIABLE: value} (strings)")
     return {str(w): {str(k): v for k, v in vars_.items()} for w, vars_ in value.items()}

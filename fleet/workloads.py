@@ -100,6 +100,7 @@ class WorkloadSpec(StrictModel):
     secret_env: list[str] = []
     timeout_seconds: int = pydantic.Field(ge=60)
     backoff_limit: int = pydantic.Field(default=1, ge=0, le=6)
+    # Only for the Jobs a schedule (CronJob) starts; a one-off Job is managed by Pulumi and kept (see benchmark.py).
     ttl_seconds_after_finished: int = pydantic.Field(default=86400, ge=0)
     volumes: list[DataVolume] = []
     metrics: list[MetricSpec] = pydantic.Field(min_length=1)

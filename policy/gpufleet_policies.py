@@ -420,6 +420,18 @@ def _validate_bench_security(args: ResourceValidationArgs, report: ReportViolati
             report(f"benchmark {args.name!r} sets {key}: true; remove it, benchmarks need no host namespaces")
 
 
+def _validate_job_kept(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if not args.resource_type.endswith("batch/v1:Job"):
+        return
+    spec = _plain(args.props).get("spec") or {}
+    if spec.get("ttlSecondsAfterFinished") is not None:
+        report(
+            f"Job {args.name!r} sets ttlSecondsAfterFinished: Kubernetes deletes it after it finishes, and the next "
+            "`pulumi up --refresh` creates it again and reruns it; remove the TTL (a CronJob's jobTemplate may keep "
+            "one: those Jobs are not Pulumi's)"
+        )
+
+
 # --- (c) the stack's benchmarks are exactly the policy's -------------------------------------------------------
 
 
@@ -542,6 +554,11 @@ POLICIES = [
         "benchmark-no-host-access",
         "Benchmark pods have no privileged containers, hostPath volumes or host namespaces.",
         _validate_bench_security,
+    ),
+    _resource(
+        "job-not-deleted-by-ttl",
+        "Jobs that Pulumi manages set no ttlSecondsAfterFinished, so a refresh never recreates and reruns them.",
+        _validate_job_kept,
     ),
     StackValidationPolicy(
         name="benchmark-set-matches-policy",

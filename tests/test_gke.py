@@ -73,3 +73,14 @@ def test_kubeconfig_is_secret_and_uses_the_gke_auth_plugin(tmp_path):
     (provider,) = by_type(plan, "pulumi:providers:kubernetes")
     assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
     assert "gke-gcloud-auth-plugin" in rpc.unwrap_rpc_secret(provider.inputs["kubeconfig"])
+
+
+def test_gke_deletion_protection_follows_the_protect_setting(tmp_path):
+    """GKE refuses to delete a cluster with deletion_protection; it must follow gpu-fleet:protect like Pulumi's."""
+    (tmp_path / "on").mkdir()
+    (tmp_path / "off").mkdir()
+    (guarded,) = by_type(plan_one(tmp_path / "on", POLICY, "gke-test", CONFIG), "gcp:container/cluster:Cluster")
+    assert guarded.protect is True and guarded.inputs["deletionProtection"] is True
+    opted_out = plan_one(tmp_path / "off", POLICY, "gke-test", {**CONFIG, "gpu-fleet:protect": False})
+    (cluster,) = by_type(opted_out, "gcp:container/cluster:Cluster")
+    assert cluster.protect is False and cluster.inputs["deletionProtection"] is False

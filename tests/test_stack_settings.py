@@ -1,0 +1,73 @@
+"""Stack settings (``gpu-fleet:*`` in a stack file) are checked before anything is planned or deployed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleet.cli import main
+from fleet.settings import check_source_ranges
+from tests.helpers import write_policy
+
+POLICY = """
+clusters:
+  gcp:
+    central-test:
+      zone: us-central1-a
+      central: true
+      gpus: [t4]
+    leaf-test:
+      zone: us-central1-c
+      gpus: [l4]
+"""
+GCP = {"gcp:project": "proj-1"}
+
+
+def plan_leaf(tmp_path: Path, capsys: pytest.CaptureFixture[str], leaf: dict) -> tuple[int, str]:
+    """Plan the leaf stack of a two-cluster fixture fleet with ``leaf`` config; (exit status, all output)."""
+    policy, stacks = write_policy(tmp_path, POLICY, {"central-test": GCP, "leaf-test": {**GCP, **leaf}})
+    workloads = tmp_path / "workloads"
+    workloads.mkdir()
+    args = ["plan", "--policy", str(policy), "--stacks-dir", str(stacks), "--workloads-dir", str(workloads)]
+    status = main([*args, "--stack", "leaf-test", "--no-policy-pack"])
+    out, err = capsys.readouterr()
+    return status, out + err
+
+
+@pytest.mark.parametrize(
+    ("ranges", "fragment"),
+    [
+        (["192.0.2.0/24"], "192.0.2.0/24 is a documentation range"),
+        (["198.51.100.7/32"], "documentation range"),
+        (["2001:db8::/48"], "documentation range"),
+        (["0.0.0.0/0"], "admits every address"),
+        (["::/0"], "admits every address"),
+        (["10.0.0.300/8"], "is not a CIDR range"),
+        (["10.1.2.3/8"], "has host bits set"),
+        ("10.0.0.0/8", "must be a list of CIDR ranges"),
+    ],
+)
+def test_bad_federation_source_ranges_are_refused_with_the_stack_file_line(tmp_path, capsys, ranges, fragment):
+    status, err = plan_leaf(tmp_path, capsys, {"gpu-fleet:federationSourceRanges": ranges})
+    assert status == 2
+    assert "Pulumi.leaf-test.yaml:" in err and "gpu-fleet:federationSourceRanges" in err and fragment in err
+    assert "Traceback" not in err
+
+
+def test_real_ranges_reach_the_federation_endpoint(tmp_path, capsys):
+    status, err = plan_leaf(tmp_path, capsys, {"gpu-fleet:federationSourceRanges": ["188.184.0.0/15", "10.0.0.0/8"]})
+    assert status == 0, err
+    assert "federationSourceRanges is not set" not in err
+
+
+def test_unset_ranges_warn_with_the_exact_command(tmp_path, capsys):
+    status, out = plan_leaf(tmp_path, capsys, {})
+    assert status == 0
+    assert "pulumi config set --stack leaf-test --path 'gpu-fleet:federationSourceRanges[0]'" in out
+
+
+def test_check_source_ranges_keeps_good_ranges_in_order():
+    ranges, problems = check_source_ranges(["10.0.0.0/8", "203.0.113.0/24", "2a00:1450::/32"])
+    assert ranges == ["10.0.0.0/8", "2a00:1450::/32"]
+    assert [where for where, _ in problems] == [(1,)]

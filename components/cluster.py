@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import importlib
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -71,6 +71,19 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
     @abc.abstractmethod
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
         """Create the cloud's resources; return (kubeconfig, pools by card, cloud cluster name)."""
+
+    @classmethod
+    def has_default_storage_class(cls, cluster: Cluster) -> bool:
+        """Whether ``cluster`` will have a default StorageClass (else a volume must name one)."""
+        return cluster.facts.default_storage_class
+
+    def gpu_exporter_values(self) -> dict[str, Any]:
+        """dcgm-exporter chart values this cloud needs on top of the fleet's (where its GPU driver lives).
+
+        Empty where the container runtime hands the driver to the exporter pod, as the NVIDIA container toolkit
+        does on EKS, AKS and Magnum GPU nodes.
+        """
+        return {}
 
     def child(self, provider: pulumi.ProviderResource | None = None, **kwargs: object) -> pulumi.ResourceOptions:
         """Options for a child resource: parented to this component, with the cloud's explicit provider."""

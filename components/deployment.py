@@ -1,4 +1,4 @@
-"""The one-replica Deployment shape shared by the fleet's own services (federation gateway, registry mirror)."""
+"""The one-replica Deployment shape of the fleet's own services (the federation gateway)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,13 @@ def single_replica_deployment(
     namespace: pulumi.Input[str],
     pod_spec: dict[str, Any],
     opts: pulumi.ResourceOptions,
+    node_selector: dict[str, str] | None = None,
 ) -> k8s.apps.v1.Deployment:
-    """A Deployment named ``app`` with one replica of ``pod_spec``, selected by ``app_labels(app)``."""
+    """A Deployment named ``app`` with one replica of ``pod_spec``, selected by ``app_labels(app)``, on the nodes
+    ``node_selector`` names (the cluster's system pool, so no service lands on a GPU node)."""
     labels = app_labels(app)
+    if node_selector:
+        pod_spec = {**pod_spec, "nodeSelector": node_selector}
     return k8s.apps.v1.Deployment(
         resource_name,
         metadata={"name": app, "namespace": namespace, "labels": labels},

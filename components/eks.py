@@ -10,8 +10,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.autoscaler import NAMESPACE as AUTOSCALER_NAMESPACE
+from components.autoscaler import cluster_autoscaler
 from components.cluster import GpuCluster
-from components.images import helm_release
 from components.kubeconfig import exec_kubeconfig
 from components.taints import autoscaler_tag_value, upper_effect
 from fleet.policy import Cluster, GpuPool
@@ -25,8 +26,8 @@ DEFAULT_NVIDIA_AMI = "AL2023_x86_64_NVIDIA"  # AL2_x86_64_GPU reached end of sup
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
 
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
-AUTOSCALER_SA_NAMESPACE = "kube-system"
 AUTOSCALER_SA_NAME = "cluster-autoscaler"
+EBS_CSI_SA_NAME = "ebs-csi-controller-sa"  # the add-on's controller service account (aws-ebs-csi-driver docs)
 # cluster-autoscaler must match the control plane's minor version (autoscaler README), whatever image the
 # chart defaults to. Latest patches known per minor (kubernetes/autoscaler releases, 2026-07-23); a minor
 # not listed gets its .0 release, which always exists.
@@ -180,6 +181,8 @@ class EksCluster(GpuCluster):
             ),
         )
         pools = {pool.card: self._gpu_node_group(cluster, pool) for pool in cluster.pools}
+        if cluster.central:
+            self._ebs_csi_driver(cluster)
         kubeconfig = exec_kubeconfig(
             cluster.name,
             self.cluster.endpoint,
@@ -337,10 +340,9 @@ class EksCluster(GpuCluster):
 
     # --- in-cluster resources -------------------------------------------------------------------------
 
-    def _cluster_autoscaler(self, cluster: Cluster) -> k8s.helm.v3.Release:
-        """The cluster-autoscaler: an IRSA role and the Helm chart, on the system node group."""
-        name = cluster.name
-        subject = f"system:serviceaccount:{AUTOSCALER_SA_NAMESPACE}:{AUTOSCALER_SA_NAME}"
+    def _irsa_role(self, name: str, namespace: str, service_account: str) -> aws.iam.Role:
+        """An IAM role that only the Kubernetes service account ``namespace/service_account`` assumes (IRSA)."""
+        subject = f"system:serviceaccount:{namespace}:{service_account}"
 
         def trust(args: list[Any]) -> str:
             oidc_arn, host = args
@@ -358,11 +360,45 @@ class EksCluster(GpuCluster):
                 }
             )
 
-        role = aws.iam.Role(
-            f"{name}-cluster-autoscaler",
+        return aws.iam.Role(
+            name,
             assume_role_policy=pulumi.Output.all(self.oidc_provider.arn, self.issuer_host).apply(trust),
             opts=self.child(self.aws_provider),
         )
+
+    def _ebs_csi_driver(self, cluster: Cluster) -> aws.eks.Addon:
+        """The EBS CSI driver add-on with its default StorageClass, for the central Prometheus volume.
+
+        New EKS clusters (1.30+) no longer mark gp2 as default, and volumes need the EBS CSI driver (EKS docs
+        "Store Kubernetes volumes with Amazon EBS"); the add-on creates a default class from v1.31.0 on when
+        ``defaultStorageClass.enabled`` is set (aws-ebs-csi-driver add-on configuration). Its controller uses IRSA.
+        """
+        name = f"{cluster.name}-ebs-csi"
+        role = self._irsa_role(name, "kube-system", EBS_CSI_SA_NAME)
+        attachment = aws.iam.RolePolicyAttachment(
+            name,
+            role=role.name,
+            policy_arn=f"arn:{self.partition}:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
+            opts=self.child(self.aws_provider),
+        )
+        return aws.eks.Addon(
+            name,
+            cluster_name=self.cluster.name,
+            addon_name="aws-ebs-csi-driver",
+            service_account_role_arn=role.arn,
+            configuration_values=json.dumps({"defaultStorageClass": {"enabled": True}}),
+            opts=self.child(self.aws_provider, depends_on=[attachment, self.system_node_group]),
+        )
+
+    @classmethod
+    def has_default_storage_class(cls, cluster: Cluster) -> bool:
+        """The central cluster gets the EBS CSI add-on and its default class (``_ebs_csi_driver``)."""
+        return cluster.central or super().has_default_storage_class(cluster)
+
+    def _cluster_autoscaler(self, cluster: Cluster) -> k8s.helm.v3.Release:
+        """The cluster-autoscaler: an IRSA role and the Helm chart, on the system node group."""
+        name = cluster.name
+        role = self._irsa_role(f"{name}-cluster-autoscaler", AUTOSCALER_NAMESPACE, AUTOSCALER_SA_NAME)
         policy = aws.iam.RolePolicy(
             f"{name}-cluster-autoscaler",
             role=role.name,
@@ -397,18 +433,11 @@ class EksCluster(GpuCluster):
                     "annotations": {"eks.amazonaws.com/role-arn": role.arn},
                 }
             },
-            "extraArgs": {
-                "balance-similar-node-groups": True,
-                "skip-nodes-with-system-pods": False,
-                "expander": "least-waste",
-            },
-            "nodeSelector": {"role": "system"},
+            "nodeSelector": cluster.system_selector,
         }
-        return helm_release(
+        return cluster_autoscaler(
             f"{name}-cluster-autoscaler",
-            "cluster-autoscaler",
             AUTOSCALER_SA_NAME,
-            AUTOSCALER_SA_NAMESPACE,
             values,
             pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[self.system_node_group, policy]),
         )

@@ -74,6 +74,7 @@ class FederationEndpoint(pulumi.ComponentResource):
         prometheus_url: str,
         source_ranges: list[str],
         opts: pulumi.ResourceOptions | None = None,
+        node_selector: dict[str, str] | None = None,
     ):
         super().__init__(self.TYPE, f"{cluster}-federation", None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -167,6 +168,7 @@ class FederationEndpoint(pulumi.ComponentResource):
                 ],
             },
             child,
+            node_selector,
         )
         service = k8s.core.v1.Service(
             f"{cluster}-federation-gateway",

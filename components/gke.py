@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -11,6 +13,19 @@ from components.taints import upper_effect
 from fleet.policy import Cluster, GpuPool
 
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# Where GKE's driver installer puts the NVIDIA driver on the host, and where GKE's own GPU pods mount it: the
+# defaults of GKE's device plugin (GoogleCloudPlatform/container-engine-accelerators@992db812,
+# cmd/nvidia_gpu/nvidia_gpu.go host-path/container-path) and Google's dcgm-exporter manifest
+# (GoogleCloudPlatform/prometheus-engine examples/nvidia-dcgm/exporter.yaml).
+DRIVER_HOST_PATH = "/home/kubernetes/bin/nvidia"
+DRIVER_MOUNT_PATH = "/usr/local/nvidia"
+# The dcgm-exporter chart 4.1.1 mounts its counter list this way by default (NVIDIA/dcgm-exporter@4.2.3-4.1.1,
+# deployment/values.yaml extraVolumeMounts); setting the list replaces the default, so it is listed again.
+DCGM_COUNTERS_MOUNT = {
+    "name": "exporter-metrics-volume",
+    "mountPath": "/etc/dcgm-exporter/default-counters.csv",
+    "subPath": "default-counters.csv",
+}
 
 
 class GkeCluster(GpuCluster):
@@ -76,6 +91,25 @@ class GkeCluster(GpuCluster):
             [],
         )
         return kubeconfig, pools, self.cluster.name
+
+    def gpu_exporter_values(self) -> dict[str, Any]:
+        """GKE keeps the driver on the host and does not make the NVIDIA runtime the default: a pod that requests no
+        GPU (the exporter) gets no NVML, and the stock chart logs "Cannot init NVML library; err:
+        ERROR_LIBRARY_NOT_FOUND" while collecting nothing (NVIDIA/dcgm-exporter issues 484, 59; NVIDIA/gpu-operator
+        issue 1532). As Google's own manifest does: mount the driver directory, point the loader at its libraries,
+        run privileged to reach the devices, and name GPUs by device so pod labels resolve (dcgm-exporter 342)."""
+        return {
+            "extraHostVolumes": [{"name": "nvidia-install-dir-host", "hostPath": DRIVER_HOST_PATH}],
+            "extraVolumeMounts": [
+                DCGM_COUNTERS_MOUNT,
+                {"name": "nvidia-install-dir-host", "mountPath": DRIVER_MOUNT_PATH, "readOnly": True},
+            ],
+            "extraEnv": [
+                {"name": "LD_LIBRARY_PATH", "value": f"{DRIVER_MOUNT_PATH}/lib64"},
+                {"name": "DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE", "value": "device-name"},
+            ],
+            "securityContext": {"privileged": True},
+        }
 
     def _gpu_pool(self, cluster: Cluster, pool: GpuPool) -> gcp.container.NodePool:
         offer = pool.offer

@@ -1,4 +1,4 @@
-"""The infra stack every cluster gets: namespaces and quotas, Prometheus, GPU plugin/exporter, registry mirror.
+"""The infra stack every cluster gets: namespaces and quotas, Prometheus, the GPU device plugin and exporter.
 
 Deployed through the cluster's Kubernetes provider (``opts.providers``). The central cluster's Prometheus
 also federates every other cluster (components/federation.py, fleet/federation.py).
@@ -12,9 +12,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.deployment import PART_OF, app_labels, single_replica_deployment
+from components.deployment import PART_OF
 from components.federation import SECRETS_DIR, FederationEndpoint, server_name
-from components.images import helm_release, image
+from components.images import helm_release
 from components.taints import toleration
 from fleet import federation
 from fleet.policy import Cluster, Fleet
@@ -22,10 +22,9 @@ from fleet.settings import StackSettings
 
 MONITORING_NS = "monitoring"
 BENCHMARK_NS = "benchmarks"
-MIRROR_NS = "registry-mirror"
+CRITICAL_PRIORITY = ("system-node-critical", "system-cluster-critical")
 RELEASE = "kps"  # kube-prometheus-stack release name; its Prometheus service is kps-prometheus
 PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
-MIRROR_NODE_PORT = 30500
 
 
 def gpu_tolerations(cluster: Cluster) -> list[dict[str, str]]:
@@ -65,9 +64,20 @@ def benchmark_quota(cluster: Cluster) -> dict[str, str]:
 
 
 def prometheus_values(
-    cluster: Cluster, fleet: Fleet, scrape_configs: Any = None, secrets: list[str] | None = None
+    cluster: Cluster,
+    fleet: Fleet,
+    scrape_configs: Any = None,
+    secrets: list[str] | None = None,
+    storage_class: str | None = None,
 ) -> dict[str, Any]:
-    """kube-prometheus-stack values for a leaf or (with scrape configs) the central Prometheus."""
+    """kube-prometheus-stack values for a leaf or (with scrape configs) the central Prometheus.
+
+    Every pod of the release but the node exporter runs on the system pool (``cluster.system_selector``): on
+    Magnum GPU nodes carry no taint, and Prometheus with its volume must not pin a GPU node up. The central's
+    volume uses ``storage_class`` (``gpu-fleet:storageClass``), or the cluster's default class when None.
+    The value keys are those of kube-prometheus-stack 79.5.0 (charts/kube-prometheus-stack/values.yaml at tag
+    kube-prometheus-stack-79.5.0) and its subcharts grafana and kube-state-metrics 6.4.1.
+    """
     mon = fleet.monitoring
     selectors_nil = {
         f"{kind}SelectorNilUsesHelmValues": False
@@ -82,24 +92,37 @@ def prometheus_values(
         **selectors_nil,
         "resources": {"requests": {"cpu": "200m", "memory": "1Gi"}},
     }
+    system = cluster.system_selector
     rules: dict[str, Any] = {"gpufleet-gpu-aggregates": federation.leaf_recording_rules()}
     if cluster.central:
-        spec["storageSpec"] = {
-            "volumeClaimTemplate": {
-                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": mon.central_storage}}}
-            }
+        claim: dict[str, Any] = {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": mon.central_storage}},
         }
+        if storage_class:
+            claim["storageClassName"] = storage_class
+        spec["storageSpec"] = {"volumeClaimTemplate": {"spec": claim}}
         spec["additionalScrapeConfigs"] = scrape_configs or []
         spec["secrets"] = secrets or []
         metrics = federation.workload_metrics(fleet.workloads)
         rules["gpufleet-federation-alerts"] = federation.central_alert_rules(metrics)
-    return {
+    values: dict[str, Any] = {
         "fullnameOverride": RELEASE,
         "prometheus": {"prometheusSpec": spec},
         "additionalPrometheusRulesMap": rules,
         "alertmanager": {"enabled": cluster.central},
         "grafana": {"enabled": cluster.central},
     }
+    if system:
+        spec["nodeSelector"] = system
+        values["alertmanager"]["alertmanagerSpec"] = {"nodeSelector": system}
+        values["grafana"]["nodeSelector"] = system
+        values["prometheusOperator"] = {
+            "nodeSelector": system,
+            "admissionWebhooks": {"patch": {"nodeSelector": system}},
+        }
+        values["kube-state-metrics"] = {"nodeSelector": system}
+    return values
 
 
 class InfraStack(pulumi.ComponentResource):
@@ -108,8 +131,14 @@ class InfraStack(pulumi.ComponentResource):
     TYPE = "gpufleet:index:InfraStack"
 
     def __init__(
-        self, cluster: Cluster, fleet: Fleet, settings: StackSettings, opts: pulumi.ResourceOptions | None = None
+        self,
+        cluster: Cluster,
+        fleet: Fleet,
+        settings: StackSettings,
+        opts: pulumi.ResourceOptions | None = None,
+        exporter_values: dict[str, Any] | None = None,
     ):
+        """``exporter_values``: the cloud's own dcgm-exporter values (``GpuCluster.gpu_exporter_values``)."""
         super().__init__(self.TYPE, f"{cluster.name}-infra", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         name = cluster.name
@@ -119,7 +148,7 @@ class InfraStack(pulumi.ComponentResource):
                 metadata={"name": ns, "labels": {"app.kubernetes.io/part-of": PART_OF}},
                 opts=child,
             )
-            for ns in (MONITORING_NS, BENCHMARK_NS, MIRROR_NS)
+            for ns in (MONITORING_NS, BENCHMARK_NS)
         }
         self.benchmark_namespace = namespaces[BENCHMARK_NS].metadata["name"]
         k8s.core.v1.ResourceQuota(
@@ -154,7 +183,7 @@ class InfraStack(pulumi.ComponentResource):
             "kube-prometheus-stack",
             RELEASE,
             monitoring_ns,
-            prometheus_values(cluster, fleet, scrape_configs, secrets),
+            prometheus_values(cluster, fleet, scrape_configs, secrets, settings.storage_class),
             child,
             timeout=900,
         )
@@ -170,6 +199,24 @@ class InfraStack(pulumi.ComponentResource):
                 child,
             )
         if nvidia_pools:
+            # The chart gives its pods priorityClassName system-node-critical (it cannot be unset: the template
+            # defaults an empty value to it; NVIDIA/dcgm-exporter@4.2.3-4.1.1 deployment/templates/daemonset.yaml).
+            # GKE admits pods of that class only in namespaces with a matching ResourceQuota (its own is in
+            # kube-system: gcp-critical-pods; openservicemesh/osm#4408, open-policy-agent/gatekeeper#1120), so the
+            # monitoring namespace gets one, sized to one exporter per GPU node at most.
+            critical = k8s.core.v1.ResourceQuota(
+                f"{name}-monitoring-critical-pods",
+                metadata={"name": "critical-pods", "namespace": monitoring_ns},
+                spec={
+                    "hard": {"pods": str(sum(p.max_nodes for p in nvidia_pools))},
+                    "scopeSelector": {
+                        "matchExpressions": [
+                            {"operator": "In", "scopeName": "PriorityClass", "values": list(CRITICAL_PRIORITY)}
+                        ]
+                    },
+                },
+                opts=child,
+            )
             helm_release(
                 f"{name}-dcgm-exporter",
                 "dcgm-exporter",
@@ -183,10 +230,10 @@ class InfraStack(pulumi.ComponentResource):
                         "honorLabels": True,
                         "interval": fleet.monitoring.scrape_interval,
                     },
+                    **(exporter_values or {}),
                 },
-                pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus]),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus, critical]),
             )
-        self._registry_mirror(name, namespaces[MIRROR_NS].metadata["name"], child)
         self.federation: FederationEndpoint | None = None
         if not cluster.central:
             if not settings.federation_source_ranges:
@@ -196,53 +243,14 @@ class InfraStack(pulumi.ComponentResource):
                     f"pulumi config set --stack {name} --path 'gpu-fleet:federationSourceRanges[0]' <CIDR>"
                 )
             self.federation = FederationEndpoint(
-                name, monitoring_ns, PROMETHEUS_URL, settings.federation_source_ranges, opts=child
+                name,
+                monitoring_ns,
+                PROMETHEUS_URL,
+                settings.federation_source_ranges,
+                opts=child,
+                node_selector=cluster.system_selector,
             )
         self.register_outputs({"benchmark_namespace": self.benchmark_namespace})
-
-    def _registry_mirror(self, name: str, namespace: pulumi.Input[str], child: pulumi.ResourceOptions) -> None:
-        """A Docker Hub pull-through cache, reachable from every node at ``localhost:30500``.
-
-        Containerd allows plain HTTP for localhost registries, and kube-proxy answers NodePorts on the
-        node's loopback, so an image ``localhost:30500/<repo>:<tag>`` is pulled once per cluster.
-        """
-        labels = app_labels("registry-mirror")
-        single_replica_deployment(
-            f"{name}-registry-mirror",
-            "registry-mirror",
-            namespace,
-            {
-                "containers": [
-                    {
-                        "name": "registry",
-                        "image": image("registry"),
-                        "env": [
-                            {"name": "REGISTRY_PROXY_REMOTEURL", "value": "https://registry-1.docker.io"},
-                            {"name": "REGISTRY_STORAGE_DELETE_ENABLED", "value": "true"},
-                        ],
-                        "ports": [{"name": "registry", "containerPort": 5000}],
-                        "readinessProbe": {"httpGet": {"path": "/v2/", "port": "registry"}},
-                        "resources": {
-                            "requests": {"cpu": "100m", "memory": "256Mi"},
-                            "limits": {"memory": "1Gi"},
-                        },
-                        "volumeMounts": [{"name": "cache", "mountPath": "/var/lib/registry"}],
-                    }
-                ],
-                "volumes": [{"name": "cache", "emptyDir": {"sizeLimit": "100Gi"}}],
-            },
-            child,
-        )
-        k8s.core.v1.Service(
-            f"{name}-registry-mirror",
-            metadata={"name": "registry-mirror", "namespace": namespace, "labels": labels},
-            spec={
-                "type": "NodePort",
-                "selector": labels,
-                "ports": [{"name": "registry", "port": 5000, "targetPort": "registry", "nodePort": MIRROR_NODE_PORT}],
-            },
-            opts=child,
-        )
 
     def _federation_sources(
         self,

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 import pulumi_openstack as openstack
 from pulumi_openstack import containerinfra
 
+from components.autoscaler import cluster_autoscaler
 from components.cluster import GpuCluster
+from fleet.errors import InputError
 from fleet.policy import Cluster, GpuPool
-from fleet.settings import NAMESPACE
+from fleet.settings import NAMESPACE, StackSettings, config_problem, config_value
 
 # The Kubernetes node label Magnum puts on every node of a node group: ``<ROLE_LABEL>=<the group's role>``.
 ROLE_LABEL = "magnum.openstack.org/role"
@@ -49,85 +54,132 @@ def node_selector(card: str) -> dict[str, str]:
     return {ROLE_LABEL: gpu_role(card)}
 
 
-def _patch_tag(version: str) -> str:
-    """``1.33`` -> ``v1.33.0``; ``1.33.2`` -> ``v1.33.2``; a ``v``-prefixed tag is kept."""
-    if version.startswith("v"):
-        return version
-    return f"v{version}.0" if version.count(".") == 1 else f"v{version}"
+# Where Magnum itself pulls its cluster-autoscaler from (openstack/magnum 20.0.0,
+# magnum/drivers/common/templates/kubernetes/fragments/enable-auto-scaling.sh:
+# ``${CONTAINER_INFRA_PREFIX:-docker.io/openstackmagnum/}cluster-autoscaler:${AUTOSCALER_TAG}``).
+MAGNUM_AUTOSCALER_IMAGE = "docker.io/openstackmagnum/cluster-autoscaler"
+# The heat driver writes the trust credentials the autoscaler needs to this file on masters only, with the CA
+# bundle beside it (openstack/magnum 20.0.0, fragments/write-kube-os-config.sh, wired into kubemaster.yaml);
+# the chart mounts both from the host (kubernetes/autoscaler cluster-autoscaler-chart-9.56.0,
+# charts/cluster-autoscaler/templates/deployment.yaml, and its README "Magnum").
+CLOUD_CONFIG_PATH = "/etc/kubernetes/cloud-config"
+CA_BUNDLE_PATH = "/etc/kubernetes/ca-bundle.crt"
+# Masters carry this label and taint (openstack/magnum 20.0.0, fragments/enable-services-master.sh and
+# configure-kubernetes-master.sh); Magnum's own autoscaler runs there the same way.
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+# Our autoscaler runs beside Magnum's own (which keeps the default worker group): a lease and a status ConfigMap
+# of its own, or the two would elect one leader between them (cluster-autoscaler main.go leader election
+# resource "cluster-autoscaler"; flags --leader-elect-resource-name, --status-config-map-name).
+GPU_AUTOSCALER = "cluster-autoscaler-gpu"
 
 
 @dataclass(frozen=True)
 class MagnumSettings:
-    """The ``gpu-fleet:magnum`` stack config object: site-specific Magnum inputs."""
+    """The ``gpu-fleet:magnum`` stack config object: site-specific Magnum inputs.
+
+    ``kubeTag`` and ``autoscalerTag`` are required: what the driver can pull depends on the site (the upstream
+    heat driver pulls ``hyperkube:<kube_tag>`` from a Rancher registry, newest tested 1.28), so no default is
+    guessed from the policy's Kubernetes version. ``extraLabels`` are further driver labels of the site (CERN's
+    ``nvidia_gpu_enabled``, not an upstream label), merged over the fleet's own.
+    """
 
     image: str
     keypair: str
     external_network: str
     master_flavor: str
+    kube_tag: str
+    autoscaler_tag: str
     master_count: int = 1
-    kube_tag: str | None = None  # default: v<kubernetes_version>.0
-    autoscaler_tag: str | None = None  # default: v<major.minor>.0
+    autoscaler_image: str = MAGNUM_AUTOSCALER_IMAGE
     fixed_network: str | None = None
     fixed_subnet: str | None = None
+    extra_labels: dict[str, str] = field(default_factory=dict)
 
     KEYS = {
         "image": "image",
         "keypair": "keypair",
         "externalNetwork": "external_network",
         "masterFlavor": "master_flavor",
-        "masterCount": "master_count",
         "kubeTag": "kube_tag",
         "autoscalerTag": "autoscaler_tag",
+        "masterCount": "master_count",
+        "autoscalerImage": "autoscaler_image",
         "fixedNetwork": "fixed_network",
         "fixedSubnet": "fixed_subnet",
+        "extraLabels": "extra_labels",
     }
-    REQUIRED = ("image", "keypair", "externalNetwork", "masterFlavor")
+    REQUIRED = ("image", "keypair", "externalNetwork", "masterFlavor", "kubeTag", "autoscalerTag")
+    HINTS = {
+        "kubeTag": "the Kubernetes tag your Magnum driver pulls (heat driver: hyperkube, e.g. v1.28.9-rancher1)",
+        "autoscalerTag": f"the {MAGNUM_AUTOSCALER_IMAGE} tag for the Kubernetes minor version, e.g. v1.28.0",
+    }
 
     @staticmethod
     def read() -> MagnumSettings:
-        """Read and check ``gpu-fleet:magnum``; a missing or unknown key fails with the key's name."""
-        raw: dict[str, Any] = pulumi.Config(NAMESPACE).require_object("magnum")
+        """Read and check ``gpu-fleet:magnum``; every problem at once, located in the stack file."""
+        key = f"{NAMESPACE}:magnum"
+        raw = config_value(pulumi.Config(NAMESPACE), "magnum")
         if not isinstance(raw, dict):
-            raise ValueError(f"{NAMESPACE}:magnum must be an object with keys {', '.join(MagnumSettings.KEYS)}")
-        unknown = sorted(set(raw) - set(MagnumSettings.KEYS))
-        missing = [k for k in MagnumSettings.REQUIRED if not raw.get(k)]
-        if unknown or missing:
-            parts = [
-                f"missing {', '.join(missing)}" if missing else "",
-                f"unknown {', '.join(unknown)}" if unknown else "",
-            ]
-            raise ValueError(
-                f"{NAMESPACE}:magnum: {'; '.join(p for p in parts if p)} (keys: {', '.join(MagnumSettings.KEYS)})"
-            )
-        settings = MagnumSettings(**{MagnumSettings.KEYS[k]: v for k, v in raw.items()})
-        if settings.master_count not in (1, 3):
-            raise ValueError(
-                f"{NAMESPACE}:magnum.masterCount must be 1 or 3 (etcd quorum), not {settings.master_count}"
-            )
-        return settings
+            keys = ", ".join(MagnumSettings.REQUIRED)
+            raise InputError([config_problem(key, f"required: an object with at least the keys {keys}")])
+        problems = [
+            config_problem(key, f"unknown key (known: {', '.join(MagnumSettings.KEYS)})", k)
+            for k in sorted(set(raw) - set(MagnumSettings.KEYS))
+        ]
+        for k in MagnumSettings.REQUIRED:
+            if not isinstance(raw.get(k), str) or not raw[k].strip():
+                hint = f": {MagnumSettings.HINTS[k]}" if k in MagnumSettings.HINTS else ""
+                problems.append(config_problem(key, f"missing {k}, a site setting{hint}", k))
+        if raw.get("masterCount", 1) not in (1, 3):
+            problems.append(config_problem(key, "must be 1 or 3 (etcd quorum)", "masterCount"))
+        labels = raw.get("extraLabels", {})
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            problems.append(config_problem(key, 'must map driver labels to strings ("true", not true)', "extraLabels"))
+        if problems:
+            raise InputError(problems)
+        return MagnumSettings(**{MagnumSettings.KEYS[k]: v for k, v in raw.items()})
+
+
+def template_name(cluster: str, labels: dict[str, str], inputs: dict[str, Any]) -> str:
+    """The content name of a cluster template: ``<cluster>-<hash of everything it says>``.
+
+    Magnum refuses any change but name, public, hidden and tags to a template a cluster uses
+    (``ClusterTemplateReferenced``, openstack/magnum 20.0.0 magnum/db/sqlalchemy/api.py), so a changed template
+    is a new one, never an update.
+    """
+    digest = hashlib.sha256(json.dumps([labels, inputs], sort_keys=True).encode()).hexdigest()[:8]
+    return f"{cluster}-{digest}"
 
 
 class MagnumCluster(GpuCluster):
-    """A Magnum Kubernetes cluster from its own template, with one GPU node group per card.
+    """A Magnum Kubernetes cluster from its own template, with one GPU node group per card and their autoscaler.
 
     Choices:
       - Explicit ``openstack`` provider (cloud from the ``openstack:cloud`` stack config when set,
         credentials from ``clouds.yaml``/``OS_*``; region from the policy); stacks disable default providers.
       - The template carries the driver configuration as Magnum labels (driver parameters, strings, not
-        Kubernetes node labels): calico, containerd, the kube and autoscaler tags, the cluster autoscaler
-        for the default worker group (``min_node_count``/``max_node_count`` = the system pool), the NVIDIA
-        driver (``nvidia_gpu_enabled``), ``ExtendedResourceToleration`` added to the admission plugins,
-        and Magnum's own monitoring off (the fleet deploys its own Prometheus). Site inputs (image, keypair,
-        external network, master flavor, optional ``masterCount`` 1 or 3, ``kubeTag``, ``autoscalerTag``)
-        come from the ``gpu-fleet:magnum`` stack config object.
-      - The cluster is protected. Magnum refuses to change a template that a cluster uses, and a new
-        template id would replace the cluster: upgrades go through ``openstack coe cluster upgrade``.
-        ``node_count`` of the default worker group belongs to the autoscaler and is ignored.
+        Kubernetes node labels): calico, containerd, the site's kube and autoscaler tags, Magnum's own
+        autoscaler for the default worker group (``min_node_count``/``max_node_count`` = the system pool),
+        ``ExtendedResourceToleration`` added to the admission plugins, Magnum's own monitoring off (the fleet
+        deploys its own Prometheus), and the site's ``extraLabels``. Site inputs come from the
+        ``gpu-fleet:magnum`` stack config object (``MagnumSettings``).
+      - Templates are named by their content and never updated: Magnum refuses to change a template a cluster
+        uses. A changed policy (Kubernetes version, system pool size) makes a new template; the old one is
+        retained in OpenStack (``retain_on_delete``, it is still in use) and the cluster keeps its template
+        (``ignore_changes``): the heat driver refuses in-place upgrades (HTTP 500 since Magnum 18.0.0), so
+        moving a cluster to a new template means a new cluster (see the README, "Magnum upgrades").
+      - The cluster is protected. ``node_count`` of the default worker group belongs to Magnum's autoscaler.
       - One node group per card: ``gpu-<card>``, the card's flavor, role ``gpu-<card>``, autoscaling bounds
         from the policy, ``node_count`` ignored after creation. The policy resolves Magnum pools to min 1,
-        because the Magnum cluster-autoscaler builds its scale-from-zero template without
-        ``nvidia.com/gpu`` capacity or taints, so a GPU group at 0 nodes is never chosen for a pending GPU
-        pod. ``min_nodes: 0`` in the policy is an explicit opt-in, and the plan warns about it.
+        because the Magnum cluster-autoscaler builds its scale-from-zero template from the flavor only, without
+        ``nvidia.com/gpu`` capacity, taints or the role label (kubernetes/autoscaler
+        cloudprovider/magnum/magnum_nodegroup.go, magnum_cloud_provider.go), so a GPU group at 0 nodes is never
+        chosen for a pending GPU pod. ``min_nodes: 0`` in the policy is an explicit opt-in, and the plan warns.
+      - The GPU node groups' autoscaler: Magnum's own one is started with ``--nodes=<min>:<max>:default-worker``
+        and never scales another group, so the fleet runs a second cluster-autoscaler (the pinned chart,
+        ``cloudProvider: magnum``) that discovers the GPU groups by role and reads each group's min/max from
+        Magnum, that is from the policy. It runs on the masters, where the heat driver writes the trust
+        credentials it reads, with the site's autoscaler image and tag, and a lease of its own.
 
     What Magnum cannot do, and how the fleet compensates:
       - Node groups cannot carry our Kubernetes labels or taints. Magnum labels every node with
@@ -135,22 +187,23 @@ class MagnumCluster(GpuCluster):
         carries the card: GPU Jobs on Magnum select ``magnum.openstack.org/role: gpu-<card>``
         (``node_selector(card)``), not ``gpu: <card>``. They still request ``nvidia.com/gpu``, so they only
         fit on GPU nodes; their tolerations are harmless on untainted nodes.
-      - Without a taint nothing keeps other pods off GPU nodes. The fleet's non-GPU services should select
-        the default worker group (``magnum.openstack.org/role: worker``); ``ExtendedResourceToleration``
-        is enabled so that GPU pods keep scheduling if an operator taints GPU nodes by hand.
+      - Without a taint nothing keeps other pods off GPU nodes: the fleet's own services select the default
+        worker group (``magnum.openstack.org/role: worker``, the catalogue's ``system_selector``), and
+        ``ExtendedResourceToleration`` keeps GPU pods scheduling if an operator taints GPU nodes by hand.
       - GPU nodes carry no ``nvidia.com/gpu.present`` label: the NVIDIA device plugin (and dcgm-exporter)
-        must select them by ``magnum.openstack.org/role`` (or run node-feature-discovery).
-      - Magnum's built-in cluster autoscaler is started with ``--nodes=<min>:<max>:default-worker``: it only
-        scales the default group. For the GPU groups, the autoscaler needs
-        ``--node-group-auto-discovery=magnum:role=<roles>`` (``autoscaler_discovery`` gives the value) or
-        one ``--nodes=<min>:<max>:gpu-<card>`` per group (cluster-autoscaler 1.19+, Magnum Train+).
+        select them by ``magnum.openstack.org/role``.
     """
 
     TYPE = "gpufleet:index:MagnumCluster"
     CLOUD = "openstack"
 
+    def __init__(self, cluster: Cluster, settings: StackSettings, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(cluster, settings, opts)
+        # In-cluster resources come once the base class has created ``self.provider``.
+        self.autoscaler = self._gpu_autoscaler(cluster) if cluster.pools else None
+
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
-        site = MagnumSettings.read()
+        self.site = site = MagnumSettings.read()
         self.openstack_provider = openstack.Provider(
             f"{cluster.name}-openstack",
             cloud=pulumi.Config("openstack").get("cloud"),
@@ -158,21 +211,26 @@ class MagnumCluster(GpuCluster):
             opts=pulumi.ResourceOptions(parent=self),
         )
         system = cluster.system_pool
+        labels = self._template_labels(cluster, site)
+        inputs = {
+            "coe": "kubernetes",
+            "image": site.image,
+            "keypair_id": site.keypair,
+            "external_network_id": site.external_network,
+            "fixed_network": site.fixed_network,
+            "fixed_subnet": site.fixed_subnet,
+            "master_flavor": site.master_flavor,
+            "flavor": system.machine_type,
+            "network_driver": "calico",
+            "master_lb_enabled": site.master_count > 1,
+        }
+        name = template_name(cluster.name, labels, inputs)
         self.template = containerinfra.ClusterTemplate(
-            f"{cluster.name}-template",
-            name=f"{cluster.name}-template",
-            coe="kubernetes",
-            image=site.image,
-            keypair_id=site.keypair,
-            external_network_id=site.external_network,
-            fixed_network=site.fixed_network,
-            fixed_subnet=site.fixed_subnet,
-            master_flavor=site.master_flavor,
-            flavor=system.machine_type,
-            network_driver="calico",
-            master_lb_enabled=site.master_count > 1,
-            labels=self._template_labels(cluster, site),
-            opts=self.child(self.openstack_provider),
+            name,
+            name=name,
+            labels=labels,
+            **inputs,
+            opts=self.child(self.openstack_provider, retain_on_delete=True),
         )
         self.cluster = containerinfra.Cluster(
             cluster.name,
@@ -182,29 +240,52 @@ class MagnumCluster(GpuCluster):
             node_count=system.min_nodes,
             merge_labels=True,
             create_timeout=90,
-            opts=self.protected(self.openstack_provider, ignore_changes=["nodeCount"]),
+            opts=self.protected(self.openstack_provider, ignore_changes=["nodeCount", "clusterTemplateId"]),
         )
         pools: dict[str, pulumi.Resource] = {pool.card: self._node_group(cluster, pool) for pool in cluster.pools}
-        self.autoscaler_discovery = "magnum:role=" + ",".join(gpu_role(p.card) for p in cluster.pools)
         kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig.apply(lambda k: k["raw_config"]))
         return kubeconfig, pools, self.cluster.name
 
     @staticmethod
     def _template_labels(cluster: Cluster, site: MagnumSettings) -> dict[str, str]:
-        version = cluster.kubernetes_version
-        minor = ".".join(version.removeprefix("v").split(".")[:2])
         return {
-            "kube_tag": site.kube_tag or _patch_tag(version),
+            "kube_tag": site.kube_tag,
             "container_runtime": "containerd",
             "auto_scaling_enabled": "true",
-            "autoscaler_tag": site.autoscaler_tag or _patch_tag(minor),
+            "autoscaler_tag": site.autoscaler_tag,
             "min_node_count": str(cluster.system_pool.min_nodes),
             "max_node_count": str(cluster.system_pool.max_nodes),
-            "nvidia_gpu_enabled": "true",
             "admission_control_list": ",".join(ADMISSION_PLUGINS),
             "monitoring_enabled": "false",  # the fleet deploys its own Prometheus
             "cloud_provider_enabled": "true",  # LoadBalancer Services (federation endpoint)
+            **site.extra_labels,
         }
+
+    def _gpu_autoscaler(self, cluster: Cluster) -> k8s.helm.v3.Release:
+        """The cluster-autoscaler for the GPU node groups (roles ``gpu-<card>``), beside Magnum's own."""
+        values = {
+            "cloudProvider": "magnum",
+            "fullnameOverride": GPU_AUTOSCALER,
+            "autoDiscovery": {"clusterName": self.cluster.id, "roles": [gpu_role(p.card) for p in cluster.pools]},
+            "cloudConfigPath": CLOUD_CONFIG_PATH,
+            "magnumCABundlePath": CA_BUNDLE_PATH,
+            "image": {"repository": self.site.autoscaler_image, "tag": self.site.autoscaler_tag},
+            "nodeSelector": {CONTROL_PLANE: ""},
+            "tolerations": [
+                {"key": CONTROL_PLANE, "operator": "Exists", "effect": "NoSchedule"},
+                {"key": "CriticalAddonsOnly", "operator": "Exists"},
+            ],
+            "extraArgs": {
+                "leader-elect-resource-name": GPU_AUTOSCALER,
+                "status-config-map-name": f"{GPU_AUTOSCALER}-status",
+            },
+        }
+        return cluster_autoscaler(
+            f"{cluster.name}-gpu-autoscaler",
+            GPU_AUTOSCALER,
+            values,
+            pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=list(self.gpu_pools.values())),
+        )
 
     def _node_group(self, cluster: Cluster, pool: GpuPool) -> containerinfra.NodeGroup:
         if pool.min_nodes == 0:
@@ -227,6 +308,7 @@ class MagnumCluster(GpuCluster):
             role=gpu_role(pool.card),
             node_count=initial,
             min_node_count=pool.min_nodes,
+            # the GPU autoscaler discovers only groups with a maximum (cloudprovider/magnum README)
             max_node_count=pool.max_nodes,
             opts=self.child(self.openstack_provider, ignore_changes=["nodeCount"]),
         )

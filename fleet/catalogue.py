@@ -42,6 +42,12 @@ class CloudFacts(StrictModel):
     scale_from_zero_note: str = ""
     # The node label a pod selects to land on a card's pool; "{card}" is replaced by the card name.
     pool_selector: dict[str, str] = {"gpu": "{card}"}
+    # The node label of the system pool, which the fleet's own services (Prometheus, gateway) select; empty
+    # where we do not know the cluster's pools (existing clusters).
+    system_selector: dict[str, str] = {"role": "system"}
+    # Whether a new cluster has a default StorageClass; where not, a stack that needs a volume (the central
+    # Prometheus) must name one in gpu-fleet:storageClass.
+    default_storage_class: bool
     source: str
 
 

@@ -44,6 +44,7 @@ class Registration:
     ignore_changes: list[str]
     inputs: dict[str, Any]  # secrets kept wrapped (see ``plain_inputs``)
     secret_outputs: list[str] = field(default_factory=list)
+    retain_on_delete: bool = False
 
     def plain_inputs(self) -> dict[str, Any]:
         """Inputs with every secret value shown as ``[secret]`` (maps and lists keep their shape) and unknowns
@@ -158,6 +159,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             ignore_changes=list(request.ignoreChanges),
             inputs=recorded,
             secret_outputs=list(request.additionalSecretOutputs),
+            retain_on_delete=bool(request.retainOnDelete),
         )
         if has_unknown:
             inputs = rpc.deserialize_properties(request.object)  # the mocks see unknowns dropped, as stock

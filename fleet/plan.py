@@ -74,6 +74,7 @@ class StackPlan:
                     "provider": r.provider,
                     "protect": r.protect,
                     "ignoreChanges": r.ignore_changes,
+                    "retainOnDelete": r.retain_on_delete,
                     "inputs": r.plain_inputs(),
                 }
                 for r in self.registrations

@@ -110,6 +110,11 @@ class Cluster:
         """Zone if given (zonal), else region; empty for an existing cluster without either."""
         return self.zone or self.region or ""
 
+    @property
+    def system_selector(self) -> dict[str, str]:
+        """The node label of the system pool, where the fleet's own services run (empty: wherever they fit)."""
+        return dict(self.facts.system_selector)
+
     def pool(self, card: str) -> GpuPool:
         """The pool of ``card`` (KeyError if the cluster does not offer it)."""
         for pool in self.pools:

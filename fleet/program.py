@@ -11,17 +11,35 @@ from components.benchmark import BenchmarkJobs
 from components.cluster import GpuCluster
 from components.infra import InfraStack
 from fleet.errors import InputError
-from fleet.policy import POLICY_FILE, Fleet, load_fleet_cached
-from fleet.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings
+from fleet.policy import POLICY_FILE, Cluster, Fleet, load_fleet_cached
+from fleet.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem
 from fleet.workloads import WORKLOADS_DIR
+
+
+def check_storage_class(cluster: Cluster, settings: StackSettings, has_default: bool) -> None:
+    """The central Prometheus keeps its data on a volume: where the cluster has no default StorageClass (Magnum,
+    existing clusters), the stack must name one, or the volume and Prometheus would stay Pending."""
+    if cluster.central and not settings.storage_class and not has_default:
+        key = f"{NAMESPACE}:storageClass"
+        raise InputError(
+            [
+                config_problem(
+                    key,
+                    f"required on {cluster.name}: the central Prometheus needs a volume and {cluster.facts.title} "
+                    f"makes no default StorageClass; set one: pulumi config set --stack {cluster.name} {key} <class>",
+                )
+            ]
+        )
 
 
 def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     """Declare every resource of the stack ``stack`` (a cluster name) and export its outputs."""
     cluster = fleet.cluster(stack)
-    component = GpuCluster.for_cloud(cluster.cloud)(cluster, settings)
+    component_class = GpuCluster.for_cloud(cluster.cloud)
+    check_storage_class(cluster, settings, component_class.has_default_storage_class(cluster))
+    component = component_class(cluster, settings)
     on_cluster = pulumi.ResourceOptions(providers=[component.provider], depends_on=[component])
-    infra = InfraStack(cluster, fleet, settings, opts=on_cluster)
+    infra = InfraStack(cluster, fleet, settings, opts=on_cluster, exporter_values=component.gpu_exporter_values())
     BenchmarkJobs(
         cluster,
         fleet.benchmarks(cluster),

@@ -74,7 +74,7 @@ def check_source_ranges(value: Any) -> tuple[list[str], list[tuple[tuple[object,
     if value is None:
         return [], []
     if not isinstance(value, list):
-        return [], [((), "must be a list of CIDR ranges, such as [\"188.184.0.0/15\"]")]
+        return [], [((), 'must be a list of CIDR ranges, such as ["188.184.0.0/15"]')]
     ranges: list[str] = []
     problems: list[tuple[tuple[object, ...], str]] = []
     for i, item in enumerate(value):
@@ -87,8 +87,11 @@ def check_source_ranges(value: Any) -> tuple[list[str], list[tuple[tuple[object,
             problems.append(((i,), f"{net} admits every address: give the central cluster's egress ranges"))
         elif any(net.version == doc.version and net.subnet_of(doc) for doc in DOCUMENTATION_RANGES):  # type: ignore[arg-type]
             problems.append(
-                ((i,), f"{net} is a documentation range (RFC 5737/3849) that no real address is in: replace the "
-                 "sample value with the central cluster's egress ranges")
+                (
+                    (i,),
+                    f"{net} is a documentation range (RFC 5737/3849) that no real address is in: replace the "
+                    "sample value with the central cluster's egress ranges",
+                )
             )
         else:
             ranges.append(str(net))

@@ -147,7 +147,27 @@ def test_node_and_cluster_roles_have_the_eks_managed_policies(plan):
         "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
         "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
         "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+        "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",  # the central's EBS CSI driver
     }
+
+
+def test_central_gets_the_ebs_csi_driver_with_a_default_class(plan, tmp_path):
+    """EKS 1.30+ marks no class default: the central's Prometheus volume needs the add-on and its class."""
+    (addon,) = by_type(plan, "aws:eks/addon:Addon")
+    assert addon.inputs["addonName"] == "aws-ebs-csi-driver"
+    assert json.loads(addon.inputs["configurationValues"]) == {"defaultStorageClass": {"enabled": True}}
+    roles = {r.name: r.inputs for r in by_type(plan, "aws:iam/role:Role")}
+    trust = json.loads(roles["eks-test-ebs-csi"]["assumeRolePolicy"])
+    (condition,) = [s["Condition"]["StringEquals"] for s in trust["Statement"]]
+    assert "system:serviceaccount:kube-system:ebs-csi-controller-sa" in condition.values()
+    claim = next(r for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kps").inputs
+    assert (
+        "storageClassName"
+        not in claim["values"]["prometheus"]["prometheusSpec"]["storageSpec"]["volumeClaimTemplate"]["spec"]
+    )
+    as_leaf = POLICY.replace("central: true", "central: false") + "  existing:\n    lab: {central: true, gpus: []}\n"
+    leaf = plan_one(tmp_path, as_leaf, "eks-test")
+    assert not by_type(leaf, "aws:eks/addon:Addon")
 
 
 def test_kubeconfig_is_secret_and_uses_aws_eks_get_token(plan):

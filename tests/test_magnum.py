@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pulumi.runtime import rpc
 
-from components.magnum import node_selector
+from components.magnum import GPU_AUTOSCALER, node_selector
+from fleet.errors import InputError
 from tests.helpers import by_type, one, plan_one
 
 POLICY = """
@@ -28,8 +29,15 @@ clusters:
         t4: {min_nodes: 0, max_nodes: 2}
         v100: {}
 """
-MAGNUM = {"image": "fedora-coreos-40", "keypair": "kp", "externalNetwork": "ext-net", "masterFlavor": "m2.medium"}
-CONFIG = {"openstack:cloud": "cern", "gpu-fleet:magnum": MAGNUM}
+MAGNUM = {
+    "image": "fedora-coreos-40",
+    "keypair": "kp",
+    "externalNetwork": "ext-net",
+    "masterFlavor": "m2.medium",
+    "kubeTag": "v1.28.9-rancher1",
+    "autoscalerTag": "v1.28.0",
+}
+CONFIG = {"openstack:cloud": "cern", "gpu-fleet:magnum": MAGNUM, "gpu-fleet:storageClass": "standard"}
 GROUP = "openstack:containerinfra/nodeGroup:NodeGroup"
 TEMPLATE = "openstack:containerinfra/clusterTemplate:ClusterTemplate"
 
@@ -64,10 +72,11 @@ def test_template_labels_are_driver_parameters(plan):
     labels = t["labels"]
     assert all(isinstance(v, str) for v in labels.values())
     assert labels["auto_scaling_enabled"] == "true"
-    assert labels["nvidia_gpu_enabled"] == "true"
+    assert "nvidia_gpu_enabled" not in labels  # not an upstream Magnum label: a site's extraLabels may add it
     assert labels["monitoring_enabled"] == "false"
     assert labels["container_runtime"] == "containerd"
-    assert (labels["kube_tag"], labels["autoscaler_tag"]) == ("v1.33.0", "v1.33.0")
+    # the site's tags, never derived from the policy's Kubernetes version
+    assert (labels["kube_tag"], labels["autoscaler_tag"]) == ("v1.28.9-rancher1", "v1.28.0")
     assert (labels["min_node_count"], labels["max_node_count"]) == ("1", "3")
     plugins = labels["admission_control_list"].split(",")
     assert "ExtendedResourceToleration" in plugins
@@ -77,10 +86,13 @@ def test_template_labels_are_driver_parameters(plan):
 def test_cluster_is_protected_and_built_from_the_template(plan):
     (cluster,) = by_type(plan, "openstack:containerinfra/cluster:Cluster")
     assert cluster.protect is True
-    assert cluster.ignore_changes == ["nodeCount"]
+    # node_count belongs to Magnum's autoscaler; the template id never changes in place (the heat driver refuses
+    # upgrades), so a new template leaves the cluster where it is
+    assert cluster.ignore_changes == ["nodeCount", "clusterTemplateId"]
+    (template,) = by_type(plan, TEMPLATE)
     c = cluster.inputs
     assert c["name"] == "os-test"
-    assert c["clusterTemplateId"] == "os-test-template-id"
+    assert c["clusterTemplateId"] == f"{template.name}-id"
     assert (c["masterCount"], c["nodeCount"], c["mergeLabels"]) == (1, 1, True)
 
 
@@ -117,8 +129,75 @@ def test_three_masters_get_a_load_balancer(tmp_path):
 
 
 def test_missing_magnum_config_names_the_keys(tmp_path):
-    with pytest.raises(Exception, match="missing keypair"):
+    with pytest.raises(InputError, match="missing keypair"):
         plan_one(tmp_path, POLICY, "os-test", {**CONFIG, "gpu-fleet:magnum": {**MAGNUM, "keypair": ""}})
+
+
+@pytest.mark.parametrize("key", ["kubeTag", "autoscalerTag"])
+def test_kube_and_autoscaler_tags_are_required_site_settings(tmp_path, key):
+    """No default the driver might not be able to pull: each is named, located, with an example."""
+    site = {k: v for k, v in MAGNUM.items() if k != key}
+    with pytest.raises(InputError) as caught:
+        plan_one(tmp_path, POLICY, "os-test", {**CONFIG, "gpu-fleet:magnum": site})
+    (problem,) = caught.value.problems
+    assert problem.file.endswith("Pulumi.os-test.yaml") and problem.line > 1
+    assert problem.path == f"config.gpu-fleet:magnum.{key}" and f"missing {key}, a site setting" in problem.message
+    assert "e.g. v1.28" in problem.message
+
+
+def test_bad_magnum_settings_are_reported_together(tmp_path):
+    site = {**MAGNUM, "masterCount": 2, "colour": "blue", "extraLabels": {"nvidia_gpu_enabled": True}}
+    with pytest.raises(InputError) as caught:
+        plan_one(tmp_path, POLICY, "os-test", {**CONFIG, "gpu-fleet:magnum": site})
+    messages = {p.path: p.message for p in caught.value.problems}
+    assert set(messages) == {
+        "config.gpu-fleet:magnum.masterCount",
+        "config.gpu-fleet:magnum.colour",
+        "config.gpu-fleet:magnum.extraLabels",
+    }
+
+
+def test_site_labels_are_merged_into_the_template(tmp_path):
+    site = {**MAGNUM, "extraLabels": {"nvidia_gpu_enabled": "true", "cinder_csi_enabled": "true"}}
+    plan = plan_one(tmp_path, POLICY, "os-test", {**CONFIG, "gpu-fleet:magnum": site})
+    labels = by_type(plan, TEMPLATE)[0].inputs["labels"]
+    assert labels["nvidia_gpu_enabled"] == "true" and labels["cinder_csi_enabled"] == "true"
+
+
+def test_a_changed_template_is_a_new_content_named_template(tmp_path, plan):
+    """Magnum refuses to update a template a cluster uses: a policy change must make a new one, retained."""
+    (before,) = by_type(plan, TEMPLATE)
+    assert before.name == before.inputs["name"] and before.name.startswith("os-test-")
+    assert before.retain_on_delete is True
+    bigger = POLICY.replace("central: true", "central: true\n      system_pool: {max_nodes: 5}")
+    (after,) = by_type(plan_one(tmp_path, bigger, "os-test", CONFIG), TEMPLATE)
+    assert after.inputs["labels"]["max_node_count"] == "5"
+    assert after.name != before.name  # a new resource (new URN), not an update of the old one
+    (tmp_path / "again").mkdir()
+    (again,) = by_type(plan_one(tmp_path / "again", POLICY, "os-test", CONFIG), TEMPLATE)
+    assert again.name == before.name  # the same content, the same name: no churn
+
+
+def test_gpu_node_groups_get_their_own_autoscaler(plan):
+    """Magnum's own autoscaler scales only default-worker: the fleet's discovers the GPU roles."""
+    (release,) = [r for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == GPU_AUTOSCALER]
+    values = release.inputs["values"]
+    assert release.inputs["chart"] == "cluster-autoscaler" and release.inputs["namespace"] == "kube-system"
+    assert values["cloudProvider"] == "magnum"
+    assert values["autoDiscovery"] == {"clusterName": "os-test-id", "roles": ["gpu-t4", "gpu-v100"]}
+    assert values["cloudConfigPath"] == "/etc/kubernetes/cloud-config"  # written on masters by the heat driver
+    assert values["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
+    assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"} in values[
+        "tolerations"
+    ]
+    assert values["image"] == {"repository": "docker.io/openstackmagnum/cluster-autoscaler", "tag": "v1.28.0"}
+    # beside Magnum's own autoscaler: its own lease and status, or the two would elect one leader between them
+    assert values["extraArgs"]["leader-elect-resource-name"] == GPU_AUTOSCALER
+    assert values["extraArgs"]["status-config-map-name"] != "cluster-autoscaler-status"
+    # min/max come from the node groups, which carry the policy's; discovery needs a maximum on each
+    for group in by_type(plan, GROUP):
+        assert group.inputs["maxNodeCount"] >= group.inputs["minNodeCount"] >= 1
+    assert "pulumi:providers:kubernetes::os-test-k8s::" in release.provider
 
 
 def test_jobs_select_the_node_group_role():

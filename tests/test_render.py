@@ -97,7 +97,7 @@ def test_render_empties_the_stack_folder_first(tmp_path: Path) -> None:
             lab: {central: true, gpus: []}
         """,
         "lab",
-        {"gpu-fleet:kubeconfig": {"secure": "djE6..."}},
+        {"gpu-fleet:kubeconfig": {"secure": "djE6..."}, "gpu-fleet:storageClass": "local-path"},
     )
     stale = tmp_path / "out" / "lab" / "kubernetes" / "Job_benchmarks_gone.yaml"
     stale.parent.mkdir(parents=True)

@@ -178,10 +178,12 @@ def test_every_cluster_gets_the_infra_stack(fleet, plans):
             assert selected == [p.node_selector for p in cluster.pools], name
         kinds = {r.type for r in plan.registrations}
         assert {"kubernetes:core/v1:ResourceQuota", "kubernetes:core/v1:LimitRange"} <= kinds
-        assert any(
-            r.type == "kubernetes:apps/v1:Deployment" and r.inputs["metadata"]["name"] == "registry-mirror"
-            for r in plan.registrations
-        )
+        # the fleet's own services stay on the system pool (on Magnum, GPU nodes carry no taint to keep them off)
+        system = cluster.system_selector
+        if system:
+            assert prom["values"]["prometheus"]["prometheusSpec"]["nodeSelector"] == system, name
+            for deployment in (r for r in plan.registrations if r.type == "kubernetes:apps/v1:Deployment"):
+                assert deployment.inputs["spec"]["template"]["spec"]["nodeSelector"] == system, deployment.name
     assert len(external) == len(plans), "external labels must be unique per cluster"
 
 
@@ -211,9 +213,7 @@ def test_central_federates_every_other_cluster_and_leaves_are_authenticated(flee
         ranges = json.loads(config.get("gpu-fleet:federationSourceRanges", "[]"))
         assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ranges
         if not ranges:  # open to any address (mTLS still required): the plan must say so, with the command
-            assert any(
-                name in f.message and "gpu-fleet:federationSourceRanges[0]" in f.message for f in plan.findings
-            )
+            assert any(name in f.message and "gpu-fleet:federationSourceRanges[0]" in f.message for f in plan.findings)
         assert rpc.is_rpc_secret(plan.exports["federation_client_key"])
 
 

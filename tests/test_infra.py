@@ -1,0 +1,151 @@
+"""The infra stack under the mock engine, on small fixture fleets: Prometheus placement and volume, the GPU exporter
+per cloud, and what is deliberately absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet.cli import main
+from fleet.plan import StackPlan
+from tests.helpers import by_type, plan_one, write_policy
+
+MAGNUM_SITE = {
+    "image": "fedora-coreos-40",
+    "keypair": "kp",
+    "externalNetwork": "ext-net",
+    "masterFlavor": "m2.medium",
+    "kubeTag": "v1.28.9-rancher1",
+    "autoscalerTag": "v1.28.0",
+}
+MAGNUM = {"openstack:cloud": "site", "gpu-fleet:magnum": MAGNUM_SITE, "gpu-fleet:storageClass": "cinder-ssd"}
+MAGNUM_CENTRAL = """
+clusters:
+  openstack:
+    os-central:
+      region: site
+      central: true
+      gpus: [t4]
+"""
+GKE_CENTRAL = """
+clusters:
+  gcp:
+    gke-central:
+      zone: europe-west4-a
+      central: true
+      gpus: [l4, tpu-v5e]
+"""
+GCP = {"gcp:project": "proj-1"}
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def release(plan: StackPlan, name: str) -> dict[str, Any]:
+    found = [r.inputs for r in by_type(plan, RELEASE) if r.inputs["name"] == name]
+    assert found, f"no Helm release {name}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def magnum(tmp_path_factory) -> StackPlan:
+    return plan_one(tmp_path_factory.mktemp("magnum"), MAGNUM_CENTRAL, "os-central", MAGNUM)
+
+
+@pytest.fixture(scope="module")
+def gke(tmp_path_factory) -> StackPlan:
+    return plan_one(tmp_path_factory.mktemp("gke"), GKE_CENTRAL, "gke-central", GCP)
+
+
+def test_central_volume_uses_the_stack_storage_class(magnum, gke):
+    claim = release(magnum, "kps")["values"]["prometheus"]["prometheusSpec"]["storageSpec"]["volumeClaimTemplate"]
+    assert claim["spec"]["storageClassName"] == "cinder-ssd"
+    # GKE has a default class: no class named unless the stack names one
+    claim = release(gke, "kps")["values"]["prometheus"]["prometheusSpec"]["storageSpec"]["volumeClaimTemplate"]
+    assert "storageClassName" not in claim["spec"]
+
+
+def test_central_without_a_storage_class_on_magnum_is_refused(tmp_path: Path, capsys):
+    config = {k: v for k, v in MAGNUM.items() if k != "gpu-fleet:storageClass"}
+    policy, stacks = write_policy(tmp_path, MAGNUM_CENTRAL, {"os-central": config})
+    (tmp_path / "w").mkdir()
+    status = main(
+        ["plan", "--policy", str(policy), "--stacks-dir", str(stacks), "--workloads-dir", str(tmp_path / "w")]
+    )
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "Pulumi.os-central.yaml:" in err and "gpu-fleet:storageClass: required on os-central" in err
+    assert "pulumi config set --stack os-central gpu-fleet:storageClass <class>" in err
+    assert "Traceback" not in err
+
+
+def test_infra_pods_stay_off_gpu_nodes_on_magnum(magnum):
+    """Magnum GPU nodes carry no taint: Prometheus and the rest select the default worker group's role."""
+    worker = {"magnum.openstack.org/role": "worker"}
+    values = release(magnum, "kps")["values"]
+    assert values["prometheus"]["prometheusSpec"]["nodeSelector"] == worker
+    assert values["alertmanager"]["alertmanagerSpec"]["nodeSelector"] == worker
+    assert values["grafana"]["nodeSelector"] == worker
+    assert values["prometheusOperator"]["nodeSelector"] == worker
+    assert values["prometheusOperator"]["admissionWebhooks"]["patch"]["nodeSelector"] == worker
+    assert values["kube-state-metrics"]["nodeSelector"] == worker
+
+
+def test_leaf_gateway_runs_on_the_system_pool(tmp_path):
+    policy = (
+        MAGNUM_CENTRAL
+        + """
+  gcp:
+    gke-leaf:
+      zone: europe-west4-a
+      gpus: [l4]
+"""
+    )
+    plan = plan_one(tmp_path, policy, "gke-leaf", GCP)
+    (gateway,) = [d for d in by_type(plan, "kubernetes:apps/v1:Deployment") if d.name.endswith("federation-gateway")]
+    assert gateway.inputs["spec"]["template"]["spec"]["nodeSelector"] == {"role": "system"}
+
+
+def test_gke_exporter_reads_the_driver_from_the_host(gke):
+    """GKE keeps its driver in /home/kubernetes/bin/nvidia and gives it only to pods that request a GPU."""
+    values = release(gke, "dcgm-exporter")["values"]
+    (volume,) = values["extraHostVolumes"]
+    assert volume == {"name": "nvidia-install-dir-host", "hostPath": "/home/kubernetes/bin/nvidia"}
+    mounts = {m["name"]: m for m in values["extraVolumeMounts"]}
+    assert mounts["nvidia-install-dir-host"]["mountPath"] == "/usr/local/nvidia"
+    assert mounts["exporter-metrics-volume"]["subPath"] == "default-counters.csv"  # the chart's default, kept
+    env = {e["name"]: e["value"] for e in values["extraEnv"]}
+    assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+    assert values["securityContext"] == {"privileged": True}
+    assert values["serviceMonitor"]["enabled"] is True
+
+
+def test_other_clouds_exporter_has_no_host_driver_mount(magnum):
+    values = release(magnum, "dcgm-exporter")["values"]
+    assert not {"extraHostVolumes", "extraVolumeMounts", "extraEnv", "securityContext"} & set(values)
+
+
+@pytest.mark.parametrize("fixture", ["magnum", "gke"])
+def test_exporter_namespace_admits_its_critical_priority_pods(fixture, request):
+    """The chart's pods are system-node-critical; GKE admits those only where a matching quota exists."""
+    plan: StackPlan = request.getfixturevalue(fixture)
+    quotas = [q.inputs for q in by_type(plan, "kubernetes:core/v1:ResourceQuota") if q.name.endswith("critical-pods")]
+    (quota,) = quotas
+    (expr,) = quota["spec"]["scopeSelector"]["matchExpressions"]
+    assert expr["scopeName"] == "PriorityClass" and "system-node-critical" in expr["values"]
+    # one exporter per NVIDIA node at most: the NVIDIA pools' maximum sizes (t4 on Magnum, l4 on GKE; not the TPU)
+    if fixture == "magnum":
+        sizes = [g.inputs["maxNodeCount"] for g in by_type(plan, "openstack:containerinfra/nodeGroup:NodeGroup")]
+    else:
+        pools = by_type(plan, "gcp:container/nodePool:NodePool")
+        sizes = [p.inputs["autoscaling"]["totalMaxNodeCount"] for p in pools if p.name.endswith("gpu-l4")]
+    assert sizes and quota["spec"]["hard"]["pods"] == str(sum(sizes))
+
+
+def test_no_registry_mirror(magnum, gke):
+    """The mirror was removed: no managed pool API of these clouds points containerd at it (see README)."""
+    for plan in (magnum, gke):
+        names = {
+            r.inputs.get("metadata", {}).get("name") for r in plan.registrations if r.type.startswith("kubernetes:")
+        }
+        assert "registry-mirror" not in names

@@ -28,9 +28,38 @@ def _data() -> dict:
     return yaml.safe_load(IMAGES_FILE.read_text(encoding="utf-8"))
 
 
+@dataclass(frozen=True)
+class PinnedImage:
+    """One of the fleet's own images: where pods pull it, where it is published, and its recorded digest."""
+
+    name: str
+    image: str
+    upstream: str
+    digest: str
+
+    @property
+    def reference(self) -> str:
+        """What pods pull: ``image@digest`` once the digest is recorded, else ``image``."""
+        return f"{self.image}@{self.digest}" if self.digest else self.image
+
+
+def registry() -> str:
+    """The registry that holds the fleet's own images (its builds and its copies of upstream images)."""
+    return str(_data()["registry"])
+
+
+def _pinned(name: str, entry: dict[str, Any]) -> PinnedImage:
+    return PinnedImage(name, entry["image"], entry.get("upstream", ""), entry.get("digest") or "")
+
+
+def pinned_images() -> list[PinnedImage]:
+    """Every image of images.yaml, in file order."""
+    return [_pinned(name, entry) for name, entry in _data()["images"].items()]
+
+
 def image(name: str) -> str:
-    """The pinned image reference of ``name`` (KeyError for an unknown one)."""
-    return _data()["images"][name]["image"]
+    """The reference pods pull for ``name`` (KeyError for an unknown one)."""
+    return _pinned(name, _data()["images"][name]).reference
 
 
 def chart(name: str) -> Chart:

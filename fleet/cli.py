@@ -1,4 +1,4 @@
-"""Command line of gpu-fleet: ``python -m fleet validate | plan | render | schema | report | affected``.
+"""Command line of gpu-fleet: ``python -m fleet validate | plan | render | schema | images | report | affected``.
 
 Exit status: 0 fine, 1 the plan found mandatory violations or the engine would fail, 2 bad input.
 """
@@ -18,6 +18,7 @@ from fleet.stack_config import STACKS_DIR, stack_file, stack_names
 from fleet.workloads import WORKLOADS_DIR
 
 if TYPE_CHECKING:
+    from fleet.image_delivery import ImageJob
     from fleet.plan import StackPlan
 
 SCHEMA_FILE = POLICY_FILE.with_name("fleet.schema.json")
@@ -187,6 +188,60 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_images(args: argparse.Namespace) -> int:
+    """List what the images workflow copies and builds; with --pushed, check the digests it got are recorded."""
+    from fleet.errors import Problem
+    from fleet.image_delivery import image_jobs, job_problems, jobs_json
+    from fleet.workloads import load_workloads
+
+    jobs = image_jobs(load_workloads(args.workloads_dir))
+    problems = job_problems(jobs)
+    if problems:
+        raise InputError(problems)
+    if args.push:
+        import subprocess
+
+        from fleet.image_delivery import push_all
+
+        try:
+            pushed = push_all(jobs, args.push)
+        except (subprocess.CalledProcessError, OSError, ValueError) as exc:
+            print(f"images: push failed: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        if args.out:
+            args.out.write_text(json.dumps(pushed, indent=1) + "\n", encoding="utf-8")
+        return _check_pins(jobs, pushed)
+    if args.pushed is None:
+        if args.format == "json":
+            print(jobs_json(jobs))
+        else:
+            for job in jobs:
+                pin = f"@{job.digest}" if job.digest else " (no digest recorded)"
+                print(f"{job.kind:<6} {job.name:<14} {job.source} -> {job.target}{pin}")
+        return EXIT_OK
+    try:
+        pushed = json.loads(args.pushed.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError([Problem(str(args.pushed), 1, "", f"cannot read the pushed digests: {exc}")]) from None
+    if not isinstance(pushed, dict) or not all(isinstance(v, str) for v in pushed.values()):
+        raise InputError([Problem(str(args.pushed), 1, "", "must be a JSON object {image: sha256:digest}")])
+    return _check_pins(jobs, pushed)
+
+
+def _check_pins(jobs: list[ImageJob], pushed: dict[str, str]) -> int:
+    """Exit 1 with what to commit where, unless the repository pins every pushed image by its pushed digest."""
+    from fleet.image_delivery import unrecorded_digests
+
+    lines = unrecorded_digests(jobs, pushed)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if lines:
+        print(f"{len(lines)} image(s) not pinned by the digest just pushed: commit the lines above", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"all {len(jobs)} image(s) are pinned by the digest in the registry")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="python -m fleet", description=__doc__.splitlines()[0])
@@ -214,6 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", action="append", help="render only this stack (repeatable; default: all)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="writes DIR/<stack>/...")
     p.set_defaults(func=cmd_render)
+    p = sub.add_parser("images", help="the images CI copies and builds into the fleet's registry, and their digests")
+    common(p)
+    p.add_argument("--format", choices=("lines", "json"), default="lines", help="output (default: lines)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--pushed", type=Path, metavar="FILE", help="JSON {image: digest} a push produced: check pins")
+    what.add_argument("--push", choices=("docker", "buildah"), help="copy and build every image (CI), then check pins")
+    p.add_argument("--out", type=Path, metavar="FILE", help="with --push: also write the digests as JSON")
+    p.set_defaults(func=cmd_images)
     p = sub.add_parser("report", help="benchmark report (HTML, Markdown, PNG plots) from the central Prometheus")
     p.add_argument("--prometheus", required=True, metavar="URL", help="base URL, e.g. http://prometheus:9090")
     window = p.add_mutually_exclusive_group()

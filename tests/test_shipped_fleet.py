@@ -106,6 +106,22 @@ def test_no_moving_image_tags(plans):
                 assert ":" in last and not last.endswith(":latest"), c["image"]
 
 
+def test_the_fleets_own_containers_pull_from_its_registry(fleet, plans):
+    """Every container the fleet adds (log preparation, mtail sidecar, federation gateway) pulls the copy in the
+    fleet's registry, never the upstream image (pruned upstream, rate-limited on Docker Hub)."""
+    from components.images import pinned_images, registry
+
+    ours = {p.reference for p in pinned_images()}
+    workload_images = {w.spec.image for w in fleet.workloads.values()}
+    for plan in plans.values():
+        pods = [job_spec(r)["template"]["spec"] for r in jobs_of(plan)]
+        pods += [r.inputs["spec"]["template"]["spec"] for r in plan.registrations if r.type.endswith(":Deployment")]
+        for pod in pods:
+            for c in pod.get("initContainers", []) + pod["containers"]:
+                if c["image"] not in workload_images:
+                    assert c["image"] in ours and c["image"].startswith(registry() + "/"), c["image"]
+
+
 def test_job_name_changes_with_its_spec(fleet, tmp_path):
     from components.benchmark import spec_hash
 

@@ -113,11 +113,26 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"\n{len(plans)} stack(s), {total} resources, {mandatory} mandatory violation(s), "
         f"{time.perf_counter() - started:.2f} s"
     )
+    _note_unpinned_images(fleet)
     if args.json:
         Path(args.json).write_text(
             json.dumps({"stacks": [p.as_dict() for p in plans]}, indent=1, default=str), encoding="utf-8"
         )
     return EXIT_FAILED if mandatory else EXIT_OK
+
+
+def _note_unpinned_images(fleet: Fleet) -> None:
+    """Say once (not per stack) which of the fleet's own images the repository does not pin by digest yet."""
+    from fleet.image_delivery import image_jobs
+
+    unpinned = [job.name for job in image_jobs(fleet.workloads) if not job.digest]
+    if unpinned:
+        print(
+            f"note: {len(unpinned)} image(s) the fleet copies or builds are pinned by tag only "
+            f"({', '.join(unpinned)}): "
+            "run the images workflow (python -m fleet images --push) and commit the digests it prints",
+            file=sys.stderr,
+        )
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

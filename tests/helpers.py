@@ -56,3 +56,13 @@ def one(plan: StackPlan, type_: str, name: str) -> Registration:
 
 
 SHIPPED_WORKLOADS = WORKLOADS_DIR
+
+# The required ``gpu-fleet:magnum`` site settings of a fixture Magnum stack (tags as the upstream heat driver has them).
+MAGNUM_SITE = {
+    "image": "fedora-coreos-40",
+    "keypair": "kp",
+    "externalNetwork": "ext-net",
+    "masterFlavor": "m2.medium",
+    "kubeTag": "v1.28.9-rancher1",
+    "autoscalerTag": "v1.28.0",
+}

@@ -179,3 +179,14 @@ def test_hadolint_fails_a_bad_dockerfile(tmp_path: Path):
         check=False,
     )
     assert result.returncode == 1 and "DL3006" in result.stdout and "DL3003" in result.stdout
+
+
+def test_plan_notes_once_which_images_lack_a_digest(capsys):
+    status = main(["plan", "--no-policy-pack"])
+    err = capsys.readouterr().err
+    unpinned = [j.name for j in image_jobs(load_workloads()) if not j.digest]
+    assert status == 0
+    notes = [line for line in err.splitlines() if line.startswith("note:") and "pinned by tag only" in line]
+    assert len(notes) == (1 if unpinned else 0)
+    for name in unpinned:
+        assert name in notes[0]

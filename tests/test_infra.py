@@ -10,16 +10,8 @@ import pytest
 
 from fleet.cli import main
 from fleet.plan import StackPlan
-from tests.helpers import by_type, plan_one, write_policy
+from tests.helpers import MAGNUM_SITE, by_type, plan_one, write_policy
 
-MAGNUM_SITE = {
-    "image": "fedora-coreos-40",
-    "keypair": "kp",
-    "externalNetwork": "ext-net",
-    "masterFlavor": "m2.medium",
-    "kubeTag": "v1.28.9-rancher1",
-    "autoscalerTag": "v1.28.0",
-}
 MAGNUM = {"openstack:cloud": "site", "gpu-fleet:magnum": MAGNUM_SITE, "gpu-fleet:storageClass": "cinder-ssd"}
 MAGNUM_CENTRAL = """
 clusters:

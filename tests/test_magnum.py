@@ -7,7 +7,7 @@ from pulumi.runtime import rpc
 
 from components.magnum import GPU_AUTOSCALER, node_selector
 from fleet.errors import InputError
-from tests.helpers import by_type, one, plan_one
+from tests.helpers import MAGNUM_SITE, by_type, one, plan_one
 
 POLICY = """
 clusters:
@@ -29,14 +29,7 @@ clusters:
         t4: {min_nodes: 0, max_nodes: 2}
         v100: {}
 """
-MAGNUM = {
-    "image": "fedora-coreos-40",
-    "keypair": "kp",
-    "externalNetwork": "ext-net",
-    "masterFlavor": "m2.medium",
-    "kubeTag": "v1.28.9-rancher1",
-    "autoscalerTag": "v1.28.0",
-}
+MAGNUM = MAGNUM_SITE
 CONFIG = {"openstack:cloud": "cern", "gpu-fleet:magnum": MAGNUM, "gpu-fleet:storageClass": "standard"}
 GROUP = "openstack:containerinfra/nodeGroup:NodeGroup"
 TEMPLATE = "openstack:containerinfra/clusterTemplate:ClusterTemplate"

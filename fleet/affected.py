@@ -394,12 +394,42 @@ class GitError(Exception):
     """A git command failed; the message names the command and git's own words."""
 
 
+def _run_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise GitError(f"cannot run git {' '.join(args)}: {exc.strerror or exc}") from None
+
+
 def git(repo: Path, *args: str) -> str:
     """Run ``git -C repo args`` and return its stdout (``GitError`` on failure)."""
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+    proc = _run_git(repo, *args)
     if proc.returncode != 0:
         raise GitError(f"git {' '.join(args)}: {proc.stderr.strip() or f'exit status {proc.returncode}'}")
     return proc.stdout
+
+
+def merge_base(repo: Path, base: str, head: str | None, *, labels: tuple[str, str] | None = None) -> str:
+    """The merge base of commits ``base`` and ``head`` (default: ``HEAD``).
+
+    ``GitError`` when git finds none, naming the refs (``labels``, as the user gave them) and saying how to get
+    the history it needs: a shallow clone lacks the common ancestor, unrelated histories have none.
+    """
+    proc = _run_git(repo, "merge-base", base, head or "HEAD")
+    found = proc.stdout.strip()
+    if proc.returncode == 0 and found:
+        return found
+    base_label, head_label = labels or (base, head or "HEAD")
+    if git(repo, "rev-parse", "--is-shallow-repository").strip() == "true":
+        why = "this clone is shallow and lacks their common ancestor"
+    elif proc.returncode == 1:
+        why = "their histories are unrelated, or this clone lacks their common ancestor"
+    else:
+        why = proc.stderr.strip().replace("\n", " ") or f"git merge-base exit status {proc.returncode}"
+    raise GitError(
+        f"no merge base of {base_label} and {head_label} in {repo}: {why}; fetch the whole history "
+        "(git fetch --unshallow; fetch-depth: 0 in actions/checkout, GIT_DEPTH: 0 in GitLab CI) and try again"
+    )
 
 
 def resolve(repo: Path, ref: str) -> str | None:
@@ -453,7 +483,9 @@ def select_from_git(
     """The stacks changed between ``base`` and ``head`` (default: the working tree).
 
     The comparison starts at the merge base of the two, so a pull request is judged by its own changes only.
-    A base this clone does not have (a new branch's all-zero SHA, a shallow clone) selects every stack.
+    A base this clone does not have (a new branch's all-zero SHA, a shallow clone) selects every stack; a base
+    it has but without a merge base (a shallow clone, unrelated histories) is a ``GitError``: diffing against
+    the base's tip instead would count the base branch's own changes as the change's.
     """
     git(repo, "rev-parse", "--git-dir")  # a clear error outside a git repository
     head_commit = resolve(repo, head) if head else None
@@ -471,10 +503,7 @@ def select_from_git(
     base_commit = resolve(repo, base)
     if base_commit is None:
         return _with_note(select_all(new, f"base {base!r} is not in this clone"), f"every stack: no commit {base!r}")
-    try:
-        start = git(repo, "merge-base", base_commit, head_commit or "HEAD").strip()
-    except GitError:
-        start = base_commit
+    start = merge_base(repo, base_commit, head_commit, labels=(base, head or "HEAD"))
     changed = changed_files(repo, start, head_commit)
     with tempfile.TemporaryDirectory(prefix="gpu-fleet-base-") as tmp:
         old_wl = extract_folder(repo, start, "workloads", Path(tmp))
@@ -579,6 +608,7 @@ __all__ = [
     "file_at",
     "load_policy_file",
     "load_policy_text",
+    "merge_base",
     "render",
     "select_all",
     "select_from_git",

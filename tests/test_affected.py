@@ -517,3 +517,50 @@ def test_cli_over_git(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["stacks"] == ["aks-eastus"]
     assert data["leaves"] == [{"stack": "aks-eastus", "cloud": "azure", "region": "eastus", "central": False}]
+
+
+def test_git_unrelated_histories_have_no_merge_base(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Diffing against the base's tip would judge the change by everything the two histories differ in."""
+    run_git(repo, "checkout", "-q", "--orphan", "other")
+    (repo / "README.md").write_text("# another history\n", encoding="utf-8")
+    commit_all(repo, "unrelated root")
+    with pytest.raises(sel.GitError, match=r"no merge base of main and other in .*: their histories are unrelated"):
+        git_select(repo, "main", "other")
+    args = ["affected", "--base", "main", "--head", "other", "--repo", str(repo)]
+    assert main([*args, "--workloads-dir", str(repo / "workloads")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert captured.err.count("\n") == 1 and captured.err.startswith("affected: no merge base of main and other")
+
+
+def test_git_shallow_clone_without_the_merge_base_says_to_fetch_the_history(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CI checkout of depth 1 has both tips but not the commit they branched from."""
+    run_git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "README.md").write_text("# fleet, documented\n", encoding="utf-8")
+    commit_all(repo, "docs")
+    run_git(repo, "checkout", "-q", "main")
+    (repo / "components" / "infra.py").write_text("# infra, changed on main\n", encoding="utf-8")
+    commit_all(repo, "main moved on")
+    clone = tmp_path / "clone"
+    run_git(tmp_path, "clone", "-q", "--depth", "1", "--no-single-branch", "-b", "feature", repo.as_uri(), str(clone))
+    assert run_git(clone, "rev-parse", "--is-shallow-repository") == "true"
+    args = ["affected", "--base", "origin/main", "--repo", str(clone), "--policy", str(clone / "policy" / "fleet.yaml")]
+    assert main([*args, "--workloads-dir", str(clone / "workloads")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err and captured.err.count("\n") == 1
+    assert "affected: no merge base of origin/main and HEAD" in captured.err
+    assert "this clone is shallow" in captured.err and "git fetch --unshallow" in captured.err
+    assert "fetch-depth: 0" in captured.err
+    run_git(clone, "fetch", "-q", "--unshallow")  # what the message says to do
+    assert main([*args, "--workloads-dir", str(clone / "workloads")]) == 0
+    assert capsys.readouterr().out == ""  # the feature branch changed only the README
+
+
+def test_git_missing_is_a_message_not_a_traceback(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(repo / "no-such-bin"))
+    assert main(["affected", "--base", "main", "--repo", str(repo)]) == 2
+    assert capsys.readouterr().err.startswith("affected: cannot run git rev-parse --git-dir: ")

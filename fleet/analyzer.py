@@ -31,6 +31,7 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from fleet.mock_engine import Registration
 from fleet.plan import PROJECT, Finding, StackPlan
 from fleet.policy import POLICY_FILE
+from fleet.workloads import WORKLOADS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 PACK_DIR = ROOT / "policy"
@@ -67,6 +68,7 @@ class PolicyPackSession:
         stack: str = "analysis",
         pack_dir: Path = PACK_DIR,
         python: str = sys.executable,
+        workloads_dir: Path | str = WORKLOADS_DIR,
     ):
         env = {
             **os.environ,
@@ -74,6 +76,7 @@ class PolicyPackSession:
             "PULUMI_STACK": stack,
             "PULUMI_DRY_RUN": "true",
             "GPU_FLEET_POLICY": str(Path(policy_file).resolve()),
+            "GPU_FLEET_WORKLOADS": str(Path(workloads_dir).resolve()),
         }
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
@@ -175,13 +178,16 @@ class PolicyPackSession:
 
 
 def analyze_plans(
-    plans: Iterable[StackPlan], project: str = PROJECT, policy_file: Path | str = POLICY_FILE
+    plans: Iterable[StackPlan],
+    project: str = PROJECT,
+    policy_file: Path | str = POLICY_FILE,
+    workloads_dir: Path | str = WORKLOADS_DIR,
 ) -> dict[str, list[Finding]]:
     """Policy findings of each plan (by stack name), with a single pack process."""
     plans = list(plans)
     if not plans:
         return {}
-    with PolicyPackSession(policy_file, project, stack=plans[0].stack) as session:
+    with PolicyPackSession(policy_file, project, stack=plans[0].stack, workloads_dir=workloads_dir) as session:
         return {p.stack: session.analyze(p) for p in plans}
 
 

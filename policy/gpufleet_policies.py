@@ -26,8 +26,10 @@ from pulumi_policy import (
 from fleet import sidecar
 from fleet.policy import POLICY_FILE, Cluster, Fleet, GpuPool, load_fleet_cached
 from fleet.pool_view import POOL_TYPES, PoolView
+from fleet.workloads import WORKLOADS_DIR
 
 POLICY_ENV = "GPU_FLEET_POLICY"
+WORKLOADS_ENV = "GPU_FLEET_WORKLOADS"
 MAGNUM_POOL = "openstack:containerinfra/nodeGroup:NodeGroup"
 BENCHMARK_TYPES = ("kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob")
 CLUSTER_TYPES = (
@@ -49,8 +51,12 @@ ADVISORY = EnforcementLevel.ADVISORY
 
 
 def fleet() -> Fleet:
-    """The fleet of the policy file (``GPU_FLEET_POLICY`` or policy/fleet.yaml), cached per file version."""
-    return load_fleet_cached(Path(os.environ.get(POLICY_ENV) or POLICY_FILE))
+    """The fleet of the policy file (``GPU_FLEET_POLICY`` or policy/fleet.yaml) with its workloads
+    (``GPU_FLEET_WORKLOADS`` or workloads/), cached per file version."""
+    workloads = os.environ.get(WORKLOADS_ENV)
+    return load_fleet_cached(
+        Path(os.environ.get(POLICY_ENV) or POLICY_FILE), Path(workloads) if workloads else WORKLOADS_DIR
+    )
 
 
 def stack_of(urn: str) -> str:

@@ -8,7 +8,7 @@ import pytest
 from pulumi.runtime import rpc
 
 from fleet.plan import plan_stack
-from fleet.policy import POLICY_FILE
+from fleet.policy import POLICY_FILE, load_fleet
 from fleet.stack_config import STACKS_DIR
 from tests.helpers import by_type, one, plan_one
 
@@ -253,9 +253,14 @@ def test_unprotected_stack(tmp_path):
     assert cluster.protect is False
 
 
-def test_shipped_eks_stack_plans_under_the_strict_engine():
-    plan = plan_stack("eks-eastus", POLICY_FILE, STACKS_DIR)
-    groups = {g.inputs["nodeGroupName"] for g in by_type(plan, NODE_GROUP)}
-    assert groups == {"system", "gpu-t4", "gpu-a10g", "gpu-l4", "gpu-v100"}
-    releases = {r.inputs["name"] for r in by_type(plan, "kubernetes:helm.sh/v3:Release")}
-    assert {"cluster-autoscaler", "nvidia-device-plugin"} <= releases  # AL2023 NVIDIA AMI has no device plugin
+def test_shipped_eks_stacks_plan_under_the_strict_engine():
+    """Every EKS cluster of the shipped policy (none is fine): its node groups are the system one and its cards'."""
+    fleet = load_fleet(POLICY_FILE)
+    for cluster in (c for c in fleet.clusters.values() if c.cloud == "aws"):
+        plan = plan_stack(cluster.name, POLICY_FILE, STACKS_DIR)
+        groups = {g.inputs["nodeGroupName"] for g in by_type(plan, NODE_GROUP)}
+        assert groups == {"system"} | {pool.name for pool in cluster.pools}
+        releases = {r.inputs["name"] for r in by_type(plan, "kubernetes:helm.sh/v3:Release")}
+        assert "cluster-autoscaler" in releases
+        # the AL2023 NVIDIA AMI has no device plugin
+        assert ("nvidia-device-plugin" in releases) == any(p.accelerator.is_nvidia for p in cluster.pools)

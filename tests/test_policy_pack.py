@@ -16,17 +16,22 @@ from fleet.plan import Finding, StackPlan, plan_fleet
 from fleet.policy import load_fleet
 
 ROOT = Path(__file__).resolve().parent.parent
-POLICY = ROOT / "policy" / "fleet.yaml"
+SHIPPED = ROOT / "policy" / "fleet.yaml"
+# The tests' own fleet (one cluster per cloud, its own workloads), so a team's fleet keeps this suite green.
+FIXTURE = ROOT / "tests" / "fixtures" / "fleet"
+POLICY, STACKS, WORKLOADS = FIXTURE / "fleet.yaml", FIXTURE / "stacks", FIXTURE / "workloads"
+PLAN_ARGS = ["--policy", str(POLICY), "--stacks-dir", str(STACKS), "--workloads-dir", str(WORKLOADS)]
 
 
 @pytest.fixture(scope="module")
 def plans() -> dict[str, StackPlan]:
-    return {p.stack: p for p in plan_fleet(load_fleet(POLICY), POLICY)}
+    fleet = load_fleet(POLICY, WORKLOADS)
+    return {p.stack: p for p in plan_fleet(fleet, POLICY, stacks_dir=STACKS, workloads_dir=WORKLOADS)}
 
 
 @pytest.fixture(scope="module")
 def session():
-    with PolicyPackSession(POLICY) as s:
+    with PolicyPackSession(POLICY, workloads_dir=WORKLOADS) as s:
         yield s
 
 
@@ -76,8 +81,18 @@ def pod(r: Registration) -> dict[str, Any]:
 # --- the shipped fleet --------------------------------------------------------------------------------------
 
 
-def test_shipped_fleet_has_no_findings(plans):
-    findings = analyze_plans(plans.values(), policy_file=POLICY)
+def test_shipped_fleet_has_no_findings():
+    """Whatever the shipped policy says, the program's plan of it passes the pack (derived from the policy)."""
+    plans = {p.stack: p for p in plan_fleet(load_fleet(SHIPPED), SHIPPED)}
+    findings = analyze_plans(plans.values(), policy_file=SHIPPED)
+    assert set(findings) == set(plans)
+    for stack, found in findings.items():
+        assert [f for f in found if f.level == "mandatory"] == [], stack
+        assert found == [], stack  # not even advisories
+
+
+def test_fixture_fleet_has_no_findings(plans):
+    findings = analyze_plans(plans.values(), policy_file=POLICY, workloads_dir=WORKLOADS)
     assert set(findings) == set(plans)
     for stack, found in findings.items():
         assert [f for f in found if f.level == "mandatory"] == [], stack
@@ -117,7 +132,7 @@ def test_pack_constants_match_the_component():
 
 
 def test_pack_process_is_stopped():
-    s = PolicyPackSession(POLICY)
+    s = PolicyPackSession(POLICY, workloads_dir=WORKLOADS)
     proc = s._proc
     s.close()
     assert proc.poll() is not None
@@ -127,54 +142,54 @@ def test_pack_process_is_stopped():
 
 
 def test_gke_pool_without_taint(plans, session):
-    r = reg(plans, "gke-uscentral1-c", GKE_POOL, "gpu-l4")
+    r = reg(plans, "fix-gke", GKE_POOL, "gpu-l4")
     assert check(session, r) == []
     r.inputs["nodeConfig"]["taints"] = []
     assert_violation(check(session, r), "gpu-pool-accelerator-taint", "lacks the accelerator taint", urn=r.urn)
 
 
 def test_gke_pool_without_card_label(plans, session):
-    r = reg(plans, "gke-uscentral1-c", GKE_POOL, "gpu-l4")
+    r = reg(plans, "fix-gke", GKE_POOL, "gpu-l4")
     del r.inputs["nodeConfig"]["labels"]["gpu"]
     assert_violation(check(session, r), "gpu-pool-card-label", "gpu=l4")
 
 
 def test_aks_pool_without_taint(plans, session):
-    r = reg(plans, "aks-eastus", AKS_POOL, "gpu-t4")
+    r = reg(plans, "fix-aks", AKS_POOL, "gpu-t4")
     assert check(session, r) == []
     r.inputs["nodeTaints"] = [t for t in r.inputs["nodeTaints"] if "spot" in t]
     assert_violation(check(session, r), "gpu-pool-accelerator-taint")
 
 
 def test_eks_group_with_min_size_2(plans, session):
-    r = reg(plans, "eks-eastus", EKS_GROUP, "gpu-t4")
+    r = reg(plans, "fix-eks", EKS_GROUP, "gpu-t4")
     assert check(session, r) == []
     r.inputs["scalingConfig"]["minSize"] = 2
     assert_violation(check(session, r), "gpu-pool-size", "minimum size 2", "says 0", "scale to zero")
 
 
 def test_eks_group_on_demand(plans, session):
-    r = reg(plans, "eks-eastus", EKS_GROUP, "gpu-a10g")
+    r = reg(plans, "fix-eks", EKS_GROUP, "gpu-a10g")
     r.inputs["capacityType"] = "ON_DEMAND"
     assert_violation(check(session, r), "gpu-pool-spot", "on-demand", "asks for spot")
 
 
 def test_eks_group_for_a_card_the_cluster_lacks(plans, session):
-    r = reg(plans, "eks-eastus", EKS_GROUP, "gpu-t4")
-    r.name = "eks-eastus-gpu-h100"
+    r = reg(plans, "fix-eks", EKS_GROUP, "gpu-t4")
+    r.name = "fix-eks-gpu-h100"
     r.urn = r.urn.removesuffix("gpu-t4") + "gpu-h100"
     r.inputs["labels"]["gpu"] = "h100"
     assert_violation(check(session, r), "gpu-pool-allowed-card", "'h100'", "a10g")
 
 
 def test_system_pool_is_not_a_gpu_pool(plans, session):
-    r = reg(plans, "eks-eastus", EKS_GROUP, "system")
+    r = reg(plans, "fix-eks", EKS_GROUP, "system")
     r.inputs["scalingConfig"]["minSize"] = 2
     assert check(session, r) == []
 
 
 def test_magnum_group_keeps_one_node_unless_opted_in(plans, session):
-    r = reg(plans, "cern-main", MAGNUM_GROUP, "gpu-v100")
+    r = reg(plans, "fix-magnum", MAGNUM_GROUP, "gpu-v100")
     assert check(session, r) == []  # no labels or taints required on Magnum
     r.inputs["minNodeCount"] = 0
     assert_violation(check(session, r), "gpu-pool-size", "minimum size 0", "min_nodes: 0")
@@ -185,17 +200,17 @@ def test_magnum_group_keeps_one_node_unless_opted_in(plans, session):
 
 @pytest.fixture
 def job(plans) -> Registration:
-    return reg(plans, "eks-eastus", JOB, "-t4")
+    return reg(plans, "fix-eks", JOB, "-t4")
 
 
 def test_compliant_job_and_cronjob(plans, session, job):
     assert check(session, job) == []
-    assert check(session, reg(plans, "aks-eastus", CRONJOB, "-t4")) == []
+    assert check(session, reg(plans, "fix-aks", CRONJOB, "-t4")) == []
 
 
 def test_job_on_a_card_the_policy_does_not_allow(session, job):
     job.inputs["spec"]["template"]["metadata"]["labels"]["gpu"] = "p100"
-    assert_violation(check(session, job), "benchmark-allowed-card", "'p100'", "does not give cluster 'eks-eastus'")
+    assert_violation(check(session, job), "benchmark-allowed-card", "'p100'", "does not give cluster 'fix-eks'")
 
 
 def test_job_image_latest_and_untagged(session, job):
@@ -214,7 +229,7 @@ def test_privileged_container_and_host_path(session, job):
 
 
 def test_privileged_cronjob(plans, session):
-    r = reg(plans, "aks-eastus", CRONJOB, "-a100")
+    r = reg(plans, "fix-aks", CRONJOB, "-a100")
     pod(r)["initContainers"][0]["securityContext"] = {"privileged": True}
     assert_violation(check(session, r), "benchmark-no-host-access", "'prepare-log'")
 
@@ -227,7 +242,7 @@ def test_job_without_tolerations_or_selector(session, job):
 
 
 def test_aks_spot_toleration_required(plans, session):
-    r = reg(plans, "aks-eastus", JOB, "-a10")
+    r = reg(plans, "fix-aks", JOB, "-a10")
     pod(r)["tolerations"] = [t for t in pod(r)["tolerations"] if t["value"] != "spot"]
     assert_violation(check(session, r), "benchmark-placement", "spot")
 
@@ -270,7 +285,7 @@ def test_job_without_accelerator_is_not_a_benchmark(session, job):
 
 
 def test_stack_missing_and_extra_benchmarks(plans, session):
-    regs = copy.deepcopy(plans["eks-eastus"].registrations)
+    regs = copy.deepcopy(plans["fix-eks"].registrations)
     jobs = [r for r in regs if r.type == JOB]
     dropped = jobs[0]
     regs.remove(dropped)
@@ -289,10 +304,10 @@ def test_stack_missing_and_extra_benchmarks(plans, session):
 @pytest.mark.parametrize(
     ("stack", "type_"),
     [
-        ("gke-uscentral1-a", "gcp:container/cluster:Cluster"),
-        ("eks-eastus", "aws:eks/cluster:Cluster"),
-        ("aks-eastus", "azure-native:containerservice:ManagedCluster"),
-        ("cern-main", "openstack:containerinfra/cluster:Cluster"),
+        ("fix-gke", "gcp:container/cluster:Cluster"),
+        ("fix-eks", "aws:eks/cluster:Cluster"),
+        ("fix-aks", "azure-native:containerservice:ManagedCluster"),
+        ("fix-magnum", "openstack:containerinfra/cluster:Cluster"),
     ],
 )
 def test_unprotected_cluster(plans, session, stack, type_):
@@ -309,7 +324,7 @@ def _broken_plan(capsys: pytest.CaptureFixture[str], stack: str) -> tuple[int, s
     """``python -m fleet plan --stack STACK`` in this process (so a patched component is what runs)."""
     from fleet.cli import main
 
-    status = main(["plan", "--stack", stack])
+    status = main(["plan", *PLAN_ARGS, "--stack", stack])
     captured = capsys.readouterr()
     return status, captured.out + captured.err
 
@@ -323,10 +338,11 @@ def test_plan_fails_a_program_whose_gpu_pools_lose_their_taint(
     monkeypatch.setattr(
         components.gke, "upper_effect", lambda t: {"key": t.key, "value": t.value, "effect": "PREFER_NO_SCHEDULE"}
     )
-    status, output = _broken_plan(capsys, "gke-uscentral1-a")
+    status, output = _broken_plan(capsys, "fix-gke")
     assert status == 1, output
-    assert "gpu-pool-accelerator-taint" in output and "gke-uscentral1-a-gpu-t4" in output, output
-    assert "1 mandatory violation(s)" in output, output
+    assert "gpu-pool-accelerator-taint" in output and "fix-gke-gpu-t4" in output, output
+    pools = load_fleet(POLICY, WORKLOADS).cluster("fix-gke").pools
+    assert f"{len(pools)} mandatory violation(s)" in output, output  # one per GPU pool
 
 
 def test_plan_fails_a_program_that_runs_a_workload_on_a_card_the_policy_forbids(
@@ -334,19 +350,19 @@ def test_plan_fails_a_program_that_runs_a_workload_on_a_card_the_policy_forbids(
 ) -> None:
     from fleet.policy import Benchmark, Fleet
 
-    # The bug: benchmarks placed on every card of the cluster, ignoring the policy's list for 3dgan (no P4).
+    # The bug: benchmarks placed on every card of the cluster, ignoring the policy's list for fitter (no A10).
     def every_card(self: Fleet, cluster: Any) -> list[Benchmark]:
         return [
             Benchmark(self.workloads[w], pool, self.schedules[w]) for w in self.placements for pool in cluster.pools
         ]
 
     monkeypatch.setattr(Fleet, "benchmarks", every_card)
-    status, output = _broken_plan(capsys, "gke-uscentral1-c")
+    status, output = _broken_plan(capsys, "fix-aks")
     assert status == 1, output
     assert "benchmark-allowed-card" in output and "benchmark-set-matches-policy" in output, output
-    assert "3dgan-p4" in output, output
+    assert "fitter-a10" in output, output
 
 
 def test_plan_of_the_unbroken_stack_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    status, output = _broken_plan(capsys, "gke-uscentral1-a")
+    status, output = _broken_plan(capsys, "fix-gke")
     assert status == 0 and "0 mandatory violation(s)" in output, output

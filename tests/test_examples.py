@@ -1,0 +1,28 @@
+"""The example fleets under examples/ validate and plan (with the policy pack) like the shipped one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleet.cli import main
+from fleet.policy import load_fleet
+from fleet.stack_config import stack_names
+
+EXAMPLES = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "examples").glob("*/fleet.yaml"))
+
+
+def test_there_are_examples_to_start_from():
+    assert len(EXAMPLES) >= 2
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_validates_and_plans_without_violations(example: Path, capsys: pytest.CaptureFixture[str]):
+    policy, stacks = example / "fleet.yaml", example / "stacks"
+    fleet = load_fleet(policy)
+    assert set(stack_names(stacks)) == set(fleet.clusters), "one stack file per cluster, no other"
+    assert main(["validate", "--policy", str(policy), "--stacks-dir", str(stacks)]) == 0
+    assert main(["plan", "--policy", str(policy), "--stacks-dir", str(stacks)]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(fleet.clusters)} stack(s)" in out and " 0 mandatory violation(s)" in out

@@ -192,13 +192,25 @@ def cmd_affected(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     """Plan the selected stacks and write their Kubernetes, Helm, Prometheus and gateway files (fleet/render.py)."""
-    from fleet.render import render_stack
+    from fleet.render import out_problem, render_stack
 
+    problem = out_problem(args.out)
+    if problem:
+        print(f"render: {problem}; nothing was rendered", file=sys.stderr)
+        return EXIT_BAD_INPUT
     planned = _plan_selected(args, "render")
     if isinstance(planned, int):
         return planned
     for plan in planned[1]:
-        written = render_stack(plan, args.out)
+        try:
+            written = render_stack(plan, args.out)
+        except OSError as exc:
+            where = exc.filename or args.out
+            print(
+                f"render: cannot write {where}: {exc.strerror or exc}; {plan.stack} keeps its old files",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
         print(f"{plan.stack}: {len(written)} files in {args.out / plan.stack}")
     return EXIT_OK
 

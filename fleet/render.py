@@ -10,11 +10,20 @@
 * ``gateway/nginx.conf``: the mTLS federation gateway of a leaf cluster.
 
 Secrets never reach the disk: every secret value is written as ``[secret]`` (certificate *paths* are plain).
+
+A stack's folder is replaced as a whole: its files are written into ``DIR/.render-new.NAME`` (same file
+system) and renamed into place, so a folder is either the old output or the complete new one, never half
+written, and stale files never survive. Runs into the same ``DIR`` take turns on ``DIR/.render.lock``
+(``flock``); the next run puts back what an interrupted one left (:func:`render_lock`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,16 +104,69 @@ def rendered_files(plan: StackPlan) -> dict[str, str]:
     return files
 
 
+LOCK_FILE = ".render.lock"
+_NEW = ".render-new."  # + stack: the folder being written
+_OLD = ".render-old."  # + stack: the previous output, while the new folder is renamed into place
+
+
+def out_problem(out: Path) -> str | None:
+    """Why ``out`` cannot be the output folder (it, or the nearest existing folder above it, is not a
+    directory), or None."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} exists and is not a directory"
+    existing = next((p for p in out.parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        return f"--out {out}: {existing} is not a directory"
+    return None
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _recover(out: Path) -> None:
+    """Undo what an interrupted render left in ``out``: a half-written new folder goes, and an old output
+    moved aside goes back where its stack folder is missing (it is only removed once the new one is in place)."""
+    for aside in out.glob(_OLD + "*"):
+        stack = out / aside.name.removeprefix(_OLD)
+        if stack.exists() or stack.is_symlink():
+            _remove(aside)
+        else:
+            aside.rename(stack)
+    for partial in out.glob(_NEW + "*"):
+        _remove(partial)
+
+
+@contextmanager
+def render_lock(out: Path) -> Iterator[None]:
+    """Hold the exclusive lock of the output folder ``out`` (created if missing) and recover what an
+    interrupted render left there; concurrent renders into ``out`` wait for each other."""
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / LOCK_FILE).open("a", encoding="utf-8") as lock:  # "a": create, never truncate
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        _recover(out)
+        yield
+
+
 def render_stack(plan: StackPlan, out: Path) -> list[Path]:
-    """Write ``rendered_files(plan)`` under ``out/<stack>/`` (emptied first); return the paths written."""
+    """Replace ``out/<stack>/`` with ``rendered_files(plan)`` as a whole (under :func:`render_lock`); return the
+    paths written."""
+    files = rendered_files(plan)
     root = out / plan.stack
-    if root.exists():
-        for old in sorted(root.rglob("*"), reverse=True):
-            old.unlink() if old.is_file() else old.rmdir()
-    written = []
-    for relative, text in sorted(rendered_files(plan).items()):
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
+    with render_lock(out):
+        new = out / f"{_NEW}{plan.stack}"
+        try:
+            new.mkdir()
+            for relative, text in sorted(files.items()):
+                path = new / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            if root.exists() or root.is_symlink():
+                root.rename(out / f"{_OLD}{plan.stack}")
+            new.rename(root)
+        finally:
+            _recover(out)  # after success: removes the old output; after an interruption: puts it back
+    return [root / relative for relative in sorted(files)]

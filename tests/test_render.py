@@ -11,7 +11,7 @@ import yaml
 
 from fleet.cli import main
 from fleet.policy import POLICY_FILE, load_fleet
-from fleet.render import render_stack
+from fleet.render import LOCK_FILE, render_stack
 from tests.helpers import plan_one
 
 K8S_VERSION = "1.33.0"
@@ -32,7 +32,7 @@ def _yaml(path: Path) -> Any:
 
 def test_every_stack_gets_its_files(rendered: Path) -> None:
     fleet = load_fleet(POLICY_FILE)
-    assert sorted(p.name for p in rendered.iterdir()) == sorted(fleet.clusters)
+    assert sorted(p.name for p in rendered.iterdir()) == sorted([*fleet.clusters, LOCK_FILE])
     for name, cluster in fleet.clusters.items():
         root = rendered / name
         assert (root / "prometheus" / "prometheus.yml").is_file(), name

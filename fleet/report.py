@@ -241,7 +241,7 @@ def gather(
             )
             section.rows.append(row)
         section.rows.sort(key=lambda r: r.result, reverse=wl.spec.headline.higher_is_better)
-    return Report(client.base_url, window, step, time.time(), sections, prices, client.requests)
+    return Report(client.display_url, window, step, time.time(), sections, prices, client.requests)
 
 
 def _why_no_data(
@@ -576,15 +576,22 @@ def _select(workloads: dict[str, Workload], names: list[str] | None) -> list[Wor
     return [workloads[n] for n in dict.fromkeys(names)]
 
 
-def build(args: argparse.Namespace, now: float | None = None, stream: TextIO | None = None) -> Report:
-    """Check the command line, query Prometheus and return the gathered report (``ReportError`` otherwise)."""
+def build(
+    args: argparse.Namespace, now: float | None = None, stream: TextIO | None = None, budget: float | None = None
+) -> Report:
+    """Check the command line, query Prometheus and return the gathered report (``ReportError`` otherwise).
+
+    Every request gets ``--timeout`` seconds for its whole answer, and all of them together ``budget`` seconds
+    (default: the timeout times the number of requests the report may send), so the report ends in bounded
+    time whatever the server does.
+    """
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise ReportError(f"--timeout must be a positive number of seconds (got {args.timeout:g})", bad_input=True)
     try:
         window = window_from(now if now is not None else time.time(), args.since, args.start, args.end)
         client = PrometheusClient(args.prometheus, timeout=args.timeout)
     except ValueError as exc:
         raise ReportError(str(exc), bad_input=True) from None
-    if not args.timeout > 0:
-        raise ReportError(f"--timeout must be positive (got {args.timeout:g})", bad_input=True)
     if args.out.exists() and not args.out.is_dir():
         raise ReportError(f"--out {args.out} exists and is not a directory", bad_input=True)
     workloads = _select(load_workloads(args.workloads_dir), args.workload)
@@ -593,8 +600,9 @@ def build(args: argparse.Namespace, now: float | None = None, stream: TextIO | N
     fleet = load_fleet(args.policy, args.workloads_dir)
     prices = load_prices(args.prices)
     progress = Progress(count_queries(workloads, window), stream)
+    client.deadline = time.monotonic() + (budget if budget is not None else progress.total * args.timeout)
     try:
-        progress.step(f"connecting to {client.base_url}")
+        progress.step(f"connecting to {client.display_url}")
         client.build_info()
         return gather(client, workloads, window, fleet, prices, progress)
     except PrometheusError as exc:
@@ -627,7 +635,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     for section in empty:
         print(f"report: warning: {section.name}: no data ({section.no_data})", file=sys.stderr)
-    written = write_report(report, args.out)
+    try:
+        written = write_report(report, args.out)
+    except OSError as exc:
+        print(f"report: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILED
     cards = sum(len(s.rows) for s in report.sections)
     print(
         f"wrote {written[0]}, {written[1]} and {len(written) - 2} plots: {len(report.sections) - len(empty)} of "

@@ -12,28 +12,26 @@ from fleet import render
 from fleet.cli import main
 from fleet.plan import StackPlan
 from fleet.render import LOCK_FILE, render_stack, rendered_files
-from tests.helpers import SHIPPED_WORKLOADS, plan_one
+from tests.helpers import SHIPPED_WORKLOADS, plan_one, write_policy
 
 RENDERS = 8
+
+
+POLICY = """
+clusters:
+  existing:
+    lab: {central: true, gpus: [t4]}
+workloads:
+  pyhf: all
+  simpletrack: all
+"""
+CONFIG = {"gpu-fleet:kubeconfig": {"secure": "djE6..."}, "gpu-fleet:storageClass": "local-path"}
 
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory: pytest.TempPathFactory) -> StackPlan:
     """A small central stack that runs two workloads (17 files)."""
-    return plan_one(
-        tmp_path_factory.mktemp("policy"),
-        """
-        clusters:
-          existing:
-            lab: {central: true, gpus: [t4]}
-        workloads:
-          pyhf: all
-          simpletrack: all
-        """,
-        "lab",
-        {"gpu-fleet:kubeconfig": {"secure": "djE6..."}, "gpu-fleet:storageClass": "local-path"},
-        workloads_dir=SHIPPED_WORKLOADS,
-    )
+    return plan_one(tmp_path_factory.mktemp("policy"), POLICY, "lab", CONFIG, workloads_dir=SHIPPED_WORKLOADS)
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -119,3 +117,14 @@ def test_out_that_is_a_file_is_bad_input(tmp_path: Path, capsys: pytest.CaptureF
     assert err.startswith(f"render: --out {out}") and "is not a directory; nothing was rendered" in err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert file.read_text(encoding="utf-8") == "not a folder\n"
+
+
+def test_a_folder_that_cannot_be_written_is_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy, stacks = write_policy(tmp_path, POLICY, {"lab": CONFIG})
+    out = tmp_path / "out"
+    (out / LOCK_FILE).mkdir(parents=True)  # the lock file cannot be opened
+    args = ["--policy", str(policy), "--stacks-dir", str(stacks), "--workloads-dir", str(SHIPPED_WORKLOADS)]
+    assert main(["render", *args, "--stack", "lab", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.endswith(f"render: cannot write {out / LOCK_FILE}: Is a directory; lab keeps its old files\n"), err
+    assert "Traceback" not in err

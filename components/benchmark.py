@@ -248,10 +248,9 @@ class BenchmarkJobs(pulumi.ComponentResource):
             wanted = wl.spec.secret_env
             if name not in credentials:
                 pulumi.log.warn(
-                    f"{cluster.name}: {name} reads {', '.join(wanted)} from the Secret {wl.credentials_secret}, which "
-                    f"this stack does not create: set them with pulumi config set --secret --path "
-                    f"'gpu-fleet:workloadSecrets.{name}.{wanted[0]}' <value> (and so on), or create that Secret "
-                    "yourself; until it exists the benchmark's pods wait"
+                    f"{cluster.name}: {name}'s pods wait for their credentials ({', '.join(wanted)}): "
+                    f"pulumi config set --stack {cluster.name} --secret --path "
+                    f"'gpu-fleet:workloadSecrets.{name}.{wanted[0]}' <value>, and so on"
                 )
                 continue
             given = credentials[name]

@@ -115,28 +115,33 @@ class MagnumSettings:
     }
 
     @staticmethod
-    def read() -> MagnumSettings:
-        """Read and check ``gpu-fleet:magnum``; every problem at once, located in the stack file."""
-        key = f"{NAMESPACE}:magnum"
-        raw = config_value(pulumi.Config(NAMESPACE), "magnum")
+    def problems(raw: Any) -> list[tuple[tuple[object, ...], str]]:
+        """What is wrong with a ``gpu-fleet:magnum`` value, as (path inside the value, message); [] when fine."""
         if not isinstance(raw, dict):
-            keys = ", ".join(MagnumSettings.REQUIRED)
-            raise InputError([config_problem(key, f"required: an object with at least the keys {keys}")])
-        problems = [
-            config_problem(key, f"unknown key (known: {', '.join(MagnumSettings.KEYS)})", k)
+            return [((), f"required: an object with at least the keys {', '.join(MagnumSettings.REQUIRED)}")]
+        found = [
+            ((k,), f"unknown key (known: {', '.join(MagnumSettings.KEYS)})")
             for k in sorted(set(raw) - set(MagnumSettings.KEYS))
         ]
         for k in MagnumSettings.REQUIRED:
             if not isinstance(raw.get(k), str) or not raw[k].strip():
                 hint = f": {MagnumSettings.HINTS[k]}" if k in MagnumSettings.HINTS else ""
-                problems.append(config_problem(key, f"missing {k}, a site setting{hint}", k))
+                found.append(((k,), f"missing {k}, a site setting{hint}"))
         if raw.get("masterCount", 1) not in (1, 3):
-            problems.append(config_problem(key, "must be 1 or 3 (etcd quorum)", "masterCount"))
+            found.append((("masterCount",), "must be 1 or 3 (etcd quorum)"))
         labels = raw.get("extraLabels", {})
         if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-            problems.append(config_problem(key, 'must map driver labels to strings ("true", not true)', "extraLabels"))
-        if problems:
-            raise InputError(problems)
+            found.append((("extraLabels",), 'must map driver labels to strings ("true", not true)'))
+        return found
+
+    @staticmethod
+    def read() -> MagnumSettings:
+        """Read and check ``gpu-fleet:magnum``; every problem at once, located in the stack file."""
+        key = f"{NAMESPACE}:magnum"
+        raw = config_value(pulumi.Config(NAMESPACE), "magnum")
+        found = MagnumSettings.problems(raw)
+        if found:
+            raise InputError([config_problem(key, message, *where) for where, message in found])
         return MagnumSettings(**{MagnumSettings.KEYS[k]: v for k, v in raw.items()})
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from fleet.errors import InputError
 from fleet.policy import POLICY_FILE, Fleet, load_fleet
-from fleet.stack_config import STACKS_DIR, stack_file, stack_names
+from fleet.stack_config import STACKS_DIR
 from fleet.workloads import WORKLOADS_DIR
 
 if TYPE_CHECKING:
@@ -42,43 +42,36 @@ def _summary(fleet: Fleet) -> str:
     return "\n".join(lines)
 
 
-def _check_stack_files(fleet: Fleet, stacks_dir: Path) -> list[str]:
-    """Clusters without a stack file are errors; stacks without a cluster only a warning, because a
-    cluster removed from the policy keeps its (protected) stack until someone destroys it on purpose."""
-    for name in stack_names(stacks_dir):
-        if name not in fleet.clusters:
-            print(
-                f"warning: stack {name!r} has no cluster in {fleet.file}; `pulumi up` on it will refuse to run",
-                file=sys.stderr,
-            )
-    return [
-        f"{stack_file(name, stacks_dir)}:1: missing: every cluster needs its stack config file"
-        for name in fleet.clusters
-        if not stack_file(name, stacks_dir).is_file()
-    ]
+def _checked_fleet(args: argparse.Namespace) -> Fleet:
+    """The policy, the workload folders and the stack files, all checked: an ``InputError`` with every problem at
+    once, else the fleet; warnings and notes are printed once, whatever the number of stacks."""
+    from fleet.stack_checks import check_stacks
+    from fleet.workload_checks import check_workloads
+
+    fleet = load_fleet(args.policy, args.workloads_dir)
+    stacks = check_stacks(fleet, args.stacks_dir)
+    workload_problems, notes = check_workloads(fleet.workloads)
+    for line in (*fleet.warnings, *stacks.warnings):
+        print(f"warning: {line}", file=sys.stderr)
+    for line in notes:
+        print(f"note: {line}", file=sys.stderr)
+    if stacks.problems or workload_problems:
+        raise InputError(stacks.problems + workload_problems)
+    return fleet
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Check the policy, catalogue, workloads and stack files; print a summary."""
-    fleet = load_fleet(args.policy, args.workloads_dir)
-    problems = _check_stack_files(fleet, args.stacks_dir)
-    if problems:
-        print("\n".join(problems), file=sys.stderr)
-        return EXIT_BAD_INPUT
-    print(_summary(fleet))
+    """Check the policy, catalogue, workloads (their mtail programs too) and stack files; print a summary."""
+    print(_summary(_checked_fleet(args)))
     return EXIT_OK
 
 
 def _plan_selected(args: argparse.Namespace, what: str) -> tuple[Fleet, list[StackPlan]] | int:
-    """Load the policy, check the stack files and plan ``--stack`` (all by default); an exit status on failure."""
+    """Check every input and plan ``--stack`` (all by default); an exit status on failure."""
     from fleet.mock_engine import PlanError
     from fleet.plan import plan_fleet
 
-    fleet = load_fleet(args.policy, args.workloads_dir)
-    problems = _check_stack_files(fleet, args.stacks_dir)
-    if problems:
-        print("\n".join(problems), file=sys.stderr)
-        return EXIT_BAD_INPUT
+    fleet = _checked_fleet(args)
     try:
         return fleet, plan_fleet(
             fleet, Path(args.policy).resolve(), args.stack or None, args.stacks_dir, args.workloads_dir
@@ -102,7 +95,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from fleet.plan import PROJECT
 
         # The CrossGuard pack, started and spoken to exactly as `pulumi preview --policy-pack policy` does.
-        found = analyze_plans(plans, project=PROJECT, policy_file=Path(args.policy).resolve())
+        found = analyze_plans(
+            plans, project=PROJECT, policy_file=Path(args.policy).resolve(), workloads_dir=args.workloads_dir
+        )
         for plan in plans:
             plan.findings += found.get(plan.stack, [])
     for plan in plans:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -142,6 +143,8 @@ class Fleet:
     schedules: dict[str, str | None]
     monitoring: Monitoring
     workloads: dict[str, Workload] = field(repr=False)
+    # What the policy allows but probably does not mean (``FILE:LINE: key: message``), shown once by validate/plan.
+    warnings: tuple[str, ...] = ()
 
     @property
     def central(self) -> Cluster:
@@ -162,9 +165,12 @@ class Fleet:
         """The (workload, card) pairs the policy places on ``cluster``: offered by it and allowed for the workload."""
         out = []
         for workload, cards in self.placements.items():
+            wl = self.workloads[workload]
             for pool in cluster.pools:
-                if pool.card in cards:
-                    out.append(Benchmark(self.workloads[workload], pool, self.schedules[workload]))
+                # `all` may name a card whose machines hold fewer accelerators than a pod asks for: not a pair
+                # (an explicit card like that is refused by the checker)
+                if pool.card in cards and pool.accelerators_per_node >= wl.spec.accelerators:
+                    out.append(Benchmark(wl, pool, self.schedules[workload]))
         return out
 
 
@@ -252,18 +258,63 @@ class _Checker:
 
     def check_workloads(self) -> None:
         known_cards = self.catalogue.accelerators
+        kinds_known = sorted({acc.resource for acc in known_cards.values()})
+        for wl in self.workloads.values():
+            unknown_kinds = sorted(set(wl.spec.accelerator_kinds) - set(kinds_known))
+            if unknown_kinds:
+                self.problems.append(
+                    read_yaml(wl.folder / "workload.yaml").problem(
+                        ("accelerator_kinds",),
+                        f"unknown kind(s) {', '.join(unknown_kinds)}; the catalogue's: {', '.join(kinds_known)}",
+                    )
+                )
         for name, placement in self.spec.workloads.items():
             path = ("workloads", name)
-            if name not in self.workloads:
+            wl = self.workloads.get(name)
+            if wl is None:
                 have = ", ".join(self.workloads) or "none"
                 self.report(
                     path, f"no workload definition {name!r} (expected workloads/{name}/workload.yaml; defined: {have})"
                 )
+            raw = self.doc.data["workloads"][name]
             for i, card in enumerate(placement.gpus):
-                if card != "all" and card not in known_cards:
-                    raw = self.doc.data["workloads"][name]
-                    sub = (i,) if isinstance(raw, list) else ("gpus", i)
-                    self.report((*path, *sub), f"unknown card {card!r}; the catalogue knows: {', '.join(known_cards)}")
+                where = (*path, *((i,) if isinstance(raw, list) else ("gpus", i)))
+                if card == "all":
+                    continue
+                acc = known_cards.get(card)
+                if acc is None:
+                    self.report(where, f"unknown card {card!r}; the catalogue knows: {', '.join(known_cards)}")
+                elif wl and acc.resource not in wl.spec.accelerator_kinds:
+                    self.report(
+                        where,
+                        f"{name} runs on {', '.join(wl.spec.accelerator_kinds)} (accelerator_kinds in its "
+                        f"workload.yaml), but {card} is a {acc.resource} card",
+                    )
+                elif wl:
+                    self.check_accelerators_fit(where, wl, card)
+
+    def check_accelerators_fit(self, where: tuple[object, ...], wl: Workload, card: str) -> None:
+        """A pod asks for ``accelerators`` cards: every machine of ``card`` in the fleet must hold that many."""
+        for cloud, clusters in self.spec.clusters.items():
+            offer = self.catalogue.accelerators[card].offers.get(cloud)  # type: ignore[call-overload]
+            if offer is None or cloud == "existing":
+                continue
+            offering = [n for n, c in clusters.items() if card in c.gpus]
+            if offering and offer.count < wl.spec.accelerators:
+                self.report(
+                    where,
+                    f"{wl.name} asks for {wl.spec.accelerators} {card} per pod, but {offer.machine_type} on {cloud} "
+                    f"(clusters {', '.join(offering)}) has {offer.count}",
+                )
+
+    def warnings(self, placements: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+        """Placements no cluster can run: allowed, but most likely a mistake."""
+        offered = {card for clusters in self.spec.clusters.values() for c in clusters.values() for card in c.gpus}
+        return tuple(
+            str(self.doc.problem(("workloads", name), f"no cluster offers any of its cards ({', '.join(cards)})"))
+            for name, cards in placements.items()
+            if not set(cards) & offered
+        )
 
 
 def _resolve(spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workload], file: str) -> Fleet:
@@ -308,9 +359,15 @@ def _resolve(spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workloa
                 facts=facts,
                 description=settings.description,
             )
-    all_cards = tuple(catalogue.accelerators)
+
+    def every_card_of(workload: str) -> tuple[str, ...]:
+        kinds = workloads[workload].spec.accelerator_kinds
+        return tuple(card for card, acc in catalogue.accelerators.items() if acc.resource in kinds)
+
     placements = {
-        name: (all_cards if p.gpus == ["all"] else tuple(p.gpus)) for name, p in spec.workloads.items() if p.enabled
+        name: (every_card_of(name) if p.gpus == ["all"] else tuple(p.gpus))
+        for name, p in spec.workloads.items()
+        if p.enabled
     }
     schedules = {name: p.schedule for name, p in spec.workloads.items()}
     return Fleet(file, clusters, placements, schedules, spec.monitoring, workloads)
@@ -343,7 +400,8 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
         problems.extend(checker.problems)
     if problems or spec is None or workloads is None:
         raise InputError(problems)
-    return _resolve(spec, catalogue, workloads, doc.file)
+    fleet = _resolve(spec, catalogue, workloads, doc.file)
+    return dataclasses.replace(fleet, warnings=checker.warnings(fleet.placements))
 
 
 @lru_cache(maxsize=8)

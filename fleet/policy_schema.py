@@ -16,13 +16,20 @@ from fleet.validation import StrictModel
 DEFAULT_KUBERNETES_VERSION = "1.33"
 
 
+# No cloud lets one node pool grow past 1000 nodes (GKE and AKS cap a pool at 1000; EKS node groups lower):
+# a larger number is a typo, refused before it reaches a quota or a bill.
+MAX_POOL_NODES = 1000
+
+
 class PoolSettings(StrictModel):
     """Per-card pool settings in a cluster; anything left out comes from ``defaults.gpu_pool``."""
 
     min_nodes: int | None = pydantic.Field(
-        default=None, ge=0, description="Fewest nodes (0 lets the pool cost nothing idle)."
+        default=None, ge=0, le=MAX_POOL_NODES, description="Fewest nodes (0 lets the pool cost nothing idle)."
     )
-    max_nodes: int | None = pydantic.Field(default=None, ge=1, description="Most nodes the autoscaler may add.")
+    max_nodes: int | None = pydantic.Field(
+        default=None, ge=1, le=MAX_POOL_NODES, description="Most nodes the autoscaler may add."
+    )
     spot: bool | None = pydantic.Field(
         default=None, description="Spot/preemptible capacity (cheaper, may be reclaimed)."
     )
@@ -34,8 +41,8 @@ class PoolSettings(StrictModel):
 class GpuPoolDefaults(StrictModel):
     """Defaults for every GPU pool in the fleet."""
 
-    min_nodes: int = pydantic.Field(default=0, ge=0)
-    max_nodes: int = pydantic.Field(default=4, ge=1)
+    min_nodes: int = pydantic.Field(default=0, ge=0, le=MAX_POOL_NODES)
+    max_nodes: int = pydantic.Field(default=4, ge=1, le=MAX_POOL_NODES)
     spot: bool = True
 
 
@@ -45,8 +52,8 @@ class SystemPool(StrictModel):
     machine_type: str | None = pydantic.Field(
         default=None, description="Defaults to the cloud's entry in the catalogue."
     )
-    min_nodes: int = pydantic.Field(default=1, ge=1)
-    max_nodes: int = pydantic.Field(default=3, ge=1)
+    min_nodes: int = pydantic.Field(default=1, ge=1, le=MAX_POOL_NODES)
+    max_nodes: int = pydantic.Field(default=3, ge=1, le=MAX_POOL_NODES)
 
 
 class Defaults(StrictModel):

@@ -12,24 +12,15 @@ from components.cluster import GpuCluster
 from components.infra import InfraStack
 from fleet.errors import InputError
 from fleet.policy import POLICY_FILE, Cluster, Fleet, load_fleet_cached
-from fleet.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem
+from fleet.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem, storage_class_missing
 from fleet.workloads import WORKLOADS_DIR
 
 
 def check_storage_class(cluster: Cluster, settings: StackSettings, has_default: bool) -> None:
-    """The central Prometheus keeps its data on a volume: where the cluster has no default StorageClass (Magnum,
-    existing clusters), the stack must name one, or the volume and Prometheus would stay Pending."""
-    if cluster.central and not settings.storage_class and not has_default:
-        key = f"{NAMESPACE}:storageClass"
-        raise InputError(
-            [
-                config_problem(
-                    key,
-                    f"required on {cluster.name}: the central Prometheus needs a volume and {cluster.facts.title} "
-                    f"makes no default StorageClass; set one: pulumi config set --stack {cluster.name} {key} <class>",
-                )
-            ]
-        )
+    """Refuse a central cluster without a default StorageClass whose stack names none (``storage_class_missing``)."""
+    missing = storage_class_missing(cluster, settings.storage_class, has_default)
+    if missing:
+        raise InputError([config_problem(f"{NAMESPACE}:storageClass", missing)])
 
 
 def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:

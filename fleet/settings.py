@@ -10,13 +10,16 @@ import ipaddress
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.runtime.config import is_config_secret
 
 from fleet.errors import InputError, Problem, format_path
 from fleet.yaml_source import read_yaml
+
+if TYPE_CHECKING:
+    from fleet.policy import Cluster
 
 NAMESPACE = "gpu-fleet"
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,6 +99,19 @@ def check_source_ranges(value: Any) -> tuple[list[str], list[tuple[tuple[object,
         else:
             ranges.append(str(net))
     return ranges, problems
+
+
+def storage_class_missing(cluster: Cluster, storage_class: object, has_default: bool) -> str | None:
+    """Why the stack must name ``gpu-fleet:storageClass``, or None: the central Prometheus keeps its data on a
+    volume, and where the cluster has no default StorageClass (Magnum, existing clusters) the volume and Prometheus
+    would stay Pending."""
+    if not cluster.central or storage_class or has_default:
+        return None
+    key = f"{NAMESPACE}:storageClass"
+    return (
+        f"required on {cluster.name}: the central Prometheus needs a volume and {cluster.facts.title} makes no "
+        f"default StorageClass; set one: pulumi config set --stack {cluster.name} {key} <class>"
+    )
 
 
 @dataclass(frozen=True)

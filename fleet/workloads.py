@@ -17,13 +17,15 @@ from typing import Literal
 import pydantic
 
 from fleet.errors import InputError, Problem
+from fleet.quantity import parse_quantity
 from fleet.validation import StrictModel, validate_document
 from fleet.yaml_source import read_yaml
 
 WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
 METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$")
+# Labels the fleet puts on every benchmark series (the PodMonitor's podTargetLabels): a program must not export them.
+FLEET_LABELS = ("workload", "gpu", "cluster", "cloud")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -40,6 +42,17 @@ class MetricSpec(StrictModel):
     def _prometheus_name(cls, v: str) -> str:
         if not METRIC_NAME.match(v):
             raise ValueError(f"{v!r} is not a valid Prometheus metric name")
+        return v
+
+    @pydantic.field_validator("labels")
+    @classmethod
+    def _no_fleet_label(cls, v: list[str]) -> list[str]:
+        clash = sorted(set(v) & set(FLEET_LABELS))
+        if clash:
+            raise ValueError(
+                f"label(s) {', '.join(clash)} are set by the fleet on every series ({', '.join(FLEET_LABELS)}): "
+                "rename them in the mtail program"
+            )
         return v
 
     @pydantic.model_validator(mode="after")
@@ -66,12 +79,25 @@ class Resources(StrictModel):
     cpu_limit: str
     memory_limit: str
 
-    @pydantic.field_validator("*")
+    @pydantic.field_validator("*", mode="before")
     @classmethod
-    def _quantity(cls, v: str) -> str:
-        if not QUANTITY.match(str(v)):
-            raise ValueError(f"{v!r} is not a Kubernetes quantity such as 500m, 2 or 8Gi")
-        return str(v)
+    def _quantity(cls, v: object) -> str:
+        # YAML reads `cpu_request: 0.5` as a number; Kubernetes takes it, and so do we, as its quantity string
+        text = str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+        if not isinstance(text, str):
+            raise ValueError(f"{v!r} is not a Kubernetes quantity such as 500m, 2, 8Gi or 1e3")
+        parse_quantity(text)
+        return text
+
+    @pydantic.model_validator(mode="after")
+    def _requests_within_limits(self) -> Resources:
+        for what, request, limit in (
+            ("cpu", self.cpu_request, self.cpu_limit),
+            ("memory", self.memory_request, self.memory_limit),
+        ):
+            if parse_quantity(request) > parse_quantity(limit):
+                raise ValueError(f"{what}_request {request} exceeds {what}_limit {limit}: Kubernetes rejects the pod")
+        return self
 
 
 class DataVolume(StrictModel):
@@ -93,6 +119,9 @@ class WorkloadSpec(StrictModel):
     command: list[str] = pydantic.Field(min_length=1)
     args: list[str] = []
     accelerators: int = pydantic.Field(default=1, ge=1, le=8)
+    # The accelerator kinds (Kubernetes extended resources) the workload's code runs on: `all` in the policy means
+    # every card of these kinds, and a card of another kind (a TPU for CUDA code) is refused.
+    accelerator_kinds: list[str] = pydantic.Field(default=["nvidia.com/gpu"], min_length=1)
     resources: Resources
     env: dict[str, str] = {}
     # Environment variables whose values are credentials: they come from the Secret ``<name>-credentials`` in

@@ -106,4 +106,9 @@ def read_yaml(path: Path | str) -> YamlDocument:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError([Problem(shown, 1, "", f"cannot read file: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise InputError(
+            [Problem(shown, line, "", f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}")]
+        ) from None
     return parse_yaml(text, shown)

@@ -236,3 +236,82 @@ def test_cli_entry_point_exits_2_without_traceback(tmp_path):
     )
     assert proc.returncode == 2
     assert "YAML syntax error" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- sizes, accelerator kinds, what a machine holds, placements nobody can run -----------------------------
+
+
+def with_workload(tmp_path: Path, accelerators: int = 1, kinds: list[str] | None = None) -> Path:
+    """A workloads folder holding the fixture workload `tracker`, changed as asked."""
+    import shutil
+
+    import yaml
+
+    folder = tmp_path / f"workloads-{accelerators}-{'-'.join(kinds or []).replace('/', '_')}"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "fleet" / "workloads" / "tracker", folder / "tracker")
+    spec_file = folder / "tracker" / "workload.yaml"
+    spec = yaml.safe_load(spec_file.read_text(encoding="utf-8"))
+    spec["accelerators"] = accelerators
+    if kinds is not None:
+        spec["accelerator_kinds"] = kinds
+    spec_file.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return folder
+
+
+def validate_with(tmp_path: Path, text: str, workloads: Path, capsys) -> tuple[int, str]:
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(textwrap.dedent(text), encoding="utf-8")
+    stacks = tmp_path / "no-stacks"
+    stacks.mkdir(exist_ok=True)
+    status = main(["validate", "--policy", str(policy), "--stacks-dir", str(stacks), "--workloads-dir", str(workloads)])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err + out.out
+    return status, out.err
+
+
+def test_an_absurd_pool_size_is_refused(tmp_path, capsys):
+    text = GOOD.replace("t4: {max_nodes: 3}", "t4: {max_nodes: 100000000000000000000}")
+    bad(tmp_path, capsys, text, "clusters.aws.eks-a.gpus.t4.max_nodes", "less than or equal to 1000")
+
+
+def test_a_cuda_workload_on_a_tpu_card_is_refused(tmp_path, capsys):
+    text = GOOD.replace("workloads: {}", "workloads:\n  tracker: [t4, tpu-v5e]\n")
+    status, err = validate_with(tmp_path, text, with_workload(tmp_path), capsys)
+    assert status == 2
+    assert "workloads.tracker[1]: tracker runs on nvidia.com/gpu" in err and "tpu-v5e is a google.com/tpu card" in err
+
+
+def test_all_means_the_workloads_own_kind(tmp_path, capsys):
+    from fleet.policy import load_fleet
+
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(GOOD.replace("workloads: {}", "workloads:\n  tracker: all\n"), encoding="utf-8")
+    cuda = load_fleet(policy, with_workload(tmp_path)).placements["tracker"]
+    assert "t4" in cuda and "tpu-v5e" not in cuda and "trn1" not in cuda
+    tpu = load_fleet(policy, with_workload(tmp_path, kinds=["google.com/tpu"])).placements["tracker"]
+    assert tpu == ("tpu-v5e",)
+    status, err = validate_with(tmp_path, GOOD, with_workload(tmp_path, kinds=["nvidia.com/gpus"]), capsys)
+    assert status == 2 and "accelerator_kinds: unknown kind(s) nvidia.com/gpus" in err
+
+
+def test_a_pod_asking_for_more_cards_than_the_machine_has(tmp_path, capsys):
+    text = GOOD.replace("workloads: {}", "workloads:\n  tracker: [t4]\n")
+    status, err = validate_with(tmp_path, text, with_workload(tmp_path, accelerators=2), capsys)
+    assert status == 2
+    assert "workloads.tracker[0]: tracker asks for 2 t4 per pod" in err and "has 1" in err
+
+
+def test_all_leaves_out_machines_too_small_for_the_pod(tmp_path):
+    from fleet.policy import load_fleet
+
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(GOOD.replace("workloads: {}", "workloads:\n  tracker: all\n"), encoding="utf-8")
+    fleet = load_fleet(policy, with_workload(tmp_path, accelerators=2))
+    assert all(not fleet.benchmarks(c) for c in fleet.clusters.values())  # every t4/l4 machine here has one card
+
+
+def test_a_placement_no_cluster_offers_is_a_warning(tmp_path, capsys):
+    text = GOOD.replace("workloads: {}", "workloads:\n  tracker: [a100]\n")
+    status, err = validate_with(tmp_path, text, with_workload(tmp_path), capsys)
+    assert "warning: " in err and "workloads.tracker: no cluster offers any of its cards (a100)" in err
+    assert status == 2  # only because the temp dir has no stack files

@@ -67,8 +67,11 @@ def test_the_job_reads_credentials_from_the_secret(tmp_path: Path, workloads: Pa
 def test_without_config_no_secret_and_a_warning_with_the_command(tmp_path: Path, workloads: Path) -> None:
     plan = plan_one(tmp_path, POLICY, "gke-test", CONFIG, workloads_dir=workloads)
     assert not [r for r in by_type(plan, SECRET_TYPE) if "credentials" in r.name]
-    (warning,) = [f.message for f in plan.findings if "uploader-credentials" in f.message]
-    assert "pulumi config set --secret --path 'gpu-fleet:workloadSecrets.uploader.AWS_ACCESS_KEY_ID'" in warning
+    (warning,) = [f.message for f in plan.findings if "credentials" in f.message]
+    assert (
+        "pulumi config set --stack gke-test --secret --path 'gpu-fleet:workloadSecrets.uploader.AWS_ACCESS_KEY_ID'"
+        in warning
+    )
 
 
 def test_secret_config_becomes_a_kubernetes_secret(tmp_path: Path, workloads: Path) -> None:
@@ -79,7 +82,7 @@ def test_secret_config_becomes_a_kubernetes_secret(tmp_path: Path, workloads: Pa
     assert shown["metadata"]["name"] == "uploader-credentials" and shown["metadata"]["namespace"] == "benchmarks"
     assert shown["stringData"] == {k: "[secret]" for k in KEYS}
     assert SECRET_PLACEHOLDER not in repr(plan.as_dict())
-    assert not [f for f in plan.findings if "uploader-credentials" in f.message]
+    assert not [f for f in plan.findings if "credentials" in f.message]
 
 
 def test_plain_text_credentials_are_refused(tmp_path: Path, workloads: Path) -> None:

@@ -12,48 +12,11 @@ import pytest
 
 from fleet.errors import InputError
 from fleet.image_delivery import split_digest
+from fleet.workload_checks import mtail_declarations
 from fleet.workloads import WORKLOADS_DIR, load_workloads
 
 # Every workload folder of the repository (a folder with a workload.yaml), whatever a team keeps or adds.
 NAMES = sorted(p.name for p in WORKLOADS_DIR.iterdir() if (p / "workload.yaml").is_file())
-
-# `[hidden] counter|gauge|histogram NAME [by l1, l2] [buckets ...] [as "exported"]`, one per line.
-DECLARATION = re.compile(r"^\s*(?P<hidden>hidden\s+)?(?P<type>counter|gauge|histogram)\s+(?P<name>\w+)(?P<rest>.*)$")
-
-
-def mtail_declarations(text: str) -> set[tuple[str, str, tuple[str, ...]]]:
-    """(exported name, type, labels) of every metric an mtail program declares, hidden ones left out."""
-    out = set()
-    for line in text.splitlines():
-        found = DECLARATION.match(line.split("#", 1)[0])
-        if not found or found["hidden"]:
-            continue
-        rest = found["rest"]
-        alias = re.search(r'\bas\s+"([^"]+)"', rest)
-        by = re.search(r"\bby\s+(.+?)\s*(?:\bbuckets\b|\bas\s+\"|$)", rest)
-        labels = tuple(label.strip() for label in by[1].split(",")) if by else ()
-        out.add((alias[1] if alias else found["name"], found["type"], labels))
-    return out
-
-
-def test_declaration_parser_reads_labels_aliases_and_hidden() -> None:
-    text = """
-# counter not_a_declaration
-counter a_total by device, stage
-gauge b
-histogram c_seconds by stage buckets 0.1, 1, 10
-hidden gauge scratch
-gauge d as "d_exported"
-/gauge e/ {
-  b = 1
-}
-"""
-    assert mtail_declarations(text) == {
-        ("a_total", "counter", ("device", "stage")),
-        ("b", "gauge", ()),
-        ("c_seconds", "histogram", ("stage",)),
-        ("d_exported", "gauge", ()),
-    }
 
 
 def test_every_folder_loads() -> None:
@@ -196,6 +159,24 @@ BROKEN = {
         "secret_env",
         "also have a plain value under env",
     ),
+    "request above its limit": (
+        ("  memory_request: 1Gi\n", "  memory_request: 4Gi\n"),
+        5,
+        "resources",
+        "memory_request 4Gi exceeds memory_limit 2Gi",
+    ),
+    "not a quantity": (
+        ('  cpu_limit: "2"\n', "  cpu_limit: 2 cores\n"),
+        8,
+        "resources.cpu_limit",
+        "not a Kubernetes quantity",
+    ),
+    "a metric label the fleet sets": (
+        ("    labels: [stage]\n", "    labels: [stage, gpu]\n"),
+        18,
+        "metrics[1].labels",
+        "label(s) gpu are set by the fleet",
+    ),
     "headline match on a missing label": (
         ("  unit: s\n", "  unit: s\n  match: {phase: warm}\n"),
         19,
@@ -216,6 +197,15 @@ def test_a_broken_workload_names_file_line_and_key(tmp_path: Path, case: str) ->
     assert (problem.file, problem.line, problem.path) == (str(path), line, key)
     assert message in problem.message
     assert f"{path}:{line}: {key}: " in str(caught.value)
+
+
+@pytest.mark.parametrize("quantity", ["1Pi", "1e3", "1.5Gi", "0.5", "250m", "1E2"])
+def test_valid_kubernetes_quantities_are_accepted(tmp_path: Path, quantity: str) -> None:
+    text = VALID.replace('  cpu_request: "1"', f"  cpu_request: {quantity}").replace(
+        '  cpu_limit: "2"', '  cpu_limit: "1e18"'
+    )
+    write_workload(tmp_path, text)
+    assert load_workloads(tmp_path)["broken"].spec.resources.cpu_request == quantity
 
 
 def test_all_problems_of_a_file_are_reported_at_once(tmp_path: Path) -> None:

@@ -1,0 +1,123 @@
+"""validate and plan check every stack file against its cluster before planning: located problems (exit 2, no
+traceback) and warnings for what the sample files leave to fill in. A fixture fleet of one cluster per cloud."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleet.cli import main
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "fleet"
+
+
+@pytest.fixture
+def fleet_dir(tmp_path: Path) -> Path:
+    """A copy of the fixture fleet whose stack files a test may break."""
+    shutil.copytree(FIXTURE, tmp_path / "fleet")
+    return tmp_path / "fleet"
+
+
+def set_config(fleet_dir: Path, stack: str, **changes: object) -> Path:
+    """Change (value) or drop (None) config keys of one stack file; returns the file."""
+    path = fleet_dir / "stacks" / f"Pulumi.{stack}.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for key, value in changes.items():
+        key = key.replace("__", ":")
+        if value is None:
+            data["config"].pop(key, None)
+        else:
+            data["config"][key] = value
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def run(fleet_dir: Path, capsys: pytest.CaptureFixture[str], command: str = "validate") -> tuple[int, str]:
+    args = [command, "--policy", str(fleet_dir / "fleet.yaml"), "--stacks-dir", str(fleet_dir / "stacks")]
+    status = main([*args, "--workloads-dir", str(fleet_dir / "workloads")])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return status, err
+
+
+def test_the_fixture_fleet_is_clean(fleet_dir, capsys):
+    status, err = run(fleet_dir, capsys)
+    assert status == 0 and "warning" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("stack", "changes", "fragment"),
+    [
+        ("fix-gke", {"gcp__project": None}, "config.gcp:project: required for a gcp cluster"),
+        ("fix-aks", {"azure-native__subscriptionId": None}, "config.azure-native:subscriptionId: required"),
+        ("fix-magnum", {"gpu-fleet__magnum": None}, "config.gpu-fleet:magnum: required for a openstack cluster"),
+        ("fix-lab", {"gpu-fleet__kubeconfig": "apiVersion: v1"}, "config.gpu-fleet:kubeconfig: must be a secret"),
+        ("fix-eks", {"gpu-fleet__subnetIds": "subnet-1,subnet-2"}, "config.gpu-fleet:subnetIds: must be a list"),
+        ("fix-eks", {"gpu-fleet__protect": "yes"}, "config.gpu-fleet:protect: must be true or false"),
+        ("fix-eks", {"gpu-fleet__federationSourceRanges": ["10.0.0.0/33"]}, "is not a CIDR range"),
+        ("fix-eks", {"gpu-fleet__federationSourceRanges": ["192.0.2.0/24"]}, "documentation range"),
+        ("fix-gke", {"gpu-fleet__storageClas": "ssd"}, "config.gpu-fleet:storageClas: unknown setting"),
+        ("fix-gke", {"gpu-fleet__magnum": {"image": "x"}}, "only for openstack clusters"),
+        ("fix-magnum", {"gpu-fleet__storageClass": None}, "gpu-fleet:storageClass: required on fix-magnum"),
+        ("fix-magnum", {"gpu-fleet__magnum": {"image": "fcos"}}, "config.gpu-fleet:magnum.kubeTag: missing kubeTag"),
+        ("fix-gke", {"project": "x"}, "config.project: config keys are namespaced"),
+    ],
+)
+def test_a_bad_stack_file_is_refused_with_its_line(fleet_dir, capsys, stack, changes, fragment):
+    path = set_config(fleet_dir, stack, **changes)
+    for command in ("validate", "plan"):
+        status, err = run(fleet_dir, capsys, command)
+        assert status == 2, err
+        assert fragment in err and f"{path}:" in err, err
+
+
+def test_half_plain_workload_secrets_are_refused_without_showing_the_value(fleet_dir, capsys):
+    secrets = {"uploader": {"AWS_ACCESS_KEY_ID": {"secure": "v1:abc"}, "AWS_SECRET_ACCESS_KEY": "hunter2-plain"}}
+    path = set_config(fleet_dir, "fix-gke", **{"gpu-fleet__workloadSecrets": secrets})
+    status, err = run(fleet_dir, capsys)
+    assert status == 2
+    assert f"{path}:" in err and "config.gpu-fleet:workloadSecrets.uploader.AWS_SECRET_ACCESS_KEY: plain text" in err
+    assert "pulumi config set --secret --path 'gpu-fleet:workloadSecrets.uploader.AWS_SECRET_ACCESS_KEY'" in err
+    assert "hunter2" not in err and "AWS_ACCESS_KEY_ID: plain" not in err
+
+
+def test_every_problem_of_every_stack_file_at_once(fleet_dir, capsys):
+    set_config(fleet_dir, "fix-gke", gcp__project=None)
+    set_config(fleet_dir, "fix-aks", **{"gpu-fleet__protect": "maybe"})
+    (fleet_dir / "stacks" / "Pulumi.fix-eks.yaml").write_text("config: [unclosed\n", encoding="utf-8")
+    status, err = run(fleet_dir, capsys)
+    assert status == 2
+    assert "gcp:project: required" in err and "protect: must be true or false" in err
+    assert "Pulumi.fix-eks.yaml:" in err
+
+
+def test_a_stack_file_that_is_not_utf8_is_located(fleet_dir, capsys):
+    path = fleet_dir / "stacks" / "Pulumi.fix-eks.yaml"
+    path.write_bytes(b"config:\n  gpu-fleet:storageClass: caf\xe9\n")
+    status, err = run(fleet_dir, capsys)
+    assert status == 2 and f"{path}:2: not UTF-8 text: byte 0xe9" in err
+
+
+def test_sample_placeholders_are_warnings_not_errors(fleet_dir, capsys):
+    path = set_config(fleet_dir, "fix-gke", gcp__project="my-gcp-project")
+    status, err = run(fleet_dir, capsys)
+    assert status == 0
+    (warning,) = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert f"{path}:" in warning and "'my-gcp-project' is the sample's placeholder" in warning
+
+
+def test_a_missing_stack_file_and_an_orphan_one(fleet_dir, capsys):
+    (fleet_dir / "stacks" / "Pulumi.fix-eks.yaml").rename(fleet_dir / "stacks" / "Pulumi.gone.yaml")
+    status, err = run(fleet_dir, capsys)
+    assert status == 2
+    assert "Pulumi.fix-eks.yaml:1: missing: every cluster needs its stack config file" in err
+
+
+def test_warnings_are_printed_once_not_per_stack(fleet_dir, capsys):
+    set_config(fleet_dir, "fix-gke", gcp__project="my-gcp-project")
+    status, err = run(fleet_dir, capsys, "plan")
+    assert status == 0
+    assert err.count("is the sample's placeholder") == 1

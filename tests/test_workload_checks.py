@@ -1,0 +1,101 @@
+"""validate and plan check each workload folder's mtail programs against what workload.yaml declares, with the real
+mtail where it is installed (CI installs it): compile, and one run over the real sample log."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleet.cli import main
+from fleet.workload_checks import NO_MTAIL_NOTE, check_workloads, mtail_declarations
+from fleet.workloads import load_workloads
+from tests.conftest import require_tool
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "fleet"
+
+
+@pytest.fixture
+def workloads(tmp_path: Path) -> Path:
+    """A copy of the fixture workloads a test may break."""
+    shutil.copytree(FIXTURE / "workloads", tmp_path / "workloads")
+    return tmp_path / "workloads"
+
+
+def problems_of(folder: Path, mtail: str | None) -> list[str]:
+    found, _ = check_workloads(load_workloads(folder), mtail)
+    return [str(p) for p in found]
+
+
+def test_declaration_parser_reads_labels_aliases_and_hidden() -> None:
+    text = """
+# counter not_a_declaration
+counter a_total by device, stage
+gauge b
+histogram c_seconds by stage buckets 0.1, 1, 10
+hidden gauge scratch
+gauge d as "d_exported"
+/gauge e/ {
+  b = 1
+}
+"""
+    assert mtail_declarations(text) == {
+        ("a_total", "counter", ("device", "stage")),
+        ("b", "gauge", ()),
+        ("c_seconds", "histogram", ("stage",)),
+        ("d_exported", "gauge", ()),
+    }
+
+
+def test_the_fixture_workloads_pass(workloads):
+    assert problems_of(workloads, shutil.which("mtail")) == []
+
+
+def test_a_metric_the_program_does_not_export(workloads):
+    program = workloads / "tracker" / "mtail" / "tracker.mtail"
+    program.write_text(program.read_text().replace("tracker_throughput", "tracker_rate"), encoding="utf-8")
+    found = problems_of(workloads, None)
+    assert any("workload.yaml:" in p and "gauge tracker_throughput by [] is declared but no" in p for p in found)
+    assert any("exports gauge tracker_rate by []: declare it here" in p for p in found)
+
+
+def test_a_missing_or_unterminated_sample_log(workloads):
+    (workloads / "tracker" / "sample.log").unlink()
+    (workloads / "fitter" / "sample.log").write_text("fit duration_seconds=0.25", encoding="utf-8")
+    found = problems_of(workloads, None)
+    assert any("tracker/sample.log:1: missing" in p for p in found)
+    assert any("fitter/sample.log:1: the last line has no newline" in p for p in found)
+
+
+def test_a_program_that_does_not_compile_under_real_mtail(workloads):
+    mtail = require_tool("mtail")
+    program = workloads / "tracker" / "mtail" / "tracker.mtail"
+    program.write_text(program.read_text() + "\n/unclosed {\n", encoding="utf-8")
+    found = problems_of(workloads, mtail)
+    assert any("tracker/mtail:1: mtail --compile_only fails" in p for p in found), found
+
+
+def test_a_sample_that_yields_no_declared_metric_under_real_mtail(workloads):
+    mtail = require_tool("mtail")
+    (workloads / "tracker" / "sample.log").write_text("tracker started\ntracker done\n", encoding="utf-8")
+    found = problems_of(workloads, mtail)
+    assert any("tracker/sample.log:1: yields no tracker_throughput" in p for p in found), found
+
+
+def test_without_mtail_the_programs_are_not_compiled_and_it_says_so(workloads, monkeypatch):
+    import fleet.workload_checks
+
+    program = workloads / "tracker" / "mtail" / "tracker.mtail"
+    program.write_text(program.read_text() + "\n/unclosed {\n", encoding="utf-8")
+    monkeypatch.setattr(fleet.workload_checks.shutil, "which", lambda name: None)
+    found, notes = check_workloads(load_workloads(workloads))
+    assert notes == [NO_MTAIL_NOTE] and found == []  # nothing could compile it: no claim that it does
+
+
+def test_validate_refuses_a_broken_workload_folder(workloads, capsys):
+    (workloads / "tracker" / "sample.log").unlink()
+    args = ["validate", "--policy", str(FIXTURE / "fleet.yaml"), "--stacks-dir", str(FIXTURE / "stacks")]
+    assert main([*args, "--workloads-dir", str(workloads)]) == 2
+    err = capsys.readouterr().err
+    assert "tracker/sample.log:1: missing" in err and "Traceback" not in err

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pulumi
+from pulumi.runtime.config import is_config_secret
 
 from components.cluster import GpuCluster
+from fleet.errors import InputError
 from fleet.policy import Cluster
-from fleet.settings import NAMESPACE
+from fleet.settings import NAMESPACE, config_problem
 
 
 class ExistingCluster(GpuCluster):
@@ -21,5 +23,11 @@ class ExistingCluster(GpuCluster):
     CLOUD = "existing"
 
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
+        key = f"{NAMESPACE}:kubeconfig"
+        if pulumi.Config(NAMESPACE).get("kubeconfig") is None or not is_config_secret(key):
+            # never in plain text in the stack file: it grants access to the whole cluster
+            raise InputError(
+                [config_problem(key, f"required as a secret: pulumi config set --secret {key} \"$(cat kubeconfig)\"")]
+            )
         kubeconfig = pulumi.Config(NAMESPACE).require_secret("kubeconfig")
         return kubeconfig, {}, cluster.name

@@ -81,11 +81,23 @@ def _plan_selected(args: argparse.Namespace, what: str) -> tuple[Fleet, list[Sta
         return EXIT_FAILED
 
 
+def _check_output_file(path: Path, flag: str) -> None:
+    """An output file's folder must exist and the path must not be a folder: said before any work is done."""
+    from fleet.errors import Problem
+
+    if path.is_dir():
+        raise InputError([Problem(str(path), 1, flag, "is a folder: give a file name")])
+    if not path.parent.is_dir():
+        raise InputError([Problem(str(path), 1, flag, f"the folder {path.parent} does not exist")])
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """Run the program per stack under the mock engine and show what it would create."""
     from fleet.summary import render_stack
 
     started = time.perf_counter()
+    if args.json is not None:
+        _check_output_file(args.json, "--json")
     planned = _plan_selected(args, "plan")
     if isinstance(planned, int):
         return planned
@@ -110,9 +122,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     _note_unpinned_images(fleet)
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({"stacks": [p.as_dict() for p in plans]}, indent=1, default=str), encoding="utf-8"
-        )
+        try:
+            Path(args.json).write_text(
+                json.dumps({"stacks": [p.as_dict() for p in plans]}, indent=1, default=str), encoding="utf-8"
+            )
+        except OSError as exc:
+            print(f"plan: cannot write {args.json}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_FAILED
     return EXIT_FAILED if mandatory else EXIT_OK
 
 
@@ -279,7 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("plan", help="show what each stack would create (offline, mock engine)")
     common(p)
-    p.add_argument("--stack", action="append", help="plan only this stack (repeatable; default: all)")
+    p.add_argument(
+        "--stack", nargs="+", action="extend", metavar="NAME", help="plan only these stacks (default: all)"
+    )
     p.add_argument("--json", type=Path, help="write the whole plan as JSON to this file")
     p.add_argument("--no-policy-pack", action="store_true", help="skip the CrossGuard policy pack (policy/)")
     p.set_defaults(func=cmd_plan)
@@ -288,7 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_schema)
     p = sub.add_parser("render", help="write each stack's Kubernetes, Helm, Prometheus and gateway files")
     common(p)
-    p.add_argument("--stack", action="append", help="render only this stack (repeatable; default: all)")
+    p.add_argument(
+        "--stack", nargs="+", action="extend", metavar="NAME", help="render only these stacks (default: all)"
+    )
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="writes DIR/<stack>/...")
     p.set_defaults(func=cmd_render)
     p = sub.add_parser("images", help="the images CI copies and builds into the fleet's registry, and their digests")

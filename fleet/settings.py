@@ -16,6 +16,7 @@ import pulumi
 from pulumi.runtime.config import is_config_secret
 
 from fleet.errors import InputError, Problem, format_path
+from fleet.stack_config import plain_leaves
 from fleet.yaml_source import read_yaml
 
 if TYPE_CHECKING:
@@ -66,6 +67,20 @@ def config_value(cfg: pulumi.Config, name: str) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw
+
+
+def plain_in_stack_file(key: str) -> list[tuple[object, ...]]:
+    """Paths inside config ``key`` that the stack file holds in plain text. One encrypted part makes the CLI treat
+    the whole key as secret, so only the file tells which parts a user left plain."""
+    path = stack_file_path()
+    try:
+        data = read_yaml(path).data if path.is_file() else None
+    except InputError:
+        return []  # a broken file is reported where it is read
+    config = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(config, dict) or key not in config:
+        return []
+    return plain_leaves(config[key])
 
 
 def check_source_ranges(value: Any) -> tuple[list[str], list[tuple[tuple[object, ...], str]]]:
@@ -140,10 +155,21 @@ class StackSettings:
         if storage_class is not None and not storage_class.strip():
             problems.append(config_problem(f"{NAMESPACE}:storageClass", "must name a StorageClass"))
         secrets: dict[str, dict[str, str]] = {}
+        secrets_key = f"{NAMESPACE}:{WORKLOAD_SECRETS}"
         try:
             secrets = _workload_secrets(config_value(cfg, WORKLOAD_SECRETS))
         except ValueError as exc:
-            problems.append(config_problem(f"{NAMESPACE}:{WORKLOAD_SECRETS}", str(exc)))
+            problems.append(config_problem(secrets_key, str(exc)))
+        else:
+            problems += [
+                config_problem(
+                    secrets_key,
+                    "plain text where a credential belongs (the value is not shown): set it with pulumi config set "
+                    f"--secret --path '{'.'.join(str(p) for p in (secrets_key, *leaf))}' <value>",
+                    *leaf,
+                )
+                for leaf in plain_in_stack_file(secrets_key)
+            ]
         if problems:
             raise InputError(problems)
         return StackSettings(

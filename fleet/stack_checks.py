@@ -14,7 +14,7 @@ from typing import Any
 from fleet.errors import InputError, Problem
 from fleet.policy import Cluster, Fleet
 from fleet.settings import NAMESPACE, WORKLOAD_SECRETS, check_source_ranges, storage_class_missing
-from fleet.stack_config import stack_file, stack_names
+from fleet.stack_config import is_secure, plain_leaves, stack_file, stack_names
 from fleet.yaml_source import YamlDocument, read_yaml
 
 
@@ -57,21 +57,6 @@ class StackReport:
 
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-def _is_secure(value: object) -> bool:
-    return isinstance(value, dict) and set(value) == {"secure"}
-
-
-def _plain_leaves(value: Any, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    """Paths of the values inside ``value`` that are not encrypted (``{secure: ...}``)."""
-    if _is_secure(value):
-        return []
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _plain_leaves(v, (*path, k))]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _plain_leaves(v, (*path, i))]
-    return [path]
 
 
 class _StackChecker:
@@ -122,10 +107,10 @@ class _StackChecker:
             return
         kind = setting.kind
         if kind == "secret":
-            if not _is_secure(value):
+            if not is_secure(value):
                 self.problem((key,), f"must be a secret, not plain text in the file: pulumi config set --secret {key}")
         elif kind == "secret-map":
-            for leaf in [] if _is_secure(value) else _plain_leaves(value):
+            for leaf in [] if is_secure(value) else plain_leaves(value):
                 dotted = ".".join(str(p) for p in (key, *leaf))
                 self.problem(
                     (key, *leaf),

@@ -47,14 +47,26 @@ def load_stack_config(stack: str, stacks_dir: Path = STACKS_DIR) -> tuple[dict[s
     return config, secret_keys
 
 
-def _is_secure(value: object) -> bool:
+def is_secure(value: object) -> bool:
+    """Whether a stack-file value is encrypted (``{secure: v1:...}``, what ``pulumi config set --secret`` writes)."""
     return isinstance(value, dict) and set(value) == {"secure"}
+
+
+def plain_leaves(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Paths of the values inside a stack-file value that are not encrypted ([] when all of it is)."""
+    if is_secure(value):
+        return []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in plain_leaves(v, (*path, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in plain_leaves(v, (*path, i))]
+    return [path]
 
 
 def _decrypted(value: object) -> tuple[object, bool]:
     """``value`` with every encrypted part (also nested ones, which ``pulumi config set --secret --path`` writes)
     replaced by the placeholder, and whether it had any: then the whole key is a secret, as the CLI treats it."""
-    if _is_secure(value):
+    if is_secure(value):
         return SECRET_PLACEHOLDER, True
     if isinstance(value, dict):
         pairs = {k: _decrypted(v) for k, v in value.items()}

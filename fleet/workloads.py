@@ -211,6 +211,23 @@ class Workload:
 FILES_MOUNT = "/opt/gpu-fleet"
 
 
+def _read_files(paths: list[Path], problems: list[Problem]) -> dict[str, str]:
+    """The text of each regular file by name. A symbolic link is refused (it could point at any file of the machine
+    that renders or deploys, and its content would end up in a ConfigMap), and so is a file that is not UTF-8."""
+    out: dict[str, str] = {}
+    for path in paths:
+        if path.is_symlink():
+            problems.append(Problem(str(path), 1, "", "a symbolic link: put the file itself in the workload folder"))
+        elif path.is_file():
+            try:
+                out[path.name] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                problems.append(Problem(str(path), 1, "", f"not UTF-8 text (byte offset {exc.start})"))
+            except OSError as exc:
+                problems.append(Problem(str(path), 1, "", f"cannot read file: {exc.strerror}"))
+    return out
+
+
 def load_workload(folder: Path) -> Workload:
     """Read one workload folder, raising ``InputError`` naming the file on any problem."""
     doc = read_yaml(folder / "workload.yaml")
@@ -218,17 +235,13 @@ def load_workload(folder: Path) -> Workload:
     problems = []
     if spec.name != folder.name:
         problems.append(doc.problem(("name",), f"must equal the folder name {folder.name!r}"))
-    programs = {p.name: p.read_text(encoding="utf-8") for p in sorted((folder / "mtail").glob("*.mtail"))}
-    if not programs:
+    programs = _read_files(sorted((folder / "mtail").glob("*.mtail")), problems)
+    if not programs and not any(p.file.startswith(str(folder / "mtail")) for p in problems):
         problems.append(
             Problem(str(folder / "mtail"), 1, "", "no *.mtail program: the workload would export no metric")
         )
     files_dir = folder / "files"
-    files = (
-        {p.name: p.read_text(encoding="utf-8") for p in sorted(files_dir.iterdir()) if p.is_file()}
-        if files_dir.is_dir()
-        else {}
-    )
+    files = _read_files(sorted(files_dir.iterdir()), problems) if files_dir.is_dir() else {}
     if problems:
         raise InputError(problems)
     return Workload(spec=spec, folder=folder, mtail_programs=programs, files=files)

@@ -121,3 +121,47 @@ def test_warnings_are_printed_once_not_per_stack(fleet_dir, capsys):
     status, err = run(fleet_dir, capsys, "plan")
     assert status == 0
     assert err.count("is the sample's placeholder") == 1
+
+
+# --- the same refusals when the program runs under Pulumi (no `fleet` command in between) -------------------
+
+
+def test_the_program_refuses_a_plain_kubeconfig(fleet_dir):
+    from fleet.errors import InputError
+    from fleet.plan import plan_stack
+
+    set_config(fleet_dir, "fix-lab", **{"gpu-fleet__kubeconfig": "apiVersion: v1\nclusters: []\n"})
+    with pytest.raises(InputError) as caught:
+        plan_stack("fix-lab", fleet_dir / "fleet.yaml", fleet_dir / "stacks", workloads_dir=fleet_dir / "workloads")
+    (problem,) = caught.value.problems
+    assert problem.path == "config.gpu-fleet:kubeconfig" and "required as a secret" in problem.message
+    assert "apiVersion" not in str(caught.value)
+
+
+def test_the_program_refuses_half_plain_workload_secrets(fleet_dir):
+    from fleet.errors import InputError
+    from fleet.plan import plan_stack
+
+    secrets = {"uploader": {"AWS_ACCESS_KEY_ID": {"secure": "v1:abc"}, "AWS_SECRET_ACCESS_KEY": "hunter2-plain"}}
+    set_config(fleet_dir, "fix-gke", **{"gpu-fleet__workloadSecrets": secrets})
+    with pytest.raises(InputError) as caught:
+        plan_stack("fix-gke", fleet_dir / "fleet.yaml", fleet_dir / "stacks", workloads_dir=fleet_dir / "workloads")
+    (problem,) = caught.value.problems
+    assert problem.path == "config.gpu-fleet:workloadSecrets.uploader.AWS_SECRET_ACCESS_KEY"
+    assert "hunter2" not in str(caught.value)
+
+
+def test_stack_takes_several_names_and_repeats(fleet_dir, capsys):
+    args = ["plan", "--no-policy-pack", "--policy", str(fleet_dir / "fleet.yaml"), "--stacks-dir"]
+    args += [str(fleet_dir / "stacks"), "--workloads-dir", str(fleet_dir / "workloads")]
+    assert main([*args, "--stack", "fix-gke", "fix-aks", "--stack", "fix-eks"]) == 0
+    assert "3 stack(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["missing-folder/plan.json", "."])
+def test_plan_json_into_a_missing_folder_or_onto_a_folder(fleet_dir, capsys, tmp_path, monkeypatch, where):
+    monkeypatch.chdir(tmp_path)
+    args = ["plan", "--policy", str(fleet_dir / "fleet.yaml"), "--stacks-dir", str(fleet_dir / "stacks")]
+    assert main([*args, "--workloads-dir", str(fleet_dir / "workloads"), "--json", where]) == 2
+    out, err = capsys.readouterr()
+    assert f"{where}:1: --json: " in err and "Traceback" not in err and "stack(s)" not in out

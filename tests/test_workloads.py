@@ -221,3 +221,25 @@ def test_all_problems_of_a_file_are_reported_at_once(tmp_path: Path) -> None:
     # A missing key is located at the mapping that lacks it: here the top level, which starts on line 1.
     assert located == {(3, "image"), (10, "timeout_secs"), (1, "timeout_seconds"), (19, "headline")}
     assert all(p.file == str(path) for p in caught.value.problems)
+
+
+def test_a_symbolic_link_under_files_is_refused(tmp_path: Path) -> None:
+    """A link to a system file would be rendered into a ConfigMap and shipped to every cluster."""
+    path = write_workload(tmp_path, VALID)
+    (path.parent / "files").mkdir()
+    (path.parent / "files" / "passwd").symlink_to("/etc/passwd")
+    (path.parent / "files" / "run.sh").write_text("echo hi\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        load_workloads(tmp_path)
+    [problem] = caught.value.problems
+    assert problem.file == str(path.parent / "files" / "passwd") and "symbolic link" in problem.message
+    assert "root:" not in str(caught.value)
+
+
+def test_a_program_that_is_not_utf8_is_located(tmp_path: Path) -> None:
+    path = write_workload(tmp_path, VALID)
+    (path.parent / "mtail" / "broken.mtail").write_bytes(b"counter bench_runs_total # caf\xe9\n")
+    with pytest.raises(InputError) as caught:
+        load_workloads(tmp_path)
+    [problem] = caught.value.problems
+    assert problem.file.endswith("broken.mtail") and "not UTF-8" in problem.message

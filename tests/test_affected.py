@@ -16,13 +16,16 @@ import yaml
 from fleet import affected as sel
 from fleet.cli import main
 from fleet.errors import InputError
-from fleet.policy import POLICY_FILE
-from fleet.workloads import WORKLOADS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = POLICY_FILE.read_text(encoding="utf-8")
+# A frozen copy of the sample fleet with stand-in workloads of the same names (tests/fixtures/affected): the
+# realistic diffs below stay valid whatever policy/fleet.yaml and workloads/ a team ships.
+FIXTURE = ROOT / "tests" / "fixtures" / "affected"
+FIXTURE_POLICY, FIXTURE_WORKLOADS = FIXTURE / "fleet.yaml", FIXTURE / "workloads"
+SHIPPED = FIXTURE_POLICY.read_text(encoding="utf-8")
 ALL = ["gke-uscentral1-c", "gke-uscentral1-a", "eks-eastus", "aks-eastus", "cern-main"]
 LEAVES = ALL[:-1]
+ON_FIXTURE = ["--policy", str(FIXTURE_POLICY), "--workloads-dir", str(FIXTURE_WORKLOADS)]
 
 SMALL = """\
 clusters:
@@ -40,6 +43,16 @@ workloads:
 """
 
 
+def fixture_policy() -> sel.LoadedPolicy:
+    """The fixture policy as the selection loads it."""
+    return sel.load_policy_file(FIXTURE_POLICY, FIXTURE_WORKLOADS)
+
+
+def affected(changed: list[str], new: str, old: str | None, **kwargs: object) -> sel.Selection:
+    """``fleet.affected.affected`` over the fixture's workload folders."""
+    return sel.affected(changed, new, old, workloads_dir=FIXTURE_WORKLOADS, **kwargs)  # type: ignore[arg-type]
+
+
 def edit(text: str, old: str, new: str) -> str:
     """``text`` with the single occurrence of ``old`` replaced (a realistic hand edit of the policy)."""
     assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times"
@@ -47,7 +60,7 @@ def edit(text: str, old: str, new: str) -> str:
 
 
 def policy_change(new: str, old: str = SHIPPED) -> sel.Selection:
-    return sel.affected(["policy/fleet.yaml"], new, old)
+    return affected(["policy/fleet.yaml"], new, old)
 
 
 def reasons(selection: sel.Selection, stack: str) -> str:
@@ -92,36 +105,36 @@ def test_classify(path: str, kind: str, what: str) -> None:
 
 
 def test_docs_and_tests_only_touch_nothing() -> None:
-    s = sel.affected(["README.md", "tests/test_gke.py", "docs/x.md", ".github/workflows/deploy.yml"], SHIPPED, SHIPPED)
+    s = affected(["README.md", "tests/test_gke.py", "docs/x.md", ".github/workflows/deploy.yml"], SHIPPED, SHIPPED)
     assert s.names == [] and s.removed == () and s.notes == ()
 
 
 def test_shared_code_touches_every_stack_central_last() -> None:
-    s = sel.affected(["components/infra.py", "fleet/plan.py"], SHIPPED, SHIPPED)
+    s = affected(["components/infra.py", "fleet/plan.py"], SHIPPED, SHIPPED)
     assert s.names == ALL
     assert [e.stack for e in s.central] == ["cern-main"]
     assert "shared code changed: components/infra.py, fleet/plan.py" in reasons(s, "eks-eastus")
 
 
 def test_many_shared_files_are_summarised() -> None:
-    s = sel.affected([f"fleet/m{i}.py" for i in range(7)], SHIPPED, SHIPPED)
+    s = affected([f"fleet/m{i}.py" for i in range(7)], SHIPPED, SHIPPED)
     assert reasons(s, "cern-main").endswith("(+3 more)")
 
 
 def test_unclassified_path_selects_everything_to_be_safe() -> None:
-    s = sel.affected(["tools/new_script.py"], SHIPPED, SHIPPED)
+    s = affected(["tools/new_script.py"], SHIPPED, SHIPPED)
     assert s.names == ALL
     assert "not classified" in reasons(s, "aks-eastus")
 
 
 def test_stack_config_change_touches_that_stack() -> None:
-    s = sel.affected(["stacks/Pulumi.eks-eastus.yaml"], SHIPPED, SHIPPED)
+    s = affected(["stacks/Pulumi.eks-eastus.yaml"], SHIPPED, SHIPPED)
     assert s.names == ["eks-eastus"]
     assert s.stacks[0].cloud == "aws" and s.stacks[0].region == "us-east-1" and not s.stacks[0].central
 
 
 def test_stack_file_without_cluster_is_a_note_not_a_plan() -> None:
-    s = sel.affected(["stacks/Pulumi.gone.yaml"], SHIPPED, SHIPPED)
+    s = affected(["stacks/Pulumi.gone.yaml"], SHIPPED, SHIPPED)
     assert s.names == []
     assert "'gone' is not a cluster of the policy" in s.notes[0]
 
@@ -184,7 +197,7 @@ def test_cluster_removed_touches_central_and_is_reported_not_planned() -> None:
     assert "aks-eastus removed" in reasons(s, "cern-main")
     assert any("destroy it by hand" in n and "pulumi destroy --stack aks-eastus" in n for n in s.notes)
     # its stack file, deleted in the same change, is not planned either
-    s = sel.affected(["policy/fleet.yaml", "stacks/Pulumi.aks-eastus.yaml"], edit(SHIPPED, AKS, ""), SHIPPED)
+    s = affected(["policy/fleet.yaml", "stacks/Pulumi.aks-eastus.yaml"], edit(SHIPPED, AKS, ""), SHIPPED)
     assert s.names == ["cern-main"] and not any("not a cluster" in n for n in s.notes)
 
 
@@ -216,7 +229,7 @@ def test_workload_placement_touches_clusters_whose_pairs_change() -> None:
 def test_schedule_and_enabled_are_part_of_the_pairs() -> None:
     s = policy_change(edit(SHIPPED, 'schedule: "0 3 * * 1"', 'schedule: "0 4 * * 1"'))
     assert s.names == ALL  # pyhf runs on every card
-    s = sel.affected(["policy/fleet.yaml"], edit(SMALL, "3dgan: [t4]", "3dgan: {gpus: [t4], enabled: false}"), SMALL)
+    s = affected(["policy/fleet.yaml"], edit(SMALL, "3dgan: [t4]", "3dgan: {gpus: [t4], enabled: false}"), SMALL)
     assert s.names == ["gke-a", "hub"]
 
 
@@ -253,14 +266,14 @@ def test_invalid_old_policy_selects_all_with_a_note() -> None:
 
 
 def test_missing_old_policy_selects_all_only_when_the_policy_changed() -> None:
-    s = sel.affected(["policy/fleet.yaml"], SHIPPED, None)
+    s = affected(["policy/fleet.yaml"], SHIPPED, None)
     assert s.names == ALL and "no old policy/fleet.yaml" in s.notes[0]
-    assert sel.affected(["stacks/Pulumi.eks-eastus.yaml"], SHIPPED, None).names == ["eks-eastus"]
+    assert affected(["stacks/Pulumi.eks-eastus.yaml"], SHIPPED, None).names == ["eks-eastus"]
 
 
 def test_invalid_new_policy_is_an_input_error_naming_file_and_line() -> None:
     with pytest.raises(InputError) as err:
-        sel.affected(["policy/fleet.yaml"], edit(SHIPPED, "gpus: [t4]", "gpus: [t5]"), SHIPPED)
+        affected(["policy/fleet.yaml"], edit(SHIPPED, "gpus: [t4]", "gpus: [t5]"), SHIPPED)
     assert re.match(
         r"policy/fleet\.yaml \(new\):\d+: clusters\.gcp\.gke-uscentral1-a\.gpus", str(err.value.problems[0])
     )
@@ -282,11 +295,11 @@ def test_invalid_new_policy_is_an_input_error_naming_file_and_line() -> None:
     ],
 )
 def test_workload_folder_touches_the_clusters_that_run_it(path: str, expected: list[str]) -> None:
-    assert sel.affected([path], SMALL, SMALL).names == expected
+    assert affected([path], SMALL, SMALL).names == expected
 
 
 def test_matrix_entries_carry_cloud_and_region() -> None:
-    s = sel.select_all(sel.load_policy_text(SMALL, "small"))
+    s = sel.select_all(sel.load_policy_text(SMALL, "small", FIXTURE_WORKLOADS))
     assert [e.matrix_entry() for e in s.stacks] == [
         {"stack": "gke-a", "cloud": "gcp", "region": "", "central": False},
         {"stack": "gke-b", "cloud": "gcp", "region": "", "central": False},
@@ -307,7 +320,7 @@ def test_json_lines_and_markdown() -> None:
     assert sel.render(s, "lines") == "cern-main\n"
     md = sel.render(s, "markdown")
     assert "| `cern-main` (central, last) | openstack |" in md and ":warning: cluster `aks-eastus`" in md
-    empty = sel.affected(["README.md"], SHIPPED, SHIPPED)
+    empty = affected(["README.md"], SHIPPED, SHIPPED)
     assert sel.render(empty, "lines") == "" and "None: nothing deployed changed." in sel.render(empty, "markdown")
     with pytest.raises(ValueError, match="unknown format"):
         sel.render(s, "xml")
@@ -318,7 +331,7 @@ GITLAB_CI = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text(encoding="utf-8")
 
 @pytest.mark.parametrize("action", sel.GITLAB_ACTIONS)
 def test_gitlab_child_pipeline_matches_gitlab_ci(action: str) -> None:
-    child = yaml.safe_load(sel.render(sel.select_all(sel.load_policy_file()), f"gitlab-{action}"))
+    child = yaml.safe_load(sel.render(sel.select_all(fixture_policy()), f"gitlab-{action}"))
     assert child.pop("include") == [{"local": ".gitlab-ci.yml"}]
     assert list(child) == [f"{action} {name}" for name in ALL]
     for name, job in child.items():
@@ -332,7 +345,7 @@ def test_gitlab_child_pipeline_matches_gitlab_ci(action: str) -> None:
         assert child["up cern-main"]["resource_group"] == "pulumi-cern-main"
     else:
         assert set(stages) == {"stacks"}
-    empty = yaml.safe_load(sel.render(sel.affected(["README.md"], SHIPPED, SHIPPED), f"gitlab-{action}"))
+    empty = yaml.safe_load(sel.render(affected(["README.md"], SHIPPED, SHIPPED), f"gitlab-{action}"))
     assert empty["no stack touched"]["extends"] in GITLAB_CI
 
 
@@ -341,10 +354,13 @@ def test_gitlab_child_pipeline_passes_the_vendored_schema(tmp_path: Path) -> Non
     files = []
     for action in sel.GITLAB_ACTIONS:
         path = tmp_path / f"child-{action}.yml"
-        path.write_text(sel.render(sel.select_all(sel.load_policy_file()), f"gitlab-{action}"), encoding="utf-8")
+        path.write_text(
+            sel.render(sel.select_all(fixture_policy()), f"gitlab-{action}"),
+            encoding="utf-8",
+        )
         files.append(str(path))
     empty = tmp_path / "child-empty.yml"
-    empty.write_text(sel.render(sel.affected(["README.md"], SHIPPED, SHIPPED), "gitlab-preview"), encoding="utf-8")
+    empty.write_text(sel.render(affected(["README.md"], SHIPPED, SHIPPED), "gitlab-preview"), encoding="utf-8")
     files.append(str(empty))
     proc = subprocess.run(
         [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.gitlab-ci", *files],
@@ -356,8 +372,8 @@ def test_gitlab_child_pipeline_passes_the_vendored_schema(tmp_path: Path) -> Non
 
 
 def test_github_workflows_use_only_what_the_selection_outputs() -> None:
-    entry_keys = set(sel.select_all(sel.load_policy_file()).stacks[0].matrix_entry())
-    json_keys = set(sel.select_all(sel.load_policy_file()).as_dict())
+    entry_keys = set(sel.select_all(fixture_policy()).stacks[0].matrix_entry())
+    json_keys = set(sel.select_all(fixture_policy()).as_dict())
     workflows = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / ".github" / "workflows").glob("*.yml")}
     used = {m for text in workflows.values() for m in re.findall(r"matrix\.([a-z_]+)", text)}
     assert used and used <= entry_keys
@@ -391,7 +407,8 @@ def test_cli_files_and_old_policy(tmp_path: Path, capsys: pytest.CaptureFixture[
     old.write_text(SHIPPED, encoding="utf-8")
     new = tmp_path / "new.yaml"
     new.write_text(edit(SHIPPED, "gpus: [t4]", "gpus: [t4, l4]"), encoding="utf-8")
-    rc = main(["affected", "--files", "policy/fleet.yaml", "--old-policy", str(old), "--policy", str(new)])
+    files = ["--files", "policy/fleet.yaml", "--old-policy", str(old)]
+    rc = main(["affected", *files, "--policy", str(new), "--workloads-dir", str(FIXTURE_WORKLOADS)])
     out, err = capsys.readouterr()
     assert rc == 0 and out == "gke-uscentral1-a\n" and "clusters.gcp.gke-uscentral1-a changed" in err
     assert main(["affected", "--files", "README.md", "--format", "json"]) == 0
@@ -399,14 +416,14 @@ def test_cli_files_and_old_policy(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_cli_all(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["affected", "--all"]) == 0
+    assert main(["affected", "--all", *ON_FIXTURE]) == 0
     assert capsys.readouterr().out.split() == ALL
 
 
 def test_cli_bad_input_exits_2_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "fleet.yaml"
     bad.write_text(edit(SHIPPED, "gpus: [t4]", "gpus: [t5]"), encoding="utf-8")
-    assert main(["affected", "--all", "--policy", str(bad)]) == 2
+    assert main(["affected", "--all", "--policy", str(bad), "--workloads-dir", str(FIXTURE_WORKLOADS)]) == 2
     err = capsys.readouterr().err
     assert f"{bad}:" in err and "t5" in err and "Traceback" not in err
     assert main(["affected", "--files", "policy/fleet.yaml", "--old-policy", str(tmp_path / "missing.yaml")]) == 2
@@ -438,8 +455,8 @@ def repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     (repo / "policy").mkdir(parents=True)
     (repo / "policy" / "fleet.yaml").write_text(SHIPPED, encoding="utf-8")
-    shutil.copytree(WORKLOADS_DIR, repo / "workloads")
-    shutil.copytree(ROOT / "stacks", repo / "stacks")
+    shutil.copytree(FIXTURE_WORKLOADS, repo / "workloads")
+    shutil.copytree(FIXTURE / "stacks", repo / "stacks")
     (repo / "components").mkdir()
     (repo / "components" / "infra.py").write_text("# infra\n", encoding="utf-8")
     (repo / "README.md").write_text("# fleet\n", encoding="utf-8")

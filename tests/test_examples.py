@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fleet.cli import main
 from fleet.policy import load_fleet
 from fleet.stack_config import stack_names
+from fleet.workloads import load_workloads
 
 EXAMPLES = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "examples").glob("*/fleet.yaml"))
 
@@ -20,6 +22,9 @@ def test_there_are_examples_to_start_from():
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_example_validates_and_plans_without_violations(example: Path, capsys: pytest.CaptureFixture[str]):
     policy, stacks = example / "fleet.yaml", example / "stacks"
+    placed = set(yaml.safe_load(policy.read_text(encoding="utf-8")).get("workloads") or {})
+    missing = sorted(placed - set(load_workloads()))
+    assert not missing, f"{example.name} places {missing}, which workloads/ no longer has: delete or edit the example"
     fleet = load_fleet(policy)
     assert set(stack_names(stacks)) == set(fleet.clusters), "one stack file per cluster, no other"
     assert main(["validate", "--policy", str(policy), "--stacks-dir", str(stacks)]) == 0

@@ -64,7 +64,7 @@ NOT_DEPLOYED = (
 )
 # Inside workloads/<w>/: files that are test data or image sources, not read by the program (the loader reads
 # workload.yaml, mtail/*.mtail and files/*).
-WORKLOAD_NOT_DEPLOYED = ("sample.log", "Dockerfile", "*.md")
+WORKLOAD_NOT_DEPLOYED = ("sample.log", "Dockerfile", "*.md", "test_*.py")  # test_*.py: tests of its own code
 # Monitoring keys only one side uses (components/infra.py); any other key reaches every cluster.
 LEAF_ONLY_MONITORING = ("leaf_retention",)
 CENTRAL_ONLY_MONITORING = ("federation_interval", "central_retention", "central_storage")

@@ -88,6 +88,7 @@ def reasons(selection: sel.Selection, stack: str) -> str:
         ("workloads/pyhf/files/fit.py", "workload", "pyhf"),
         ("workloads/pyhf/sample.log", "none", "sample.log is not read by the program"),
         ("workloads/simpletrack/Dockerfile", "none", "Dockerfile is not read by the program"),
+        ("workloads/pyhf/test_pyhf_wrapper.py", "none", "test_pyhf_wrapper.py is not read by the program"),
         ("README.md", "none", "not deployed"),
         ("docs/delivery.md", "none", "not deployed"),
         ("tests/test_gke.py", "none", "not deployed"),

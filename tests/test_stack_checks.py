@@ -165,3 +165,17 @@ def test_plan_json_into_a_missing_folder_or_onto_a_folder(fleet_dir, capsys, tmp
     assert main([*args, "--workloads-dir", str(fleet_dir / "workloads"), "--json", where]) == 2
     out, err = capsys.readouterr()
     assert f"{where}:1: --json: " in err and "Traceback" not in err and "stack(s)" not in out
+
+
+def test_a_secret_that_is_not_the_expected_json_is_refused_without_echoing_it(fleet_dir):
+    """An encrypted gpu-fleet:workloadSecrets whose value is not a mapping: named, its value never shown."""
+    from fleet.errors import InputError
+    from fleet.plan import plan_stack
+    from fleet.stack_config import SECRET_PLACEHOLDER
+
+    set_config(fleet_dir, "fix-gke", **{"gpu-fleet__workloadSecrets": {"secure": "v1:bm90LWpzb24="}})
+    with pytest.raises(InputError) as caught:
+        plan_stack("fix-gke", fleet_dir / "fleet.yaml", fleet_dir / "stacks", workloads_dir=fleet_dir / "workloads")
+    (problem,) = caught.value.problems
+    assert problem.path == "config.gpu-fleet:workloadSecrets" and "must map each workload" in problem.message
+    assert SECRET_PLACEHOLDER not in str(caught.value)

@@ -31,14 +31,18 @@ workloads: {}
 """
 
 
-def run_validate(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def run_validate(
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str], workloads: Path | None = None
+) -> tuple[int, str]:
+    """``validate`` of ``text`` with no stack files and ``workloads`` (default: an empty folder); (status, stderr)."""
     policy = tmp_path / "fleet.yaml"
     policy.write_text(textwrap.dedent(text), encoding="utf-8")
     empty = tmp_path / "stacks"
     empty.mkdir(exist_ok=True)
-    no_workloads = tmp_path / "workloads"
-    no_workloads.mkdir(exist_ok=True)
-    code = main(["validate", "--policy", str(policy), "--stacks-dir", str(empty), "--workloads-dir", str(no_workloads)])
+    if workloads is None:
+        workloads = tmp_path / "workloads"
+        workloads.mkdir(exist_ok=True)
+    code = main(["validate", "--policy", str(policy), "--stacks-dir", str(empty), "--workloads-dir", str(workloads)])
     out = capsys.readouterr()
     assert "Traceback" not in out.err + out.out
     return code, out.err
@@ -258,17 +262,6 @@ def with_workload(tmp_path: Path, accelerators: int = 1, kinds: list[str] | None
     return folder
 
 
-def validate_with(tmp_path: Path, text: str, workloads: Path, capsys) -> tuple[int, str]:
-    policy = tmp_path / "fleet.yaml"
-    policy.write_text(textwrap.dedent(text), encoding="utf-8")
-    stacks = tmp_path / "no-stacks"
-    stacks.mkdir(exist_ok=True)
-    status = main(["validate", "--policy", str(policy), "--stacks-dir", str(stacks), "--workloads-dir", str(workloads)])
-    out = capsys.readouterr()
-    assert "Traceback" not in out.err + out.out
-    return status, out.err
-
-
 def test_an_absurd_pool_size_is_refused(tmp_path, capsys):
     text = GOOD.replace("t4: {max_nodes: 3}", "t4: {max_nodes: 100000000000000000000}")
     bad(tmp_path, capsys, text, "clusters.aws.eks-a.gpus.t4.max_nodes", "less than or equal to 1000")
@@ -276,7 +269,7 @@ def test_an_absurd_pool_size_is_refused(tmp_path, capsys):
 
 def test_a_cuda_workload_on_a_tpu_card_is_refused(tmp_path, capsys):
     text = GOOD.replace("workloads: {}", "workloads:\n  tracker: [t4, tpu-v5e]\n")
-    status, err = validate_with(tmp_path, text, with_workload(tmp_path), capsys)
+    status, err = run_validate(tmp_path, text, capsys, with_workload(tmp_path))
     assert status == 2
     assert "workloads.tracker[1]: tracker runs on nvidia.com/gpu" in err and "tpu-v5e is a google.com/tpu card" in err
 
@@ -290,13 +283,13 @@ def test_all_means_the_workloads_own_kind(tmp_path, capsys):
     assert "t4" in cuda and "tpu-v5e" not in cuda and "trn1" not in cuda
     tpu = load_fleet(policy, with_workload(tmp_path, kinds=["google.com/tpu"])).placements["tracker"]
     assert tpu == ("tpu-v5e",)
-    status, err = validate_with(tmp_path, GOOD, with_workload(tmp_path, kinds=["nvidia.com/gpus"]), capsys)
+    status, err = run_validate(tmp_path, GOOD, capsys, with_workload(tmp_path, kinds=["nvidia.com/gpus"]))
     assert status == 2 and "accelerator_kinds: unknown kind(s) nvidia.com/gpus" in err
 
 
 def test_a_pod_asking_for_more_cards_than_the_machine_has(tmp_path, capsys):
     text = GOOD.replace("workloads: {}", "workloads:\n  tracker: [t4]\n")
-    status, err = validate_with(tmp_path, text, with_workload(tmp_path, accelerators=2), capsys)
+    status, err = run_validate(tmp_path, text, capsys, with_workload(tmp_path, accelerators=2))
     assert status == 2
     assert "workloads.tracker[0]: tracker asks for 2 t4 per pod" in err and "has 1" in err
 
@@ -312,6 +305,6 @@ def test_all_leaves_out_machines_too_small_for_the_pod(tmp_path):
 
 def test_a_placement_no_cluster_offers_is_a_warning(tmp_path, capsys):
     text = GOOD.replace("workloads: {}", "workloads:\n  tracker: [a100]\n")
-    status, err = validate_with(tmp_path, text, with_workload(tmp_path), capsys)
+    status, err = run_validate(tmp_path, text, capsys, with_workload(tmp_path))
     assert "warning: " in err and "workloads.tracker: no cluster offers any of its cards (a100)" in err
     assert status == 2  # only because the temp dir has no stack files

@@ -295,9 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("plan", help="show what each stack would create (offline, mock engine)")
     common(p)
-    p.add_argument(
-        "--stack", nargs="+", action="extend", metavar="NAME", help="plan only these stacks (default: all)"
-    )
+    p.add_argument("--stack", nargs="+", action="extend", metavar="NAME", help="plan only these stacks (default: all)")
     p.add_argument("--json", type=Path, help="write the whole plan as JSON to this file")
     p.add_argument("--no-policy-pack", action="store_true", help="skip the CrossGuard policy pack (policy/)")
     p.set_defaults(func=cmd_plan)

@@ -72,9 +72,11 @@ def static_problems(wl: Workload) -> list[Problem]:
 
 
 @lru_cache(maxsize=64)
-def _run_mtail(mtail: str, progs: str, programs_key: tuple[tuple[str, str], ...], log: str | None) -> tuple[int, str]:
+def _run_mtail(
+    mtail: str, progs: str, programs_key: tuple[tuple[str, str], ...], log: str | None, log_key: bytes = b""
+) -> tuple[int, str]:
     """(exit status, output) of mtail compiling ``progs`` or, with a log, running them once over it; cached by the
-    programs' text so a plan of many stacks compiles each workload once."""
+    programs' and the log's content, so a process that checks the fleet many times runs mtail once per workload."""
     args = ["--compile_only"] if log is None else ["--one_shot", "--one_shot_format=prometheus", "--logs", log]
     try:
         run = subprocess.run(
@@ -99,7 +101,7 @@ def mtail_problems(wl: Workload, mtail: str) -> list[Problem]:
         return [Problem(progs, 1, "", f"mtail --compile_only fails: {first[:300]}")]
     if not wl.sample_log.is_file():
         return []  # reported by static_problems
-    status, output = _run_mtail(mtail, progs, key, str(wl.sample_log))
+    status, output = _run_mtail(mtail, progs, key, str(wl.sample_log), wl.sample_log.read_bytes())
     if status != 0:
         return [Problem(str(wl.sample_log), 1, "", f"mtail --one_shot over the sample fails: {output[:300]}")]
     exported = {m["name"] for m in map(SAMPLE_NAME.match, output.splitlines()) if m}

@@ -27,7 +27,7 @@ class ExistingCluster(GpuCluster):
         if pulumi.Config(NAMESPACE).get("kubeconfig") is None or not is_config_secret(key):
             # never in plain text in the stack file: it grants access to the whole cluster
             raise InputError(
-                [config_problem(key, f"required as a secret: pulumi config set --secret {key} \"$(cat kubeconfig)\"")]
+                [config_problem(key, f'required as a secret: pulumi config set --secret {key} "$(cat kubeconfig)"')]
             )
         kubeconfig = pulumi.Config(NAMESPACE).require_secret("kubeconfig")
         return kubeconfig, {}, cluster.name

@@ -106,7 +106,7 @@ class AksCluster(GpuCluster):
                     "enable_auto_scaling": True,
                     "min_count": system.min_nodes,
                     "max_count": system.max_nodes,
-                    "node_labels": {"role": "system"},
+                    "node_labels": cluster.system_selector,  # what the fleet's services select
                 }
             ],
             tags={"gpu-fleet-cluster": cluster.name},

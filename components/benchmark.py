@@ -293,7 +293,9 @@ class BenchmarkJobs(pulumi.ComponentResource):
         # The Jobs a CronJob starts are Kubernetes' own: they may expire. A Job that Pulumi manages must not:
         # once the TTL controller deleted it, `pulumi up --refresh` would see it gone and create (and run) it again.
         scheduled_spec = {**job_spec, "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished}
-        name = _name(spec.name, bench.pool.card, spec_hash([scheduled_spec, bench.schedule]))
+        # the name follows what the object holds: a one-off Job's spec, or the CronJob's template and schedule
+        hashed = [scheduled_spec, bench.schedule] if bench.schedule else job_spec
+        name = _name(spec.name, bench.pool.card, spec_hash(hashed))
         metadata = {
             "name": name,
             "namespace": namespace,

@@ -172,7 +172,7 @@ class EksCluster(GpuCluster):
                 "desired_size": cluster.system_pool.min_nodes,
                 "max_size": cluster.system_pool.max_nodes,
             },
-            labels={"role": "system"},
+            labels=cluster.system_selector,  # what the fleet's services select
             tags=self.autoscaler_tags,
             opts=self.child(
                 self.aws_provider,

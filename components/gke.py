@@ -78,7 +78,7 @@ class GkeCluster(GpuCluster):
                 "machine_type": cluster.system_pool.machine_type,
                 "oauth_scopes": OAUTH_SCOPES,
                 "workload_metadata_config": {"mode": "GKE_METADATA"},
-                "labels": {"role": "system"},
+                "labels": cluster.system_selector,  # what the fleet's services select
             },
             opts=self.child(self.gcp_provider, ignore_changes=["nodeCount", "initialNodeCount"]),
         )

@@ -284,6 +284,25 @@ class MagnumCluster(GpuCluster):
                 "leader-elect-resource-name": GPU_AUTOSCALER,
                 "status-config-map-name": f"{GPU_AUTOSCALER}-status",
             },
+            # The chart's roles name the default lease and status ConfigMap only (templates/role.yaml and
+            # clusterrole.yaml at cluster-autoscaler-chart-9.56.0): grant the renamed ones, or the autoscaler is
+            # refused its lease and never becomes leader.
+            "rbac": {
+                "additionalRules": [
+                    {
+                        "apiGroups": ["coordination.k8s.io"],
+                        "resources": ["leases"],
+                        "resourceNames": [GPU_AUTOSCALER],
+                        "verbs": ["get", "update"],
+                    },
+                    {
+                        "apiGroups": [""],
+                        "resources": ["configmaps"],
+                        "resourceNames": [f"{GPU_AUTOSCALER}-status"],
+                        "verbs": ["delete", "get", "update"],
+                    },
+                ]
+            },
         }
         return cluster_autoscaler(
             f"{cluster.name}-gpu-autoscaler",

@@ -236,9 +236,13 @@ def cmd_images(args: argparse.Namespace) -> int:
     problems = job_problems(jobs)
     if problems:
         raise InputError(problems)
+    if args.out is not None and not args.push:
+        raise InputError([Problem(str(args.out), 1, "--out", "goes with --push (the digests it pushed)")])
     if args.push:
         import subprocess
 
+        if args.out is not None:
+            _check_output_file(args.out, "--out")
         from fleet.image_delivery import push_all
 
         try:
@@ -247,7 +251,10 @@ def cmd_images(args: argparse.Namespace) -> int:
             print(f"images: push failed: {exc}", file=sys.stderr)
             return EXIT_FAILED
         if args.out:
-            args.out.write_text(json.dumps(pushed, indent=1) + "\n", encoding="utf-8")
+            try:
+                args.out.write_text(json.dumps(pushed, indent=1) + "\n", encoding="utf-8")
+            except OSError as exc:
+                print(f"images: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return _check_pins(jobs, pushed)
     if args.pushed is None:
         if args.format == "json":

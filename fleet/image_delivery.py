@@ -137,9 +137,12 @@ def push_commands(job: ImageJob, builder: str, digest_file: Path) -> list[list[s
 
 def read_digest(job: ImageJob, builder: str, digest_file: Path) -> str:
     """The digest a push left: the plain file of skopeo and buildah, or docker's metadata JSON."""
-    text = digest_file.read_text(encoding="utf-8").strip()
+    text = digest_file.read_text(encoding="utf-8").strip() if digest_file.is_file() else ""
     if job.kind == "build" and builder == "docker":
-        text = json.loads(text)["containerimage.digest"]
+        try:
+            text = str(json.loads(text)["containerimage.digest"])
+        except (ValueError, KeyError, TypeError):
+            text = text or "no metadata"
     if not text.startswith("sha256:") or len(text) != len("sha256:") + 64:
         raise ValueError(f"{job.target}: the push left no digest but {text[:80]!r}")
     return text
@@ -157,4 +160,15 @@ def push_all(jobs: list[ImageJob], builder: str, run: Callable[..., object] = su
                 print("+", " ".join(command), flush=True)
                 run(command, check=True)
             pushed[job.target] = read_digest(job, builder, digest_file)
+            # Pods pull without credentials (no imagePullSecrets): a new package on GitHub's registry is private
+            # until made public, and would sit in ImagePullBackOff on every cluster.
+            anonymous = ["skopeo", "inspect", "--no-creds", "--raw", f"docker://{job.target}"]
+            print("+", " ".join(anonymous), flush=True)
+            try:
+                run(anonymous, check=True)
+            except subprocess.CalledProcessError:
+                raise ValueError(
+                    f"{job.target} was pushed but cannot be pulled without credentials, as the clusters pull it: make "
+                    "the package public (on GitHub: the package's settings, visibility)"
+                ) from None
     return pushed

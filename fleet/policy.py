@@ -167,9 +167,10 @@ class Fleet:
         for workload, cards in self.placements.items():
             wl = self.workloads[workload]
             for pool in cluster.pools:
-                # `all` may name a card whose machines hold fewer accelerators than a pod asks for: not a pair
-                # (an explicit card like that is refused by the checker)
-                if pool.card in cards and pool.accelerators_per_node >= wl.spec.accelerators:
+                # `all` may name a card whose machines hold fewer accelerators than a pod asks for: not a pair (an
+                # explicit card like that is refused by the checker). An existing cluster's machines are unknown.
+                fits = pool.offer is None or pool.accelerators_per_node >= wl.spec.accelerators
+                if pool.card in cards and fits:
                     out.append(Benchmark(wl, pool, self.schedules[workload]))
         return out
 

@@ -7,7 +7,7 @@ then a binary suffix (Ki Mi Gi Ti Pi Ei), a decimal suffix (n u m k M G T P E) o
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from decimal import Decimal, DecimalException
 
 QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
@@ -23,10 +23,13 @@ def parse_quantity(text: str) -> Decimal:
     if not match:
         raise ValueError(f"{text!r} is not a Kubernetes quantity such as 500m, 2, 8Gi or 1e3")
     number, suffix = Decimal(match["number"]), match["suffix"] or ""
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return number.scaleb(_DECIMAL[suffix])
-    if suffix:
-        return number.scaleb(int(suffix[1:]))
+    try:
+        if suffix in _BINARY:
+            return number * _BINARY[suffix]
+        if suffix in _DECIMAL:
+            return number.scaleb(_DECIMAL[suffix])
+        if suffix:
+            return number.scaleb(int(suffix[1:]))
+    except (DecimalException, OverflowError, ValueError):
+        raise ValueError(f"{text!r} is out of range for a Kubernetes quantity") from None
     return number

@@ -69,6 +69,15 @@ def config_value(cfg: pulumi.Config, name: str) -> Any:
         return raw
 
 
+def plain_secret_message(key: str, leaf: tuple[object, ...]) -> str:
+    """What to say of a plain-text value inside secret config ``key`` (never the value itself)."""
+    dotted = ".".join(str(p) for p in (key, *leaf))
+    return (
+        "plain text where a credential belongs (the value is not shown): remove it and set it with "
+        f"pulumi config set --secret --path '{dotted}' <value>"
+    )
+
+
 def plain_in_stack_file(key: str) -> list[tuple[object, ...]]:
     """Paths inside config ``key`` that the stack file holds in plain text. One encrypted part makes the CLI treat
     the whole key as secret, so only the file tells which parts a user left plain."""
@@ -162,12 +171,7 @@ class StackSettings:
             problems.append(config_problem(secrets_key, str(exc)))
         else:
             problems += [
-                config_problem(
-                    secrets_key,
-                    "plain text where a credential belongs (the value is not shown): set it with pulumi config set "
-                    f"--secret --path '{'.'.join(str(p) for p in (secrets_key, *leaf))}' <value>",
-                    *leaf,
-                )
+                config_problem(secrets_key, plain_secret_message(secrets_key, leaf), *leaf)
                 for leaf in plain_in_stack_file(secrets_key)
             ]
         if problems:

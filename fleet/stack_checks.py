@@ -7,13 +7,20 @@ types, CIDR ranges, plain text where a secret belongs, and (as warnings) values 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fleet.errors import InputError, Problem
 from fleet.policy import Cluster, Fleet
-from fleet.settings import NAMESPACE, WORKLOAD_SECRETS, check_source_ranges, storage_class_missing
+from fleet.settings import (
+    NAMESPACE,
+    WORKLOAD_SECRETS,
+    check_source_ranges,
+    plain_secret_message,
+    storage_class_missing,
+)
 from fleet.stack_config import is_secure, plain_leaves, stack_file, stack_names
 from fleet.yaml_source import YamlDocument, read_yaml
 
@@ -59,6 +66,17 @@ class StackReport:
     warnings: list[str] = field(default_factory=list)
 
 
+def _decoded(value: Any) -> Any:
+    """A list or object the stack file holds as JSON text (what `pulumi config set` without --path writes), decoded
+    as the program's ``config_value`` decodes it; any other value as it is."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
 class _StackChecker:
     """The checks of one stack file; every finding located in it."""
 
@@ -73,7 +91,7 @@ class _StackChecker:
 
     def run(self) -> None:
         data = self.doc.data if self.doc.data is not None else {}
-        if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
+        if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
             self.report.problems.append(self.doc.problem(("config",), "must be a mapping of config keys"))
             return
         config: dict[str, Any] = data.get("config") or {}
@@ -110,21 +128,18 @@ class _StackChecker:
             if not is_secure(value):
                 self.problem((key,), f"must be a secret, not plain text in the file: pulumi config set --secret {key}")
         elif kind == "secret-map":
-            for leaf in [] if is_secure(value) else plain_leaves(value):
-                dotted = ".".join(str(p) for p in (key, *leaf))
-                self.problem(
-                    (key, *leaf),
-                    f"plain text where a credential belongs (the value is not shown): remove it and set it with "
-                    f"pulumi config set --secret --path '{dotted}' <value>",
-                )
+            for leaf in plain_leaves(value):
+                self.problem((key, *leaf), plain_secret_message(key, leaf))
         elif kind == "string" and not (isinstance(value, str) and value.strip()):
             self.problem((key,), f"must be a non-empty string ({setting.meaning})")
-        elif kind == "bool" and not (isinstance(value, bool) or value in ("true", "false")):
+        elif kind == "bool" and not (isinstance(value, bool) or str(value).lower() in ("true", "false")):
             self.problem((key,), "must be true or false")
-        elif kind == "string-list" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        elif kind == "string-list" and not (
+            isinstance(value := _decoded(value), list) and all(isinstance(v, str) for v in value)
+        ):
             self.problem((key,), f'must be a list of strings, such as ["a", "b"] ({setting.meaning})')
         elif kind == "cidr-list":
-            for where, message in check_source_ranges(value)[1]:
+            for where, message in check_source_ranges(_decoded(value))[1]:
                 self.problem((key, *where), message)
         elif kind == "magnum":
             from components.magnum import MagnumSettings

@@ -33,7 +33,7 @@ def load_stack_config(stack: str, stacks_dir: Path = STACKS_DIR) -> tuple[dict[s
         raise InputError([Problem(str(path), 1, "", f"stack {stack!r} has no config file (create {path.name})")])
     doc = read_yaml(path)
     data = doc.data or {}
-    if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
+    if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
         raise InputError([doc.problem(("config",), "must be a mapping of config keys")])
     config: dict[str, str] = {}
     secret_keys: list[str] = []

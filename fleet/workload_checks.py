@@ -13,6 +13,7 @@ import subprocess
 from functools import lru_cache
 
 from fleet.errors import InputError, Problem
+from fleet.federation import series_names
 from fleet.workloads import Workload
 from fleet.yaml_source import read_yaml
 
@@ -22,6 +23,9 @@ DECLARATION = re.compile(r"^\s*(?P<hidden>hidden\s+)?(?P<type>counter|gauge|hist
 # A sample line of the Prometheus text format: the metric name first.
 SAMPLE_NAME = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)[{ ]")
 MTAIL_TIMEOUT_S = 30
+# glog line prefixes (`I1123 09:12:33.123456   42 main.go:116] ...`): I and W lines are progress, not the error.
+GLOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ")
+GLOG_INFO = re.compile(r"^[IW]\d{4} ")
 # mtail's own flags (google/mtail v3, cmd/mtail/main.go): no HTTP listener on a real port while checking.
 MTAIL_QUIET = ["--logtostderr", "--address", "127.0.0.1", "--port", "0"]
 NO_MTAIL_NOTE = "mtail is not installed: the mtail programs were not compiled or run (apt-get install mtail)"
@@ -48,6 +52,13 @@ def _problem(wl: Workload, key: str, message: str) -> Problem:
         return read_yaml(path).problem((key,), message)
     except InputError:
         return Problem(str(path), 1, key, message)
+
+
+def compile_error(stderr: str) -> str:
+    """What mtail says is wrong, without its log prefix: glog's I/W lines (version banner, progress) are skipped."""
+    lines = [line for line in stderr.splitlines() if line.strip() and not GLOG_INFO.match(line)]
+    text = " ".join(GLOG_PREFIX.sub("", line).strip() for line in lines) or "no message"
+    return text[:400]
 
 
 def static_problems(wl: Workload) -> list[Problem]:
@@ -97,15 +108,15 @@ def mtail_problems(wl: Workload, mtail: str) -> list[Problem]:
     key = tuple(sorted(wl.mtail_programs.items()))
     status, output = _run_mtail(mtail, progs, key, None)
     if status != 0:
-        first = next((line for line in output.splitlines() if line.strip()), "no output")
-        return [Problem(progs, 1, "", f"mtail --compile_only fails: {first[:300]}")]
+        return [Problem(progs, 1, "", f"mtail --compile_only fails: {compile_error(output)}")]
     if not wl.sample_log.is_file():
         return []  # reported by static_problems
     status, output = _run_mtail(mtail, progs, key, str(wl.sample_log), wl.sample_log.read_bytes())
     if status != 0:
         return [Problem(str(wl.sample_log), 1, "", f"mtail --one_shot over the sample fails: {output[:300]}")]
     exported = {m["name"] for m in map(SAMPLE_NAME.match, output.splitlines()) if m}
-    missing = sorted({m.name for m in wl.spec.metrics} - exported)
+    # a histogram is exported as its _bucket, _sum and _count series, never under its own name
+    missing = sorted(m.name for m in wl.spec.metrics if not set(series_names(m)) <= exported)
     if missing:
         return [Problem(str(wl.sample_log), 1, "", f"yields no {', '.join(missing)}: the sample or the program is off")]
     return []

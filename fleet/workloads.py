@@ -86,7 +86,8 @@ class Resources(StrictModel):
         text = str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
         if not isinstance(text, str):
             raise ValueError(f"{v!r} is not a Kubernetes quantity such as 500m, 2, 8Gi or 1e3")
-        parse_quantity(text)
+        if parse_quantity(text) < 0:
+            raise ValueError(f"{text!r} is negative: Kubernetes refuses negative resources")
         return text
 
     @pydantic.model_validator(mode="after")
@@ -235,6 +236,11 @@ def load_workload(folder: Path) -> Workload:
     problems = []
     if spec.name != folder.name:
         problems.append(doc.problem(("name",), f"must equal the folder name {folder.name!r}"))
+    for sub in ("mtail", "files"):
+        if (folder / sub).is_symlink():
+            problems.append(Problem(str(folder / sub), 1, "", "a symbolic link: put the folder itself here"))
+    if problems:
+        raise InputError(problems)
     programs = _read_files(sorted((folder / "mtail").glob("*.mtail")), problems)
     if not programs and not any(p.file.startswith(str(folder / "mtail")) for p in problems):
         problems.append(

@@ -190,3 +190,25 @@ def test_plan_notes_once_which_images_lack_a_digest(capsys):
     assert len(notes) == (1 if unpinned else 0)
     for name in unpinned:
         assert name in notes[0]
+
+
+def test_a_pushed_image_that_needs_credentials_to_pull_is_refused(tmp_path):
+    """Clusters pull without credentials: a private package would sit in ImagePullBackOff everywhere."""
+    job = ImageJob("a", "copy", "up.example/a:1", "reg.example/a:1", "", "images.yaml")
+
+    def private(command: list[str], check: bool) -> None:
+        if "--digestfile" in command:
+            Path(command[command.index("--digestfile") + 1]).write_text(DIGEST, encoding="utf-8")
+        if "--no-creds" in command:
+            raise subprocess.CalledProcessError(1, command)
+
+    with pytest.raises(ValueError, match="cannot be pulled without credentials"):
+        push_all([job], "buildah", private)
+
+
+def test_images_out_is_checked_before_anything_is_pushed(tmp_path, capsys):
+    assert main(["images", "--out", str(tmp_path / "x.json")]) == 2
+    assert "--out: goes with --push" in capsys.readouterr().err
+    assert main(["images", "--push", "buildah", "--out", str(tmp_path / "missing" / "x.json")]) == 2
+    out, err = capsys.readouterr()
+    assert "--out: the folder" in err and "does not exist" in err and "+ skopeo" not in out

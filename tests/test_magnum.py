@@ -187,6 +187,10 @@ def test_gpu_node_groups_get_their_own_autoscaler(plan):
     # beside Magnum's own autoscaler: its own lease and status, or the two would elect one leader between them
     assert values["extraArgs"]["leader-elect-resource-name"] == GPU_AUTOSCALER
     assert values["extraArgs"]["status-config-map-name"] != "cluster-autoscaler-status"
+    # ... which the chart's roles do not grant (they name the defaults): granted here, or it never leads
+    granted = {(tuple(r["resources"]), tuple(r["resourceNames"])) for r in values["rbac"]["additionalRules"]}
+    assert (("leases",), (values["extraArgs"]["leader-elect-resource-name"],)) in granted
+    assert (("configmaps",), (values["extraArgs"]["status-config-map-name"],)) in granted
     # min/max come from the node groups, which carry the policy's; discovery needs a maximum on each
     for group in by_type(plan, GROUP):
         assert group.inputs["maxNodeCount"] >= group.inputs["minNodeCount"] >= 1

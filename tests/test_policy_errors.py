@@ -308,3 +308,16 @@ def test_a_placement_no_cluster_offers_is_a_warning(tmp_path, capsys):
     status, err = run_validate(tmp_path, text, capsys, with_workload(tmp_path))
     assert "warning: " in err and "workloads.tracker: no cluster offers any of its cards (a100)" in err
     assert status == 2  # only because the temp dir has no stack files
+
+
+def test_an_existing_clusters_machines_are_unknown_so_an_explicit_placement_stays(tmp_path):
+    """The fleet does not know an existing cluster's machines: a 2-card pod placed there explicitly is a pair."""
+    from fleet.policy import load_fleet
+
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(
+        "clusters:\n  existing:\n    lab: {central: true, gpus: [a100]}\nworkloads:\n  tracker: [a100]\n",
+        encoding="utf-8",
+    )
+    fleet = load_fleet(policy, with_workload(tmp_path, accelerators=2))
+    assert [(b.workload.name, b.pool.card) for b in fleet.benchmarks(fleet.cluster("lab"))] == [("tracker", "a100")]

@@ -12,7 +12,7 @@ from fleet import render
 from fleet.cli import main
 from fleet.plan import StackPlan
 from fleet.render import LOCK_FILE, render_stack, rendered_files
-from tests.helpers import SHIPPED_WORKLOADS, plan_one, write_policy
+from tests.helpers import plan_one, write_policy
 
 RENDERS = 8
 
@@ -22,16 +22,18 @@ clusters:
   existing:
     lab: {central: true, gpus: [t4]}
 workloads:
-  pyhf: all
-  simpletrack: all
+  tracker: all
+  fitter: all
 """
+# The tests' own workloads (tests/fixtures/fleet/workloads), not the shipped ones a team may replace.
+WORKLOADS = Path(__file__).resolve().parent / "fixtures" / "fleet" / "workloads"
 CONFIG = {"gpu-fleet:kubeconfig": {"secure": "djE6..."}, "gpu-fleet:storageClass": "local-path"}
 
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory: pytest.TempPathFactory) -> StackPlan:
     """A small central stack that runs two workloads (17 files)."""
-    return plan_one(tmp_path_factory.mktemp("policy"), POLICY, "lab", CONFIG, workloads_dir=SHIPPED_WORKLOADS)
+    return plan_one(tmp_path_factory.mktemp("policy"), POLICY, "lab", CONFIG, workloads_dir=WORKLOADS)
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -123,7 +125,7 @@ def test_a_folder_that_cannot_be_written_is_a_message(tmp_path: Path, capsys: py
     policy, stacks = write_policy(tmp_path, POLICY, {"lab": CONFIG})
     out = tmp_path / "out"
     (out / LOCK_FILE).mkdir(parents=True)  # the lock file cannot be opened
-    args = ["--policy", str(policy), "--stacks-dir", str(stacks), "--workloads-dir", str(SHIPPED_WORKLOADS)]
+    args = ["--policy", str(policy), "--stacks-dir", str(stacks), "--workloads-dir", str(WORKLOADS)]
     assert main(["render", *args, "--stack", "lab", "--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert err.endswith(f"render: cannot write {out / LOCK_FILE}: Is a directory; lab keeps its old files\n"), err

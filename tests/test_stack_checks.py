@@ -114,6 +114,7 @@ def test_a_missing_stack_file_and_an_orphan_one(fleet_dir, capsys):
     status, err = run(fleet_dir, capsys)
     assert status == 2
     assert "Pulumi.fix-eks.yaml:1: missing: every cluster needs its stack config file" in err
+    assert "warning: " in err and "Pulumi.gone.yaml:1: stack 'gone' has no cluster" in err
 
 
 def test_warnings_are_printed_once_not_per_stack(fleet_dir, capsys):
@@ -179,3 +180,16 @@ def test_a_secret_that_is_not_the_expected_json_is_refused_without_echoing_it(fl
     (problem,) = caught.value.problems
     assert problem.path == "config.gpu-fleet:workloadSecrets" and "must map each workload" in problem.message
     assert SECRET_PLACEHOLDER not in str(caught.value)
+
+
+def test_values_the_program_accepts_are_accepted(fleet_dir, capsys):
+    """What `pulumi config set` writes without --path (JSON text), capitalised booleans, an empty config."""
+    set_config(
+        fleet_dir, "fix-eks", **{"gpu-fleet__subnetIds": '["subnet-1", "subnet-2"]', "gpu-fleet__protect": "True"}
+    )
+    set_config(fleet_dir, "fix-eks", **{"gpu-fleet__federationSourceRanges": '["10.10.0.0/16"]'})
+    status, err = run(fleet_dir, capsys)
+    assert status == 0, err
+    (fleet_dir / "stacks" / "Pulumi.fix-eks.yaml").write_text("config:\n", encoding="utf-8")
+    status, err = run(fleet_dir, capsys)
+    assert status == 0, err

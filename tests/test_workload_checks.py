@@ -73,7 +73,8 @@ def test_a_program_that_does_not_compile_under_real_mtail(workloads):
     program = workloads / "tracker" / "mtail" / "tracker.mtail"
     program.write_text(program.read_text() + "\n/unclosed {\n", encoding="utf-8")
     found = problems_of(workloads, mtail)
-    assert any("tracker/mtail:1: mtail --compile_only fails" in p for p in found), found
+    (failed,) = [p for p in found if "tracker/mtail:1: mtail --compile_only fails: " in p]
+    assert "compile failed for tracker.mtail" in failed and "mtail version" not in failed, failed
 
 
 def test_a_sample_that_yields_no_declared_metric_under_real_mtail(workloads):
@@ -91,6 +92,21 @@ def test_without_mtail_the_programs_are_not_compiled_and_it_says_so(workloads, m
     monkeypatch.setattr(fleet.workload_checks.shutil, "which", lambda name: None)
     found, notes = check_workloads(load_workloads(workloads))
     assert notes == [NO_MTAIL_NOTE] and found == []  # nothing could compile it: no claim that it does
+
+
+def test_a_histogram_is_checked_by_its_series_under_real_mtail(workloads):
+    """mtail exports a histogram as _bucket, _sum and _count, never under the declared name itself."""
+    mtail = require_tool("mtail")
+    spec_file = workloads / "fitter" / "workload.yaml"
+    spec_file.write_text(spec_file.read_text().replace("type: gauge", "type: histogram"), encoding="utf-8")
+    program = workloads / "fitter" / "mtail" / "fitter.mtail"
+    program.write_text(
+        program.read_text().replace(
+            "gauge fitter_duration_seconds", "histogram fitter_duration_seconds buckets 0.1, 1"
+        ),
+        encoding="utf-8",
+    )
+    assert problems_of(workloads, mtail) == []  # before: "yields no fitter_duration_seconds", with the series there
 
 
 def test_validate_refuses_a_broken_workload_folder(workloads, capsys):

@@ -6,6 +6,7 @@ These tests need no external tool; ``tests/e2e/test_mtail.py`` runs the same pro
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,18 @@ BROKEN = {
         "resources.cpu_limit",
         "not a Kubernetes quantity",
     ),
+    "a negative quantity": (
+        ('  cpu_request: "1"\n', '  cpu_request: "-1"\n'),
+        6,
+        "resources.cpu_request",
+        "is negative",
+    ),
+    "a quantity out of range": (
+        ('  cpu_limit: "2"\n', "  cpu_limit: 1e999999999\n"),
+        8,
+        "resources.cpu_limit",
+        "out of range",
+    ),
     "a metric label the fleet sets": (
         ("    labels: [stage]\n", "    labels: [stage, gpu]\n"),
         18,
@@ -246,3 +259,19 @@ def test_a_program_that_is_not_utf8_is_located(tmp_path: Path) -> None:
         load_workloads(tmp_path)
     [problem] = caught.value.problems
     assert problem.file.endswith("broken.mtail") and "not UTF-8" in problem.message
+
+
+@pytest.mark.parametrize("sub", ["files", "mtail"])
+def test_a_symbolic_link_for_a_whole_folder_is_refused(tmp_path: Path, sub: str) -> None:
+    path = write_workload(tmp_path, VALID)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "key.txt").write_text("secret\n", encoding="utf-8")
+    (elsewhere / "x.mtail").write_text("counter bench_runs_total\n", encoding="utf-8")
+    if sub == "mtail":
+        shutil.rmtree(path.parent / "mtail")
+    (path.parent / sub).symlink_to(elsewhere)
+    with pytest.raises(InputError) as caught:
+        load_workloads(tmp_path)
+    [problem] = caught.value.problems
+    assert problem.file == str(path.parent / sub) and "symbolic link" in problem.message

@@ -56,6 +56,8 @@ NOT_DEPLOYED = (
     ".gitlab/*",
     ".ci/*",
     ".yamllint",
+    ".hadolint.yaml",
+    "examples/*",  # example fleets for a team to start from, planned only by the tests
     ".gitignore",
     "Makefile",
     "pyproject.toml",

@@ -90,6 +90,8 @@ def reasons(selection: sel.Selection, stack: str) -> str:
         ("workloads/simpletrack/Dockerfile", "none", "Dockerfile is not read by the program"),
         ("workloads/pyhf/test_pyhf_wrapper.py", "none", "test_pyhf_wrapper.py is not read by the program"),
         ("README.md", "none", "not deployed"),
+        ("examples/gke-only/fleet.yaml", "none", "not deployed"),
+        (".hadolint.yaml", "none", "not deployed"),
         ("docs/delivery.md", "none", "not deployed"),
         ("tests/test_gke.py", "none", "not deployed"),
         ("tests/e2e/test_mtail.py", "none", "not deployed"),

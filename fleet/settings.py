@@ -61,12 +61,18 @@ def config_value(cfg: pulumi.Config, name: str) -> Any:
     caller checks the type and reports a located problem.
     """
     raw = cfg.get(name)
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
+    return None if raw is None else decode_config_text(raw)
+
+
+def decode_config_text(value: Any) -> Any:
+    """A list or object held as JSON text (how the CLI hands non-string config to a program, and what `pulumi config
+    set` without --path writes into the stack file) decoded; any other value as it is."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 def plain_secret_message(key: str, leaf: tuple[object, ...]) -> str:

@@ -7,7 +7,6 @@ types, CIDR ranges, plain text where a secret belongs, and (as warnings) values 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from fleet.settings import (
     NAMESPACE,
     WORKLOAD_SECRETS,
     check_source_ranges,
+    decode_config_text,
     plain_secret_message,
     storage_class_missing,
 )
@@ -64,17 +64,6 @@ class StackReport:
 
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-def _decoded(value: Any) -> Any:
-    """A list or object the stack file holds as JSON text (what `pulumi config set` without --path writes), decoded
-    as the program's ``config_value`` decodes it; any other value as it is."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 class _StackChecker:
@@ -135,11 +124,11 @@ class _StackChecker:
         elif kind == "bool" and not (isinstance(value, bool) or str(value).lower() in ("true", "false")):
             self.problem((key,), "must be true or false")
         elif kind == "string-list" and not (
-            isinstance(value := _decoded(value), list) and all(isinstance(v, str) for v in value)
+            isinstance(value := decode_config_text(value), list) and all(isinstance(v, str) for v in value)
         ):
             self.problem((key,), f'must be a list of strings, such as ["a", "b"] ({setting.meaning})')
         elif kind == "cidr-list":
-            for where, message in check_source_ranges(_decoded(value))[1]:
+            for where, message in check_source_ranges(decode_config_text(value))[1]:
                 self.problem((key, *where), message)
         elif kind == "magnum":
             from components.magnum import MagnumSettings

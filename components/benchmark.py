@@ -26,6 +26,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.images import image
+from components.pod_security import container_security, pod_security
 from components.taints import toleration
 from fleet import sidecar
 from fleet.policy import Benchmark, Cluster
@@ -36,6 +37,8 @@ METRIC_LABELS = ("workload", "gpu", "cluster", "cloud")
 # Time a Job may spend waiting for a GPU node to scale up from zero and pull a large image, on top of
 # the workload's own timeout.
 SCALE_UP_ALLOWANCE_SECONDS = 3600
+# The workload's home: a scratch emptyDir, since a non-root user cannot write to the image's / or /root.
+HOME_DIR = "/home/benchmark"
 
 
 def _name(*parts: str, limit: int = 63) -> str:
@@ -85,13 +88,15 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
         for k in spec.secret_env
     ]
     env += [
+        {"name": "HOME", "value": HOME_DIR},
         {"name": "BENCHMARK_LOG", "value": log_file},
         {"name": "BENCHMARK_CLUSTER", "value": cluster.name},
         {"name": "BENCHMARK_GPU", "value": pool.card},
     ]
-    mounts = [{"name": "logs", "mountPath": sidecar.LOG_DIR}]
+    mounts = [{"name": "logs", "mountPath": sidecar.LOG_DIR}, {"name": "home", "mountPath": HOME_DIR}]
     volumes: list[dict[str, Any]] = [
         {"name": "logs", "emptyDir": {}},
+        {"name": "home", "emptyDir": {}},
         {"name": "mtail-programs", "configMap": {"name": programs_cm}},
     ]
     if files_cm:
@@ -110,7 +115,9 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
         "restartPolicy": "Never",
         "nodeSelector": pool.node_selector,
         "tolerations": [toleration(t) for t in pool.pod_tolerations],
-        "securityContext": {"runAsNonRoot": False, "seccompProfile": {"type": "RuntimeDefault"}},
+        # Benchmarks never talk to the Kubernetes API: no token in the pod.
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security(None if spec.needs_root else spec.run_as_user),
         "initContainers": [
             {
                 "name": "prepare-log",
@@ -118,6 +125,7 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
                 "command": ["sh", "-c", f"touch {log_file}"],
                 "volumeMounts": [{"name": "logs", "mountPath": sidecar.LOG_DIR}],
                 "resources": small,
+                "securityContext": container_security(),
             },
             {
                 "name": "mtail",
@@ -138,6 +146,7 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
                     "requests": {"cpu": "50m", "memory": "64Mi"},
                     "limits": {"cpu": "500m", "memory": "256Mi"},
                 },
+                "securityContext": container_security(),
             },
         ],
         "containers": [
@@ -155,6 +164,8 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
                     },
                 },
                 "volumeMounts": mounts,
+                # The workload may write beside its image (caches, outputs in its working directory).
+                "securityContext": container_security(read_only_root=False),
             }
         ],
         "volumes": volumes,

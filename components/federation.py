@@ -14,15 +14,23 @@ the central Prometheus and one federation scrape job (``fleet.federation``) per 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from urllib.parse import quote_plus
+
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_tls as tls
 
 from components.deployment import app_labels, single_replica_deployment
 from components.images import image
+from components.pod_security import container_security, pod_security
+from fleet import federation
 
 GATEWAY_PORT = 8443
 GATEWAY_NAME = "federation-gateway"
+# The user of nginxinc/nginx-unprivileged (its Dockerfile: `USER $UID`, UID=101).
+GATEWAY_UID = 101
 SECRETS_DIR = "/etc/prometheus/secrets"
 
 
@@ -31,11 +39,32 @@ def server_name(cluster: str) -> str:
     return f"federation.{cluster}.gpu-fleet.internal"
 
 
-def gateway_nginx_conf(upstream: str) -> str:
-    """nginx configuration of the gateway: mTLS required, only GET /federate reaches Prometheus."""
+def federate_args_pattern(selectors: Sequence[str]) -> str:
+    """The query strings the gateway lets through to ``/federate``: one or more ``match[]`` parameters, each one
+    of ``selectors`` (bare metric names), URL-encoded as the central Prometheus sends them.
+
+    Prometheus builds the scrape URL with Go's ``url.Values.Encode`` (prometheus/prometheus scrape/target.go),
+    which escapes with ``url.QueryEscape``: ``[`` and ``]`` become ``%5B`` and ``%5D``, ``:`` becomes ``%3A``;
+    letters, digits and ``_`` stay as they are. ``urllib.parse.quote_plus`` with ``safe=""`` escapes the same set.
+    Any subset and order is accepted, so a leaf deployed before the central (which adds or drops a metric) keeps
+    answering; a selector the fleet does not federate, or any other parameter, is refused.
+    """
+    names = federation.check_selectors(list(selectors))
+    for name in names:
+        if not federation.METRIC_NAME.match(name):
+            raise ValueError(f"federation selector {name!r} is not a bare metric name: the gateway cannot enforce it")
+    key = quote_plus("match[]", safe="")
+    choice = "|".join(re.escape(quote_plus(n, safe="")) for n in names)
+    return f"^{key}=(?:{choice})(?:&{key}=(?:{choice}))*$"
+
+
+def gateway_nginx_conf(upstream: str, selectors: Sequence[str]) -> str:
+    """nginx configuration of the gateway: mTLS required, only GET /federate with the fleet's own selectors reaches
+    Prometheus, and no version in headers or error pages."""
     return f"""pid /tmp/nginx.pid;
 events {{}}
 http {{
+  server_tokens off;
   client_body_temp_path /tmp/client_body;
   proxy_temp_path /tmp/proxy;
   fastcgi_temp_path /tmp/fastcgi;
@@ -52,6 +81,7 @@ http {{
     ssl_protocols TLSv1.2 TLSv1.3;
     location = /federate {{
       limit_except GET {{ deny all; }}
+      if ($args !~ "{federate_args_pattern(selectors)}") {{ return 403; }}
       proxy_pass {upstream};
       proxy_read_timeout 50s;
     }}
@@ -73,6 +103,7 @@ class FederationEndpoint(pulumi.ComponentResource):
         namespace: pulumi.Input[str],
         prometheus_url: str,
         source_ranges: list[str],
+        selectors: Sequence[str],
         opts: pulumi.ResourceOptions | None = None,
         node_selector: dict[str, str] | None = None,
     ):
@@ -135,7 +166,7 @@ class FederationEndpoint(pulumi.ComponentResource):
         conf = k8s.core.v1.ConfigMap(
             f"{cluster}-federation-gateway-conf",
             metadata={"name": f"{GATEWAY_NAME}-conf", "namespace": namespace},
-            data={"nginx.conf": gateway_nginx_conf(prometheus_url)},
+            data={"nginx.conf": gateway_nginx_conf(prometheus_url, selectors)},
             opts=child,
         )
         labels = app_labels(GATEWAY_NAME)
@@ -144,7 +175,9 @@ class FederationEndpoint(pulumi.ComponentResource):
             GATEWAY_NAME,
             namespace,
             {
-                "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                # nginx-unprivileged runs as uid 101 and writes only under /tmp (an emptyDir here).
+                "automountServiceAccountToken": False,
+                "securityContext": pod_security(GATEWAY_UID),
                 "containers": [
                     {
                         "name": "nginx",
@@ -159,10 +192,13 @@ class FederationEndpoint(pulumi.ComponentResource):
                         "volumeMounts": [
                             {"name": "tls", "mountPath": "/etc/gateway/tls", "readOnly": True},
                             {"name": "conf", "mountPath": "/etc/gateway/conf", "readOnly": True},
+                            {"name": "tmp", "mountPath": "/tmp"},
                         ],
+                        "securityContext": container_security(),
                     }
                 ],
                 "volumes": [
+                    {"name": "tmp", "emptyDir": {}},
                     {"name": "tls", "secret": {"secretName": secret.metadata["name"]}},
                     {"name": "conf", "configMap": {"name": conf.metadata["name"]}},
                 ],

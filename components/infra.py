@@ -247,6 +247,7 @@ class InfraStack(pulumi.ComponentResource):
                 monitoring_ns,
                 PROMETHEUS_URL,
                 settings.federation_source_ranges,
+                federation.match_selectors(federation.workload_metrics(fleet.workloads)),
                 opts=child,
                 node_selector=cluster.system_selector,
             )

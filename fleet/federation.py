@@ -56,7 +56,7 @@ GPU_AGGREGATION_LABELS: tuple[str, ...] = ("modelName", "namespace", "pod")
 #: plus the ``workload`` and ``gpu`` pod labels the PodMonitor copies onto the mtail metrics.
 BENCHMARK_IDENTITY_LABELS: tuple[str, ...] = ("cluster", "workload", "gpu")
 
-_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # A selector that names its metric, optionally narrowed by label matchers: never match-all.
 _NAMED_SELECTOR = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})?$")
@@ -138,7 +138,7 @@ def match_selectors(metrics: Iterable[MetricSpec], gpu_aggregates: bool = True) 
     names: set[str] = set()
     for metric in metrics:
         for name in series_names(metric):
-            if not _METRIC_NAME.match(name):
+            if not METRIC_NAME.match(name):
                 raise ValueError(f"{name!r} is not a valid Prometheus metric name")
             names.add(name)
     if gpu_aggregates:

@@ -133,6 +133,12 @@ class WorkloadSpec(StrictModel):
     # Only for the Jobs a schedule (CronJob) starts; a one-off Job is managed by Pulumi and kept (see benchmark.py).
     ttl_seconds_after_finished: int = pydantic.Field(default=86400, ge=0)
     volumes: list[DataVolume] = []
+    # The user the workload container runs as: the benchmark namespace enforces the `restricted` Pod Security
+    # level, which refuses root. Check the image's USER upstream and that this uid can write where the code does.
+    run_as_user: int = pydantic.Field(default=1000, ge=1)
+    # Only for an image that cannot run as non-root: why. Its pods then run as root in the `benchmarks-root`
+    # namespace (Pod Security `baseline`), still with every capability dropped and no privilege escalation.
+    needs_root: str = ""
     metrics: list[MetricSpec] = pydantic.Field(min_length=1)
     headline: Headline
 

@@ -21,6 +21,7 @@ import ssl
 import subprocess
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -231,14 +232,24 @@ def federation(rendered: Path, pki: Pki, tmp_path_factory: pytest.TempPathFactor
         exporter.stop()
 
 
-def _gateway(port: int, ctx: ssl.SSLContext, method: str, path: str) -> tuple[int, bytes]:
+def _gateway_response(port: int, ctx: ssl.SSLContext, method: str, path: str) -> tuple[int, bytes, str]:
     conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=5)
     try:
         conn.request(method, path)
         response = conn.getresponse()
-        return response.status, response.read()
+        return response.status, response.read(), response.getheader("Server") or ""
     finally:
         conn.close()
+
+
+def _gateway(port: int, ctx: ssl.SSLContext, method: str, path: str) -> tuple[int, bytes]:
+    status, body, _ = _gateway_response(port, ctx, method, path)
+    return status, body
+
+
+def _federate_path(*selectors: str) -> str:
+    """``/federate`` with ``match[]`` parameters encoded as Prometheus encodes them (Go's url.Values.Encode)."""
+    return "/federate?" + urllib.parse.urlencode([("match[]", s) for s in selectors])
 
 
 def _context(pki: Pki, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
@@ -278,10 +289,22 @@ def test_the_gateway_serves_only_get_federate_to_fleet_clients(federation: dict[
         federation["running"],
     )
     fleet_client = _context(pki, pki.client_cert, pki.client_key)
-    status, body = _gateway(port, fleet_client, "GET", f"/federate?match[]={METRIC}")
+    status, body, server = _gateway_response(port, fleet_client, "GET", _federate_path(METRIC))
     assert status == 200 and METRIC.encode() in body
-    for method, path in (("GET", "/api/v1/query?query=up"), ("GET", "/graph"), ("POST", "/federate")):
+    assert server == "nginx", f"the gateway tells its version: Server: {server}"
+    for method, path in (("GET", "/api/v1/query?query=up"), ("GET", "/graph"), ("POST", _federate_path(METRIC))):
         assert _gateway(port, fleet_client, method, path)[0] == 403, (method, path)
+    # The fleet's client certificate still gets only the fleet's selectors: not a match-all, not another metric,
+    # not one smuggled beside an allowed one, not an extra parameter, not /federate without a selector.
+    for path in (
+        _federate_path('{__name__=~".+"}'),
+        _federate_path("up"),
+        _federate_path(METRIC, "up"),
+        _federate_path(METRIC) + "&format=text",
+        "/federate",
+    ):
+        status, body = _gateway(port, fleet_client, "GET", path)
+        assert status == 403 and METRIC.encode() not in body, (path, status)
 
     rogue = make_pki(pki.ca_cert.parent.parent / "rogue", server_dns=server_name(LEAF))
     for what, ctx in (
@@ -289,7 +312,7 @@ def test_the_gateway_serves_only_get_federate_to_fleet_clients(federation: dict[
         ("a certificate from another CA", _context(pki, rogue.client_cert, rogue.client_key)),
     ):
         try:
-            status, body = _gateway(port, ctx, "GET", f"/federate?match[]={METRIC}")
+            status, body = _gateway(port, ctx, "GET", _federate_path(METRIC))
         except (ssl.SSLError, ConnectionError):
             continue  # refused in the handshake
         # nginx answers 400 ("No required SSL certificate was sent" / "certificate error"), never metrics.

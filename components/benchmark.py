@@ -26,6 +26,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.images import image
+from components.network_policy import egress_allow_list
 from components.pod_security import container_security, pod_security
 from components.taints import toleration
 from fleet import sidecar
@@ -39,6 +40,7 @@ METRIC_LABELS = ("workload", "gpu", "cluster", "cloud")
 SCALE_UP_ALLOWANCE_SECONDS = 3600
 # The workload's home: a scratch emptyDir, since a non-root user cannot write to the image's / or /root.
 HOME_DIR = "/home/benchmark"
+ROOT_NAMESPACE_NAME = "benchmarks-root"
 
 
 def _name(*parts: str, limit: int = 63) -> str:
@@ -207,32 +209,55 @@ class BenchmarkJobs(pulumi.ComponentResource):
         namespace: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
         credentials: Mapping[str, Mapping[str, str]] | None = None,
+        root_namespace: pulumi.Input[str] | None = None,
     ):
+        """``root_namespace``: where the benchmarks of workloads that need root run (``needs_root``)."""
         super().__init__(self.TYPE, f"{cluster.name}-benchmarks", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.jobs: dict[tuple[str, str], pulumi.Resource] = {}
         config_maps: dict[str, tuple[str, str | None]] = {}
-        secrets = self._credentials(cluster, [b.workload for b in benchmarks], credentials or {}, namespace, child)
+        workloads = {b.workload.name: b.workload for b in benchmarks}
+        homes: dict[str, pulumi.Input[str]] = {}
+        for wl in workloads.values():
+            if wl.spec.needs_root and root_namespace is None:
+                raise ValueError(f"{cluster.name}: {wl.name} needs root, but the cluster has no {ROOT_NAMESPACE_NAME}")
+            homes[wl.name] = root_namespace if wl.spec.needs_root else namespace  # type: ignore[assignment]
+        secrets = self._credentials(cluster, list(workloads.values()), credentials or {}, homes, child)
+        for wl in workloads.values():
+            if wl.spec.egress:
+                egress_allow_list(
+                    f"{cluster.name}-{wl.name}-egress",
+                    f"egress-{wl.name}",
+                    homes[wl.name],
+                    {"app.kubernetes.io/part-of": PART_OF, "workload": wl.name},
+                    [(rule.cidr, rule.ports) for rule in wl.spec.egress],
+                    child,
+                )
         for bench in benchmarks:
             wl = bench.workload
+            home = homes[wl.name]
             if wl.name not in config_maps:
                 programs, files = _config_map_data(wl)
                 prefix = f"{cluster.name}-{wl.name}"
                 config_maps[wl.name] = (
-                    _hashed_config_map(prefix, wl.name, "mtail", programs, namespace, child),
-                    _hashed_config_map(prefix, wl.name, "files", files, namespace, child) if files else None,
+                    _hashed_config_map(prefix, wl.name, "mtail", programs, home, child),
+                    _hashed_config_map(prefix, wl.name, "files", files, home, child) if files else None,
                 )
             secret = [secrets[wl.name]] if wl.name in secrets else None
             job_opts = pulumi.ResourceOptions(parent=self, depends_on=secret)
             programs_cm, files_cm = config_maps[wl.name]
             key = (wl.name, bench.pool.card)
-            self.jobs[key] = self._job(cluster, bench, namespace, programs_cm, files_cm, job_opts)
+            self.jobs[key] = self._job(cluster, bench, home, programs_cm, files_cm, job_opts)
+        monitor_spec: dict[str, Any] = {}
+        if any(wl.spec.needs_root for wl in workloads.values()):
+            monitor_spec["namespaceSelector"] = {"matchNames": [namespace, root_namespace]}
         self.pod_monitor = k8s.apiextensions.CustomResource(
             f"{cluster.name}-benchmark-podmonitor",
             api_version="monitoring.coreos.com/v1",
             kind="PodMonitor",
             metadata={"name": "gpu-fleet-benchmarks", "namespace": namespace},
             spec={
+                **monitor_spec,
                 "selector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}},
                 "podMetricsEndpoints": [{"port": sidecar.METRICS_PORT_NAME, "path": "/metrics", "interval": "30s"}],
                 "podTargetLabels": list(METRIC_LABELS),
@@ -246,7 +271,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
         cluster: Cluster,
         workloads: list[Workload],
         credentials: Mapping[str, Mapping[str, str]],
-        namespace: pulumi.Input[str],
+        homes: Mapping[str, pulumi.Input[str]],
         opts: pulumi.ResourceOptions,
     ) -> dict[str, pulumi.Resource]:
         """The ``<workload>-credentials`` Secret of each workload here with ``secret_env``, from the stack's secret
@@ -275,7 +300,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
                 f"{cluster.name}-{name}-credentials",
                 metadata={
                     "name": wl.credentials_secret,
-                    "namespace": namespace,
+                    "namespace": homes[name],
                     "labels": {"app.kubernetes.io/part-of": PART_OF, "workload": name},
                 },
                 type="Opaque",

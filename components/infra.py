@@ -12,18 +12,49 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.deployment import PART_OF
-from components.federation import SECRETS_DIR, FederationEndpoint, server_name
+from components.benchmark import PART_OF as BENCHMARK_PART_OF
+from components.benchmark import ROOT_NAMESPACE_NAME
+from components.deployment import PART_OF, app_labels
+from components.federation import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
 from components.images import helm_release
+from components.network_policy import (
+    DNS_PORTS,
+    allow_ingress,
+    default_deny_ingress,
+    from_namespace,
+    network_policy,
+    ports,
+)
+from components.pod_security import EXCEPTION_ANNOTATION, namespace_labels
 from components.taints import toleration
-from fleet import federation
+from fleet import federation, sidecar
 from fleet.policy import Cluster, Fleet
 from fleet.settings import StackSettings
 
 MONITORING_NS = "monitoring"
 BENCHMARK_NS = "benchmarks"
+# Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): `baseline`, created only when used.
+ROOT_BENCHMARK_NS = ROOT_NAMESPACE_NAME
+# The node agents: the node exporter (host network, PID namespace and file system) and dcgm-exporter (host
+# paths and SYS_ADMIN for profiling metrics) need the `privileged` level, so they live apart from the rest.
+NODE_AGENTS_NS = "node-agents"
+# Pod Security level of each fleet namespace, and why a namespace enforces less than `restricted`.
+POD_SECURITY = {
+    MONITORING_NS: ("restricted", ""),
+    BENCHMARK_NS: ("restricted", ""),
+    ROOT_BENCHMARK_NS: ("baseline", "benchmark images that run only as root (workload.yaml needs_root)"),
+    NODE_AGENTS_NS: (
+        "privileged",
+        "node-exporter reads the host's network, PID namespace and file system; dcgm-exporter mounts the kubelet's "
+        "pod-resources socket and needs SYS_ADMIN for profiling metrics",
+    ),
+}
 CRITICAL_PRIORITY = ("system-node-critical", "system-cluster-critical")
 RELEASE = "kps"  # kube-prometheus-stack release name; its Prometheus service is kps-prometheus
+# Labels of the pods NetworkPolicies select in the monitoring namespace (TODO verify upstream)
+PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
+OPERATOR_POD_LABELS = {"app": f"{RELEASE}-operator"}
+OPERATOR_WEBHOOK_PORT = 10250
 PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
 
 
@@ -125,6 +156,120 @@ def prometheus_values(
     return values
 
 
+def fleet_namespace(cluster: str, namespace: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Namespace:
+    """A namespace of the fleet with its Pod Security level (``POD_SECURITY``) and, below `restricted`, the reason
+    in an annotation."""
+    level, reason = POD_SECURITY[namespace]
+    return k8s.core.v1.Namespace(
+        f"{cluster}-ns-{namespace}",
+        metadata={
+            "name": namespace,
+            "labels": {"app.kubernetes.io/part-of": PART_OF, **namespace_labels(level)},
+            "annotations": {EXCEPTION_ANNOTATION: reason} if reason else {},
+        },
+        opts=opts,
+    )
+
+
+def benchmark_limits(prefix: str, cluster: Cluster, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions) -> None:
+    """The ResourceQuota and LimitRange of a benchmark namespace."""
+    k8s.core.v1.ResourceQuota(
+        f"{prefix}-quota",
+        metadata={"name": "benchmarks", "namespace": namespace},
+        spec={"hard": benchmark_quota(cluster)},
+        opts=opts,
+    )
+    k8s.core.v1.LimitRange(
+        f"{prefix}-limits",
+        metadata={"name": "benchmarks", "namespace": namespace},
+        spec={
+            "limits": [
+                {
+                    "type": "Container",
+                    "default": {"cpu": "1", "memory": "1Gi"},
+                    "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
+                    "max": {"cpu": "64", "memory": "512Gi"},
+                }
+            ]
+        },
+        opts=opts,
+    )
+
+
+def namespace_network_policies(
+    cluster: str, leaf: bool, namespaces: dict[str, pulumi.Input[str]], opts: pulumi.ResourceOptions
+) -> None:
+    """Default-deny ingress in every fleet namespace, then what the fleet needs:
+
+    * monitoring: its pods reach each other (Prometheus, the operator, Grafana, kube-state-metrics, the gateway);
+      the API server reaches the operator's admission webhook; on a leaf, the federation gateway accepts the
+      central Prometheus (its LoadBalancer admits only ``federationSourceRanges``; mTLS decides who gets in).
+      Nothing else reaches the leaf Prometheus, whose lifecycle API the operator enables.
+    * node agents and benchmarks: scraped by the monitoring namespace's Prometheus only;
+    * benchmark pods open connections to DNS only, plus what their workload declares (``BenchmarkJobs``).
+    """
+    monitoring = namespaces[MONITORING_NS]
+    for ns, name in namespaces.items():
+        default_deny_ingress(f"{cluster}-{ns}", name, opts)
+    allow_ingress(
+        f"{cluster}-monitoring-allow-namespace",
+        "allow-same-namespace",
+        monitoring,
+        None,
+        [{"podSelector": {}}],
+        None,
+        opts,
+    )
+    allow_ingress(
+        f"{cluster}-monitoring-allow-operator-webhook",
+        "allow-operator-webhook",
+        monitoring,
+        OPERATOR_POD_LABELS,
+        None,
+        ports(OPERATOR_WEBHOOK_PORT),
+        opts,
+    )
+    if leaf:
+        allow_ingress(
+            f"{cluster}-monitoring-allow-federation",
+            "allow-federation-gateway",
+            monitoring,
+            app_labels(GATEWAY_NAME),
+            None,
+            ports(GATEWAY_PORT),
+            opts,
+        )
+    scraper = [from_namespace(MONITORING_NS, PROMETHEUS_POD_LABELS)]
+    allow_ingress(
+        f"{cluster}-node-agents-allow-prometheus",
+        "allow-prometheus",
+        namespaces[NODE_AGENTS_NS],
+        None,
+        scraper,
+        None,
+        opts,
+    )
+    for ns in (BENCHMARK_NS, ROOT_BENCHMARK_NS):
+        if ns not in namespaces:
+            continue
+        allow_ingress(
+            f"{cluster}-{ns}-allow-prometheus",
+            "allow-prometheus",
+            namespaces[ns],
+            {"app.kubernetes.io/part-of": BENCHMARK_PART_OF},
+            scraper,
+            ports(sidecar.METRICS_PORT),
+            opts,
+        )
+        network_policy(
+            f"{cluster}-{ns}-default-deny-egress",
+            "default-deny-egress",
+            namespaces[ns],
+            {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"ports": DNS_PORTS}]},
+            opts,
+        )
+
+
 class InfraStack(pulumi.ComponentResource):
     """Infra services of one cluster. ``benchmark_namespace`` is where the benchmark Jobs go."""
 
@@ -142,37 +287,23 @@ class InfraStack(pulumi.ComponentResource):
         super().__init__(self.TYPE, f"{cluster.name}-infra", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         name = cluster.name
-        namespaces = {
-            ns: k8s.core.v1.Namespace(
-                f"{name}-ns-{ns}",
-                metadata={"name": ns, "labels": {"app.kubernetes.io/part-of": PART_OF}},
-                opts=child,
-            )
-            for ns in (MONITORING_NS, BENCHMARK_NS)
-        }
+        wanted = [MONITORING_NS, NODE_AGENTS_NS, BENCHMARK_NS]
+        if any(b.workload.spec.needs_root for b in fleet.benchmarks(cluster)):
+            wanted.append(ROOT_BENCHMARK_NS)
+        namespaces = {ns: fleet_namespace(name, ns, child) for ns in wanted}
         self.benchmark_namespace = namespaces[BENCHMARK_NS].metadata["name"]
-        k8s.core.v1.ResourceQuota(
-            f"{name}-benchmark-quota",
-            metadata={"name": "benchmarks", "namespace": self.benchmark_namespace},
-            spec={"hard": benchmark_quota(cluster)},
-            opts=child,
+        self.root_benchmark_namespace = (
+            namespaces[ROOT_BENCHMARK_NS].metadata["name"] if ROOT_BENCHMARK_NS in namespaces else None
         )
-        k8s.core.v1.LimitRange(
-            f"{name}-benchmark-limits",
-            metadata={"name": "benchmarks", "namespace": self.benchmark_namespace},
-            spec={
-                "limits": [
-                    {
-                        "type": "Container",
-                        "default": {"cpu": "1", "memory": "1Gi"},
-                        "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
-                        "max": {"cpu": "64", "memory": "512Gi"},
-                    }
-                ]
-            },
-            opts=child,
+        namespace_network_policies(
+            name, not cluster.central, {ns: r.metadata["name"] for ns, r in namespaces.items()}, child
         )
+        for ns in (BENCHMARK_NS, ROOT_BENCHMARK_NS):
+            if ns in namespaces:
+                suffix = "benchmark" if ns == BENCHMARK_NS else "benchmark-root"
+                benchmark_limits(f"{name}-{suffix}", cluster, namespaces[ns].metadata["name"], child)
         monitoring_ns = namespaces[MONITORING_NS].metadata["name"]
+        agents_ns = namespaces[NODE_AGENTS_NS].metadata["name"]
         scrape_configs, secrets = (
             self._federation_sources(cluster, fleet, settings, monitoring_ns, child)
             if cluster.central
@@ -203,10 +334,10 @@ class InfraStack(pulumi.ComponentResource):
             # defaults an empty value to it; NVIDIA/dcgm-exporter@4.2.3-4.1.1 deployment/templates/daemonset.yaml).
             # GKE admits pods of that class only in namespaces with a matching ResourceQuota (its own is in
             # kube-system: gcp-critical-pods; openservicemesh/osm#4408, open-policy-agent/gatekeeper#1120), so the
-            # monitoring namespace gets one, sized to one exporter per GPU node at most.
+            # node agents' namespace gets one, sized to one exporter per GPU node at most.
             critical = k8s.core.v1.ResourceQuota(
-                f"{name}-monitoring-critical-pods",
-                metadata={"name": "critical-pods", "namespace": monitoring_ns},
+                f"{name}-node-agents-critical-pods",
+                metadata={"name": "critical-pods", "namespace": agents_ns},
                 spec={
                     "hard": {"pods": str(sum(p.max_nodes for p in nvidia_pools))},
                     "scopeSelector": {
@@ -221,7 +352,7 @@ class InfraStack(pulumi.ComponentResource):
                 f"{name}-dcgm-exporter",
                 "dcgm-exporter",
                 "dcgm-exporter",
-                monitoring_ns,
+                agents_ns,
                 {
                     "tolerations": tolerations,
                     "affinity": gpu_node_affinity(cluster),

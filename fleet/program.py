@@ -37,6 +37,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         infra.benchmark_namespace,
         opts=pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus]),
         credentials=settings.workload_secrets,
+        root_namespace=infra.root_benchmark_namespace,
     )
     pulumi.export("cluster", cluster.name)
     pulumi.export("cloud", cluster.cloud)

@@ -8,6 +8,7 @@ policy file.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -111,6 +112,30 @@ class DataVolume(StrictModel):
     read_only: bool = False
 
 
+class EgressRule(StrictModel):
+    """A destination the workload's pods may open connections to: benchmark pods may reach DNS and these only
+    (where the cluster enforces NetworkPolicy); the instance metadata address stays out of any range."""
+
+    cidr: str
+    ports: list[int] = pydantic.Field(min_length=1)
+
+    @pydantic.field_validator("cidr")
+    @classmethod
+    def _network(cls, v: str) -> str:
+        try:
+            return str(ipaddress.ip_network(v, strict=True))
+        except ValueError as exc:
+            raise ValueError(f"{v!r} is not a network address such as 0.0.0.0/0 or 188.184.0.0/16 ({exc})") from None
+
+    @pydantic.field_validator("ports")
+    @classmethod
+    def _ports(cls, v: list[int]) -> list[int]:
+        bad = [n for n in v if not 0 < n < 65536]
+        if bad:
+            raise ValueError(f"{bad} are not TCP ports (1 to 65535)")
+        return v
+
+
 class WorkloadSpec(StrictModel):
     """What ``workload.yaml`` holds."""
 
@@ -139,6 +164,8 @@ class WorkloadSpec(StrictModel):
     # Only for an image that cannot run as non-root: why. Its pods then run as root in the `benchmarks-root`
     # namespace (Pod Security `baseline`), still with every capability dropped and no privilege escalation.
     needs_root: str = ""
+    # Where the pods may connect besides DNS (data downloads, result uploads); none by default.
+    egress: list[EgressRule] = []
     metrics: list[MetricSpec] = pydantic.Field(min_length=1)
     headline: Headline
 

@@ -1,0 +1,167 @@
+"""Inside a cluster: the namespaces' Pod Security levels, the pods' security contexts and the NetworkPolicies, under
+the mock engine on the tests' fixture fleet and workloads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.benchmark import HOME_DIR
+from components.federation import GATEWAY_PORT
+from fleet import sidecar
+from fleet.plan import StackPlan, plan_fleet
+from fleet.policy import load_fleet
+from tests.helpers import by_type, write_policy
+
+FIXTURE_WORKLOADS = Path(__file__).parent / "fixtures" / "fleet" / "workloads"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+JOB = "kubernetes:batch/v1:Job"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+# A leaf and a central; the uploader fixture workload runs only as root and uploads over HTTPS.
+POLICY = """
+clusters:
+  gcp:
+    gke-central:
+      zone: europe-west4-a
+      central: true
+      gpus: [t4]
+    gke-leaf:
+      zone: europe-west4-b
+      gpus: [t4, l4]
+workloads:
+  tracker: all
+  uploader: {gpus: [l4]}
+"""
+GCP = {"gcp:project": "proj-1"}
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory) -> dict[str, StackPlan]:
+    policy, stacks = write_policy(tmp_path_factory.mktemp("fleet"), POLICY, {"gke-central": GCP, "gke-leaf": GCP})
+    fleet = load_fleet(policy, FIXTURE_WORKLOADS)
+    return {p.stack: p for p in plan_fleet(fleet, policy, stacks_dir=stacks, workloads_dir=FIXTURE_WORKLOADS)}
+
+
+@pytest.fixture(scope="module")
+def leaf(plans) -> StackPlan:
+    return plans["gke-leaf"]
+
+
+@pytest.fixture(scope="module")
+def central(plans) -> StackPlan:
+    return plans["gke-central"]
+
+
+def namespaces(plan: StackPlan) -> dict[str, dict[str, Any]]:
+    return {r.inputs["metadata"]["name"]: r.inputs["metadata"] for r in by_type(plan, NAMESPACE)}
+
+
+def policies(plan: StackPlan, namespace: str) -> dict[str, dict[str, Any]]:
+    return {
+        r.inputs["metadata"]["name"]: r.inputs["spec"]
+        for r in by_type(plan, NETWORK_POLICY)
+        if r.inputs["metadata"]["namespace"] == namespace
+    }
+
+
+def jobs(plan: StackPlan, workload: str) -> list[dict[str, Any]]:
+    return [r.inputs for r in by_type(plan, JOB) if r.inputs["metadata"]["labels"]["workload"] == workload]
+
+
+def test_namespaces_enforce_their_pod_security_level(leaf, central):
+    for plan, expected in (
+        (leaf, {"monitoring": "restricted", "benchmarks": "restricted", "benchmarks-root": "baseline"}),
+        (central, {"monitoring": "restricted", "benchmarks": "restricted"}),
+    ):
+        found = namespaces(plan)
+        assert found["node-agents"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+        assert "dcgm-exporter" in found["node-agents"]["annotations"]["gpu-fleet.io/pod-security-exception"]
+        for ns, level in expected.items():
+            labels = found[ns]["labels"]
+            assert labels["pod-security.kubernetes.io/enforce"] == level, ns
+            assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+    # the root namespace exists only where a benchmark needs it (uploader is placed on l4 only, on the leaf)
+    assert "benchmarks-root" not in namespaces(central)
+
+
+def test_every_fleet_namespace_denies_ingress_by_default(leaf, central):
+    for plan in (leaf, central):
+        for ns in namespaces(plan):
+            deny = policies(plan, ns)["default-deny-ingress"]
+            assert deny == {"podSelector": {}, "policyTypes": ["Ingress"]}, ns
+
+
+def test_only_the_gateway_is_open_to_the_outside_and_only_on_its_port(leaf, central):
+    monitoring = policies(leaf, "monitoring")
+    gateway = monitoring["allow-federation-gateway"]
+    assert gateway["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "federation-gateway"
+    assert gateway["ingress"] == [{"ports": [{"protocol": "TCP", "port": GATEWAY_PORT}]}]
+    # the rest of the monitoring namespace admits only its own pods (and the API server at the webhook)
+    assert monitoring["allow-same-namespace"]["ingress"] == [{"from": [{"podSelector": {}}]}]
+    open_rules = [name for name, spec in monitoring.items() for rule in spec.get("ingress", []) if "from" not in rule]
+    assert sorted(open_rules) == ["allow-federation-gateway", "allow-operator-webhook"]
+    assert "allow-federation-gateway" not in policies(central, "monitoring")  # the central has no gateway
+
+
+def test_benchmarks_are_scraped_only_by_prometheus_and_reach_only_what_they_declare(leaf):
+    for ns in ("benchmarks", "benchmarks-root"):
+        found = policies(leaf, ns)
+        scrape = found["allow-prometheus"]["ingress"]
+        assert scrape[0]["from"][0]["namespaceSelector"] == {
+            "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}
+        }
+        assert scrape[0]["ports"] == [{"protocol": "TCP", "port": sidecar.METRICS_PORT}]
+        egress = found["default-deny-egress"]
+        assert egress["egress"] == [{"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
+    uploader = policies(leaf, "benchmarks-root")["egress-uploader"]
+    assert uploader["podSelector"]["matchLabels"]["workload"] == "uploader"
+    https = uploader["egress"][1]
+    assert https["to"] == [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}]
+    assert https["ports"] == [{"protocol": "TCP", "port": 443}]
+    assert not any(name.startswith("egress-") for name in policies(leaf, "benchmarks"))  # tracker declares none
+
+
+def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*pod.get("initContainers", []), *pod["containers"]]
+
+
+def test_benchmark_pods_run_restricted_unless_their_workload_needs_root(leaf):
+    for job in jobs(leaf, "tracker"):
+        assert job["metadata"]["namespace"] == "benchmarks"
+        pod = job["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 1000
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for c in _containers(pod):
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False, c["name"]
+            assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}, c["name"]
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        assert env["HOME"] == HOME_DIR  # writable for a user the image may not know
+    (upload,) = jobs(leaf, "uploader")
+    assert upload["metadata"]["namespace"] == "benchmarks-root"
+    pod = upload["spec"]["template"]["spec"]
+    assert "runAsNonRoot" not in pod["securityContext"] and "runAsUser" not in pod["securityContext"]
+    for c in _containers(pod):
+        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}, c["name"]
+    # its config maps and credentials live beside it, and Prometheus still scrapes it
+    cms = [r.inputs["metadata"] for r in by_type(leaf, "kubernetes:core/v1:ConfigMap")]
+    assert any(m["namespace"] == "benchmarks-root" and "uploader" in m["name"] for m in cms)
+    (monitor,) = [r.inputs for r in by_type(leaf, "kubernetes:monitoring.coreos.com/v1:PodMonitor")]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["benchmarks", "benchmarks-root"]}
+
+
+def test_the_gateway_runs_restricted_without_a_token(leaf):
+    (gateway,) = [r.inputs for r in by_type(leaf, DEPLOYMENT) if r.inputs["metadata"]["name"] == "federation-gateway"]
+    pod = gateway["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsUser"] == 101 and pod["securityContext"]["runAsNonRoot"] is True
+    (nginx,) = pod["containers"]
+    assert nginx["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+    assert {"name": "tmp", "mountPath": "/tmp"} in nginx["volumeMounts"]

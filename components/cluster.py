@@ -33,6 +33,8 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
 
     TYPE: ClassVar[str] = ""
     CLOUD: ClassVar[str] = ""
+    # Whether the component creates the API endpoint, and so applies gpu-fleet:apiAllowedCidrs to it.
+    CONTROLS_API_ACCESS: ClassVar[bool] = True
     _registry: ClassVar[dict[str, type[GpuCluster]]] = {}
 
     kubeconfig: pulumi.Output[str]
@@ -49,6 +51,13 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
         super().__init__(self.TYPE, cluster.name, None, opts)
         self.spec = cluster
         self.settings = settings
+        if self.CONTROLS_API_ACCESS and not settings.api_allowed_cidrs and not settings.private_api_endpoint:
+            pulumi.log.warn(
+                f"{cluster.name}: the Kubernetes API endpoint accepts connections from any address (credentials "
+                "still required): set the ranges of the people and CI runners that run kubectl and pulumi with "
+                f"pulumi config set --stack {cluster.name} --path 'gpu-fleet:apiAllowedCidrs[0]' <CIDR>"
+                + ("" if self.CLOUD == "openstack" else ", or gpu-fleet:privateApiEndpoint true")
+            )
         kubeconfig, pools, cluster_name = self._build(cluster)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.gpu_pools = pools

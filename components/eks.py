@@ -34,7 +34,15 @@ EBS_CSI_SA_NAME = "ebs-csi-controller-sa"  # the add-on's controller service acc
 AUTOSCALER_IMAGE_TAGS = {"1.32": "v1.32.7", "1.33": "v1.33.6", "1.34": "v1.34.5", "1.35": "v1.35.2", "1.36": "v1.36.1"}
 
 CLUSTER_POLICIES = ["AmazonEKSClusterPolicy"]
-NODE_POLICIES = ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"]
+# The nodes' own role: no AmazonEKS_CNI_Policy, which the VPC CNI gets through IRSA instead (EKS docs "Configure
+# the Amazon VPC CNI plugin to use IRSA"), so no pod that reaches the node's credentials can rewire the network.
+NODE_POLICIES = ["AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly"]
+CNI_POLICY = "AmazonEKS_CNI_Policy"
+CNI_SA_NAME = "aws-node"  # the VPC CNI's service account in kube-system
+# Every control-plane log type (EKS docs "Send control plane logs to CloudWatch Logs"); kept 90 days.
+CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+LOG_RETENTION_DAYS = 90
+SYSTEM_DISK_GIB = 50
 # What cluster-autoscaler needs on AWS (autoscaler AWS FAQ, "Full Cluster Autoscaler Features Policy"):
 # read everywhere, write only on the ASGs tagged as owned by this cluster.
 AUTOSCALER_READ_ACTIONS = [
@@ -130,19 +138,41 @@ class EksCluster(GpuCluster):
             f"{cluster.name}-cluster-role", "eks.amazonaws.com", CLUSTER_POLICIES
         )
         self.node_role, self.node_policies = self._role(f"{cluster.name}-node-role", "ec2.amazonaws.com", NODE_POLICIES)
+        # The control plane's log group, created first so its retention is ours (EKS would create it unbounded).
+        logs = aws.cloudwatch.LogGroup(
+            f"{cluster.name}-control-plane",
+            name=f"/aws/eks/{cluster.name}/cluster",
+            retention_in_days=LOG_RETENTION_DAYS,
+            opts=self.child(self.aws_provider),
+        )
+        # Envelope encryption of Kubernetes Secrets with a key of the cluster's own (EKS docs "Encrypt Kubernetes
+        # secrets with KMS on existing clusters"; the key cannot be changed or removed later).
+        secrets_key = aws.kms.Key(
+            f"{cluster.name}-secrets",
+            description=f"gpu-fleet: Kubernetes Secrets of EKS cluster {cluster.name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            opts=self.protected(self.aws_provider),
+        )
+        private = self.settings.private_api_endpoint
+        vpc_config: dict[str, Any] = {
+            "subnet_ids": [*private_subnets, *public_subnets],
+            "endpoint_private_access": True,
+            "endpoint_public_access": not private,
+        }
+        if self.settings.api_allowed_cidrs and not private:
+            vpc_config["public_access_cidrs"] = self.settings.api_allowed_cidrs
         self.cluster = aws.eks.Cluster(
             cluster.name,
             name=cluster.name,
             role_arn=cluster_role.arn,
             version=cluster.kubernetes_version,
-            vpc_config={
-                "subnet_ids": [*private_subnets, *public_subnets],
-                "endpoint_private_access": True,
-                "endpoint_public_access": True,
-            },
+            vpc_config=vpc_config,
             access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
+            enabled_cluster_log_types=CONTROL_PLANE_LOGS,
+            encryption_config={"provider": {"key_arn": secrets_key.arn}, "resources": ["secrets"]},
             deletion_protection=self.settings.protect,
-            opts=self.protected(self.aws_provider, depends_on=cluster_policies),
+            opts=self.protected(self.aws_provider, depends_on=[*cluster_policies, logs]),
         )
         issuer = self.cluster.identities[0].oidcs[0].issuer  # type: ignore[index]
         self.oidc_provider = aws.iam.OpenIdConnectProvider(
@@ -153,6 +183,7 @@ class EksCluster(GpuCluster):
         )
         self.issuer_host = pulumi.Output.from_input(issuer).apply(lambda url: str(url).removeprefix("https://"))
         self.node_subnets = private_subnets
+        self.vpc_cni = self._vpc_cni(cluster)
         self.autoscaler_tags = {
             "k8s.io/cluster-autoscaler/enabled": "true",
             f"k8s.io/cluster-autoscaler/{cluster.name}": "owned",
@@ -167,6 +198,7 @@ class EksCluster(GpuCluster):
             instance_types=[cluster.system_pool.machine_type],
             capacity_type="ON_DEMAND",
             ami_type=SYSTEM_AMI,
+            launch_template=self._launch_template(f"{cluster.name}-system", SYSTEM_DISK_GIB),
             scaling_config={
                 "min_size": cluster.system_pool.min_nodes,
                 "desired_size": cluster.system_pool.min_nodes,
@@ -176,7 +208,7 @@ class EksCluster(GpuCluster):
             tags=self.autoscaler_tags,
             opts=self.child(
                 self.aws_provider,
-                depends_on=self.node_policies,
+                depends_on=[*self.node_policies, self.vpc_cni],
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
@@ -307,19 +339,65 @@ class EksCluster(GpuCluster):
             instance_types=[pool.machine_type],  # one type: the autoscaler sizes a group from its first type
             capacity_type="SPOT" if pool.spot else "ON_DEMAND",
             ami_type=ami_type,
-            disk_size=GPU_DISK_GIB,
+            launch_template=self._launch_template(f"{cluster.name}-{pool.name}", GPU_DISK_GIB),
             scaling_config={"min_size": pool.min_nodes, "desired_size": pool.min_nodes, "max_size": pool.max_nodes},
             labels=pool.labels,
             taints=[upper_effect(t) for t in pool.taints],
             tags=self.autoscaler_tags,
             opts=self.child(
                 self.aws_provider,
-                depends_on=self.node_policies,
+                depends_on=[*self.node_policies, self.vpc_cni],
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
         self._node_template_tags(cluster, pool, group)
         return group
+
+    def _launch_template(self, name: str, disk_gib: int) -> dict[str, Any]:
+        """A node group's launch template: IMDSv2 only, with a hop limit of 1 so pods (one network hop further)
+        cannot reach the node's instance credentials (EKS best practices, "Restrict access to the instance
+        profile assigned to the worker node"), and an encrypted gp3 root volume of ``disk_gib``. It names no
+        AMI, instance type or profile: EKS fills those from the node group (EKS docs "Customize managed nodes
+        with launch templates"), and the node group's own ``disk_size`` is not allowed beside it."""
+        template = aws.ec2.LaunchTemplate(
+            name,
+            metadata_options={
+                "http_endpoint": "enabled",
+                "http_tokens": "required",
+                "http_put_response_hop_limit": 1,
+            },
+            block_device_mappings=[
+                {
+                    "device_name": "/dev/xvda",  # the root device of the AL2023 EKS AMIs
+                    "ebs": {"volume_size": disk_gib, "volume_type": "gp3", "encrypted": "true"},
+                }
+            ],
+            update_default_version=True,
+            opts=self.child(self.aws_provider),
+        )
+        return {"id": template.id, "version": template.latest_version.apply(str)}
+
+    def _vpc_cni(self, cluster: Cluster) -> aws.eks.Addon:
+        """The VPC CNI add-on with its own IRSA role (the node role has no CNI policy) and NetworkPolicy
+        enforcement on (add-on configuration ``enableNetworkPolicy``, EKS docs "Limit pod traffic with
+        Kubernetes network policies"; the network policy agent runs in the aws-node pods)."""
+        name = f"{cluster.name}-vpc-cni"
+        role = self._irsa_role(name, "kube-system", CNI_SA_NAME)
+        attachment = aws.iam.RolePolicyAttachment(
+            name,
+            role=role.name,
+            policy_arn=f"arn:{self.partition}:iam::aws:policy/{CNI_POLICY}",
+            opts=self.child(self.aws_provider),
+        )
+        return aws.eks.Addon(
+            name,
+            cluster_name=self.cluster.name,
+            addon_name="vpc-cni",
+            service_account_role_arn=role.arn,
+            configuration_values=json.dumps({"enableNetworkPolicy": "true"}),
+            resolve_conflicts_on_create="OVERWRITE",  # EKS installs a self-managed copy with every cluster
+            opts=self.child(self.aws_provider, depends_on=[attachment]),
+        )
 
     def _node_template_tags(self, cluster: Cluster, pool: GpuPool, group: aws.eks.NodeGroup) -> None:
         """Tag the group's ASG with its node template, so the autoscaler can scale it up from zero nodes."""

@@ -21,6 +21,7 @@ class ExistingCluster(GpuCluster):
 
     TYPE = "gpufleet:index:ExistingCluster"
     CLOUD = "existing"
+    CONTROLS_API_ACCESS = False  # someone else runs it
 
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
         key = f"{NAMESPACE}:kubeconfig"

@@ -29,6 +29,7 @@ WORKLOAD_SECRETS = "workloadSecrets"
 STACK_FILE_KEY = "stackFile"
 # Set by the offline plan: bad input goes up as an ``InputError`` instead of a Pulumi run error.
 OFFLINE_PLAN_KEY = "offlinePlan"
+API_RANGES = "the ranges of the people and CI runners that run kubectl and pulumi"
 
 # Address ranges that never carry real traffic (RFC 5737, RFC 3849): a sample value left in a stack file.
 DOCUMENTATION_RANGES = tuple(
@@ -98,11 +99,14 @@ def plain_in_stack_file(key: str) -> list[tuple[object, ...]]:
     return plain_leaves(config[key])
 
 
-def check_source_ranges(value: Any) -> tuple[list[str], list[tuple[tuple[object, ...], str]]]:
-    """``gpu-fleet:federationSourceRanges`` as CIDR strings, and its problems as (path inside the value, message).
+def check_source_ranges(
+    value: Any, wanted: str = "the central cluster's egress ranges"
+) -> tuple[list[str], list[tuple[tuple[object, ...], str]]]:
+    """A list of source ranges (``gpu-fleet:federationSourceRanges``, ``gpu-fleet:apiAllowedCidrs``) as CIDR
+    strings, and its problems as (path inside the value, message); ``wanted`` says what the ranges should be.
 
     A range must parse as a network address; ``0.0.0.0/0`` (or ``::/0``) and documentation ranges are refused:
-    the first admits every address, the second none that exists, so federation would be open or blocked.
+    the first admits every address, the second none that exists, so the endpoint would be open or blocked.
     """
     if value is None:
         return [], []
@@ -117,13 +121,13 @@ def check_source_ranges(value: Any) -> tuple[list[str], list[tuple[tuple[object,
             problems.append(((i,), f"{item!r} is not a CIDR range ({exc})"))
             continue
         if net.prefixlen == 0:
-            problems.append(((i,), f"{net} admits every address: give the central cluster's egress ranges"))
+            problems.append(((i,), f"{net} admits every address: give {wanted}"))
         elif any(net.version == doc.version and net.subnet_of(doc) for doc in DOCUMENTATION_RANGES):  # type: ignore[arg-type]
             problems.append(
                 (
                     (i,),
                     f"{net} is a documentation range (RFC 5737/3849) that no real address is in: replace the "
-                    "sample value with the central cluster's egress ranges",
+                    f"sample value with {wanted}",
                 )
             )
         else:
@@ -157,6 +161,14 @@ class StackSettings:
     storage_class: str | None = None
     # workload -> {environment variable: credential}; read from secret config only, never printed
     workload_secrets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    # Who may reach the cluster's API endpoint (empty: any address, with a warning), and whether it has a
+    # private endpoint only.
+    api_allowed_cidrs: list[str] = field(default_factory=list)
+    private_api_endpoint: bool = False
+    # The central's Grafana admin password (secret; None: a generated one) and Alertmanager receiver (secret
+    # JSON text of one Alertmanager `receivers` entry; None: alerts reach no one, with a warning).
+    grafana_admin_password: pulumi.Output[str] | None = field(default=None, repr=False)
+    alert_receiver: pulumi.Output[str] | None = field(default=None, repr=False)
 
     @staticmethod
     def read() -> StackSettings:
@@ -166,6 +178,17 @@ class StackSettings:
         ranges_key = f"{NAMESPACE}:federationSourceRanges"
         ranges, range_problems = check_source_ranges(config_value(cfg, "federationSourceRanges"))
         problems += [config_problem(ranges_key, msg, *where) for where, msg in range_problems]
+        api_key = f"{NAMESPACE}:apiAllowedCidrs"
+        api_cidrs, api_problems = check_source_ranges(config_value(cfg, "apiAllowedCidrs"), API_RANGES)
+        problems += [config_problem(api_key, msg, *where) for where, msg in api_problems]
+        private = config_value(cfg, "privateApiEndpoint")
+        if private is not None and str(private).lower() not in ("true", "false"):
+            problems.append(config_problem(f"{NAMESPACE}:privateApiEndpoint", "must be true or false"))
+        for secret_key in ("grafanaAdminPassword", "alertReceiver"):
+            key = f"{NAMESPACE}:{secret_key}"
+            problems += [
+                config_problem(key, plain_secret_message(key, leaf), *leaf) for leaf in plain_in_stack_file(key)
+            ]
         storage_class = cfg.get("storageClass")
         if storage_class is not None and not storage_class.strip():
             problems.append(config_problem(f"{NAMESPACE}:storageClass", "must name a StorageClass"))
@@ -190,6 +213,10 @@ class StackSettings:
             federation_source_ranges=ranges,
             storage_class=storage_class,
             workload_secrets=secrets,
+            api_allowed_cidrs=api_cidrs,
+            private_api_endpoint=str(private).lower() == "true",
+            grafana_admin_password=cfg.get_secret("grafanaAdminPassword"),
+            alert_receiver=cfg.get_secret("alertReceiver"),
         )
 
 

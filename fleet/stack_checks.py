@@ -14,6 +14,7 @@ from typing import Any
 from fleet.errors import InputError, Problem
 from fleet.policy import Cluster, Fleet
 from fleet.settings import (
+    API_RANGES,
     NAMESPACE,
     WORKLOAD_SECRETS,
     check_source_ranges,
@@ -45,6 +46,14 @@ SETTINGS: dict[str, Setting] = {
     "magnum": Setting("magnum", frozenset({"openstack"}), "Magnum site settings"),
     "kubeconfig": Setting("secret", frozenset({"existing"}), "the existing cluster's kubeconfig"),
     "subnetIds": Setting("string-list", frozenset({"aws"}), "existing subnets instead of a new VPC"),
+    "apiAllowedCidrs": Setting(
+        "cidr-list", frozenset({"gcp", "aws", "azure", "openstack"}), "who may reach the cluster's API endpoint"
+    ),
+    "privateApiEndpoint": Setting(
+        "bool", frozenset({"gcp", "aws", "azure"}), "an API endpoint inside the network only"
+    ),
+    "grafanaAdminPassword": Setting("secret", meaning="the central Grafana's admin password"),
+    "alertReceiver": Setting("secret", meaning="the central Alertmanager's receiver (JSON), set with --secret"),
     "availabilityZones": Setting("string-list", frozenset({"aws"}), "zones of the new VPC's subnets"),
 }
 # Keys a cloud's component cannot do without (they have no sensible default).
@@ -128,7 +137,8 @@ class _StackChecker:
         ):
             self.problem((key,), f'must be a list of strings, such as ["a", "b"] ({setting.meaning})')
         elif kind == "cidr-list":
-            for where, message in check_source_ranges(decode_config_text(value))[1]:
+            wanted = API_RANGES if name == "apiAllowedCidrs" else "the central cluster's egress ranges"
+            for where, message in check_source_ranges(decode_config_text(value), wanted)[1]:
                 self.problem((key, *where), message)
         elif kind == "magnum":
             from components.magnum import MagnumSettings

@@ -53,7 +53,10 @@ def test_gpu_node_group_per_card_with_type_ami_spot_and_zero_minimum(plan):
         "k8s.amazonaws.com/accelerator": "nvidia-tesla-t4",
     }
     assert t4.inputs["taints"] == GPU_TAINT
-    assert t4.inputs["diskSize"] >= 200
+    assert "diskSize" not in t4.inputs  # EKS refuses it beside a launch template: the disk is the template's
+    (template,) = [r for r in by_type(plan, "aws:ec2/launchTemplate:LaunchTemplate") if r.name == "eks-test-gpu-t4"]
+    assert template.inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"] >= 200
+    assert t4.inputs["launchTemplate"] == {"id": "eks-test-gpu-t4-id", "version": "1"}
     assert "scalingConfig.desiredSize" in t4.ignore_changes
     assert t4.inputs["tags"] == {
         "k8s.io/cluster-autoscaler/enabled": "true",
@@ -145,7 +148,7 @@ def test_node_and_cluster_roles_have_the_eks_managed_policies(plan):
     assert arns == {
         "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
         "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-        "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+        "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",  # on the VPC CNI's own IRSA role
         "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
         "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",  # the central's EBS CSI driver
     }
@@ -153,7 +156,7 @@ def test_node_and_cluster_roles_have_the_eks_managed_policies(plan):
 
 def test_central_gets_the_ebs_csi_driver_with_a_default_class(plan, tmp_path):
     """EKS 1.30+ marks no class default: the central's Prometheus volume needs the add-on and its class."""
-    (addon,) = by_type(plan, "aws:eks/addon:Addon")
+    (addon,) = [a for a in by_type(plan, "aws:eks/addon:Addon") if a.inputs["addonName"] != "vpc-cni"]
     assert addon.inputs["addonName"] == "aws-ebs-csi-driver"
     assert json.loads(addon.inputs["configurationValues"]) == {"defaultStorageClass": {"enabled": True}}
     roles = {r.name: r.inputs for r in by_type(plan, "aws:iam/role:Role")}
@@ -167,7 +170,7 @@ def test_central_gets_the_ebs_csi_driver_with_a_default_class(plan, tmp_path):
     )
     as_leaf = POLICY.replace("central: true", "central: false") + "  existing:\n    lab: {central: true, gpus: []}\n"
     leaf = plan_one(tmp_path, as_leaf, "eks-test")
-    assert not by_type(leaf, "aws:eks/addon:Addon")
+    assert [a.inputs["addonName"] for a in by_type(leaf, "aws:eks/addon:Addon")] == ["vpc-cni"]
 
 
 def test_kubeconfig_is_secret_and_uses_aws_eks_get_token(plan):
@@ -232,7 +235,7 @@ def test_autoscaler_release_uses_the_cluster_provider_and_a_pinned_chart(plan):
 def test_existing_subnets_create_no_network(tmp_path):
     config = {"gpu-fleet:subnetIds": ["subnet-0aaa", "subnet-0bbb"]}
     plan = plan_one(tmp_path, POLICY, "eks-test", config)
-    assert not [r for r in plan.registrations if r.type.startswith("aws:ec2/")]
+    assert not [r for r in plan.registrations if r.type.startswith("aws:ec2/") and "launchTemplate" not in r.type]
     (cluster,) = by_type(plan, "aws:eks/cluster:Cluster")
     assert cluster.inputs["vpcConfig"]["subnetIds"] == ["subnet-0aaa", "subnet-0bbb"]
     assert all(g.inputs["subnetIds"] == ["subnet-0aaa", "subnet-0bbb"] for g in by_type(plan, NODE_GROUP))
@@ -264,3 +267,57 @@ def test_shipped_eks_stacks_plan_under_the_strict_engine():
         assert "cluster-autoscaler" in releases
         # the AL2023 NVIDIA AMI has no device plugin
         assert ("nvidia-device-plugin" in releases) == any(p.accelerator.is_nvidia for p in cluster.pools)
+
+
+def test_hardening_logs_encryption_metadata_and_cni_through_irsa(plan):
+    (cluster,) = by_type(plan, "aws:eks/cluster:Cluster")
+    assert cluster.inputs["enabledClusterLogTypes"] == [
+        "api",
+        "audit",
+        "authenticator",
+        "controllerManager",
+        "scheduler",
+    ]
+    (log_group,) = by_type(plan, "aws:cloudwatch/logGroup:LogGroup")
+    assert log_group.inputs["name"] == "/aws/eks/eks-test/cluster" and log_group.inputs["retentionInDays"] == 90
+    encryption = cluster.inputs["encryptionConfig"]
+    assert encryption["resources"] == ["secrets"] and encryption["provider"]["keyArn"].endswith("/eks-test-secrets")
+    (key,) = by_type(plan, "aws:kms/key:Key")
+    assert key.inputs["enableKeyRotation"] is True
+    templates = by_type(plan, "aws:ec2/launchTemplate:LaunchTemplate")
+    assert len(templates) == len(by_type(plan, NODE_GROUP))  # every node group, the system one too
+    for template in templates:
+        assert template.inputs["metadataOptions"] == {
+            "httpEndpoint": "enabled",
+            "httpTokens": "required",
+            "httpPutResponseHopLimit": 1,
+        }
+    # the node role cannot manage ENIs: the CNI's own role can, assumed only by kube-system/aws-node
+    node_policies = {
+        r.inputs["policyArn"]
+        for r in by_type(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r.name.startswith("eks-test-node-role")
+    }
+    assert "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy" not in node_policies
+    (cni,) = [a for a in by_type(plan, "aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni"]
+    assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
+    roles = {r.name: r.inputs for r in by_type(plan, "aws:iam/role:Role")}
+    trust = json.loads(roles["eks-test-vpc-cni"]["assumeRolePolicy"])
+    condition = trust["Statement"][0]["Condition"]["StringEquals"]
+    assert "system:serviceaccount:kube-system:aws-node" in condition.values()
+
+
+def test_api_endpoint_allow_list_and_private_endpoint(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "p").mkdir()
+    allowed = plan_one(tmp_path / "a", POLICY, "eks-test", {"gpu-fleet:apiAllowedCidrs": ["192.0.3.0/24"]})
+    (cluster,) = by_type(allowed, "aws:eks/cluster:Cluster")
+    assert cluster.inputs["vpcConfig"]["publicAccessCidrs"] == ["192.0.3.0/24"]
+    assert cluster.inputs["vpcConfig"]["endpointPublicAccess"] is True
+    assert not [f for f in allowed.findings if "apiAllowedCidrs" in f.message]
+    private = plan_one(tmp_path / "p", POLICY, "eks-test", {"gpu-fleet:privateApiEndpoint": True})
+    (cluster,) = by_type(private, "aws:eks/cluster:Cluster")
+    assert cluster.inputs["vpcConfig"]["endpointPublicAccess"] is False
+    assert cluster.inputs["vpcConfig"]["endpointPrivateAccess"] is True
+    # without either, the plan says the endpoint is open to any address
+    assert [f for f in plan_one(tmp_path, POLICY, "eks-test").findings if "apiAllowedCidrs" in f.message]

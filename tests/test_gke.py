@@ -84,3 +84,45 @@ def test_gke_deletion_protection_follows_the_protect_setting(tmp_path):
     opted_out = plan_one(tmp_path / "off", POLICY, "gke-test", {**CONFIG, "gpu-fleet:protect": False})
     (cluster,) = by_type(opted_out, "gcp:container/cluster:Cluster")
     assert cluster.protect is False and cluster.inputs["deletionProtection"] is False
+
+
+def test_hardening_node_account_dataplane_v2_and_secrets_key(tmp_path):
+    plan = plan_one(tmp_path, POLICY, "gke-test", CONFIG)
+    cluster = one(plan, "gcp:container/cluster:Cluster", "gke-test").inputs
+    assert cluster["datapathProvider"] == "ADVANCED_DATAPATH"  # enforces NetworkPolicy
+    assert "networkPolicy" not in cluster  # Dataplane V2 refuses the Calico add-on beside it
+    (account,) = by_type(plan, "gcp:serviceaccount/account:Account")
+    (grant,) = by_type(plan, "gcp:projects/iAMMember:IAMMember")
+    assert grant.inputs["role"] == "roles/container.defaultNodeServiceAccount"
+    assert grant.inputs["member"] == f"serviceAccount:{account.name}@proj-1.iam.gserviceaccount.com"
+    for pool in by_type(plan, "gcp:container/nodePool:NodePool"):
+        assert pool.inputs["nodeConfig"]["serviceAccount"] == f"{account.name}@proj-1.iam.gserviceaccount.com"
+    assert cluster["nodeConfig"]["serviceAccount"].startswith(account.name)  # not the Compute Engine default
+    (key,) = by_type(plan, "gcp:kms/cryptoKey:CryptoKey")
+    (ring,) = by_type(plan, "gcp:kms/keyRing:KeyRing")
+    assert ring.inputs["location"] == "us-central1"  # the zone's region, as GKE requires
+    assert cluster["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": f"{key.name}-id"}
+    (agent,) = by_type(plan, "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
+    assert (
+        agent.inputs["member"] == "serviceAccount:service-123456789012@container-engine-robot.iam.gserviceaccount.com"
+    )
+    assert agent.inputs["role"] == "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+    assert "masterAuthorizedNetworksConfig" not in cluster  # not set: open, with a warning
+    assert [f for f in plan.findings if "gpu-fleet:apiAllowedCidrs" in f.message]
+
+
+def test_api_allow_list_and_private_endpoint(tmp_path):
+    (tmp_path / "a").mkdir()
+    allowed = plan_one(tmp_path / "a", POLICY, "gke-test", {**CONFIG, "gpu-fleet:apiAllowedCidrs": ["192.0.3.0/24"]})
+    cluster = one(allowed, "gcp:container/cluster:Cluster", "gke-test").inputs
+    assert cluster["masterAuthorizedNetworksConfig"] == {
+        "cidrBlocks": [{"cidrBlock": "192.0.3.0/24", "displayName": "gpu-fleet:apiAllowedCidrs"}],
+        "gcpPublicCidrsAccessEnabled": False,
+    }
+    assert "privateClusterConfig" not in cluster
+    private = plan_one(tmp_path, POLICY, "gke-test", {**CONFIG, "gpu-fleet:privateApiEndpoint": True})
+    cluster = one(private, "gcp:container/cluster:Cluster", "gke-test").inputs
+    assert cluster["privateClusterConfig"]["enablePrivateEndpoint"] is True
+    assert cluster["privateClusterConfig"]["enablePrivateNodes"] is True
+    (nat,) = by_type(private, "gcp:compute/routerNat:RouterNat")  # private nodes still pull images
+    assert nat.inputs["region"] == "us-central1"

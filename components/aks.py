@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
+from typing import Any
 
 import pulumi
 import pulumi_azure_native as azure_native
-from pulumi_azure_native import containerservice, resources
+import yaml
+from pulumi_azure_native import authorization, containerservice, keyvault, managedidentity, resources
 
 from components.cluster import GpuCluster
 from components.taints import aks_taint
@@ -17,6 +20,11 @@ from fleet.policy import Cluster, GpuPool
 # for Linux pools (6 for Windows). The name is part of every node's name and of the VM scale set's name.
 AGENT_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 SYSTEM_POOL_NAME = "system"
+# Built-in role definitions (learn.microsoft.com/azure/role-based-access-control/built-in-roles, Containers and
+# Security): the identity running `pulumi up` administers the cluster through Azure RBAC (local accounts are off),
+# and the cluster's identity uses the Key Vault key that encrypts its Secrets (AKS docs "Add KMS etcd encryption").
+AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+KEY_VAULT_CRYPTO_USER = "12338af0-0e69-4776-bea7-57ae8d297424"
 
 
 def agent_pool_name(card: str) -> str:
@@ -34,6 +42,37 @@ def agent_pool_name(card: str) -> str:
     return name
 
 
+def role_definition(subscription_id: pulumi.Input[str], role: str) -> pulumi.Output[str]:
+    """The resource id of built-in role ``role`` (a GUID) in the subscription."""
+    return pulumi.Output.concat(
+        "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/", role
+    )
+
+
+def key_vault_name(cluster: str) -> str:
+    """A Key Vault name for the cluster: 3 to 24 letters, digits and dashes, globally unique, so the cluster name
+    (cut) and a hash of it."""
+    digest = hashlib.sha256(cluster.encode()).hexdigest()[:6]
+    return f"{cluster[:15].rstrip('-')}-kv-{digest}"
+
+
+def azurecli_kubeconfig(text: str) -> str:
+    """The cluster-user kubeconfig of an Entra ID cluster (``format=exec``: kubelogin), signing in with the Azure
+    CLI's login instead of an interactive device code: what CI (azure/login) and a user's ``az login`` provide
+    (kubelogin's ``--login azurecli`` mode; the server id stays the one AKS returned)."""
+    config = yaml.safe_load(text)
+    for user in config.get("users") or []:
+        exec_ = (user.get("user") or {}).get("exec")
+        if not exec_:
+            continue
+        args = list(exec_.get("args") or [])
+        server = args[args.index("--server-id") + 1] if "--server-id" in args else None
+        if server is None:
+            raise ValueError("the AKS kubeconfig's kubelogin arguments have no --server-id")
+        exec_["args"] = ["get-token", "--login", "azurecli", "--server-id", server]
+    return yaml.safe_dump(config, sort_keys=False)
+
+
 class AksCluster(GpuCluster):
     """An AKS cluster in its own resource group, with a system pool and one spot GPU pool per card.
 
@@ -41,8 +80,13 @@ class AksCluster(GpuCluster):
       - Explicit ``azure-native`` provider (location from the policy's region, subscription from the
         ``azure-native:subscriptionId`` stack config when set); stacks disable default providers.
       - The resource group and the managed cluster are protected (deleting the group deletes the cluster).
-      - Managed identity, the OIDC issuer and workload identity are on, so in-cluster services can get
-        Azure tokens without secrets.
+      - A user-assigned identity, the OIDC issuer and workload identity are on, so in-cluster services can get
+        Azure tokens without secrets. Secrets are encrypted in etcd with a key of the cluster's own Key Vault
+        (KMS), which that identity may use.
+      - Entra ID with Azure RBAC and local accounts disabled: there is no admin certificate; the identity that
+        runs ``pulumi up`` gets "Azure Kubernetes Service RBAC Cluster Admin" on this cluster only.
+      - Azure CNI overlay with the Cilium dataplane, which enforces NetworkPolicy; the API server accepts
+        ``gpu-fleet:apiAllowedCidrs`` only, or is private (``gpu-fleet:privateApiEndpoint``).
       - The system pool (mode System, on-demand, autoscaled within the policy's system-pool bounds) is
         the cluster's one inline ``agentPoolProfiles`` entry. It is not tainted ``CriticalAddonsOnly``,
         because the fleet's own services (Prometheus, exporters) run on it. Its ``count`` belongs to the
@@ -59,8 +103,9 @@ class AksCluster(GpuCluster):
         the Kubernetes side of the fleet. Priority, price, taints and VM size are fixed at creation.
       - Agent-pool names are ``gpu`` + the card without dashes (``gput4``, ``gpua100``): AKS allows only
         lower-case letters and digits, at most 12 characters; a card that does not fit fails the plan.
-      - The kubeconfig is the cluster-user credential (``listManagedClusterUserCredentials``), decoded and
-        kept secret. The Kubernetes provider is keyed on the cluster name, so a rotated credential does
+      - The kubeconfig is the cluster-user credential (``listManagedClusterUserCredentials``, exec format),
+        signing in with kubelogin through the Azure CLI's login (``az login``, or azure/login in CI), kept
+        secret. The Kubernetes provider is keyed on the cluster name, so a rotated credential does
         not replace it.
     """
 
@@ -83,6 +128,10 @@ class AksCluster(GpuCluster):
             tags={"gpu-fleet-cluster": cluster.name},
             opts=self.protected(self.azure_provider),
         )
+        client = authorization.get_client_config_output(
+            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.azure_provider)
+        )
+        identity, key_id, key_grant = self._secrets_key(cluster, client)
         system = cluster.system_pool
         self.cluster = containerservice.ManagedCluster(
             cluster.name,
@@ -92,9 +141,25 @@ class AksCluster(GpuCluster):
             kubernetes_version=cluster.kubernetes_version,
             dns_prefix=cluster.name,
             enable_rbac=True,
-            identity={"type": "SystemAssigned"},
+            # Entra ID sign-in with Azure RBAC, and no local accounts: no long-lived admin certificate exists
+            # (AKS docs "Disable local accounts"; "Use Azure RBAC for Kubernetes authorization").
+            aad_profile={"managed": True, "enable_azure_rbac": True},
+            disable_local_accounts=True,
+            identity={"type": "UserAssigned", "user_assigned_identities": [identity.id]},
             oidc_issuer_profile={"enabled": True},
-            security_profile={"workload_identity": {"enabled": True}},
+            security_profile={
+                "workload_identity": {"enabled": True},
+                "azure_key_vault_kms": {"enabled": True, "key_id": key_id, "key_vault_network_access": "Public"},
+            },
+            # Azure CNI overlay with the Cilium dataplane, which enforces NetworkPolicy (AKS docs "Configure Azure
+            # CNI Powered by Cilium"; network_policy "cilium" requires network_dataplane "cilium").
+            network_profile={
+                "network_plugin": "azure",
+                "network_plugin_mode": "overlay",
+                "network_dataplane": "cilium",
+                "network_policy": "cilium",
+            },
+            api_server_access_profile=self._api_access(),
             agent_pool_profiles=[
                 {
                     "name": SYSTEM_POOL_NAME,
@@ -110,20 +175,88 @@ class AksCluster(GpuCluster):
                 }
             ],
             tags={"gpu-fleet-cluster": cluster.name},
-            opts=self.protected(self.azure_provider, ignore_changes=["agentPoolProfiles[0].count"]),
+            opts=self.protected(
+                self.azure_provider, ignore_changes=["agentPoolProfiles[0].count"], depends_on=[key_grant]
+            ),
         )
+        admin = authorization.RoleAssignment(
+            f"{cluster.name}-deployer-admin",
+            principal_id=client.object_id,
+            role_definition_id=role_definition(client.subscription_id, AKS_RBAC_CLUSTER_ADMIN),
+            scope=self.cluster.id,
+            description="gpu-fleet: the identity that runs pulumi up manages the cluster's Kubernetes objects",
+            opts=self.child(self.azure_provider),
+        )
+        self.admin_grant = admin
         pools: dict[str, pulumi.Resource] = {
             pool.card: self._gpu_pool(cluster, pool, pool_names[pool.card]) for pool in cluster.pools
         }
         credentials = containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=self.resource_group.name,
             resource_name=self.cluster.name,
-            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.azure_provider),
+            format="exec",
+            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.azure_provider, depends_on=[admin]),
         )
         kubeconfig = pulumi.Output.secret(
-            credentials.kubeconfigs.apply(lambda kcs: base64.b64decode(kcs[0].value).decode("utf-8"))
+            credentials.kubeconfigs.apply(
+                lambda kcs: azurecli_kubeconfig(base64.b64decode(kcs[0].value).decode("utf-8"))
+            )
         )
         return kubeconfig, pools, self.cluster.name
+
+    def _api_access(self) -> dict[str, Any]:
+        """The API server's allow-list (``gpu-fleet:apiAllowedCidrs``) or a private cluster."""
+        if self.settings.private_api_endpoint:
+            return {"enable_private_cluster": True}
+        if self.settings.api_allowed_cidrs:
+            return {"authorized_ip_ranges": self.settings.api_allowed_cidrs}
+        return {}
+
+    def _secrets_key(
+        self, cluster: Cluster, client: Any
+    ) -> tuple[pulumi.Resource, pulumi.Output[str], pulumi.Resource]:
+        """The cluster's user-assigned identity, the versioned id of the Key Vault key that encrypts its Secrets
+        (KMS etcd encryption), and the grant that lets the identity use the key."""
+        child = self.child(self.azure_provider)
+        identity = managedidentity.UserAssignedIdentity(
+            f"{cluster.name}-identity",
+            resource_name_=f"{cluster.name}-identity",
+            resource_group_name=self.resource_group.name,
+            location=cluster.region,
+            opts=child,
+        )
+        vault = keyvault.Vault(
+            f"{cluster.name}-secrets",
+            vault_name=key_vault_name(cluster.name),
+            resource_group_name=self.resource_group.name,
+            location=cluster.region,
+            properties={
+                "tenant_id": client.tenant_id,
+                "sku": {"family": "A", "name": "standard"},
+                "enable_rbac_authorization": True,
+                "enable_purge_protection": True,
+                "soft_delete_retention_in_days": 90,
+            },
+            opts=self.protected(self.azure_provider),
+        )
+        key = keyvault.Key(
+            f"{cluster.name}-secrets",
+            key_name="kubernetes-secrets",
+            vault_name=vault.name,
+            resource_group_name=self.resource_group.name,
+            properties={"kty": "RSA", "key_size": 2048},
+            opts=self.protected(self.azure_provider),
+        )
+        grant = authorization.RoleAssignment(
+            f"{cluster.name}-secrets-crypto-user",
+            principal_id=identity.principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=role_definition(client.subscription_id, KEY_VAULT_CRYPTO_USER),
+            scope=vault.id,
+            description="gpu-fleet: the AKS cluster encrypts its Secrets with this vault's key",
+            opts=child,
+        )
+        return identity, key.key_uri_with_version, grant
 
     @staticmethod
     def _pool_names(cluster: Cluster) -> dict[str, str]:

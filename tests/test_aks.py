@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 from pulumi.runtime import rpc
 
 from components.aks import agent_pool_name
@@ -73,9 +74,9 @@ def test_cluster_is_protected_with_identity_oidc_and_an_on_demand_system_pool(pl
     assert inputs["kubernetesVersion"] == "1.33"
     assert inputs["location"] == "eastus"
     assert inputs["dnsPrefix"] == "aks-test"
-    assert inputs["identity"] == {"type": "SystemAssigned"}
+    assert inputs["identity"] == {"type": "UserAssigned", "userAssignedIdentities": ["aks-test-identity-id"]}
     assert inputs["oidcIssuerProfile"] == {"enabled": True}
-    assert inputs["securityProfile"] == {"workloadIdentity": {"enabled": True}}
+    assert inputs["securityProfile"]["workloadIdentity"] == {"enabled": True}
     (system,) = inputs["agentPoolProfiles"]
     assert system["mode"] == "System"
     assert system["vmSize"] == "Standard_D4s_v5"
@@ -92,12 +93,59 @@ def test_explicit_provider_from_region_and_subscription(plan):
     assert azure and all(r.provider.startswith(provider.urn + "::") for r in azure)
 
 
-def test_kubeconfig_is_the_decoded_user_credential_and_secret(plan):
+def test_kubeconfig_is_the_user_credential_signing_in_through_the_azure_cli_and_secret(plan):
     assert rpc.is_rpc_secret(plan.exports["kubeconfig"])
-    assert rpc.unwrap_rpc_secret(plan.exports["kubeconfig"]) == "apiVersion: v1\nkind: Config\n"
+    config = yaml.safe_load(rpc.unwrap_rpc_secret(plan.exports["kubeconfig"]))
+    (user,) = config["users"]
+    assert user["user"]["exec"]["command"] == "kubelogin"
+    # no device code (nobody to type it in CI): the Azure CLI's login, for AKS's Entra ID server application
+    assert user["user"]["exec"]["args"] == [
+        "get-token",
+        "--login",
+        "azurecli",
+        "--server-id",
+        "6dae42f8-4368-4678-94ff-3960e28e3630",
+    ]
+    assert config["clusters"][0]["cluster"]["certificate-authority-data"]
     (provider,) = by_type(plan, "pulumi:providers:kubernetes")
     assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
-    assert plan.findings == []
+    assert [f.message for f in plan.findings if "apiAllowedCidrs" not in f.message] == []
+
+
+def test_hardening_entra_id_no_local_accounts_cilium_and_kms(plan):
+    (cluster,) = by_type(plan, "azure-native:containerservice:ManagedCluster")
+    inputs = cluster.inputs
+    assert inputs["aadProfile"] == {"managed": True, "enableAzureRBAC": True}
+    assert inputs["disableLocalAccounts"] is True
+    assert inputs["networkProfile"] == {
+        "networkPlugin": "azure",
+        "networkPluginMode": "overlay",
+        "networkDataplane": "cilium",
+        "networkPolicy": "cilium",
+    }
+    kms = inputs["securityProfile"]["azureKeyVaultKms"]
+    assert kms["enabled"] is True and "/keys/kubernetes-secrets/" in kms["keyId"]
+    (vault,) = by_type(plan, "azure-native:keyvault:Vault")
+    assert vault.inputs["properties"]["enableRbacAuthorization"] is True
+    assert vault.inputs["properties"]["enablePurgeProtection"] is True
+    assert 3 <= len(vault.inputs["vaultName"]) <= 24
+    grants = {r.name: r.inputs for r in by_type(plan, "azure-native:authorization:RoleAssignment")}
+    assert grants["aks-test-secrets-crypto-user"]["roleDefinitionId"].endswith("/12338af0-0e69-4776-bea7-57ae8d297424")
+    assert grants["aks-test-secrets-crypto-user"]["principalId"] == "00000000-0000-0000-0000-000000000004"
+    admin = grants["aks-test-deployer-admin"]
+    assert admin["roleDefinitionId"].endswith("/b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b")
+    assert admin["scope"] == "aks-test-id"  # this cluster only
+    assert "apiServerAccessProfile" not in inputs or inputs["apiServerAccessProfile"] == {}
+
+
+def test_api_server_allow_list_and_private_cluster(tmp_path):
+    (tmp_path / "a").mkdir()
+    allowed = plan_one(tmp_path / "a", POLICY, "aks-test", {**CONFIG, "gpu-fleet:apiAllowedCidrs": ["192.0.3.0/24"]})
+    (cluster,) = by_type(allowed, "azure-native:containerservice:ManagedCluster")
+    assert cluster.inputs["apiServerAccessProfile"] == {"authorizedIPRanges": ["192.0.3.0/24"]}
+    private = plan_one(tmp_path, POLICY, "aks-test", {**CONFIG, "gpu-fleet:privateApiEndpoint": True})
+    (cluster,) = by_type(private, "azure-native:containerservice:ManagedCluster")
+    assert cluster.inputs["apiServerAccessProfile"] == {"enablePrivateCluster": True}
 
 
 def test_agent_pool_names_follow_the_aks_rule():

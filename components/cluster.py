@@ -53,7 +53,7 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
         self.settings = settings
         if self.CONTROLS_API_ACCESS and not settings.api_allowed_cidrs and not settings.private_api_endpoint:
             pulumi.log.warn(
-                f"{cluster.name}: the Kubernetes API endpoint accepts connections from any address (credentials "
+                f"{cluster.name}: the Kubernetes API endpoint accepts connections from any address (sign-in "
                 "still required): set the ranges of the people and CI runners that run kubectl and pulumi with "
                 f"pulumi config set --stack {cluster.name} --path 'gpu-fleet:apiAllowedCidrs[0]' <CIDR>"
                 + ("" if self.CLOUD == "openstack" else ", or gpu-fleet:privateApiEndpoint true")

@@ -41,7 +41,14 @@ ADMISSION_PLUGINS = (
     "ValidatingAdmissionWebhook",
     "RuntimeClass",
     "ExtendedResourceToleration",
+    # Enforces the namespaces' Pod Security labels (Kubernetes 1.25+; on by default elsewhere, but the heat
+    # driver passes the legacy --admission-control list, which enables only what it names: magnum 17.0.2,
+    # magnum/drivers/common/templates/kubernetes/fragments/configure-kubernetes-master.sh).
+    "PodSecurity",
 )
+# Who may reach the API through the masters' load balancer: a comma-separated CIDR list, applied by Octavia
+# (magnum 11.0.0 and later, label master_lb_allowed_cidrs, doc/source/user/index.rst; Heat ussuri, Octavia train).
+API_CIDRS_LABEL = "master_lb_allowed_cidrs"
 
 
 def gpu_role(card: str) -> str:
@@ -217,6 +224,8 @@ class MagnumCluster(GpuCluster):
         )
         system = cluster.system_pool
         labels = self._template_labels(cluster, site)
+        if self.settings.api_allowed_cidrs:
+            labels[API_CIDRS_LABEL] = ",".join(self.settings.api_allowed_cidrs)
         inputs = {
             "coe": "kubernetes",
             "image": site.image,
@@ -227,7 +236,8 @@ class MagnumCluster(GpuCluster):
             "master_flavor": site.master_flavor,
             "flavor": system.machine_type,
             "network_driver": "calico",
-            "master_lb_enabled": site.master_count > 1,
+            # The allow-list lives on the masters' load balancer: with one, even a single master is behind it.
+            "master_lb_enabled": site.master_count > 1 or bool(self.settings.api_allowed_cidrs),
         }
         name = template_name(cluster.name, labels, inputs)
         self.template = containerinfra.ClusterTemplate(

@@ -53,7 +53,7 @@ def test_node_group_per_card_with_flavor_role_and_min_one_by_default(plan):
     assert len(groups) == 2
     assert all(g.ignore_changes == ["nodeCount"] for g in groups)
     assert all(g.inputs["clusterId"] == "os-test-id" for g in groups)
-    assert plan.findings == []
+    assert [f.message for f in plan.findings if "apiAllowedCidrs" not in f.message] == []
 
 
 def test_template_labels_are_driver_parameters(plan):
@@ -109,7 +109,7 @@ def test_min_zero_is_an_explicit_opt_in_that_warns(tmp_path):
     # Starts with one node (within [min, max]) so the autoscaler sees a real GPU node before scaling to 0.
     assert (t4["minNodeCount"], t4["nodeCount"], t4["maxNodeCount"]) == (0, 1, 2)
     assert one(plan, GROUP, "os-test-gpu-v100").inputs["minNodeCount"] == 1
-    (warning,) = [f for f in plan.findings if f.level == "warning"]
+    (warning,) = [f for f in plan.findings if f.level == "warning" and "apiAllowedCidrs" not in f.message]
     assert "gpu-t4" in warning.message and "scale-from-zero" in warning.message
     assert "nvidia.com/gpu" in warning.message
 
@@ -199,3 +199,14 @@ def test_gpu_node_groups_get_their_own_autoscaler(plan):
 
 def test_jobs_select_the_node_group_role():
     assert node_selector("t4") == {"magnum.openstack.org/role": "gpu-t4"}
+
+
+def test_pod_security_admission_and_api_allow_list_on_the_masters_load_balancer(tmp_path):
+    plan = plan_one(tmp_path, POLICY, "os-test", {**CONFIG, "gpu-fleet:apiAllowedCidrs": ["188.184.0.0/15"]})
+    (template,) = by_type(plan, "openstack:containerinfra/clusterTemplate:ClusterTemplate")
+    # the heat driver's --admission-control list enables only what it names: PodSecurity must be in it
+    assert "PodSecurity" in template.inputs["labels"]["admission_control_list"].split(",")
+    assert template.inputs["labels"]["master_lb_allowed_cidrs"] == "188.184.0.0/15"
+    assert template.inputs["masterLbEnabled"] is True  # the allow-list lives on the load balancer
+    assert template.inputs["networkDriver"] == "calico"  # Calico enforces NetworkPolicy
+    assert not [f for f in plan.findings if "apiAllowedCidrs" in f.message]

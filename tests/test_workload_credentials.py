@@ -79,7 +79,9 @@ def test_secret_config_becomes_a_kubernetes_secret(tmp_path: Path, workloads: Pa
     plan = plan_one(tmp_path, POLICY, "gke-test", config, workloads_dir=workloads)
     secret = one(plan, SECRET_TYPE, "gke-test-uploader-credentials")
     shown = secret.plain_inputs()
-    assert shown["metadata"]["name"] == "uploader-credentials" and shown["metadata"]["namespace"] == "benchmarks"
+    assert (
+        shown["metadata"]["name"] == "uploader-credentials" and shown["metadata"]["namespace"] == "benchmarks-root"
+    )  # uploader needs root
     assert shown["stringData"] == {k: "[secret]" for k in KEYS}
     assert SECRET_PLACEHOLDER not in repr(plan.as_dict())
     assert not [f for f in plan.findings if "credentials" in f.message]

@@ -6,11 +6,13 @@ also federates every other cluster (components/federation.py, fleet/federation.p
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 
 from components.benchmark import PART_OF as BENCHMARK_PART_OF
 from components.benchmark import ROOT_NAMESPACE_NAME
@@ -30,6 +32,7 @@ from components.taints import toleration
 from fleet import federation, sidecar
 from fleet.policy import Cluster, Fleet
 from fleet.settings import StackSettings
+from fleet.stack_config import SECRET_PLACEHOLDER
 
 MONITORING_NS = "monitoring"
 BENCHMARK_NS = "benchmarks"
@@ -51,10 +54,19 @@ POD_SECURITY = {
 }
 CRITICAL_PRIORITY = ("system-node-critical", "system-cluster-critical")
 RELEASE = "kps"  # kube-prometheus-stack release name; its Prometheus service is kps-prometheus
-# Labels of the pods NetworkPolicies select in the monitoring namespace (TODO verify upstream)
+# Pods the NetworkPolicies select in the monitoring namespace, as kube-prometheus-stack 79.5.0 labels them: the
+# Prometheus pods by the name its Service selects (templates/prometheus/service.yaml), the operator by its component
+# label (templates/prometheus-operator/_prometheus-operator.tpl), whose admission webhook the API server calls on
+# prometheusOperator.tls.internalPort (values.yaml: 10250).
 PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
-OPERATOR_POD_LABELS = {"app": f"{RELEASE}-operator"}
+OPERATOR_POD_LABELS = {"app.kubernetes.io/component": "prometheus-operator"}
 OPERATOR_WEBHOOK_PORT = 10250
+# The central Grafana's admin credentials: a Secret the chart reads (grafana 10.1.4 values: admin.existingSecret,
+# admin.userKey, admin.passwordKey).
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+GRAFANA_ADMIN_USER = "admin"
+# What the offline plan shows for an encrypted gpu-fleet:alertReceiver (it cannot decrypt it).
+OFFLINE_RECEIVER = {"name": "gpu-fleet-alert-receiver", "webhook_configs": [{"url": "https://offline-plan.invalid/"}]}
 PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
 
 
@@ -94,12 +106,53 @@ def benchmark_quota(cluster: Cluster) -> dict[str, str]:
     return hard
 
 
+def alertmanager_config(receiver: dict[str, Any] | None) -> dict[str, Any]:
+    """The central Alertmanager's configuration: every alert to ``receiver`` (an Alertmanager ``receivers`` entry,
+    from ``gpu-fleet:alertReceiver``), the always-firing Watchdog to nobody; with no receiver, every alert to
+    nobody, as the chart's default does (kube-prometheus-stack 79.5.0 values.yaml alertmanager.config)."""
+    target = receiver["name"] if receiver else "null"
+    receivers: list[dict[str, Any]] = [{"name": "null"}]
+    if receiver:
+        receivers.append(receiver)
+    return {
+        "route": {
+            "group_by": ["alertname", "cluster"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "12h",
+            "receiver": target,
+            "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}],
+        },
+        "receivers": receivers,
+    }
+
+
+def parse_alert_receiver(text: str) -> dict[str, Any]:
+    """``gpu-fleet:alertReceiver``: one Alertmanager receiver as JSON (``{"name": ..., "slack_configs": [...]}``),
+    or ``ValueError`` saying what is wrong (never the value: it holds webhook URLs and tokens)."""
+    try:
+        receiver = json.loads(text)
+    except ValueError:
+        raise ValueError(
+            "gpu-fleet:alertReceiver is not JSON: set one Alertmanager receiver, such as "
+            '{"name": "team", "webhook_configs": [{"url": "https://..."}]}, with pulumi config set --secret'
+        ) from None
+    if not isinstance(receiver, dict) or not isinstance(receiver.get("name"), str) or not receiver["name"]:
+        raise ValueError("gpu-fleet:alertReceiver must be a JSON object with a name and its *_configs")
+    if receiver["name"] == "null":
+        raise ValueError('gpu-fleet:alertReceiver must not be named "null": that receiver drops alerts')
+    if not any(k.endswith("_configs") for k in receiver):
+        raise ValueError("gpu-fleet:alertReceiver has no *_configs (webhook_configs, slack_configs, email_configs...)")
+    return receiver
+
+
 def prometheus_values(
     cluster: Cluster,
     fleet: Fleet,
     scrape_configs: Any = None,
     secrets: list[str] | None = None,
     storage_class: str | None = None,
+    alert_config: Any = None,
 ) -> dict[str, Any]:
     """kube-prometheus-stack values for a leaf or (with scrape configs) the central Prometheus.
 
@@ -143,7 +196,16 @@ def prometheus_values(
         "additionalPrometheusRulesMap": rules,
         "alertmanager": {"enabled": cluster.central},
         "grafana": {"enabled": cluster.central},
+        # The node exporter needs the host's network, PID namespace and root: it runs with the other node agents.
+        "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS},
     }
+    if cluster.central:
+        values["alertmanager"]["config"] = alert_config if alert_config is not None else alertmanager_config(None)
+        values["grafana"]["admin"] = {
+            "existingSecret": GRAFANA_ADMIN_SECRET,
+            "userKey": "admin-user",
+            "passwordKey": "admin-password",
+        }
     if system:
         spec["nodeSelector"] = system
         values["alertmanager"]["alertmanagerSpec"] = {"nodeSelector": system}
@@ -309,12 +371,22 @@ class InfraStack(pulumi.ComponentResource):
             if cluster.central
             else (None, None)
         )
+        self.grafana_admin_password: pulumi.Output[str] | None = None
+        if cluster.central:
+            self.grafana_admin_password = self._grafana_admin(cluster, settings, monitoring_ns, child)
         self.prometheus = helm_release(
             f"{name}-prometheus",
             "kube-prometheus-stack",
             RELEASE,
             monitoring_ns,
-            prometheus_values(cluster, fleet, scrape_configs, secrets, settings.storage_class),
+            prometheus_values(
+                cluster,
+                fleet,
+                scrape_configs,
+                secrets,
+                settings.storage_class,
+                self._alert_config(cluster, settings) if cluster.central else None,
+            ),
             child,
             timeout=900,
         )
@@ -383,6 +455,49 @@ class InfraStack(pulumi.ComponentResource):
                 node_selector=cluster.system_selector,
             )
         self.register_outputs({"benchmark_namespace": self.benchmark_namespace})
+
+    @staticmethod
+    def _alert_config(cluster: Cluster, settings: StackSettings) -> Any:
+        """The central Alertmanager's configuration from the secret ``gpu-fleet:alertReceiver`` (kept secret), or
+        the default with a warning: without a receiver, FederatedClusterDown and the benchmark alerts reach no one."""
+        if settings.alert_receiver is None:
+            pulumi.log.warn(
+                f"{cluster.name}: gpu-fleet:alertReceiver is not set: alerts such as FederatedClusterDown reach no "
+                "one. Set one Alertmanager receiver as JSON: pulumi config set --secret gpu-fleet:alertReceiver "
+                '\'{"name": "team", "webhook_configs": [{"url": "https://..."}]}\''
+            )
+            return None
+
+        def config(text: str) -> dict[str, Any]:
+            # offline, the encrypted value cannot be read: a stand-in receiver shows where it goes
+            receiver = OFFLINE_RECEIVER if text == SECRET_PLACEHOLDER else parse_alert_receiver(text)
+            return alertmanager_config(receiver)
+
+        return settings.alert_receiver.apply(config)
+
+    @staticmethod
+    def _grafana_admin(
+        cluster: Cluster, settings: StackSettings, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+    ) -> pulumi.Output[str]:
+        """The Secret with the central Grafana's admin password: ``gpu-fleet:grafanaAdminPassword``, or one
+        generated and kept in the stack's state (exported as the secret ``grafana_admin_password``)."""
+        password = settings.grafana_admin_password
+        if password is None:
+            generator = random.Provider(f"{cluster.name}-random", opts=pulumi.ResourceOptions(parent=opts.parent))
+            password = random.RandomPassword(
+                f"{cluster.name}-grafana-admin",
+                length=32,
+                special=False,
+                opts=pulumi.ResourceOptions(parent=opts.parent, provider=generator),
+            ).result
+        k8s.core.v1.Secret(
+            f"{cluster.name}-grafana-admin",
+            metadata={"name": GRAFANA_ADMIN_SECRET, "namespace": namespace},
+            type="Opaque",
+            string_data={"admin-user": GRAFANA_ADMIN_USER, "admin-password": pulumi.Output.secret(password)},
+            opts=opts,
+        )
+        return pulumi.Output.secret(password)
 
     def _federation_sources(
         self,

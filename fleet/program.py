@@ -45,6 +45,8 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     pulumi.export("central", cluster.central)
     pulumi.export("gpu_pools", {pool.card: f"{cluster.name}-{pool.name}" for pool in cluster.pools})
     pulumi.export("kubeconfig", component.kubeconfig)
+    if cluster.central:
+        pulumi.export("grafana_admin_password", infra.grafana_admin_password)
     if infra.federation is not None:
         pulumi.export("federation_address", infra.federation.address)
         pulumi.export("federation_server_name", infra.federation.server_name)

@@ -3,11 +3,15 @@ per cloud, and what is deliberately absent."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pulumi.runtime import rpc
 
+from components.infra import alertmanager_config, parse_alert_receiver
 from fleet.cli import main
 from fleet.plan import StackPlan
 from tests.helpers import MAGNUM_SITE, by_type, plan_one, write_policy
@@ -141,3 +145,68 @@ def test_no_registry_mirror(magnum, gke):
             r.inputs.get("metadata", {}).get("name") for r in plan.registrations if r.type.startswith("kubernetes:")
         }
         assert "registry-mirror" not in names
+
+
+def test_node_exporter_runs_with_the_node_agents(magnum, gke):
+    for plan in (magnum, gke):
+        values = release(plan, "kps")["values"]
+        assert values["prometheus-node-exporter"]["namespaceOverride"] == "node-agents"
+        assert release(plan, "dcgm-exporter")["namespace"] == "node-agents"
+
+
+def test_central_grafana_admin_password_is_generated_secret_and_exported(gke):
+    values = release(gke, "kps")["values"]
+    assert values["grafana"]["admin"] == {
+        "existingSecret": "grafana-admin",
+        "userKey": "admin-user",
+        "passwordKey": "admin-password",
+    }
+    (secret,) = [r for r in by_type(gke, "kubernetes:core/v1:Secret") if r.name.endswith("-grafana-admin")]
+    shown = secret.plain_inputs()["stringData"]
+    assert set(shown) == {"admin-user", "admin-password"} and shown["admin-password"] == "[secret]"
+    assert by_type(gke, "random:index/randomPassword:RandomPassword")
+    assert rpc.is_rpc_secret(gke.exports["grafana_admin_password"])
+
+
+def test_central_grafana_admin_password_from_secret_config(tmp_path):
+    config = {**GCP, "gpu-fleet:grafanaAdminPassword": {"secure": "v1:abc"}}
+    plan = plan_one(tmp_path, GKE_CENTRAL, "gke-central", config)
+    assert not by_type(plan, "random:index/randomPassword:RandomPassword")
+    assert rpc.is_rpc_secret(plan.exports["grafana_admin_password"])
+
+
+def test_alerts_reach_no_one_without_a_receiver_and_the_plan_says_so(gke):
+    config = release(gke, "kps")["values"]["alertmanager"]["config"]
+    assert config["route"]["receiver"] == "null"
+    assert [f for f in gke.findings if "gpu-fleet:alertReceiver is not set" in f.message]
+
+
+def test_alert_receiver_from_secret_config_routes_every_alert_but_the_watchdog(tmp_path):
+    config = {**GCP, "gpu-fleet:alertReceiver": {"secure": "v1:abc"}}
+    plan = plan_one(tmp_path, GKE_CENTRAL, "gke-central", config)
+    (kps,) = [r for r in by_type(plan, RELEASE) if r.inputs["name"] == "kps"]
+    shown = kps.plain_inputs()["values"]["alertmanager"]["config"]
+    # it holds webhook URLs: secret in the plan as in the state (offline, a stand-in receiver takes its place)
+    assert shown["receivers"][1] == {"name": "[secret]", "webhook_configs": [{"url": "[secret]"}]}
+    assert shown["route"]["receiver"] == "[secret]"
+    assert not [f for f in plan.findings if "alertReceiver" in f.message]
+    receiver = {"name": "team", "webhook_configs": [{"url": "https://alerts.example.org/hook"}]}
+    built = alertmanager_config(parse_alert_receiver(json.dumps(receiver)))
+    assert built["route"]["receiver"] == "team"
+    assert built["route"]["routes"] == [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}]
+    assert built["receivers"] == [{"name": "null"}, receiver]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("not json", "is not JSON"),
+        ('{"webhook_configs": []}', "with a name"),
+        ('{"name": "null", "webhook_configs": []}', 'must not be named "null"'),
+        ('{"name": "team"}', "has no *_configs"),
+    ],
+)
+def test_bad_alert_receivers_are_refused_without_showing_them(text, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)) as caught:
+        parse_alert_receiver(text)
+    assert text not in str(caught.value)

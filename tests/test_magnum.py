@@ -53,7 +53,9 @@ def test_node_group_per_card_with_flavor_role_and_min_one_by_default(plan):
     assert len(groups) == 2
     assert all(g.ignore_changes == ["nodeCount"] for g in groups)
     assert all(g.inputs["clusterId"] == "os-test-id" for g in groups)
-    assert [f.message for f in plan.findings if "apiAllowedCidrs" not in f.message] == []
+    assert [
+        f.message for f in plan.findings if not any(k in f.message for k in ("apiAllowedCidrs", "alertReceiver"))
+    ] == []
 
 
 def test_template_labels_are_driver_parameters(plan):
@@ -109,7 +111,7 @@ def test_min_zero_is_an_explicit_opt_in_that_warns(tmp_path):
     # Starts with one node (within [min, max]) so the autoscaler sees a real GPU node before scaling to 0.
     assert (t4["minNodeCount"], t4["nodeCount"], t4["maxNodeCount"]) == (0, 1, 2)
     assert one(plan, GROUP, "os-test-gpu-v100").inputs["minNodeCount"] == 1
-    (warning,) = [f for f in plan.findings if f.level == "warning" and "apiAllowedCidrs" not in f.message]
+    (warning,) = [f for f in plan.findings if f.level == "warning" and "gpu-fleet:" not in f.message]
     assert "gpu-t4" in warning.message and "scale-from-zero" in warning.message
     assert "nvidia.com/gpu" in warning.message
 

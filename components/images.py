@@ -43,6 +43,11 @@ class PinnedImage:
         return f"{self.image}@{self.digest}" if self.digest else self.image
 
 
+def reload_images() -> None:
+    """Read images.yaml again on next use (after ``python -m fleet images --record`` wrote digests into it)."""
+    _data.cache_clear()
+
+
 def registry() -> str:
     """The registry that holds the fleet's own images (its builds and its copies of upstream images)."""
     return str(_data()["registry"])

@@ -18,6 +18,8 @@ from fleet.stack_config import STACKS_DIR
 from fleet.workloads import WORKLOADS_DIR
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from fleet.image_delivery import ImageJob
     from fleet.plan import StackPlan
 
@@ -232,7 +234,15 @@ def cmd_images(args: argparse.Namespace) -> int:
     from fleet.image_delivery import image_jobs, job_problems, jobs_json
     from fleet.workloads import load_workloads
 
+    def read_jobs() -> list[ImageJob]:
+        from components.images import reload_images
+
+        reload_images()
+        load_workloads.cache_clear()
+        return image_jobs(load_workloads(args.workloads_dir))
+
     jobs = image_jobs(load_workloads(args.workloads_dir))
+    record = read_jobs if args.record else None
     problems = job_problems(jobs)
     if problems:
         raise InputError(problems)
@@ -255,7 +265,9 @@ def cmd_images(args: argparse.Namespace) -> int:
                 args.out.write_text(json.dumps(pushed, indent=1) + "\n", encoding="utf-8")
             except OSError as exc:
                 print(f"images: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return _check_pins(jobs, pushed)
+        return _check_pins(jobs, pushed, record)
+    if args.record and args.pushed is None:
+        raise InputError([Problem("--record", 1, "--record", "goes with --pushed FILE or --push")])
     if args.pushed is None:
         if args.format == "json":
             print(jobs_json(jobs))
@@ -270,13 +282,26 @@ def cmd_images(args: argparse.Namespace) -> int:
         raise InputError([Problem(str(args.pushed), 1, "", f"cannot read the pushed digests: {exc}")]) from None
     if not isinstance(pushed, dict) or not all(isinstance(v, str) for v in pushed.values()):
         raise InputError([Problem(str(args.pushed), 1, "", "must be a JSON object {image: sha256:digest}")])
-    return _check_pins(jobs, pushed)
+    return _check_pins(jobs, pushed, record)
 
 
-def _check_pins(jobs: list[ImageJob], pushed: dict[str, str]) -> int:
-    """Exit 1 with what to commit where, unless the repository pins every pushed image by its pushed digest."""
-    from fleet.image_delivery import unrecorded_digests
+def _check_pins(
+    jobs: list[ImageJob], pushed: dict[str, str], record: Callable[[], list[ImageJob]] | None = None
+) -> int:
+    """Exit 1 with what to commit where, unless the repository pins every pushed image by its pushed digest; with
+    ``record`` (which reads the jobs again), first write the digests into the files that pin them (to commit)."""
+    from fleet.image_delivery import record_digests, unrecorded_digests
 
+    if record:
+        try:
+            changed = record_digests(jobs, pushed)
+        except (OSError, ValueError) as exc:
+            print(f"images: cannot record the digests: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        for path in sorted(set(changed)):
+            print(f"recorded digests in {path}")
+        if changed:
+            jobs = record()  # read the files again: what they pin now
     lines = unrecorded_digests(jobs, pushed)
     for line in lines:
         print(line, file=sys.stderr)
@@ -323,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--pushed", type=Path, metavar="FILE", help="JSON {image: digest} a push produced: check pins")
     what.add_argument("--push", choices=("docker", "buildah"), help="copy and build every image (CI), then check pins")
     p.add_argument("--out", type=Path, metavar="FILE", help="with --push: also write the digests as JSON")
+    p.add_argument(
+        "--record", action="store_true", help="with --pushed or --push: write the digests into the files that pin them"
+    )
     p.set_defaults(func=cmd_images)
     p = sub.add_parser("report", help="benchmark report (HTML, Markdown, PNG plots) from the central Prometheus")
     p.add_argument("--prometheus", required=True, metavar="URL", help="base URL, e.g. http://prometheus:9090")

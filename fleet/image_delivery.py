@@ -12,6 +12,7 @@ file records which digest and fails until the repository pins each image by that
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from fleet.errors import Problem
 from fleet.workloads import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,12 @@ def image_jobs(workloads: dict[str, Workload]) -> list[ImageJob]:
         if p.upstream
     ]
     for name, wl in sorted(workloads.items()):
+        target, digest = split_digest(wl.spec.image)
+        pinned_in = _relative(wl.folder / "workload.yaml")
         if (wl.folder / "Dockerfile").is_file():
-            target, digest = split_digest(wl.spec.image)
-            jobs.append(
-                ImageJob(name, "build", _relative(wl.folder), target, digest, _relative(wl.folder / "workload.yaml"))
-            )
+            jobs.append(ImageJob(name, "build", _relative(wl.folder), target, digest, pinned_in))
+        elif wl.spec.upstream:
+            jobs.append(ImageJob(name, "copy", wl.spec.upstream, target, digest, pinned_in))
     return jobs
 
 
@@ -90,10 +93,57 @@ def unrecorded_digests(jobs: list[ImageJob], pushed: dict[str, str]) -> list[str
         if digest is None:
             lines.append(f"{job.target}: not pushed by this run ({job.kind} {job.source})")
         elif digest != job.digest:
-            where = "digest:" if job.kind == "copy" else "image:"
-            value = digest if job.kind == "copy" else f"{job.target}@{digest}"
+            where, value = record_as(job, digest)
             lines.append(f"{job.pinned_in}: {job.name}: set {where} {value} (recorded: {job.digest or 'none'})")
     return lines
+
+
+def record_as(job: ImageJob, digest: str) -> tuple[str, str]:
+    """The key and value that record ``digest`` for ``job``: images.yaml's ``digest:``, or a workload's ``image:``
+    with the digest after its tag (the readable tag stays beside it)."""
+    if job.pinned_in == _relative(IMAGES_FILE):
+        return "digest:", digest
+    return "image:", f"{job.target}@{digest}"
+
+
+def record_digests(jobs: list[ImageJob], pushed: dict[str, str], root: Path = ROOT) -> list[str]:
+    """Write each pushed digest the repository does not record yet into the file that pins it; return the files
+    changed. Only the one line changes (its comments and layout stay), and only a line that holds what the
+    repository records now, so nothing else is rewritten."""
+    changed: list[str] = []
+    for job in jobs:
+        digest = pushed.get(job.target)
+        if not digest or digest == job.digest:
+            continue
+        if not DIGEST.match(digest):
+            raise ValueError(f"{job.target}: {digest!r} is not a sha256 digest")
+        path = root / job.pinned_in
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        key, value = record_as(job, digest)
+        if key == "digest:":
+            index = _entry_line(lines, job.name, "digest:")
+        else:
+            index = next((i for i, line in enumerate(lines) if line.startswith("image:")), None)
+        if index is None:
+            raise ValueError(f"{job.pinned_in}: no {key} line for {job.name}")
+        indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
+        lines[index] = f"{indent}{key} {json.dumps(value) if key == 'digest:' else value}\n"
+        path.write_text("".join(lines), encoding="utf-8")
+        changed.append(job.pinned_in)
+    return changed
+
+
+def _entry_line(lines: list[str], entry: str, key: str) -> int | None:
+    """The line of ``key`` inside the images.yaml entry ``entry`` (``  <entry>:`` then its indented keys)."""
+    inside = False
+    for i, line in enumerate(lines):
+        if line.rstrip() == f"  {entry}:":
+            inside = True
+        elif inside and line.startswith("    ") and line.strip().startswith(key):
+            return i
+        elif inside and line.strip() and not line.startswith("    ") and not line.lstrip().startswith("#"):
+            return None
+    return None
 
 
 def jobs_json(jobs: list[ImageJob]) -> str:

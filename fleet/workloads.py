@@ -142,6 +142,9 @@ class WorkloadSpec(StrictModel):
     name: str
     description: str
     image: str
+    # Where the image is published when the fleet does not build it: the images workflow copies it, digest
+    # unchanged, to `image` in the fleet's registry (as components/images.yaml does for the fleet's own images).
+    upstream: str = ""
     command: list[str] = pydantic.Field(min_length=1)
     args: list[str] = []
     accelerators: int = pydantic.Field(default=1, ge=1, le=8)

@@ -17,7 +17,15 @@ import pytest
 
 from components.images import image, pinned_images, registry
 from fleet.cli import main
-from fleet.image_delivery import ImageJob, image_jobs, push_all, push_commands, split_digest, unrecorded_digests
+from fleet.image_delivery import (
+    ImageJob,
+    image_jobs,
+    push_all,
+    push_commands,
+    record_digests,
+    split_digest,
+    unrecorded_digests,
+)
 from fleet.workloads import WORKLOADS_DIR, load_workloads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +56,8 @@ def test_pods_pull_the_fleets_own_images_from_its_registry():
 
 def test_every_copy_and_every_workload_dockerfile_is_a_job(jobs):
     copies = {j.name: j for j in jobs if j.kind == "copy"}
-    assert set(copies) == {p.name for p in pinned_images() if p.upstream}
+    upstream_workloads = {name for name, wl in load_workloads().items() if wl.spec.upstream}
+    assert set(copies) == {p.name for p in pinned_images() if p.upstream} | upstream_workloads
     builds = {j.name: j for j in jobs if j.kind == "build"}
     with_dockerfile = {p.parent.name for p in WORKLOADS_DIR.glob("*/Dockerfile")}
     assert set(builds) == with_dockerfile
@@ -212,3 +221,34 @@ def test_images_out_is_checked_before_anything_is_pushed(tmp_path, capsys):
     assert main(["images", "--push", "buildah", "--out", str(tmp_path / "missing" / "x.json")]) == 2
     out, err = capsys.readouterr()
     assert "--out: the folder" in err and "does not exist" in err and "+ skopeo" not in out
+
+
+def test_record_digests_writes_only_the_pinning_lines(tmp_path):
+    """`images --record` writes each pushed digest where the repository pins it, keeping every other line."""
+    (tmp_path / "components").mkdir()
+    images_yaml = tmp_path / "components" / "images.yaml"
+    images_yaml.write_text(
+        'registry: reg\nimages:\n  mtail:\n    image: reg/m:1\n    # kept\n    digest: ""\n'
+        '  busybox:\n    image: reg/b:1\n    digest: ""\n',
+        encoding="utf-8",
+    )
+    folder = tmp_path / "workloads" / "w"
+    folder.mkdir(parents=True)
+    (folder / "workload.yaml").write_text(
+        "# the workload\nname: w\nimage: reg/w:1\nupstream: up/w:1\n", encoding="utf-8"
+    )
+    jobs = [
+        ImageJob("mtail", "copy", "up/m:1", "reg/m:1", "", "components/images.yaml"),
+        ImageJob("busybox", "copy", "up/b:1", "reg/b:1", "", "components/images.yaml"),
+        ImageJob("w", "copy", "up/w:1", "reg/w:1", "", "workloads/w/workload.yaml"),
+    ]
+    changed = record_digests(jobs, {"reg/m:1": DIGEST, "reg/w:1": OTHER}, root=tmp_path)
+    assert sorted(changed) == ["components/images.yaml", "workloads/w/workload.yaml"]
+    text = images_yaml.read_text(encoding="utf-8")
+    assert f'  mtail:\n    image: reg/m:1\n    # kept\n    digest: "{DIGEST}"\n' in text
+    assert '  busybox:\n    image: reg/b:1\n    digest: ""\n' in text  # not pushed: untouched
+    assert (folder / "workload.yaml").read_text(encoding="utf-8") == (
+        f"# the workload\nname: w\nimage: reg/w:1@{OTHER}\nupstream: up/w:1\n"
+    )
+    with pytest.raises(ValueError, match="not a sha256 digest"):
+        record_digests(jobs, {"reg/b:1": "latest"}, root=tmp_path)

@@ -143,7 +143,7 @@ def _note_unpinned_images(fleet: Fleet) -> None:
         print(
             f"note: {len(unpinned)} image(s) the fleet copies or builds are pinned by tag only "
             f"({', '.join(unpinned)}): "
-            "run the images workflow (python -m fleet images --push) and commit the digests it prints",
+            "run the images workflow (python -m fleet images --push ... --record) and commit the digests it records",
             file=sys.stderr,
         )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fleet.plan import StackPlan
+from fleet.plan import Finding, StackPlan
 from fleet.policy import Fleet
 from fleet.pool_view import pool_views
 
@@ -46,5 +46,15 @@ def render_stack(plan: StackPlan, fleet: Fleet) -> str:
         lines += ["  Kubernetes objects by kind", *_table([[k, str(n)] for k, n in sorted(kinds.items())])]
     if plan.findings:
         lines.append("  Findings")
-        lines += [f"    [{f.level}] {f.policy + ': ' if f.policy else ''}{f.message}" for f in plan.findings]
+        # Mandatory findings and warnings in full; an advisory policy (which may flag every container) as one line
+        # with its count and first case: --json keeps every finding.
+        advisory: dict[str, list[Finding]] = {}
+        for f in plan.findings:
+            if f.level == "advisory" and f.policy:
+                advisory.setdefault(f.policy, []).append(f)
+            else:
+                lines.append(f"    [{f.level}] {f.policy + ': ' if f.policy else ''}{f.message}")
+        for policy, found in advisory.items():
+            first = found[0].message.splitlines()[-1].strip()
+            lines.append(f"    [advisory] {policy}: {len(found)} finding(s), such as: {first}")
     return "\n".join(lines)

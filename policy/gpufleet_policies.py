@@ -212,10 +212,6 @@ def _pod_template(props: dict[str, Any], resource_type: str) -> tuple[dict[str, 
     return spec, spec.get("template") or {}
 
 
-def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(pod.get("initContainers") or []) + list(pod.get("containers") or [])
-
-
 def _accelerator_resources() -> set[str]:
     names = {"nvidia.com/gpu", "amd.com/gpu"}
     for cluster in fleet().clusters.values():
@@ -230,7 +226,7 @@ def _benchmark(args: ResourceValidationArgs) -> tuple[dict[str, Any], dict[str, 
     job_spec, template = _pod_template(_plain(args.props), args.resource_type)
     pod = template.get("spec") or {}
     wanted = _accelerator_resources()
-    for c in _containers(pod):
+    for c in all_containers(pod):
         res = c.get("resources") or {}
         if any(k in wanted for part in ("limits", "requests") for k in (res.get(part) or {})):
             return job_spec, template, pod
@@ -316,7 +312,7 @@ def _validate_bench_limits(args: ResourceValidationArgs, report: ReportViolation
     if not found:
         return
     job_spec, _, pod = found
-    for c in _containers(pod):
+    for c in all_containers(pod):
         limits = (c.get("resources") or {}).get("limits") or {}
         missing = [k for k in ("cpu", "memory") if not limits.get(k)]
         if missing:
@@ -395,35 +391,13 @@ def _validate_bench_images(args: ResourceValidationArgs, report: ReportViolation
     if not found:
         return
     _, _, pod = found
-    for c in _containers(pod):
+    for c in all_containers(pod):
         problem = _image_problem(c.get("image") or "")
         if problem:
             report(
                 f"container {c.get('name')!r} of benchmark {args.name!r} {problem}; results must be reproducible, "
                 "so pin a version tag or digest (components/images.yaml, or the workload's image)"
             )
-
-
-def _validate_bench_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    found = _benchmark(args)
-    if not found:
-        return
-    _, _, pod = found
-    for c in _containers(pod):
-        if (c.get("securityContext") or {}).get("privileged"):
-            report(
-                f"container {c.get('name')!r} of benchmark {args.name!r} is privileged; benchmarks reach the GPU "
-                "through the device plugin and need no privileges: remove securityContext.privileged"
-            )
-    for v in pod.get("volumes") or []:
-        if "hostPath" in v:
-            report(
-                f"benchmark {args.name!r} mounts hostPath volume {v.get('name')!r}; use an emptyDir, ConfigMap "
-                "or PersistentVolumeClaim instead"
-            )
-    for key in ("hostNetwork", "hostPID", "hostIPC"):
-        if pod.get(key):
-            report(f"benchmark {args.name!r} sets {key}: true; remove it, benchmarks need no host namespaces")
 
 
 def _validate_job_kept(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -435,6 +409,199 @@ def _validate_job_kept(args: ResourceValidationArgs, report: ReportViolation) ->
             f"Job {args.name!r} sets ttlSecondsAfterFinished: Kubernetes deletes it after it finishes, and the next "
             "`pulumi up --refresh` creates it again and reruns it; remove the TTL (a CronJob's jobTemplate may keep "
             "one: those Jobs are not Pulumi's)"
+        )
+
+
+# --- (d) every pod: Pod Security `restricted`, no API token, images by digest ---------------------------------------
+
+# The pod-bearing kinds and where their pod template is (the CronJob's inside its job template).
+POD_BEARING = {
+    "kubernetes:core/v1:Pod": (),
+    "kubernetes:batch/v1:Job": ("spec", "template"),
+    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template"),
+    "kubernetes:apps/v1:Deployment": ("spec", "template"),
+    "kubernetes:apps/v1:StatefulSet": ("spec", "template"),
+    "kubernetes:apps/v1:DaemonSet": ("spec", "template"),
+    "kubernetes:apps/v1:ReplicaSet": ("spec", "template"),
+    "kubernetes:core/v1:ReplicationController": ("spec", "template"),
+}
+# Pod Security Standards, `restricted` (kubernetes.io/docs/concepts/security/pod-security-standards): the volume
+# types it allows, the one capability a container may add, the seccomp profiles it accepts.
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
+ALLOWED_CAPABILITY = "NET_BIND_SERVICE"
+SECCOMP_OK = {"RuntimeDefault", "Localhost"}
+ROOT_NAMESPACE = "benchmarks-root"  # components/infra.py ROOT_BENCHMARK_NS
+BENCHMARK_NAMESPACE = "benchmarks"
+LEVEL_LABEL = "pod-security.kubernetes.io/enforce"
+EXCEPTION_ANNOTATION = "gpu-fleet.io/pod-security-exception"  # components/pod_security.py
+DIGEST_REF = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def pod_of(args: ResourceValidationArgs) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(pod metadata, pod spec) of any pod-bearing resource; None for other resources."""
+    path = POD_BEARING.get(args.resource_type)
+    if path is None:
+        return None
+    node: Any = _plain(args.props)
+    for key in path:
+        node = (node or {}).get(key) or {}
+    return node.get("metadata") or {}, node.get("spec") or {}
+
+
+def all_containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """Init, regular and ephemeral containers of a pod spec."""
+    return [*(pod.get("initContainers") or []), *(pod.get("containers") or []), *(pod.get("ephemeralContainers") or [])]
+
+
+def _root_allowed(args: ResourceValidationArgs, labels: dict[str, Any]) -> bool:
+    """Whether this is a benchmark of a workload that declares it needs root (``needs_root``)."""
+    if labels.get("app.kubernetes.io/part-of") != PART_OF:
+        return False
+    workload = fleet().workloads.get(str(labels.get("workload", "")))
+    return bool(workload and workload.spec.needs_root)
+
+
+def _container_problems(c: dict[str, Any], pod_ctx: dict[str, Any], may_run_as_root: bool) -> list[str]:
+    """What keeps one container from the `restricted` level, as `field: what to set`."""
+    ctx = c.get("securityContext") or {}
+    problems = []
+    if ctx.get("privileged"):
+        problems.append("securityContext.privileged is true: remove it")
+    if ctx.get("allowPrivilegeEscalation") is not False:
+        problems.append("securityContext.allowPrivilegeEscalation must be false")
+    caps = ctx.get("capabilities") or {}
+    if "ALL" not in (caps.get("drop") or []):
+        problems.append("securityContext.capabilities.drop must contain ALL")
+    added = sorted(set(caps.get("add") or []) - {ALLOWED_CAPABILITY})
+    if added:
+        problems.append(f"securityContext.capabilities.add {added}: only {ALLOWED_CAPABILITY} may be added")
+    seccomp = (ctx.get("seccompProfile") or pod_ctx.get("seccompProfile") or {}).get("type")
+    if seccomp not in SECCOMP_OK:
+        problems.append(f"seccompProfile.type is {seccomp or 'unset'}: set RuntimeDefault (pod or container)")
+    if not may_run_as_root:
+        non_root = ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot"))
+        if non_root is not True:
+            problems.append("runAsNonRoot must be true (pod or container securityContext)")
+        if 0 in (ctx.get("runAsUser"), pod_ctx.get("runAsUser")):
+            problems.append("runAsUser is 0 (root): run as a non-root uid")
+    for port in c.get("ports") or []:
+        if port.get("hostPort"):
+            problems.append(f"port {port.get('containerPort')} has hostPort {port['hostPort']}: remove it")
+    return problems
+
+
+def _validate_pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = pod_of(args)
+    if not found:
+        return
+    metadata, pod = found
+    labels = metadata.get("labels") or {}
+    namespace = ((_plain(args.props).get("metadata") or {}).get("namespace")) or ""
+    may_run_as_root = _root_allowed(args, labels)
+    if may_run_as_root and namespace != ROOT_NAMESPACE:
+        report(
+            f"{args.name}: runs the root-needing workload {labels.get('workload')!r} (needs_root) in namespace "
+            f"{namespace!r}: it belongs in {ROOT_NAMESPACE!r}, the one namespace that admits root (baseline)"
+        )
+    pod_ctx = pod.get("securityContext") or {}
+    if (pod_ctx.get("seccompProfile") or {}).get("type") == "Unconfined":
+        report(f"{args.name}: pod securityContext.seccompProfile is Unconfined: set RuntimeDefault")
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            report(f"{args.name}: {key} is true: remove it, the pod must not share the node's namespaces")
+    for volume in pod.get("volumes") or []:
+        kinds = sorted(set(volume) - {"name"})
+        if kinds and not set(kinds) <= RESTRICTED_VOLUMES:
+            report(
+                f"{args.name}: volume {volume.get('name')!r} is of type {', '.join(kinds)}: use one of "
+                f"{', '.join(sorted(RESTRICTED_VOLUMES))} (hostPath reaches the node's files)"
+            )
+    for c in all_containers(pod):
+        for problem in _container_problems(c, pod_ctx, may_run_as_root):
+            report(f"{args.name}: container {c.get('name')!r}: {problem}")
+
+
+def _validate_service_account_token(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = pod_of(args)
+    if not found:
+        return
+    _, pod = found
+    account = pod.get("serviceAccountName") or "default"
+    if account == "default" and pod.get("automountServiceAccountToken") is not False:
+        report(
+            f"{args.name}: the pod mounts the default service account's API token: set "
+            "automountServiceAccountToken: false (a pod that needs the API gets a service account of its own)"
+        )
+
+
+def _validate_digests(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = pod_of(args)
+    if not found:
+        return
+    _, pod = found
+    for c in all_containers(pod):
+        ref = c.get("image") or ""
+        if not DIGEST_REF.search(ref):
+            report(
+                f"{args.name}: container {c.get('name')!r} runs {ref!r}, not pinned by digest: run the images "
+                "workflow (python -m fleet images --push ... --record) and commit the digests it records"
+            )
+
+
+def _validate_namespace_level(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != "kubernetes:core/v1:Namespace":
+        return
+    metadata = _plain(args.props).get("metadata") or {}
+    name = metadata.get("name") or args.name
+    level = (metadata.get("labels") or {}).get(LEVEL_LABEL)
+    if level not in ("restricted", "baseline", "privileged"):
+        report(f"namespace {name!r} has no Pod Security level: label it {LEVEL_LABEL}: restricted (or baseline)")
+        return
+    wanted = {BENCHMARK_NAMESPACE: ("restricted",), ROOT_NAMESPACE: ("restricted", "baseline")}.get(name)
+    if wanted and level not in wanted:
+        report(f"namespace {name!r} enforces {level!r}: it must enforce {' or '.join(wanted)}")
+    reason = ((metadata.get("annotations") or {}).get(EXCEPTION_ANNOTATION) or "").strip()
+    if level == "privileged" and not reason:
+        report(
+            f"namespace {name!r} enforces 'privileged' without saying why: annotate it {EXCEPTION_ANNOTATION} with "
+            "the pods that need it, or enforce restricted"
+        )
+
+
+def _is_default_deny_ingress(props: dict[str, Any]) -> bool:
+    spec = props.get("spec") or {}
+    selector = spec.get("podSelector") or {}
+    return (
+        not selector.get("matchLabels")
+        and not selector.get("matchExpressions")
+        and "Ingress" in (spec.get("policyTypes") or [])
+        and not spec.get("ingress")
+    )
+
+
+def _validate_default_deny(args: StackValidationArgs, report: ReportViolation) -> None:
+    namespaces: set[str] = set()
+    denied: set[str] = set()
+    for r in args.resources:
+        props = _plain(r.props)
+        metadata = props.get("metadata") or {}
+        if r.resource_type == "kubernetes:core/v1:Namespace":
+            namespaces.add(metadata.get("name") or r.name)
+        elif r.resource_type == "kubernetes:networking.k8s.io/v1:NetworkPolicy" and _is_default_deny_ingress(props):
+            denied.add(metadata.get("namespace") or "")
+    for ns in sorted(namespaces - denied):
+        report(
+            f"namespace {ns!r} has no default-deny ingress NetworkPolicy: add one with podSelector {{}} and "
+            "policyTypes [Ingress] (components/network_policy.py default_deny_ingress), then allow what is needed"
         )
 
 
@@ -557,9 +724,34 @@ POLICIES = [
         _validate_bench_images,
     ),
     _resource(
-        "benchmark-no-host-access",
-        "Benchmark pods have no privileged containers, hostPath volumes or host namespaces.",
-        _validate_bench_security,
+        "pod-security-restricted",
+        "Every pod (Job, CronJob, Deployment, DaemonSet, StatefulSet, ...) meets Pod Security `restricted`: no "
+        "privilege, no escalation, capabilities dropped, RuntimeDefault seccomp, non-root (a workload with "
+        "needs_root only in benchmarks-root), no host namespaces, ports or paths.",
+        _validate_pod_security,
+    ),
+    _resource(
+        "pod-service-account-token",
+        "Pods mount no default service account token (automountServiceAccountToken: false).",
+        _validate_service_account_token,
+    ),
+    _resource(
+        "images-by-digest",
+        "Every container image is pinned by digest (advisory in previews; deploys make it mandatory).",
+        _validate_digests,
+        ADVISORY,
+    ),
+    _resource(
+        "namespace-pod-security",
+        "Namespaces carry a Pod Security level: restricted for benchmarks, privileged only with a stated reason.",
+        _validate_namespace_level,
+    ),
+    StackValidationPolicy(
+        name="namespace-default-deny-ingress",
+        description="Every namespace the stack creates denies ingress by default (a NetworkPolicy with an empty "
+        "pod selector and no ingress rule).",
+        validate=_validate_default_deny,
+        enforcement_level=MANDATORY,
     ),
     _resource(
         "job-not-deleted-by-ttl",

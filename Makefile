@@ -6,12 +6,21 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: plan test lint validate schema benchmark clean
+.PHONY: plan test lint validate schema benchmark clean lock
 
-$(STAMP): requirements.txt requirements-dev.txt policy/requirements.txt
+# The venv installs from the hash-locked file: every package and its dependencies at the pinned version with the
+# pinned hashes, or nothing. Edit requirements*.txt or policy/requirements.in, then `make lock`.
+$(STAMP): requirements-dev.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-dev.lock
 	touch $@
+
+LOCK := $(PY) -m piptools compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url \
+	--no-emit-find-links
+lock: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check pip-tools==7.6.2
+	$(LOCK) --output-file policy/requirements.txt policy/requirements.in
+	$(LOCK) --output-file requirements-dev.lock requirements-dev.txt
 
 plan: $(STAMP)
 	$(PY) -m fleet plan

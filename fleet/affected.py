@@ -41,6 +41,7 @@ SHARED = (
     "__main__.py",
     "Pulumi.yaml",
     "requirements*.txt",
+    "requirements*.lock",
     "components/*",
     "fleet/*",
     "policy/*",  # the pack's code and requirements; policy/fleet.yaml and the schema are handled before this

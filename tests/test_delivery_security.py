@@ -1,0 +1,141 @@
+"""Least privilege in delivery, read off the workflow files themselves: who holds which identity and secret, which
+policy pack judges a preview, and that every Python package CI installs is hash-locked."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / ".github" / "workflows"
+LOCK = ROOT / "requirements-dev.lock"
+PACK_LOCK = ROOT / "policy" / "requirements.txt"
+PIN = re.compile(r"^([A-Za-z0-9_.\-\[\]]+)==([^\s;\\]+)", re.MULTILINE)
+
+
+def workflow(name: str) -> dict[str, Any]:
+    return yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+
+
+def all_workflows() -> dict[str, dict[str, Any]]:
+    return {p.name: workflow(p.name) for p in sorted(WORKFLOWS.glob("*.yml"))}
+
+
+def stack_calls() -> list[tuple[str, str, dict[str, Any]]]:
+    """(workflow, job, job) of every job that calls pulumi-stack.yml."""
+    return [
+        (name, job_name, job)
+        for name, wf in all_workflows().items()
+        for job_name, job in wf["jobs"].items()
+        if str(job.get("uses", "")).endswith("pulumi-stack.yml")
+    ]
+
+
+def test_no_workflow_inherits_every_secret():
+    for name in WORKFLOWS.glob("*.yml"):
+        assert "secrets: inherit" not in name.read_text(encoding="utf-8"), name.name
+
+
+def test_each_operation_runs_in_its_environment_with_only_the_permissions_it_uses():
+    calls = stack_calls()
+    assert calls
+    wanted = {
+        "preview": ("preview", {"contents": "read", "id-token": "write", "pull-requests": "write"}),
+        "drift": ("preview", {"contents": "read", "id-token": "write", "issues": "write"}),
+        "up": ("production", {"contents": "read", "id-token": "write"}),
+    }
+    for name, job_name, job in calls:
+        operation = job["with"]["operation"]
+        environment, permissions = wanted[operation]
+        assert job["with"]["environment"] == environment, (name, job_name)
+        assert job["permissions"] == permissions, (name, job_name)
+    # the callee runs its job in that environment, whose identities the clouds trust by subject
+    (job,) = workflow("pulumi-stack.yml")["jobs"].values()
+    assert job["environment"] == "${{ inputs.environment }}"
+    assert workflow("pulumi-stack.yml")[True]["workflow_call"]["inputs"]["environment"]["required"] is True
+
+
+def test_id_token_only_where_a_job_runs_in_an_environment():
+    for name, wf in all_workflows().items():
+        assert (wf.get("permissions") or {}).get("id-token") is None, name  # never workflow-wide
+        for job_name, job in wf["jobs"].items():
+            if (job.get("permissions") or {}).get("id-token") == "write":
+                assert str(job.get("uses", "")).endswith("pulumi-stack.yml"), (name, job_name)
+                assert job["with"].get("environment"), (name, job_name)
+
+
+def test_secrets_are_read_by_the_steps_that_use_them_not_by_the_job():
+    (job,) = workflow("pulumi-stack.yml")["jobs"].values()
+    assert not [k for k, v in (job.get("env") or {}).items() if "secrets." in str(v)]
+    users = [s for s in job["steps"] if any("secrets." in str(v) for v in (s.get("env") or {}).values())]
+    assert {s["name"].split(" ")[0] for s in users} == {"pulumi", "OpenStack"}
+
+
+def test_a_preview_is_judged_by_the_base_branchs_policy_pack():
+    (preview,) = [job for _, _, job in stack_calls() if job["with"]["operation"] == "preview"]
+    assert preview["with"]["policy-ref"] == "${{ github.event.pull_request.base.sha }}"
+    (job,) = workflow("pulumi-stack.yml")["jobs"].values()
+    base = next(s for s in job["steps"] if s.get("name") == "Policy pack of the base branch")
+    assert base["with"]["ref"] == "${{ inputs.policy-ref }}" and base["with"]["path"] == "policy-base"
+    pulumi = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@"))
+    assert "policy-base/policy" in pulumi["with"]["policyPacks"]
+    # deploys make images-by-digest mandatory
+    assert "DEPLOY_POLICY_CONFIG" in pulumi["with"]["policyPackConfigs"]
+    config = json.loads((ROOT / "policy" / "deploy-config.json").read_text(encoding="utf-8"))
+    assert config == {"images-by-digest": {"enforcementLevel": "mandatory"}}
+
+
+def test_gitlab_deploys_and_previews_use_separate_environments_and_the_target_branchs_pack():
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text(encoding="utf-8"))
+    assert ci[".stack-up"]["environment"]["name"] == "fleet/$STACK"
+    for job in (".stack-preview", ".stack-drift"):
+        assert ci[job]["environment"] == {"name": "fleet-preview/$STACK", "action": "prepare"}
+    preview = "\n".join(ci[".stack-preview"]["script"])
+    assert 'git worktree add --detach policy-base "$POLICY_BASE_SHA"' in preview
+    assert '--policy-pack "$pack"' in preview
+    assert "--policy-pack-config policy/deploy-config.json" in " ".join(ci[".stack-up"]["script"])
+
+
+def _installs() -> list[str]:
+    """Every pip install line of the workflows, the GitLab pipeline and the Makefile."""
+    texts = [p.read_text(encoding="utf-8") for p in WORKFLOWS.glob("*.yml")]
+    texts += [(ROOT / ".gitlab-ci.yml").read_text(encoding="utf-8"), (ROOT / "Makefile").read_text(encoding="utf-8")]
+    return [line for text in texts for line in text.splitlines() if re.search(r"pip install", line)]
+
+
+def test_every_pip_install_is_hash_locked():
+    lines = [line for line in _installs() if "pip-tools" not in line]  # `make lock`'s own tool
+    assert lines
+    for line in lines:
+        assert "--require-hashes -r requirements-dev.lock" in line, line
+
+
+def _pins(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        if raw.startswith("-r "):
+            out.update(_pins(path.parent / raw.split(None, 1)[1]))
+        match = PIN.match(raw)
+        if match:
+            out[match.group(1).lower().replace("_", "-")] = match.group(2)
+    return out
+
+
+@pytest.mark.parametrize(("source", "lock"), [("requirements-dev.txt", LOCK), ("policy/requirements.in", PACK_LOCK)])
+def test_locks_are_current_and_every_package_has_hashes(source: str, lock: Path):
+    """A pin edited in a requirements file without `make lock` fails here (offline: no resolver run)."""
+    wanted = _pins(ROOT / source)
+    locked = _pins(lock)
+    assert wanted, source
+    stale = {name: (version, locked.get(name)) for name, version in wanted.items() if locked.get(name) != version}
+    assert not stale, f"{lock.name} is stale (run make lock): {stale}"
+    text = lock.read_text(encoding="utf-8")
+    blocks = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n\n", 1)[1])
+    for block in blocks:
+        if PIN.match(block):
+            assert "--hash=sha256:" in block, block.splitlines()[0]

@@ -62,6 +62,88 @@ def pinned_images() -> list[PinnedImage]:
     return [_pinned(name, entry) for name, entry in _data()["images"].items()]
 
 
+@dataclass(frozen=True)
+class ChartImage:
+    """An image a pinned chart deploys, copied into the fleet's registry and set in the chart's values."""
+
+    name: str
+    chart: str
+    values: str  # dotted path of the chart's image block
+    layout: str  # "split" (registry + repository) or "joined" (repository holds the registry)
+    digest_as: str  # "sha" (hex), "sha-full" / "digest" (sha256:<hex>), "tag" (<tag>@sha256:<hex>)
+    image: str
+    upstream: str
+    digest: str
+
+    def block(self) -> dict[str, str]:
+        """The chart values of the image block: our registry's copy, by digest once recorded."""
+        name, tag = self.image.rsplit(":", 1)
+        if self.layout == "split":
+            registry_host, repository = name.split("/", 1)
+            block = {"registry": registry_host, "repository": repository, "tag": tag}
+        else:
+            block = {"repository": name, "tag": tag}
+        if self.digest:
+            hex_digest = self.digest.removeprefix("sha256:")
+            if self.digest_as == "sha":
+                block["sha"] = hex_digest
+            elif self.digest_as == "sha-full":
+                block["sha"] = self.digest
+            elif self.digest_as == "digest":
+                block["digest"] = self.digest
+            else:
+                block["tag"] = f"{tag}@{self.digest}"
+        return block
+
+    @property
+    def reference(self) -> str:
+        """What the pods pull."""
+        return f"{self.image}@{self.digest}" if self.digest else self.image
+
+
+def chart_images(chart_name: str | None = None) -> list[ChartImage]:
+    """The images of images.yaml ``chart_images`` (of one chart, when named), in file order."""
+    out = []
+    for name, entry in (_data().get("chart_images") or {}).items():
+        if chart_name is None or entry["chart"] == chart_name:
+            out.append(
+                ChartImage(
+                    name,
+                    entry["chart"],
+                    entry["values"],
+                    entry["layout"],
+                    entry["digest_as"],
+                    entry["image"],
+                    entry.get("upstream", ""),
+                    entry.get("digest") or "",
+                )
+            )
+    return out
+
+
+def chart_image_values(chart_name: str) -> dict[str, Any]:
+    """The values that make ``chart_name`` pull its images from the fleet's registry (nested by the dotted paths)."""
+    values: dict[str, Any] = {}
+    for entry in chart_images(chart_name):
+        node = values
+        *parents, last = entry.values.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = entry.block()
+    return values
+
+
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` merged in, mappings recursively (``extra`` wins elsewhere); neither is changed."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 def image(name: str) -> str:
     """The reference pods pull for ``name`` (KeyError for an unknown one)."""
     return _pinned(name, _data()["images"][name]).reference
@@ -82,8 +164,16 @@ def helm_release(
     opts: pulumi.ResourceOptions,
     **extra: Any,
 ) -> k8s.helm.v3.Release:
-    """A Helm release of the pinned chart ``chart_name`` (``extra``: other Release arguments, such as timeout)."""
+    """A Helm release of the pinned chart ``chart_name`` (``extra``: other Release arguments, such as timeout),
+    its images pulled from the fleet's registry (``chart_images``)."""
     pinned = chart(chart_name)
+    images = chart_image_values(chart_name)
+    if images:
+        values = (
+            merged(values, images)
+            if isinstance(values, dict)
+            else pulumi.Output.from_input(values).apply(lambda v: merged(v, images))
+        )
     return k8s.helm.v3.Release(
         resource_name,
         name=release,

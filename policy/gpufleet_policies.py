@@ -444,6 +444,7 @@ BENCHMARK_NAMESPACE = "benchmarks"
 LEVEL_LABEL = "pod-security.kubernetes.io/enforce"
 EXCEPTION_ANNOTATION = "gpu-fleet.io/pod-security-exception"  # components/pod_security.py
 DIGEST_REF = re.compile(r"@sha256:[0-9a-f]{64}$")
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def pod_of(args: ResourceValidationArgs) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -543,7 +544,32 @@ def _validate_service_account_token(args: ResourceValidationArgs, report: Report
         )
 
 
+def release_images(values: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """The image blocks (mappings with a ``repository``) in a Helm release's values, with their dotted paths."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(values, dict):
+        if isinstance(values.get("repository"), str):
+            found.append((path, values))
+        for key, value in values.items():
+            found += release_images(value, f"{path}.{key}" if path else str(key))
+    return found
+
+
+def _block_pinned(block: dict[str, Any]) -> bool:
+    digest = str(block.get("sha") or block.get("digest") or "")
+    return bool(digest) or "@sha256:" in str(block.get("tag") or "")
+
+
 def _validate_digests(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == HELM_RELEASE:
+        values = _plain(args.props).get("values") or {}
+        for path, block in release_images(values):
+            if not _block_pinned(block):
+                report(
+                    f"{args.name}: chart image {path} ({block.get('repository')}:{block.get('tag')}) is not pinned "
+                    "by digest: record it (python -m fleet images --push ... --record; components/images.yaml)"
+                )
+        return
     found = pod_of(args)
     if not found:
         return
@@ -737,7 +763,8 @@ POLICIES = [
     ),
     _resource(
         "images-by-digest",
-        "Every container image is pinned by digest (advisory in previews; deploys make it mandatory).",
+        "Every container image, and every image a Helm release's values set, is pinned by digest (advisory in "
+        "previews; deploys make it mandatory).",
         _validate_digests,
         ADVISORY,
     ),

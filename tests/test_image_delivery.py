@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from components.images import image, pinned_images, registry
+from components.images import ChartImage, chart_image_values, chart_images, image, pinned_images, registry
 from fleet.cli import main
 from fleet.image_delivery import (
     ImageJob,
@@ -57,7 +57,9 @@ def test_pods_pull_the_fleets_own_images_from_its_registry():
 def test_every_copy_and_every_workload_dockerfile_is_a_job(jobs):
     copies = {j.name: j for j in jobs if j.kind == "copy"}
     upstream_workloads = {name for name, wl in load_workloads().items() if wl.spec.upstream}
-    assert set(copies) == {p.name for p in pinned_images() if p.upstream} | upstream_workloads
+    charts = {c.name for c in chart_images()}
+    assert set(copies) == {p.name for p in pinned_images() if p.upstream} | upstream_workloads | charts
+    assert len(jobs) == len({j.name for j in jobs})  # names are unique: --record finds each entry by name
     builds = {j.name: j for j in jobs if j.kind == "build"}
     with_dockerfile = {p.parent.name for p in WORKLOADS_DIR.glob("*/Dockerfile")}
     assert set(builds) == with_dockerfile
@@ -252,3 +254,47 @@ def test_record_digests_writes_only_the_pinning_lines(tmp_path):
     )
     with pytest.raises(ValueError, match="not a sha256 digest"):
         record_digests(jobs, {"reg/b:1": "latest"}, root=tmp_path)
+
+
+def test_chart_images_come_from_the_fleets_registry_with_the_upstream_tag():
+    prefix = registry() + "/"
+    entries = chart_images()
+    assert entries
+    for entry in entries:
+        assert entry.image.startswith(prefix), entry.name
+        assert entry.image.rsplit(":", 1)[1] == entry.upstream.rsplit(":", 1)[1], entry.name  # same tag
+        node = chart_image_values(entry.chart)
+        for key in entry.values.split("."):
+            node = node[key]
+        assert node == entry.block()
+
+
+@pytest.mark.parametrize(
+    ("layout", "digest_as", "expected"),
+    [
+        ("split", "sha", {"registry": "reg.io", "repository": "team/app", "tag": "v1", "sha": "ab" * 32}),
+        ("split", "sha-full", {"registry": "reg.io", "repository": "team/app", "tag": "v1", "sha": DIGEST}),
+        ("split", "digest", {"registry": "reg.io", "repository": "team/app", "tag": "v1", "digest": DIGEST}),
+        ("joined", "tag", {"repository": "reg.io/team/app", "tag": f"v1@{DIGEST}"}),
+    ],
+)
+def test_chart_image_blocks_give_the_digest_as_each_chart_takes_it(layout, digest_as, expected):
+    """kube-prometheus-stack adds @sha256: itself (sha is hex), kube-state-metrics and node-exporter take the
+    whole digest, the NVIDIA charts have no digest key (the tag carries it)."""
+    entry = ChartImage("app", "c", "image", layout, digest_as, "reg.io/team/app:v1", "up/app:v1", DIGEST)
+    assert entry.block() == expected
+    unpinned = ChartImage("app", "c", "image", layout, digest_as, "reg.io/team/app:v1", "up/app:v1", "")
+    assert "sha" not in unpinned.block() and "@" not in unpinned.block()["tag"]
+
+
+def test_releases_pull_chart_images_from_the_fleets_registry(tmp_path):
+    from tests.helpers import MAGNUM_SITE, by_type, plan_one
+
+    policy = "clusters:\n  openstack:\n    os-c:\n      region: site\n      central: true\n      gpus: [t4]\n"
+    config = {"openstack:cloud": "site", "gpu-fleet:magnum": MAGNUM_SITE, "gpu-fleet:storageClass": "ssd"}
+    plan = plan_one(tmp_path, policy, "os-c", config)
+    releases = {r.inputs["name"]: r.inputs for r in by_type(plan, "kubernetes:helm.sh/v3:Release")}
+    kps = releases["kps"]["values"]
+    assert kps["prometheus"]["prometheusSpec"]["image"]["registry"] == registry().split("/")[0]
+    assert kps["prometheus"]["prometheusSpec"]["externalLabels"]  # merged, not replaced
+    assert releases["dcgm-exporter"]["values"]["image"]["repository"].startswith(registry() + "/")

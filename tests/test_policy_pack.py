@@ -92,8 +92,8 @@ def test_shipped_fleet_has_no_findings():
         # no other advisory either; images-by-digest flags only what the repository does not pin by digest yet
         assert {f.policy for f in found} <= {"images-by-digest"}, stack
         for f in found:
-            ref = re.search(r"runs '([^']+)'", f.message).group(1)
-            assert "@sha256:" not in ref, f.message
+            ref = re.search(r"runs '([^']+)'|\(([^)]+)\) is not pinned", f.message)
+            assert ref and "@sha256:" not in (ref.group(1) or ref.group(2)), f.message
 
 
 def test_fixture_fleet_has_no_findings(plans):
@@ -549,3 +549,24 @@ def test_every_namespace_denies_ingress_by_default(plans, session):
         if r.type == NETWORK_POLICY and r.inputs["metadata"]["namespace"] == "node-agents":
             r.inputs["spec"]["podSelector"] = {}
     assert_violation(session.analyze_registrations(opened), "namespace-default-deny-ingress", "'node-agents'")
+
+
+def test_chart_images_in_release_values_are_checked_for_digests(plans, session):
+    (kps,) = [
+        r
+        for r in plans["fix-magnum"].registrations
+        if r.type == "kubernetes:helm.sh/v3:Release" and r.name.endswith("-prometheus")
+    ]
+    found = only(check(session, kps), "images-by-digest")
+    assert found and {f.level for f in found} == {"advisory"}
+    assert any("prometheus.prometheusSpec.image" in f.message for f in found)
+    pinned = copy.deepcopy(kps)
+    values = pinned.inputs["values"]
+    stack = [values]
+    while stack:  # give every image block of the values a digest
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("repository"), str):
+                node["sha"] = "0" * 64
+            stack.extend(node.values())
+    assert not only(check(session, pinned), "images-by-digest")

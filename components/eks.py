@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from components.autoscaler import NAMESPACE as AUTOSCALER_NAMESPACE
 from components.autoscaler import cluster_autoscaler
 from components.cluster import GpuCluster
+from components.images import autoscaler_image
 from components.kubeconfig import exec_kubeconfig
 from components.taints import autoscaler_tag_value, upper_effect
 from fleet.policy import Cluster, GpuPool
@@ -28,10 +29,6 @@ SYSTEM_AMI = "AL2023_x86_64_STANDARD"
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 AUTOSCALER_SA_NAME = "cluster-autoscaler"
 EBS_CSI_SA_NAME = "ebs-csi-controller-sa"  # the add-on's controller service account (aws-ebs-csi-driver docs)
-# cluster-autoscaler must match the control plane's minor version (autoscaler README), whatever image the
-# chart defaults to. Latest patches known per minor (kubernetes/autoscaler releases, 2026-07-23); a minor
-# not listed gets its .0 release, which always exists.
-AUTOSCALER_IMAGE_TAGS = {"1.32": "v1.32.7", "1.33": "v1.33.6", "1.34": "v1.34.5", "1.35": "v1.35.2", "1.36": "v1.36.1"}
 
 CLUSTER_POLICIES = ["AmazonEKSClusterPolicy"]
 # The nodes' own role: no AmazonEKS_CNI_Policy, which the VPC CNI gets through IRSA instead (EKS docs "Configure
@@ -503,7 +500,8 @@ class EksCluster(GpuCluster):
             "cloudProvider": "aws",
             "awsRegion": self.region,
             "autoDiscovery": {"clusterName": name},
-            "image": {"tag": AUTOSCALER_IMAGE_TAGS.get(minor, f"v{minor}.0")},
+            # must match the control plane's minor (autoscaler README): components/images.yaml autoscaler_images
+            "image": autoscaler_image(minor),
             "rbac": {
                 "serviceAccount": {
                     "create": True,

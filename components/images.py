@@ -121,6 +121,35 @@ def chart_images(chart_name: str | None = None) -> list[ChartImage]:
     return out
 
 
+AUTOSCALER_UPSTREAM = "registry.k8s.io/autoscaling/cluster-autoscaler"
+
+
+def autoscaler_images() -> list[ChartImage]:
+    """The EKS cluster-autoscaler images of images.yaml, one per Kubernetes minor (``cluster-autoscaler-<minor>``)."""
+    return [
+        ChartImage(
+            f"cluster-autoscaler-{minor}",
+            "cluster-autoscaler",
+            "image",
+            "joined",
+            "tag",
+            entry["image"],
+            entry.get("upstream", ""),
+            entry.get("digest") or "",
+        )
+        for minor, entry in (_data().get("autoscaler_images") or {}).items()
+    ]
+
+
+def autoscaler_image(minor: str) -> dict[str, str]:
+    """The cluster-autoscaler chart's ``image`` values for a control plane of Kubernetes ``minor``: the fleet's copy
+    (by digest once recorded), or upstream's ``v<minor>.0`` by tag for a minor images.yaml does not list."""
+    for entry in autoscaler_images():
+        if entry.name == f"cluster-autoscaler-{minor}":
+            return entry.block()
+    return {"repository": AUTOSCALER_UPSTREAM, "tag": f"v{minor}.0"}
+
+
 def chart_image_values(chart_name: str) -> dict[str, Any]:
     """The values that make ``chart_name`` pull its images from the fleet's registry (nested by the dotted paths)."""
     values: dict[str, Any] = {}

@@ -219,6 +219,7 @@ def test_autoscaler_release_uses_the_cluster_provider_and_a_pinned_chart(plan):
     assert values["autoDiscovery"] == {"clusterName": "eks-test"}
     assert values["awsRegion"] == "us-east-1"
     assert values["image"]["tag"].startswith("v1.33.")  # the autoscaler matches the control plane's minor
+    assert values["image"]["repository"] == "ghcr.io/gpu-fleet/cluster-autoscaler"  # the fleet's copy
     sa = values["rbac"]["serviceAccount"]
     assert sa["name"] == "cluster-autoscaler"
     assert (

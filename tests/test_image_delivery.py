@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from components.images import ChartImage, chart_image_values, chart_images, image, pinned_images, registry
+from components.images import (
+    ChartImage,
+    autoscaler_image,
+    autoscaler_images,
+    chart_image_values,
+    chart_images,
+    image,
+    pinned_images,
+    registry,
+)
 from fleet.cli import main
 from fleet.image_delivery import (
     ImageJob,
@@ -57,7 +66,7 @@ def test_pods_pull_the_fleets_own_images_from_its_registry():
 def test_every_copy_and_every_workload_dockerfile_is_a_job(jobs):
     copies = {j.name: j for j in jobs if j.kind == "copy"}
     upstream_workloads = {name for name, wl in load_workloads().items() if wl.spec.upstream}
-    charts = {c.name for c in chart_images()}
+    charts = {c.name for c in [*chart_images(), *autoscaler_images()]}
     assert set(copies) == {p.name for p in pinned_images() if p.upstream} | upstream_workloads | charts
     assert len(jobs) == len({j.name for j in jobs})  # names are unique: --record finds each entry by name
     builds = {j.name: j for j in jobs if j.kind == "build"}
@@ -298,3 +307,15 @@ def test_releases_pull_chart_images_from_the_fleets_registry(tmp_path):
     assert kps["prometheus"]["prometheusSpec"]["image"]["registry"] == registry().split("/")[0]
     assert kps["prometheus"]["prometheusSpec"]["externalLabels"]  # merged, not replaced
     assert releases["dcgm-exporter"]["values"]["image"]["repository"].startswith(registry() + "/")
+
+
+def test_autoscaler_image_per_minor_from_the_fleets_registry_else_upstream_by_tag():
+    for entry in autoscaler_images():
+        minor = entry.name.removeprefix("cluster-autoscaler-")
+        block = autoscaler_image(minor)
+        assert block["repository"] == entry.image.rsplit(":", 1)[0] and block["tag"].startswith(f"v{minor}.")
+        assert entry.upstream.startswith("registry.k8s.io/autoscaling/cluster-autoscaler:v" + minor + ".")
+    assert autoscaler_image("1.99") == {
+        "repository": "registry.k8s.io/autoscaling/cluster-autoscaler",
+        "tag": "v1.99.0",
+    }

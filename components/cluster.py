@@ -94,6 +94,12 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
         """
         return {}
 
+    def preview_user(self) -> str | None:
+        """The Kubernetes user name of the pull-request preview identity (``gpu-fleet:previewPrincipal``), which
+        ``components.preview_access`` limits to dry runs; None when the stack names none. A cloud whose identities
+        need an entry to reach the cluster (EKS) creates it here."""
+        return self.settings.preview_principal
+
     def child(self, provider: pulumi.ProviderResource | None = None, **kwargs: object) -> pulumi.ResourceOptions:
         """Options for a child resource: parented to this component, with the cloud's explicit provider."""
         return pulumi.ResourceOptions(parent=self, provider=provider, **kwargs)  # type: ignore[arg-type]

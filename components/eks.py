@@ -36,6 +36,7 @@ CLUSTER_POLICIES = ["AmazonEKSClusterPolicy"]
 NODE_POLICIES = ["AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly"]
 CNI_POLICY = "AmazonEKS_CNI_Policy"
 CNI_SA_NAME = "aws-node"  # the VPC CNI's service account in kube-system
+PREVIEW_USER = "gpu-fleet-previewer"  # the Kubernetes user name of the preview role's access entry
 # Every control-plane log type (EKS docs "Send control plane logs to CloudWatch Logs"); kept 90 days.
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 LOG_RETENTION_DAYS = 90
@@ -464,6 +465,24 @@ class EksCluster(GpuCluster):
             configuration_values=json.dumps({"defaultStorageClass": {"enabled": True}}),
             opts=self.child(self.aws_provider, depends_on=[attachment, self.system_node_group]),
         )
+
+    def preview_user(self) -> str | None:
+        """The preview role reaches the cluster through an access entry of its own, under a fixed user name (no
+        access policy: the fleet's RBAC binding and dry-run-only admission policy decide what it may do)."""
+        role = self.settings.preview_principal
+        if role is None:
+            return None
+        if not role.startswith("arn:"):
+            raise ValueError(f"gpu-fleet:previewPrincipal of an EKS stack must be the preview role's ARN, not {role!r}")
+        aws.eks.AccessEntry(
+            f"{self.spec.name}-previewer",
+            cluster_name=self.cluster.name,
+            principal_arn=role,
+            type="STANDARD",
+            user_name=PREVIEW_USER,
+            opts=self.child(self.aws_provider),
+        )
+        return PREVIEW_USER
 
     @classmethod
     def has_default_storage_class(cls, cluster: Cluster) -> bool:

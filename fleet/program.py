@@ -10,6 +10,7 @@ import pulumi
 from components.benchmark import BenchmarkJobs
 from components.cluster import GpuCluster
 from components.infra import InfraStack
+from components.preview_access import preview_access
 from fleet.errors import InputError
 from fleet.policy import POLICY_FILE, Cluster, Fleet, load_fleet_cached
 from fleet.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem, storage_class_missing
@@ -31,6 +32,9 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     component = component_class(cluster, settings)
     on_cluster = pulumi.ResourceOptions(providers=[component.provider], depends_on=[component])
     infra = InfraStack(cluster, fleet, settings, opts=on_cluster, exporter_values=component.gpu_exporter_values())
+    preview = component.preview_user()
+    if preview:
+        preview_access(cluster.name, preview, pulumi.ResourceOptions(parent=infra, provider=component.provider))
     BenchmarkJobs(
         cluster,
         fleet.benchmarks(cluster),

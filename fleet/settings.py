@@ -167,6 +167,9 @@ class StackSettings:
     private_api_endpoint: bool = False
     # The central's Grafana admin password (secret; None: a generated one) and Alertmanager receiver (secret
     # JSON text of one Alertmanager `receivers` entry; None: alerts reach no one, with a warning).
+    # The pull-request preview identity as this cluster knows it (GKE: its service account's email; AKS: its object
+    # id; EKS: its IAM role ARN; existing: its Kubernetes user name): it may dry-run, nothing more.
+    preview_principal: str | None = None
     grafana_admin_password: pulumi.Output[str] | None = field(default=None, repr=False)
     alert_receiver: pulumi.Output[str] | None = field(default=None, repr=False)
 
@@ -215,6 +218,7 @@ class StackSettings:
             workload_secrets=secrets,
             api_allowed_cidrs=api_cidrs,
             private_api_endpoint=str(private).lower() == "true",
+            preview_principal=(cfg.get("previewPrincipal") or "").strip() or None,
             grafana_admin_password=cfg.get_secret("grafanaAdminPassword"),
             alert_receiver=cfg.get_secret("alertReceiver"),
         )

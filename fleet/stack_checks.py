@@ -52,6 +52,9 @@ SETTINGS: dict[str, Setting] = {
     "privateApiEndpoint": Setting(
         "bool", frozenset({"gcp", "aws", "azure"}), "an API endpoint inside the network only"
     ),
+    "previewPrincipal": Setting(
+        "string", frozenset({"gcp", "aws", "azure", "existing"}), "the preview identity, limited to dry runs"
+    ),
     "grafanaAdminPassword": Setting("secret", meaning="the central Grafana's admin password"),
     "alertReceiver": Setting("secret", meaning="the central Alertmanager's receiver (JSON), set with --secret"),
     "availabilityZones": Setting("string-list", frozenset({"aws"}), "zones of the new VPC's subnets"),

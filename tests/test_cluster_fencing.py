@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 
 from components.benchmark import HOME_DIR
@@ -165,3 +166,68 @@ def test_the_gateway_runs_restricted_without_a_token(leaf):
         "readOnlyRootFilesystem": True,
     }
     assert {"name": "tmp", "mountPath": "/tmp"} in nginx["volumeMounts"]
+
+
+PREVIEW_POLICY = """
+clusters:
+  gcp:
+    gke-p:
+      zone: europe-west4-a
+      central: true
+      gpus: [t4]
+  aws:
+    eks-p:
+      region: eu-west-1
+      gpus: [t4]
+"""
+
+
+@pytest.fixture(scope="module")
+def preview_plans(tmp_path_factory) -> dict[str, StackPlan]:
+    configs = {
+        "gke-p": {**GCP, "gpu-fleet:previewPrincipal": "gpu-fleet-preview@proj-1.iam.gserviceaccount.com"},
+        "eks-p": {"gpu-fleet:previewPrincipal": "arn:aws:iam::123456789012:role/gpu-fleet-preview"},
+    }
+    policy, stacks = write_policy(tmp_path_factory.mktemp("preview"), PREVIEW_POLICY, configs)
+    fleet = load_fleet(policy, FIXTURE_WORKLOADS)
+    return {p.stack: p for p in plan_fleet(fleet, policy, stacks_dir=stacks, workloads_dir=FIXTURE_WORKLOADS)}
+
+
+def _kind(plan: StackPlan, kind: str) -> list[dict[str, Any]]:
+    return [r.inputs for r in plan.registrations if r.type.endswith(f":{kind}")]
+
+
+def test_the_preview_identity_may_only_dry_run(preview_plans):
+    for stack, user in (
+        ("gke-p", "gpu-fleet-preview@proj-1.iam.gserviceaccount.com"),
+        ("eks-p", "gpu-fleet-previewer"),
+    ):
+        plan = preview_plans[stack]
+        (binding,) = _kind(plan, "ClusterRoleBinding")
+        assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+        (role,) = _kind(plan, "ClusterRole")
+        groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
+        # admission policies do not guard their own configuration: the preview identity may not touch it
+        assert "admissionregistration.k8s.io" not in groups and "*" not in groups
+        (policy,) = _kind(plan, "ValidatingAdmissionPolicy")
+        assert policy["spec"]["matchConditions"] == [
+            {"name": "preview-identity", "expression": f'request.userInfo.username == "{user}"'}
+        ]
+        assert policy["spec"]["validations"][0]["expression"] == "has(request.dryRun) && request.dryRun == true"
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        (policy_binding,) = _kind(plan, "ValidatingAdmissionPolicyBinding")
+        assert policy_binding["spec"]["validationActions"] == ["Deny"]
+        for r in plan.registrations:  # valid objects of the Kubernetes 1.33 API (VAP is v1 from 1.30)
+            if r.type.endswith((":ClusterRole", ":ClusterRoleBinding", "AdmissionPolicy", "AdmissionPolicyBinding")):
+                _, api_version, kind = r.type.split(":")
+                kubernetes_validate.validate(
+                    {**r.inputs, "apiVersion": api_version, "kind": kind}, "1.33.0", strict=True
+                )
+    # the EKS preview role reaches the cluster through its own access entry, under that user name
+    (entry,) = _kind(preview_plans["eks-p"], "AccessEntry")
+    assert entry["principalArn"] == "arn:aws:iam::123456789012:role/gpu-fleet-preview"
+    assert entry["userName"] == "gpu-fleet-previewer" and entry["type"] == "STANDARD"
+
+
+def test_no_preview_access_unless_the_stack_names_the_identity(leaf):
+    assert not _kind(leaf, "ValidatingAdmissionPolicy") and not _kind(leaf, "ClusterRoleBinding")

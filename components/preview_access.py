@@ -1,0 +1,98 @@
+"""What the pull-request preview identity may do inside a cluster: server-side dry runs, and nothing for real.
+
+A Pulumi preview dry-runs every Kubernetes object on the server, and the Kubernetes API authorizes a dry run exactly
+as the write itself (Pulumi's server-side apply guide, "Prerequisites"; pulumi/pulumi-kubernetes#2213), so RBAC
+alone cannot give a preview less than the deploy's verbs. The fleet therefore binds the preview identity to the
+verbs it needs, on the API groups the fleet manages (never the admission configuration, which admission policies
+do not guard), and adds a ValidatingAdmissionPolicy that refuses every create, update or delete of that identity
+unless it is a dry run (``request.dryRun``; admissionregistration.k8s.io/v1, Kubernetes 1.30 and later).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+NAME = "gpu-fleet-previewer"
+# The API groups of everything the fleet deploys (its own objects and its charts'); admissionregistration.k8s.io is
+# left out on purpose: admission policies do not apply to their own configuration objects.
+API_GROUPS = [
+    "",
+    "apps",
+    "batch",
+    "networking.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "apiextensions.k8s.io",
+    "monitoring.coreos.com",
+    "scheduling.k8s.io",
+    "storage.k8s.io",
+    "coordination.k8s.io",
+]
+VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
+
+
+def dry_run_only_expression() -> str:
+    """The CEL validation: the request is a dry run."""
+    return "has(request.dryRun) && request.dryRun == true"
+
+
+def user_condition(user: str) -> str:
+    """The CEL match condition selecting the preview identity's requests by Kubernetes user name."""
+    return f"request.userInfo.username == {json.dumps(user)}"
+
+
+def preview_access(cluster: str, user: str, opts: pulumi.ResourceOptions) -> None:
+    """Bind the Kubernetes user ``user`` (the preview identity as this cluster names it) to dry runs only."""
+    labels = {"app.kubernetes.io/part-of": "gpu-fleet"}
+    role = k8s.rbac.v1.ClusterRole(
+        f"{cluster}-previewer",
+        metadata={"name": NAME, "labels": labels},
+        rules=[
+            {"apiGroups": API_GROUPS, "resources": ["*"], "verbs": VERBS},
+            # dry-running the charts' roles and bindings needs what they grant, or these two verbs
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["*"], "verbs": ["bind", "escalate"]},
+        ],
+        opts=opts,
+    )
+    k8s.rbac.v1.ClusterRoleBinding(
+        f"{cluster}-previewer",
+        metadata={"name": NAME, "labels": labels},
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata["name"]},
+        subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        opts=opts,
+    )
+    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        f"{cluster}-previewer-dry-run-only",
+        metadata={"name": f"{NAME}-dry-run-only", "labels": labels},
+        spec={
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["*"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE", "DELETE", "CONNECT"],
+                        "resources": ["*", "*/*"],
+                    }
+                ]
+            },
+            "matchConditions": [{"name": "preview-identity", "expression": user_condition(user)}],
+            "validations": [
+                {
+                    "expression": dry_run_only_expression(),
+                    "message": "the pull-request preview identity may only dry-run (gpu-fleet preview access)",
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+        opts=opts,
+    )
+    k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+        f"{cluster}-previewer-dry-run-only",
+        metadata={"name": f"{NAME}-dry-run-only", "labels": labels},
+        spec={"policyName": policy.metadata["name"], "validationActions": ["Deny"]},
+        opts=opts,
+    )

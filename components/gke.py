@@ -12,11 +12,11 @@ from components.kubeconfig import exec_kubeconfig
 from components.taints import upper_effect
 from fleet.policy import Cluster, GpuPool
 
-# Nodes run as the cluster's own service account with only the role GKE documents for node service accounts
-# (cloud.google.com/kubernetes-engine/docs/how-to/service-accounts, "Kubernetes Engine Default Node Service Account",
-# roles/container.defaultNodeServiceAccount: logging, monitoring, metadata); the cloud-platform scope then grants
-# no more than that role, as the hardening guide recommends (harden-your-cluster, "Use least privilege Google
-# service accounts"), instead of the Compute Engine default account, which holds Editor on the project.
+# Nodes run as the cluster's own service account with only the role GKE documents for node service accounts,
+# roles/container.defaultNodeServiceAccount (docs.cloud.google.com/kubernetes-engine/security/configure-node-service-
+# accounts; CIS GKE Benchmark v2.0.0, 5.2.1); the cloud-platform scope then grants no more than that role, as the
+# hardening guide recommends ("Use least privilege Google service accounts"), instead of the Compute Engine default
+# account, which often holds Editor on the project.
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 NODE_ROLE = "roles/container.defaultNodeServiceAccount"
 # Application-layer secrets encryption: the GKE service agent encrypts Kubernetes Secrets in etcd with this key

@@ -136,8 +136,14 @@ def test_pack_constants_match_the_component():
 
     from components import benchmark
 
+    from components import infra, pod_security
+
     assert gpufleet_policies.PART_OF == benchmark.PART_OF
     assert gpufleet_policies.METRIC_LABELS == benchmark.METRIC_LABELS
+    assert gpufleet_policies.ROOT_NAMESPACE == infra.ROOT_BENCHMARK_NS
+    assert gpufleet_policies.BENCHMARK_NAMESPACE == infra.BENCHMARK_NS
+    assert gpufleet_policies.EXCEPTION_ANNOTATION == pod_security.EXCEPTION_ANNOTATION
+    assert gpufleet_policies.LEVEL_LABEL == f"{pod_security.LABEL_PREFIX}/enforce"
 
 
 def test_pack_process_is_stopped():

@@ -134,9 +134,7 @@ def test_pack_constants_match_the_component():
     sys.path.insert(0, str(ROOT / "policy"))
     import gpufleet_policies
 
-    from components import benchmark
-
-    from components import infra, pod_security
+    from components import benchmark, infra, pod_security
 
     assert gpufleet_policies.PART_OF == benchmark.PART_OF
     assert gpufleet_policies.METRIC_LABELS == benchmark.METRIC_LABELS

@@ -379,22 +379,38 @@ class EksCluster(GpuCluster):
         """The VPC CNI add-on with its own IRSA role (the node role has no CNI policy) and NetworkPolicy
         enforcement on (add-on configuration ``enableNetworkPolicy``, EKS docs "Limit pod traffic with
         Kubernetes network policies"; the network policy agent runs in the aws-node pods)."""
-        name = f"{cluster.name}-vpc-cni"
-        role = self._irsa_role(name, "kube-system", CNI_SA_NAME)
+        return self._irsa_addon(
+            f"{cluster.name}-vpc-cni",
+            "vpc-cni",
+            CNI_SA_NAME,
+            f"arn:{self.partition}:iam::aws:policy/{CNI_POLICY}",
+            {"enableNetworkPolicy": "true"},
+            resolve_conflicts_on_create="OVERWRITE",  # EKS installs a self-managed copy with every cluster
+        )
+
+    def _irsa_addon(
+        self,
+        name: str,
+        addon: str,
+        service_account: str,
+        policy_arn: str,
+        configuration: dict[str, Any],
+        depends_on: list[pulumi.Resource] | None = None,
+        **extra: Any,
+    ) -> aws.eks.Addon:
+        """An EKS add-on whose service account (in kube-system) assumes an IRSA role with one managed policy."""
+        role = self._irsa_role(name, "kube-system", service_account)
         attachment = aws.iam.RolePolicyAttachment(
-            name,
-            role=role.name,
-            policy_arn=f"arn:{self.partition}:iam::aws:policy/{CNI_POLICY}",
-            opts=self.child(self.aws_provider),
+            name, role=role.name, policy_arn=policy_arn, opts=self.child(self.aws_provider)
         )
         return aws.eks.Addon(
             name,
             cluster_name=self.cluster.name,
-            addon_name="vpc-cni",
+            addon_name=addon,
             service_account_role_arn=role.arn,
-            configuration_values=json.dumps({"enableNetworkPolicy": "true"}),
-            resolve_conflicts_on_create="OVERWRITE",  # EKS installs a self-managed copy with every cluster
-            opts=self.child(self.aws_provider, depends_on=[attachment]),
+            configuration_values=json.dumps(configuration),
+            opts=self.child(self.aws_provider, depends_on=[attachment, *(depends_on or [])]),
+            **extra,
         )
 
     def _node_template_tags(self, cluster: Cluster, pool: GpuPool, group: aws.eks.NodeGroup) -> None:
@@ -449,21 +465,13 @@ class EksCluster(GpuCluster):
         "Store Kubernetes volumes with Amazon EBS"); the add-on creates a default class from v1.31.0 on when
         ``defaultStorageClass.enabled`` is set (aws-ebs-csi-driver add-on configuration). Its controller uses IRSA.
         """
-        name = f"{cluster.name}-ebs-csi"
-        role = self._irsa_role(name, "kube-system", EBS_CSI_SA_NAME)
-        attachment = aws.iam.RolePolicyAttachment(
-            name,
-            role=role.name,
-            policy_arn=f"arn:{self.partition}:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
-            opts=self.child(self.aws_provider),
-        )
-        return aws.eks.Addon(
-            name,
-            cluster_name=self.cluster.name,
-            addon_name="aws-ebs-csi-driver",
-            service_account_role_arn=role.arn,
-            configuration_values=json.dumps({"defaultStorageClass": {"enabled": True}}),
-            opts=self.child(self.aws_provider, depends_on=[attachment, self.system_node_group]),
+        return self._irsa_addon(
+            f"{cluster.name}-ebs-csi",
+            "aws-ebs-csi-driver",
+            EBS_CSI_SA_NAME,
+            f"arn:{self.partition}:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
+            {"defaultStorageClass": {"enabled": True}},
+            depends_on=[self.system_node_group],
         )
 
     def preview_user(self) -> str | None:

@@ -41,7 +41,14 @@ ROOT_BENCHMARK_NS = ROOT_NAMESPACE_NAME
 # The node agents: the node exporter (host network, PID namespace and file system) and dcgm-exporter (host
 # paths and SYS_ADMIN for profiling metrics) need the `privileged` level, so they live apart from the rest.
 NODE_AGENTS_NS = "node-agents"
-# Pod Security level of each fleet namespace, and why a namespace enforces less than `restricted`.
+# Pod Security level of each fleet namespace, and why a namespace enforces less than `restricted`. The monitoring
+# pods meet `restricted` with the charts' defaults: the operator gives Prometheus, Alertmanager and the config
+# reloader no privilege escalation, no capabilities and a read-only root (prometheus-operator v0.86.2,
+# pkg/prometheus/server/statefulset.go, pkg/operator/config_reloader.go, pkg/alertmanager/statefulset.go) under
+# the chart's non-root RuntimeDefault pod contexts (kube-prometheus-stack 79.5.0 prometheusSpec/alertmanagerSpec
+# securityContext, prometheusOperator and admissionWebhooks securityContexts), as do grafana 10.1.4
+# (securityContext, containerSecurityContext) and kube-state-metrics 6.4.1. The operator always passes
+# --web.enable-lifecycle to Prometheus (pkg/prometheus/promcfg.go): only the NetworkPolicies keep /-/quit closed.
 POD_SECURITY = {
     MONITORING_NS: ("restricted", ""),
     BENCHMARK_NS: ("restricted", ""),

@@ -13,8 +13,10 @@ a merged change undeployed.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import fnmatch
+import functools
 import io
 import json
 import subprocess
@@ -35,17 +37,21 @@ POLICY_PATH = "policy/fleet.yaml"
 STACK_FILE = "stacks/Pulumi.*.yaml"
 ZERO_SHA = "0" * 40
 
-# Paths (fnmatch patterns) whose change reaches every stack: the program, its components, the model, the
-# catalogue, the dependencies, and the CrossGuard pack that judges every stack.
+# Paths (fnmatch patterns) whose change reaches every stack: the program's entry and project file, the
+# dependencies, the components, and the CrossGuard pack that judges every stack. The code and data under CODE_DIRS
+# reach every stack only when the program or the pack reads them (``deployed_files``); the rest there is tooling.
 SHARED = (
     "__main__.py",
     "Pulumi.yaml",
     "requirements*.txt",
     "requirements*.lock",
-    "components/*",
-    "fleet/*",
+    "components/*",  # the program's components (loaded by cloud name: GpuCluster.for_cloud)
     "policy/*",  # the pack's code and requirements; policy/fleet.yaml and the schema are handled before this
 )
+CODE_DIRS = ("fleet/",)
+# Where `pulumi up` and the policy pack start: everything they import, directly or not, is deployed code.
+ENTRY_POINTS = ("__main__.py", "policy/__main__.py", "policy/gpufleet_policies.py", "components/*.py")
+CODE_PACKAGES = ("fleet", "components")
 # Paths never read by `pulumi up`: tests, docs, CI definitions, editor and tool configuration.
 NOT_DEPLOYED = (
     "*.md",
@@ -187,7 +193,65 @@ def classify(path: str) -> tuple[str, str]:
         return "none", "not deployed"
     if any(fnmatch.fnmatchcase(path, p) for p in SHARED):
         return "shared", path
+    if path.startswith(CODE_DIRS):
+        if path in deployed_files() or not (ROOT / path).is_file():
+            return "shared", path  # read by the program or the pack; or removed or unknown here: to be safe
+        return "none", "a tool of the repository (CLI, plan engine, render, report, stack selection): never deployed"
     return "unclassified", path
+
+
+def _imported_files(root: Path, rel: str) -> set[str]:
+    """The repository files of the modules ``rel`` imports (anywhere in it, lazy imports too, not those under
+    ``if TYPE_CHECKING:``), with the ``__init__.py`` of their packages."""
+    found: set[str] = set()
+    tree = ast.parse((root / rel).read_text(encoding="utf-8"), filename=rel)
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue  # imported for type checkers only: never run
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] not in CODE_PACKAGES:
+                continue
+            for depth in range(1, len(parts) + 1):
+                base = "/".join(parts[:depth])
+                for candidate in (f"{base}.py", f"{base}/__init__.py"):
+                    if (root / candidate).is_file():
+                        found.add(candidate)
+    return found
+
+
+@functools.lru_cache(maxsize=4)
+def deployed_files(root: Path = ROOT) -> frozenset[str]:
+    """The files under CODE_DIRS that `pulumi up` or the policy pack read: every module imported, transitively,
+    from ENTRY_POINTS, and every data file whose name such a module's source mentions (catalogue.yaml,
+    images.yaml). The CLI and its tools are not among them, so changing one selects no stack."""
+    modules: set[str] = set()
+    todo = [str(f.relative_to(root)) for pattern in ENTRY_POINTS for f in sorted(root.glob(pattern)) if f.is_file()]
+    while todo:
+        rel = todo.pop()
+        if rel in modules:
+            continue
+        modules.add(rel)
+        todo.extend(_imported_files(root, rel) - modules)
+    sources = "\n".join((root / m).read_text(encoding="utf-8") for m in modules)
+    data = {
+        str(f.relative_to(root))
+        for d in CODE_DIRS
+        for f in (root / d).rglob("*")
+        if f.is_file() and f.suffix != ".py" and "__pycache__" not in f.parts and f.name in sources
+    }
+    return frozenset({m for m in modules if m.startswith(CODE_DIRS)} | data)
 
 
 def _normal(cluster: Cluster) -> Cluster:

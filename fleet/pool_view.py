@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleet.mock_engine import Registration
+if TYPE_CHECKING:  # only a type here: the policy pack reads registrations without the plan engine
+    from fleet.mock_engine import Registration
 
 
 @dataclass(frozen=True)

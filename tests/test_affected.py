@@ -113,10 +113,51 @@ def test_docs_and_tests_only_touch_nothing() -> None:
 
 
 def test_shared_code_touches_every_stack_central_last() -> None:
-    s = affected(["components/infra.py", "fleet/plan.py"], SHIPPED, SHIPPED)
+    s = affected(["components/infra.py", "fleet/policy.py"], SHIPPED, SHIPPED)
     assert s.names == ALL
     assert [e.stack for e in s.central] == ["cern-main"]
-    assert "shared code changed: components/infra.py, fleet/plan.py" in reasons(s, "eks-eastus")
+    assert "shared code changed: components/infra.py, fleet/policy.py" in reasons(s, "eks-eastus")
+
+
+@pytest.mark.parametrize(
+    "tool", ["fleet/report_plots.py", "fleet/report.py", "fleet/cli.py", "fleet/plan.py", "fleet/affected.py"]
+)
+def test_a_tool_of_the_repository_selects_no_stack(tool: str) -> None:
+    """The CLI, the plan engine, render, report and stack selection are never deployed: editing a plot of the
+    report previews nothing."""
+    s = affected([tool], SHIPPED, SHIPPED)
+    assert s.names == [] and s.notes == ()
+
+
+def test_deployed_code_is_what_the_program_and_the_pack_import() -> None:
+    deployed = sel.deployed_files()
+    # the program (__main__ -> fleet.program -> the model) and the pack (policy/ -> pool_view, sidecar) read these
+    for module in ("fleet/program.py", "fleet/policy.py", "fleet/workloads.py", "fleet/pool_view.py"):
+        assert module in deployed, module
+    assert "fleet/catalogue.yaml" in deployed  # data named by a deployed module (catalogue.py)
+    for tool in ("fleet/cli.py", "fleet/report.py", "fleet/mock_engine.py", "fleet/mock_outputs.yaml"):
+        assert tool not in deployed, tool  # mock_engine: the pool reader imports it for type checkers only
+
+
+def test_deployed_code_follows_the_imports_of_a_changed_tree(tmp_path: Path) -> None:
+    """A tool that the program starts importing becomes deployed code; an import under TYPE_CHECKING does not."""
+    (tmp_path / "fleet").mkdir()
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "__main__.py").write_text("from fleet.program import main\n", encoding="utf-8")
+    (tmp_path / "fleet" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "fleet" / "program.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fleet import typing_only\n"
+        "def main():\n    import fleet.lazy\n",
+        encoding="utf-8",
+    )
+    for name in ("lazy", "typing_only", "tool"):
+        (tmp_path / "fleet" / f"{name}.py").write_text(
+            "DATA = 'table.yaml'\n" if name == "lazy" else "", encoding="utf-8"
+        )
+    (tmp_path / "fleet" / "table.yaml").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "fleet" / "other.yaml").write_text("{}\n", encoding="utf-8")
+    deployed = sel.deployed_files(tmp_path)
+    assert deployed == frozenset({"fleet/__init__.py", "fleet/program.py", "fleet/lazy.py", "fleet/table.yaml"})
 
 
 def test_many_shared_files_are_summarised() -> None:

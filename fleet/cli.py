@@ -165,10 +165,36 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Query the central Prometheus over a window and write the benchmark report (fleet/report.py)."""
-    from fleet.report import run
+    """Query the central Prometheus over a window and write the benchmark report (fleet/report.py): 0 when the
+    report was written, 1 when it could not be made, 2 on bad input."""
+    from fleet.report import ReportError, ReportRequest, build, utc, write_report
 
-    return run(args)
+    try:
+        report = build(ReportRequest.from_namespace(args))
+    except ReportError as exc:
+        print(f"report: {exc}; no report written", file=sys.stderr)
+        return EXIT_BAD_INPUT if exc.bad_input else EXIT_FAILED
+    empty = [s for s in report.sections if not s.has_data]
+    if len(empty) == len(report.sections):
+        print(
+            f"report: no benchmark data between {utc(report.window.start)} and {utc(report.window.end)} "
+            f"for any workload ({'; '.join(f'{s.name}: {s.no_data}' for s in empty)}); no report written",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    for section in empty:
+        print(f"report: warning: {section.name}: no data ({section.no_data})", file=sys.stderr)
+    try:
+        written = write_report(report, args.out)
+    except OSError as exc:
+        print(f"report: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILED
+    cards = sum(len(s.rows) for s in report.sections)
+    print(
+        f"wrote {written[0]}, {written[1]} and {len(written) - 2} plots: {len(report.sections) - len(empty)} of "
+        f"{len(report.sections)} workloads with data, {cards} (workload, card) results"
+    )
+    return EXIT_OK
 
 
 def cmd_affected(args: argparse.Namespace) -> int:

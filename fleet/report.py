@@ -13,31 +13,28 @@ without data while others have some is reported as such (and named on stderr).
 
 from __future__ import annotations
 
-import argparse
 import base64
+import dataclasses
 import datetime
 import html
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from fleet.costs import (
-    Machine,
     PriceEntry,
     PriceTable,
     approximate,
-    cost_per_result,
     load_prices,
     machine_for,
     machine_share,
-    per_result,
 )
-from fleet.errors import InputError
 from fleet.policy import Fleet, load_fleet
 from fleet.prometheus_api import PrometheusClient, PrometheusError
+from fleet.report_model import Card, CardRow, Report, WorkloadSection
 from fleet.report_queries import (
     Window,
     WorkloadQueries,
@@ -52,7 +49,6 @@ from fleet.report_queries import (
 )
 from fleet.workloads import Workload, load_workloads
 
-Card = tuple[str, str, str]  # (cluster, cloud, gpu)
 MISSING = "—"
 
 
@@ -90,82 +86,6 @@ class Progress:
         if self.tty and self.done:
             self.stream.write("\n")
             self.stream.flush()
-
-
-@dataclass
-class CardRow:
-    """One card's numbers for one workload; None means unknown (no data, no GPU metrics, no price)."""
-
-    cluster: str
-    cloud: str
-    gpu: str
-    result: float
-    best: float | None = None
-    pods: int = 0
-    runs: float | None = None
-    gpu_utilization: float | None = None
-    gpu_energy_joules: float | None = None
-    observed_seconds: float | None = None
-    machine: Machine | None = None
-    price: PriceEntry | None = None
-    share: float = 1.0
-
-    @property
-    def price_per_hour(self) -> float | None:
-        """The machine's spot (or, for an on-demand pool, on-demand) price per hour, if the table has it."""
-        if self.price is None or self.machine is None:
-            return None
-        return self.price.per_hour(self.machine.spot)
-
-    @property
-    def energy_per_result(self) -> float | None:
-        """GPU energy per result in joules."""
-        return per_result(self.gpu_energy_joules, self.runs)
-
-    @property
-    def seconds_per_result(self) -> float | None:
-        """Observed pod time per result."""
-        return per_result(self.observed_seconds, self.runs)
-
-    @property
-    def cost_per_result(self) -> float | None:
-        """Approximate price of one result (machine price x share x time per result)."""
-        return cost_per_result(self.price_per_hour, self.share, self.seconds_per_result)
-
-
-@dataclass
-class WorkloadSection:
-    """Everything the report says about one workload."""
-
-    workload: Workload
-    queries: WorkloadQueries
-    runs_counter: str | None
-    rows: list[CardRow] = field(default_factory=list)
-    series: dict[Card, list[tuple[float, float]]] = field(default_factory=dict)
-    no_data: str = ""  # why there is nothing to show, when there is nothing
-
-    @property
-    def name(self) -> str:
-        """The workload's name."""
-        return self.workload.name
-
-    @property
-    def has_data(self) -> bool:
-        """Whether any card reported the headline metric in the window."""
-        return bool(self.rows)
-
-
-@dataclass
-class Report:
-    """A gathered report: where from, over which window, and one section per workload."""
-
-    prometheus: str
-    window: Window
-    step: float
-    generated: float
-    sections: list[WorkloadSection]
-    prices: PriceTable
-    queries_sent: int = 0
 
 
 def _number(sample: dict[str, Any], key: str = "value") -> float | None:
@@ -262,7 +182,7 @@ def _why_no_data(
 # --- rendering --------------------------------------------------------------------------------------------
 
 
-def _utc(seconds: float) -> str:
+def utc(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -420,9 +340,9 @@ def render_markdown(report: Report, images: dict[str, dict[str, str]]) -> str:
     out = [
         "# GPU fleet benchmark report",
         "",
-        f"Prometheus {report.prometheus}, window {_utc(report.window.start)} to {_utc(report.window.end)} "
+        f"Prometheus {report.prometheus}, window {utc(report.window.start)} to {utc(report.window.end)} "
         f"({_span(round(report.window.seconds))}), time series step {report.step:g} s, "
-        f"generated {_utc(report.generated)} with {report.queries_sent} queries.",
+        f"generated {utc(report.generated)} with {report.queries_sent} queries.",
         "",
     ]
     for section in report.sections:
@@ -495,9 +415,9 @@ def render_html(report: Report, pngs: dict[str, dict[str, bytes]]) -> str:
         '<html lang="en"><head><meta charset="utf-8"><title>GPU fleet benchmark report</title>',
         f"<style>{_CSS}</style></head><body>",
         "<h1>GPU fleet benchmark report</h1>",
-        f'<p class="meta">Prometheus <code>{esc(report.prometheus)}</code>, window {esc(_utc(report.window.start))} '
-        f"to {esc(_utc(report.window.end))} ({esc(_span(round(report.window.seconds)))}), time series step "
-        f"{report.step:g} s, generated {esc(_utc(report.generated))} with {report.queries_sent} queries.</p>",
+        f'<p class="meta">Prometheus <code>{esc(report.prometheus)}</code>, window {esc(utc(report.window.start))} '
+        f"to {esc(utc(report.window.end))} ({esc(_span(round(report.window.seconds)))}), time series step "
+        f"{report.step:g} s, generated {esc(utc(report.generated))} with {report.queries_sent} queries.</p>",
     ]
     for section in report.sections:
         wl = section.workload
@@ -576,8 +496,30 @@ def _select(workloads: dict[str, Workload], names: list[str] | None) -> list[Wor
     return [workloads[n] for n in dict.fromkeys(names)]
 
 
+@dataclass(frozen=True)
+class ReportRequest:
+    """What a report is asked for: the Prometheus, the window (``since`` or ``start``/``end``), the output folder,
+    the per-request timeout, the workloads (None: all), and the fleet, workload and price files."""
+
+    prometheus: str
+    out: Path
+    since: str | None
+    start: str | None
+    end: str | None
+    timeout: float
+    workload: list[str] | None
+    policy: Path
+    workloads_dir: Path
+    prices: Path | None
+
+    @classmethod
+    def from_namespace(cls, args: Any) -> ReportRequest:
+        """The request of the ``report`` command line (an ``argparse.Namespace`` with these names)."""
+        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
 def build(
-    args: argparse.Namespace, now: float | None = None, stream: TextIO | None = None, budget: float | None = None
+    args: ReportRequest, now: float | None = None, stream: TextIO | None = None, budget: float | None = None
 ) -> Report:
     """Check the command line, query Prometheus and return the gathered report (``ReportError`` otherwise).
 
@@ -609,40 +551,3 @@ def build(
         raise ReportError(str(exc)) from None
     finally:
         progress.finish()
-
-
-def run(args: argparse.Namespace) -> int:
-    """``python -m fleet report``: 0 when the report was written, 1 when it could not be made, 2 on bad input."""
-    from fleet.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-
-    try:
-        report = build(args)
-    except ReportError as exc:
-        print(f"report: {exc}; no report written", file=sys.stderr)
-        return EXIT_BAD_INPUT if exc.bad_input else EXIT_FAILED
-    except InputError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        print(f"{len(exc.problems)} problem(s) found; no report written", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    empty = [s for s in report.sections if not s.has_data]
-    if len(empty) == len(report.sections):
-        print(
-            f"report: no benchmark data between {_utc(report.window.start)} and {_utc(report.window.end)} "
-            f"for any workload ({'; '.join(f'{s.name}: {s.no_data}' for s in empty)}); no report written",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
-    for section in empty:
-        print(f"report: warning: {section.name}: no data ({section.no_data})", file=sys.stderr)
-    try:
-        written = write_report(report, args.out)
-    except OSError as exc:
-        print(f"report: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_FAILED
-    cards = sum(len(s.rows) for s in report.sections)
-    print(
-        f"wrote {written[0]}, {written[1]} and {len(written) - 2} plots: {len(report.sections) - len(empty)} of "
-        f"{len(report.sections)} workloads with data, {cards} (workload, card) results"
-    )
-    return EXIT_OK

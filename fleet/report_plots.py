@@ -25,7 +25,7 @@ from fleet.costs import approximate
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from fleet.report import WorkloadSection
+    from fleet.report_model import WorkloadSection
 
 SIZE_INCHES = (10.0, 5.0)
 DPI = 100

@@ -21,7 +21,7 @@ from fleet.costs import (
 )
 from fleet.errors import InputError
 from fleet.policy import load_fleet
-from fleet.report import CardRow
+from fleet.report_model import CardRow
 
 # --- the shipped table ----------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import pytest
 
 from fleet.cli import build_parser, main
 from fleet.prometheus_api import DEFAULT_MAX_BYTES, PrometheusClient, PrometheusError, redact_url
-from fleet.report import ReportError, build
+from fleet.report import ReportError, ReportRequest, build
 
 LIFETIME_S = 20.0  # the fake server stops by itself after this long, whatever the test does
 NOW = time.time()
@@ -314,7 +314,7 @@ def test_the_whole_report_ends_by_its_deadline(serve: Callable[..., FakePromethe
     )
     started = time.monotonic()
     with pytest.raises(ReportError, match="before the deadline of all requests") as failed:
-        build(args, stream=io.StringIO(), budget=1.0)
+        build(ReportRequest.from_namespace(args), stream=io.StringIO(), budget=1.0)
     assert time.monotonic() - started < 2.5  # the budget, plus loading the policy; all requests would take 12 s
     assert not failed.value.bad_input and 2 <= len(server.requests) <= 4
 

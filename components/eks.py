@@ -17,9 +17,8 @@ from components.images import autoscaler_image
 from components.kubeconfig import exec_kubeconfig
 from components.taints import autoscaler_tag_value, upper_effect
 from fleet.policy import Cluster, GpuPool
-from fleet.settings import StackSettings
+from fleet.settings import NAMESPACE, StackSettings
 
-CONFIG_NAMESPACE = "gpu-fleet"
 VPC_CIDR = "10.0.0.0/16"
 MAX_ZONES = 4  # private /19 subnets at 10.0.0.0, .32, .64, .96; public /24 subnets from 10.0.128.0
 GPU_DISK_GIB = 200  # benchmark images are large
@@ -123,14 +122,13 @@ class EksCluster(GpuCluster):
             raise ValueError(f"EKS cluster {cluster.name} needs a region")
         self.region = cluster.region
         self.partition = _partition(cluster.region)
-        config = pulumi.Config(CONFIG_NAMESPACE)
         self.aws_provider = aws.Provider(
             f"{cluster.name}-aws",
             region=cluster.region,
             default_tags={"tags": {"gpu-fleet-cluster": cluster.name}},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        private_subnets, public_subnets = self._network(cluster, config)
+        private_subnets, public_subnets = self._network(cluster)
 
         cluster_role, cluster_policies = self._role(
             f"{cluster.name}-cluster-role", "eks.amazonaws.com", CLUSTER_POLICIES
@@ -222,19 +220,17 @@ class EksCluster(GpuCluster):
         )
         return kubeconfig, pools, self.cluster.name
 
-    def _network(
-        self, cluster: Cluster, config: pulumi.Config
-    ) -> tuple[list[pulumi.Input[str]], list[pulumi.Input[str]]]:
+    def _network(self, cluster: Cluster) -> tuple[list[pulumi.Input[str]], list[pulumi.Input[str]]]:
         """(private subnet ids, public subnet ids): existing subnets from config, or a new VPC."""
-        existing = config.get_object("subnetIds")
+        existing = self.settings.subnet_ids
         if existing is not None:
             if not isinstance(existing, list) or not existing or not all(isinstance(s, str) for s in existing):
-                raise ValueError(f"{CONFIG_NAMESPACE}:subnetIds must be a non-empty list of subnet ids")
+                raise ValueError(f"{NAMESPACE}:subnetIds must be a non-empty list of subnet ids")
             return list(existing), []
         region = cluster.region or ""
-        zones = config.get_object("availabilityZones") or [f"{region}a", f"{region}b"]
+        zones = self.settings.availability_zones or [f"{region}a", f"{region}b"]
         if not isinstance(zones, list) or not 2 <= len(zones) <= MAX_ZONES:
-            raise ValueError(f"{CONFIG_NAMESPACE}:availabilityZones must list 2 to {MAX_ZONES} zones (EKS needs two)")
+            raise ValueError(f"{NAMESPACE}:availabilityZones must list 2 to {MAX_ZONES} zones (EKS needs two)")
 
         name = cluster.name
         opts = self.child(self.aws_provider)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pulumi
-from pulumi.runtime.config import is_config_secret
 
 from components.cluster import GpuCluster
 from fleet.errors import InputError
@@ -25,10 +24,9 @@ class ExistingCluster(GpuCluster):
 
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
         key = f"{NAMESPACE}:kubeconfig"
-        if pulumi.Config(NAMESPACE).get("kubeconfig") is None or not is_config_secret(key):
+        if self.settings.kubeconfig is None:
             # never in plain text in the stack file: it grants access to the whole cluster
             raise InputError(
                 [config_problem(key, f'required as a secret: pulumi config set --secret {key} "$(cat kubeconfig)"')]
             )
-        kubeconfig = pulumi.Config(NAMESPACE).require_secret("kubeconfig")
-        return kubeconfig, {}, cluster.name
+        return self.settings.kubeconfig, {}, cluster.name

@@ -16,7 +16,7 @@ from components.autoscaler import cluster_autoscaler
 from components.cluster import GpuCluster
 from fleet.errors import InputError
 from fleet.policy import Cluster, GpuPool
-from fleet.settings import NAMESPACE, StackSettings, config_problem, config_value
+from fleet.settings import NAMESPACE, StackSettings, config_problem
 
 # The Kubernetes node label Magnum puts on every node of a node group: ``<ROLE_LABEL>=<the group's role>``.
 ROLE_LABEL = "magnum.openstack.org/role"
@@ -142,10 +142,9 @@ class MagnumSettings:
         return found
 
     @staticmethod
-    def read() -> MagnumSettings:
-        """Read and check ``gpu-fleet:magnum``; every problem at once, located in the stack file."""
+    def read(raw: Any) -> MagnumSettings:
+        """Check ``gpu-fleet:magnum`` (``StackSettings.magnum``); every problem at once, located in the stack file."""
         key = f"{NAMESPACE}:magnum"
-        raw = config_value(pulumi.Config(NAMESPACE), "magnum")
         found = MagnumSettings.problems(raw)
         if found:
             raise InputError([config_problem(key, message, *where) for where, message in found])
@@ -215,7 +214,7 @@ class MagnumCluster(GpuCluster):
         self.autoscaler = self._gpu_autoscaler(cluster) if cluster.pools else None
 
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
-        self.site = site = MagnumSettings.read()
+        self.site = site = MagnumSettings.read(self.settings.magnum)
         self.openstack_provider = openstack.Provider(
             f"{cluster.name}-openstack",
             cloud=pulumi.Config("openstack").get("cloud"),

@@ -170,6 +170,12 @@ class StackSettings:
     # The pull-request preview identity as this cluster knows it (GKE: its service account's email; AKS: its object
     # id; EKS: its IAM role ARN; existing: its Kubernetes user name): it may dry-run, nothing more.
     preview_principal: str | None = None
+    # Cloud-specific keys, read here with the others and checked by their cluster component: EKS subnets or zones,
+    # the Magnum site settings (a mapping), the existing cluster's kubeconfig (a secret; None when not set as one).
+    subnet_ids: Any = None
+    availability_zones: Any = None
+    magnum: Any = None
+    kubeconfig: pulumi.Output[str] | None = field(default=None, repr=False)
     grafana_admin_password: pulumi.Output[str] | None = field(default=None, repr=False)
     alert_receiver: pulumi.Output[str] | None = field(default=None, repr=False)
 
@@ -219,6 +225,10 @@ class StackSettings:
             api_allowed_cidrs=api_cidrs,
             private_api_endpoint=str(private).lower() == "true",
             preview_principal=(cfg.get("previewPrincipal") or "").strip() or None,
+            subnet_ids=config_value(cfg, "subnetIds"),
+            availability_zones=config_value(cfg, "availabilityZones"),
+            magnum=config_value(cfg, "magnum"),
+            kubeconfig=cfg.get_secret("kubeconfig") if is_config_secret(f"{NAMESPACE}:kubeconfig") else None,
             grafana_admin_password=cfg.get_secret("grafanaAdminPassword"),
             alert_receiver=cfg.get_secret("alertReceiver"),
         )

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from fleet.plan import StackPlan
 
 SCHEMA_FILE = POLICY_FILE.with_name("fleet.schema.json")
+PROJECT_FILE = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -149,18 +150,28 @@ def _note_unpinned_images(fleet: Fleet) -> None:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    """Write the policy file's JSON Schema, or check that the published one is current."""
+    """Write the policy file's JSON Schema and Pulumi.yaml's declarations of the stack settings, or check that the
+    committed ones are current."""
     from fleet.policy_schema import json_schema
+    from fleet.stack_checks import project_file_text
 
-    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    project = PROJECT_FILE.read_text(encoding="utf-8")
+    wanted = {
+        SCHEMA_FILE: json.dumps(json_schema(), indent=2, sort_keys=True) + "\n",
+        PROJECT_FILE: project_file_text(project),
+    }
     if args.check:
-        current = SCHEMA_FILE.read_text(encoding="utf-8") if SCHEMA_FILE.is_file() else ""
-        if current != text:
-            print(f"{SCHEMA_FILE} is out of date: run python -m fleet schema", file=sys.stderr)
-            return EXIT_FAILED
-        return EXIT_OK
-    SCHEMA_FILE.write_text(text, encoding="utf-8")
-    print(f"wrote {SCHEMA_FILE}")
+        stale = [
+            path
+            for path, text in wanted.items()
+            if (path.read_text(encoding="utf-8") if path.is_file() else "") != text
+        ]
+        for path in stale:
+            print(f"{path} is out of date: run python -m fleet schema", file=sys.stderr)
+        return EXIT_FAILED if stale else EXIT_OK
+    for path, text in wanted.items():
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
     return EXIT_OK
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from fleet.errors import InputError, Problem
 from fleet.policy import Cluster, Fleet
 from fleet.settings import (
@@ -33,12 +35,38 @@ class Setting:
     kind: str  # "string", "bool", "string-list", "cidr-list", "secret", "secret-map", "magnum"
     clouds: frozenset[str] | None = None
     meaning: str = ""
+    default: Any = None  # what the program uses when the stack does not set it (None: nothing)
+
+    def declaration(self) -> dict[str, Any] | None:
+        """This setting as Pulumi.yaml declares project config (pulumi/pulumi sdk/go/common/workspace/project.json:
+        a type of string, integer, boolean or array, arrays with `items`, an optional default, description and
+        secret), or None for a mapping, which that schema cannot type."""
+        types = {
+            "string": "string",
+            "bool": "boolean",
+            "secret": "string",
+            "string-list": "array",
+            "cidr-list": "array",
+        }
+        if self.kind not in types:
+            return None
+        where = f" ({', '.join(sorted(self.clouds))} clusters)" if self.clouds else ""
+        out: dict[str, Any] = {"type": types[self.kind], "description": f"{self.meaning}{where}"}
+        if out["type"] == "array":
+            out["items"] = {"type": "string"}
+        if self.kind == "secret":
+            out["secret"] = True
+        if self.default is not None:
+            out["default"] = self.default
+        return out
 
 
 SETTINGS: dict[str, Setting] = {
-    "stackReferencePrefix": Setting("string", meaning="<org>/<project> of the stacks the central one references"),
+    "stackReferencePrefix": Setting(
+        "string", meaning="<org>/<project> of the stacks the central one references", default="organization/gpu-fleet"
+    ),
     "federationSourceRanges": Setting("cidr-list", meaning="the central cluster's egress ranges"),
-    "protect": Setting("bool", meaning="protect the cluster against deletion (default true)"),
+    "protect": Setting("bool", meaning="protect the cluster against deletion", default=True),
     "storageClass": Setting("string", meaning="StorageClass of the central Prometheus volume"),
     WORKLOAD_SECRETS: Setting("secret-map", meaning="workload credentials, set with --secret --path"),
     "policyFile": Setting("string", meaning="another policy file than policy/fleet.yaml"),
@@ -50,7 +78,7 @@ SETTINGS: dict[str, Setting] = {
         "cidr-list", frozenset({"gcp", "aws", "azure", "openstack"}), "who may reach the cluster's API endpoint"
     ),
     "privateApiEndpoint": Setting(
-        "bool", frozenset({"gcp", "aws", "azure"}), "an API endpoint inside the network only"
+        "bool", frozenset({"gcp", "aws", "azure"}), "an API endpoint inside the network only", default=False
     ),
     "previewPrincipal": Setting(
         "string", frozenset({"gcp", "aws", "azure", "existing"}), "the preview identity, limited to dry runs"
@@ -59,6 +87,34 @@ SETTINGS: dict[str, Setting] = {
     "alertReceiver": Setting("secret", meaning="the central Alertmanager's receiver (JSON), set with --secret"),
     "availabilityZones": Setting("string-list", frozenset({"aws"}), "zones of the new VPC's subnets"),
 }
+
+
+def project_config() -> dict[str, dict[str, Any]]:
+    """The ``config:`` block of Pulumi.yaml: every setting Pulumi's project schema can type, by full key."""
+    out = {}
+    for name, setting in SETTINGS.items():
+        declared = setting.declaration()
+        if declared is not None:
+            out[f"{NAMESPACE}:{name}"] = declared
+    return out
+
+
+PROJECT_CONFIG_MARKER = "# Every gpu-fleet:* stack setting Pulumi's project schema can type"
+PROJECT_CONFIG_HEADER = (
+    PROJECT_CONFIG_MARKER + " (type, default, description; secrets\n"
+    "# marked), so `pulumi config` knows them. Generated from fleet/stack_checks.py SETTINGS: `python -m fleet\n"
+    "# schema` rewrites it and the tests fail when it is stale. gpu-fleet:magnum and gpu-fleet:workloadSecrets are\n"
+    "# mappings, which the schema cannot type (pulumi/pulumi sdk/go/common/workspace/project.json).\n"
+)
+
+
+def project_file_text(current: str) -> str:
+    """Pulumi.yaml with its ``config:`` block as ``project_config`` says (everything before the block kept)."""
+    head = current.split(PROJECT_CONFIG_MARKER, 1)[0].rstrip("\n") + "\n"
+    block = yaml.safe_dump({"config": project_config()}, sort_keys=False, width=110)
+    return head + PROJECT_CONFIG_HEADER + block
+
+
 # Keys a cloud's component cannot do without (they have no sensible default).
 REQUIRED: dict[str, tuple[str, ...]] = {
     "gcp": ("gcp:project",),

@@ -1,6 +1,6 @@
 """Benchmark Jobs: each (workload, card) pair the policy places on a cluster runs as a Job on that card's pool.
 
-Every pod has the same shape (see fleet/sidecar.py):
+Every pod has the same shape (see fleet/pod_contract.py):
   1. init container ``prepare-log`` creates the empty log file on a shared ``emptyDir`` (mtail reads a file
      it sees for the first time from its end, so the file must exist before mtail starts);
   2. native sidecar ``mtail`` (an init container with ``restartPolicy: Always``) tails it and serves
@@ -29,18 +29,18 @@ from components.images import image
 from components.network_policy import egress_allow_list
 from components.pod_security import container_security, pod_security
 from components.taints import toleration
-from fleet import sidecar
+from fleet import pod_contract
 from fleet.policy import Benchmark, Cluster
 from fleet.workloads import FILES_MOUNT, Workload
 
-PART_OF = "gpu-fleet-benchmark"
-METRIC_LABELS = ("workload", "gpu", "cluster", "cloud")
+PART_OF = pod_contract.BENCHMARK_PART_OF
+METRIC_LABELS = pod_contract.METRIC_LABELS
 # Time a Job may spend waiting for a GPU node to scale up from zero and pull a large image, on top of
 # the workload's own timeout.
 SCALE_UP_ALLOWANCE_SECONDS = 3600
 # The workload's home: a scratch emptyDir, since a non-root user cannot write to the image's / or /root.
 HOME_DIR = "/home/benchmark"
-ROOT_NAMESPACE_NAME = "benchmarks-root"
+ROOT_NAMESPACE_NAME = pod_contract.ROOT_BENCHMARK_NAMESPACE
 
 
 def _name(*parts: str, limit: int = 63) -> str:
@@ -71,10 +71,11 @@ def pod_labels(cluster: Cluster, bench: Benchmark) -> dict[str, str]:
 def workload_script() -> str:
     """The shell wrapper of the workload container: tee output to the shared log, keep the exit code, linger."""
     log_var = '"$BENCHMARK_LOG"'
+    linger = pod_contract.LINGER_SECONDS
     return (
         f'{{ "$@"; echo $? > {log_var}.rc; }} 2>&1 | tee -a {log_var}; '
-        f'rc=$(cat {log_var}.rc); echo "benchmark finished with exit code $rc; lingering {sidecar.LINGER_SECONDS}s"; '
-        f"sleep {sidecar.LINGER_SECONDS}; exit $rc"
+        f'rc=$(cat {log_var}.rc); echo "benchmark finished with exit code $rc; lingering {linger}s"; '
+        f"sleep {linger}; exit $rc"
     )
 
 
@@ -82,7 +83,7 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
     """The pod spec of one benchmark (Kubernetes API field names)."""
     spec = bench.workload.spec
     pool = bench.pool
-    log_file = sidecar.log_file(spec.name)
+    log_file = pod_contract.log_file(spec.name)
     resources = spec.resources
     env = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
     env += [
@@ -95,7 +96,7 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
         {"name": "BENCHMARK_CLUSTER", "value": cluster.name},
         {"name": "BENCHMARK_GPU", "value": pool.card},
     ]
-    mounts = [{"name": "logs", "mountPath": sidecar.LOG_DIR}, {"name": "home", "mountPath": HOME_DIR}]
+    mounts = [{"name": "logs", "mountPath": pod_contract.LOG_DIR}, {"name": "home", "mountPath": HOME_DIR}]
     volumes: list[dict[str, Any]] = [
         {"name": "logs", "emptyDir": {}},
         {"name": "home", "emptyDir": {}},
@@ -125,7 +126,7 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
                 "name": "prepare-log",
                 "image": image("busybox"),
                 "command": ["sh", "-c", f"touch {log_file}"],
-                "volumeMounts": [{"name": "logs", "mountPath": sidecar.LOG_DIR}],
+                "volumeMounts": [{"name": "logs", "mountPath": pod_contract.LOG_DIR}],
                 "resources": small,
                 "securityContext": container_security(),
             },
@@ -133,16 +134,16 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
                 "name": "mtail",
                 "image": image("mtail"),
                 "restartPolicy": "Always",
-                "args": sidecar.mtail_args(logs=log_file),
-                "ports": [{"name": sidecar.METRICS_PORT_NAME, "containerPort": sidecar.METRICS_PORT}],
+                "args": pod_contract.mtail_args(logs=log_file),
+                "ports": [{"name": pod_contract.METRICS_PORT_NAME, "containerPort": pod_contract.METRICS_PORT}],
                 "startupProbe": {
-                    "tcpSocket": {"port": sidecar.METRICS_PORT_NAME},
+                    "tcpSocket": {"port": pod_contract.METRICS_PORT_NAME},
                     "periodSeconds": 1,
                     "failureThreshold": 60,
                 },
                 "volumeMounts": [
-                    {"name": "logs", "mountPath": sidecar.LOG_DIR, "readOnly": True},
-                    {"name": "mtail-programs", "mountPath": sidecar.PROGRAMS_DIR, "readOnly": True},
+                    {"name": "logs", "mountPath": pod_contract.LOG_DIR, "readOnly": True},
+                    {"name": "mtail-programs", "mountPath": pod_contract.PROGRAMS_DIR, "readOnly": True},
                 ],
                 "resources": {
                     "requests": {"cpu": "50m", "memory": "64Mi"},
@@ -259,7 +260,9 @@ class BenchmarkJobs(pulumi.ComponentResource):
             spec={
                 **monitor_spec,
                 "selector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}},
-                "podMetricsEndpoints": [{"port": sidecar.METRICS_PORT_NAME, "path": "/metrics", "interval": "30s"}],
+                "podMetricsEndpoints": [
+                    {"port": pod_contract.METRICS_PORT_NAME, "path": "/metrics", "interval": "30s"}
+                ],
                 "podTargetLabels": list(METRIC_LABELS),
             },
             opts=child,
@@ -323,7 +326,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
         template = {"metadata": {"labels": labels}, "spec": pod_spec(cluster, bench, programs_cm, files_cm)}
         job_spec = {
             "backoffLimit": spec.backoff_limit,
-            "activeDeadlineSeconds": spec.timeout_seconds + SCALE_UP_ALLOWANCE_SECONDS + sidecar.LINGER_SECONDS,
+            "activeDeadlineSeconds": spec.timeout_seconds + SCALE_UP_ALLOWANCE_SECONDS + pod_contract.LINGER_SECONDS,
             "template": template,
         }
         # The Jobs a CronJob starts are Kubernetes' own: they may expire. A Job that Pulumi manages must not:

@@ -15,7 +15,6 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.benchmark import PART_OF as BENCHMARK_PART_OF
-from components.benchmark import ROOT_NAMESPACE_NAME
 from components.deployment import PART_OF, app_labels
 from components.federation import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
 from components.images import helm_release
@@ -29,15 +28,15 @@ from components.network_policy import (
 )
 from components.pod_security import EXCEPTION_ANNOTATION, namespace_labels
 from components.taints import toleration
-from fleet import federation, sidecar
+from fleet import federation, pod_contract
 from fleet.policy import Cluster, Fleet
 from fleet.settings import StackSettings
 from fleet.stack_config import SECRET_PLACEHOLDER
 
 MONITORING_NS = "monitoring"
-BENCHMARK_NS = "benchmarks"
+BENCHMARK_NS = pod_contract.BENCHMARK_NAMESPACE
 # Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): `baseline`, created only when used.
-ROOT_BENCHMARK_NS = ROOT_NAMESPACE_NAME
+ROOT_BENCHMARK_NS = pod_contract.ROOT_BENCHMARK_NAMESPACE
 # The node agents: the node exporter (host network, PID namespace and file system) and dcgm-exporter (host
 # paths and SYS_ADMIN for profiling metrics) need the `privileged` level, so they live apart from the rest.
 NODE_AGENTS_NS = "node-agents"
@@ -327,7 +326,7 @@ def namespace_network_policies(
             namespaces[ns],
             {"app.kubernetes.io/part-of": BENCHMARK_PART_OF},
             scraper,
-            ports(sidecar.METRICS_PORT),
+            ports(pod_contract.METRICS_PORT),
             opts,
         )
         network_policy(

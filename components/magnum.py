@@ -14,6 +14,7 @@ from pulumi_openstack import containerinfra
 
 from components.autoscaler import cluster_autoscaler
 from components.cluster import GpuCluster
+from fleet import pod_contract
 from fleet.errors import InputError
 from fleet.policy import Cluster, GpuPool
 from fleet.settings import NAMESPACE, StackSettings, config_problem
@@ -53,7 +54,7 @@ API_CIDRS_LABEL = "master_lb_allowed_cidrs"
 
 def gpu_role(card: str) -> str:
     """The Magnum node-group role of ``card``'s group; nodes get ``magnum.openstack.org/role=gpu-<card>``."""
-    return f"gpu-{card}"
+    return pod_contract.pool_name(card)
 
 
 def node_selector(card: str) -> dict[str, str]:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet import pod_contract
+
 LEVELS = ("restricted", "baseline", "privileged")
-LABEL_PREFIX = "pod-security.kubernetes.io"
-# A namespace enforcing less than `restricted` says why in this annotation (the pack asks for it on `privileged`).
-EXCEPTION_ANNOTATION = "gpu-fleet.io/pod-security-exception"
+LABEL_PREFIX = pod_contract.POD_SECURITY_LABEL_PREFIX
+EXCEPTION_ANNOTATION = pod_contract.POD_SECURITY_EXCEPTION
 
 
 def namespace_labels(level: str) -> dict[str, str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from fleet import pod_contract
 from fleet.catalogue import CLOUDS, Accelerator, Catalogue, CloudFacts, Offer, Taint, load_catalogue
 from fleet.errors import InputError, Problem
 from fleet.policy_schema import FleetFile, Monitoring, PoolSettings
@@ -41,7 +42,7 @@ class GpuPool:
     @property
     def name(self) -> str:
         """Pool name suffix, the same on every cloud: ``gpu-<card>``."""
-        return f"gpu-{self.card}"
+        return pod_contract.pool_name(self.card)
 
     @property
     def resource(self) -> str:

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fleet import pod_contract
+
 if TYPE_CHECKING:  # only a type here: the policy pack reads registrations without the plan engine
     from fleet.mock_engine import Registration
 
@@ -77,7 +79,7 @@ def _magnum(r: Registration) -> PoolView:
     labels = r.inputs.get("labels", {})
     role = r.inputs.get("role", "")
     return PoolView(
-        r.type, r.name, role.removeprefix("gpu-") if role.startswith("gpu-") else "", r.inputs.get("flavorId", ""),
+        r.type, r.name, pod_contract.card_of_pool(role) or "", r.inputs.get("flavorId", ""),
         r.inputs.get("minNodeCount"), r.inputs.get("maxNodeCount"), False, (), labels,
     )  # fmt: skip
 

@@ -23,7 +23,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from fleet import sidecar
+from fleet import pod_contract
 from fleet.policy import POLICY_FILE, Cluster, Fleet, GpuPool, load_fleet_cached
 from fleet.pool_view import POOL_TYPES, PoolView
 from fleet.workloads import WORKLOADS_DIR
@@ -38,11 +38,9 @@ CLUSTER_TYPES = (
     "azure-native:containerservice:ManagedCluster",
     "openstack:containerinfra/cluster:Cluster",
 )
-_POOL_CARD = re.compile(r"-gpu-([a-z0-9]+)$")
-# Same values as components/benchmark.py (tests check it): the pack does not import that module because it
-# needs pulumi_kubernetes, which the pack's own requirements do not install.
-PART_OF = "gpu-fleet-benchmark"
-METRIC_LABELS = ("workload", "gpu", "cluster", "cloud")
+# The pod contract the components build to (fleet/pod_contract.py, which both import).
+PART_OF = pod_contract.BENCHMARK_PART_OF
+METRIC_LABELS = pod_contract.METRIC_LABELS
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY
 
@@ -97,8 +95,7 @@ def _pool(args: ResourceValidationArgs) -> tuple[PoolView, str] | None:
         return None
     reg = SimpleNamespace(type=args.resource_type, name=args.name, inputs=_plain(args.props))
     view = POOL_TYPES[args.resource_type](reg)  # type: ignore[arg-type]
-    match = _POOL_CARD.search(args.name)
-    card = view.card or (match.group(1) if match else "")
+    card = view.card or pod_contract.card_of_pool(args.name) or ""
     return (view, card) if card else None
 
 
@@ -341,9 +338,9 @@ def _validate_bench_sidecar(args: ResourceValidationArgs, report: ReportViolatio
         )
         return
     ports = [p.get("name") for p in mtail[0].get("ports") or []]
-    if sidecar.METRICS_PORT_NAME not in ports:
+    if pod_contract.METRICS_PORT_NAME not in ports:
         report(
-            f"the mtail sidecar of benchmark {args.name!r} has no port named {sidecar.METRICS_PORT_NAME!r}, "
+            f"the mtail sidecar of benchmark {args.name!r} has no port named {pod_contract.METRICS_PORT_NAME!r}, "
             "which the PodMonitor scrapes; add it"
         )
 
@@ -439,10 +436,10 @@ RESTRICTED_VOLUMES = {
 }
 ALLOWED_CAPABILITY = "NET_BIND_SERVICE"
 SECCOMP_OK = {"RuntimeDefault", "Localhost"}
-ROOT_NAMESPACE = "benchmarks-root"  # components/infra.py ROOT_BENCHMARK_NS
-BENCHMARK_NAMESPACE = "benchmarks"
-LEVEL_LABEL = "pod-security.kubernetes.io/enforce"
-EXCEPTION_ANNOTATION = "gpu-fleet.io/pod-security-exception"  # components/pod_security.py
+ROOT_NAMESPACE = pod_contract.ROOT_BENCHMARK_NAMESPACE
+BENCHMARK_NAMESPACE = pod_contract.BENCHMARK_NAMESPACE
+LEVEL_LABEL = f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/enforce"
+EXCEPTION_ANNOTATION = pod_contract.POD_SECURITY_EXCEPTION
 DIGEST_REF = re.compile(r"@sha256:[0-9a-f]{64}$")
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 

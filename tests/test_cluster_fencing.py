@@ -11,7 +11,7 @@ import pytest
 
 from components.benchmark import HOME_DIR
 from components.federation import GATEWAY_PORT
-from fleet import sidecar
+from fleet import pod_contract
 from fleet.plan import StackPlan, plan_fleet
 from fleet.policy import load_fleet
 from tests.helpers import by_type, write_policy
@@ -114,7 +114,7 @@ def test_benchmarks_are_scraped_only_by_prometheus_and_reach_only_what_they_decl
         assert scrape[0]["from"][0]["namespaceSelector"] == {
             "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}
         }
-        assert scrape[0]["ports"] == [{"protocol": "TCP", "port": sidecar.METRICS_PORT}]
+        assert scrape[0]["ports"] == [{"protocol": "TCP", "port": pod_contract.METRICS_PORT}]
         egress = found["default-deny-egress"]
         assert egress["egress"] == [{"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
     uploader = policies(leaf, "benchmarks-root")["egress-uploader"]

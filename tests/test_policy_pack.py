@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -130,18 +129,18 @@ def test_pack_lists_every_policy_with_a_description(session):
     assert all(len(p.description) > 30 for p in policies.values())
 
 
-def test_pack_constants_match_the_component():
-    sys.path.insert(0, str(ROOT / "policy"))
-    import gpufleet_policies
+def test_the_pool_name_contract():
+    from fleet.pod_contract import card_of_pool, pool_name
 
-    from components import benchmark, infra, pod_security
-
-    assert gpufleet_policies.PART_OF == benchmark.PART_OF
-    assert gpufleet_policies.METRIC_LABELS == benchmark.METRIC_LABELS
-    assert gpufleet_policies.ROOT_NAMESPACE == infra.ROOT_BENCHMARK_NS
-    assert gpufleet_policies.BENCHMARK_NAMESPACE == infra.BENCHMARK_NS
-    assert gpufleet_policies.EXCEPTION_ANNOTATION == pod_security.EXCEPTION_ANNOTATION
-    assert gpufleet_policies.LEVEL_LABEL == f"{pod_security.LABEL_PREFIX}/enforce"
+    assert pool_name("tpu-v5e") == "gpu-tpu-v5e"
+    for name, card in (
+        ("eks-test-gpu-t4", "t4"),
+        ("gpu-tpu-v5e", "tpu-v5e"),  # a Magnum role
+        ("aks-test-gpu-tpu-v5e", "tpu-v5e"),
+        ("gpu-lab-gpu-a100", "a100"),  # a cluster whose own name has gpu- in it
+        ("eks-test-system", None),
+    ):
+        assert card_of_pool(name) == card, name
 
 
 def test_pack_process_is_stopped():

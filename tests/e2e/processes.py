@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from fleet.sidecar import mtail_args
+from fleet.pod_contract import mtail_args
 
 
 def free_port() -> int:
@@ -137,7 +137,7 @@ class Prometheus(Process):
 
 
 class Mtail(Process):
-    """``mtail`` with the sidecar's flags (fleet.sidecar.mtail_args) on one log file, on 127.0.0.1."""
+    """``mtail`` with the sidecar's flags (fleet.pod_contract.mtail_args) on one log file, on 127.0.0.1."""
 
     def __init__(self, exe: str, programs: Path, log_file: Path, output: Path):
         self.port = free_port()

@@ -2,7 +2,7 @@
 
 1. Every program compiles (``--compile_only`` exits 0), and a broken program is shown to fail the same check.
 2. ``--one_shot`` over each sample log yields exactly the expected series and values.
-3. A live mtail started with the sidecar's own flags (``fleet.sidecar.mtail_args``) on a pre-created empty
+3. A live mtail started with the sidecar's own flags (``fleet.pod_contract.mtail_args``) on a pre-created empty
    log file sees every line the workload appends afterwards; a file that already held lines when mtail
    started loses them, which is why the pod's init container creates the file empty first.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.sidecar import mtail_args
+from fleet.pod_contract import mtail_args
 from fleet.workloads import WORKLOADS_DIR, load_workloads
 from tests.conftest import require_tool
 
@@ -235,7 +235,7 @@ def scrape(port: int) -> dict[Series, float] | None:
 
 
 class LiveMtail:
-    """A real mtail process run with ``fleet.sidecar.mtail_args``, bound to 127.0.0.1."""
+    """A real mtail process run with ``fleet.pod_contract.mtail_args``, bound to 127.0.0.1."""
 
     def __init__(self, mtail: str, progs: Path, log: Path, stderr: Path):
         self.port = free_loopback_port()

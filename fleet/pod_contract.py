@@ -1,0 +1,64 @@
+"""The pod contract: what the components build and the policy pack checks, in one place (both import it).
+
+- Pool names: every cloud's GPU pool of a card is ``gpu-<card>`` (a node-group role on Magnum).
+- Benchmark pods: their labels (the PodMonitor selects them by ``app.kubernetes.io/part-of`` and turns
+  ``METRIC_LABELS`` into metric labels), their namespaces, and the Pod Security labels of the fleet's namespaces.
+- The mtail sidecar: the workload appends its output to ``LOG_DIR/<workload>.log`` on a shared ``emptyDir``. An
+  init container creates that file empty before anything else starts, because mtail reads a file it sees for the
+  first time from its end: lines written before mtail opened the file would be lost.
+"""
+
+from __future__ import annotations
+
+import re
+
+POOL_PREFIX = "gpu-"
+BENCHMARK_PART_OF = "gpu-fleet-benchmark"
+METRIC_LABELS = ("workload", "gpu", "cluster", "cloud")
+BENCHMARK_NAMESPACE = "benchmarks"
+# Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): Pod Security `baseline`.
+ROOT_BENCHMARK_NAMESPACE = "benchmarks-root"
+POD_SECURITY_LABEL_PREFIX = "pod-security.kubernetes.io"
+# A namespace enforcing less than `restricted` says why in this annotation (the pack asks for it on `privileged`).
+POD_SECURITY_EXCEPTION = "gpu-fleet.io/pod-security-exception"
+# the last "gpu-" that starts the name or follows a dash: <cluster>-gpu-<card>, or a Magnum role gpu-<card>
+_POOL_SUFFIX = re.compile(rf"^(?:.*-)?{POOL_PREFIX}([a-z0-9][a-z0-9-]*)$")
+
+
+def pool_name(card: str) -> str:
+    """The name of ``card``'s GPU pool on every cloud (the node-group role on Magnum)."""
+    return f"{POOL_PREFIX}{card}"
+
+
+def card_of_pool(name: str) -> str | None:
+    """The card of a pool named (or ending in) ``gpu-<card>``; None for any other pool."""
+    match = _POOL_SUFFIX.search(name)
+    return match.group(1) if match else None
+
+
+LOG_DIR = "/var/log/benchmark"
+PROGRAMS_DIR = "/etc/mtail"
+METRICS_PORT = 3903
+METRICS_PORT_NAME = "mtail"
+# Seconds the pod stays up after the workload's last line, so Prometheus scrapes the final values at
+# least twice (two 30 s intervals plus margin) before the pod ends and its PodMonitor target disappears.
+LINGER_SECONDS = 75
+
+
+def log_file(workload: str) -> str:
+    """The log file the workload appends to and mtail tails."""
+    return f"{LOG_DIR}/{workload}.log"
+
+
+def mtail_args(programs_dir: str = PROGRAMS_DIR, logs: str = f"{LOG_DIR}/*.log", port: int = METRICS_PORT) -> list[str]:
+    """mtail's command line in the sidecar (and in the tests that prove the arrangement loses no line)."""
+    return [
+        "--progs",
+        programs_dir,
+        "--logs",
+        logs,
+        "--port",
+        str(port),
+        "--logtostderr",
+        "--emit_prog_label=false",
+    ]

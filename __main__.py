@@ -1,5 +1,5 @@
 """Pulumi program of gpu-fleet: builds the cluster named by the current stack from policy/fleet.yaml."""
 
-from fleet.program import main
+from fleet.program.stack import main
 
 main()

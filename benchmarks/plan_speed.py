@@ -40,13 +40,13 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
-import fleet.plan as fleet_plan
-import fleet.policy as fleet_policy
-from fleet.catalogue import load_catalogue
-from fleet.mock_engine import Registration
-from fleet.plan import PROJECT, StackPlan, dispatched, plan_fleet, plan_runtime
-from fleet.policy import Fleet, load_fleet
-from fleet.workloads import WORKLOADS_DIR, Workload, load_workload
+import fleet.model.spec as fleet_policy
+import fleet.tools.plan as fleet_plan
+from fleet.model.catalogue import load_catalogue
+from fleet.model.spec import Fleet, load_fleet
+from fleet.model.workloads import WORKLOADS_DIR, Workload, load_workload
+from fleet.tools.mock_engine import Registration
+from fleet.tools.plan import PROJECT, StackPlan, dispatched, plan_fleet, plan_runtime
 
 #: Zones the synthetic clusters cycle through (the policy does not check zone availability per card).
 GCP_ZONES = (
@@ -137,7 +137,7 @@ def _copy_workload(src: Workload, dst: Path, name: str) -> None:
 
 
 def _minimal_workload(dst: Path, name: str) -> None:
-    """A minimal valid workload folder (see fleet/workloads.py): workload.yaml, one mtail program, a sample log."""
+    """A minimal valid workload folder (fleet/model/workloads.py): workload.yaml, one mtail program, a sample log."""
     metric = _metric_prefix(name) + "ops_total"
     spec = {
         "name": name,

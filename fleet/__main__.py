@@ -1,7 +1,7 @@
-"""``python -m fleet``: see fleet/cli.py."""
+"""``python -m fleet``: see fleet/tools/cli.py."""
 
 import sys
 
-from fleet.cli import main
+from fleet.tools.cli import main
 
 sys.exit(main())

@@ -1,7 +1,7 @@
 """CrossGuard policies of the gpu-fleet: what every stack must look like, checked against policy/fleet.yaml.
 
 The same policies run under ``pulumi preview --policy-pack policy`` and, offline, under ``python -m fleet plan``
-(fleet/analyzer.py speaks the analyzer protocol to this pack). Each policy learns its stack from the resource
+(fleet/tools/analyzer.py speaks the analyzer protocol to this pack). Each policy learns its stack from the resource
 URN (``urn:pulumi:<stack>::<project>::...``) and reads the fleet from the policy file named by the
 ``GPU_FLEET_POLICY`` environment variable (default ``policy/fleet.yaml``).
 """
@@ -23,10 +23,10 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from fleet import pod_contract
-from fleet.policy import POLICY_FILE, Cluster, Fleet, GpuPool, load_fleet_cached
-from fleet.pool_view import POOL_TYPES, PoolView
-from fleet.workloads import WORKLOADS_DIR
+from fleet.model import pod_contract
+from fleet.model.pool_view import POOL_TYPES, PoolView
+from fleet.model.spec import POLICY_FILE, Cluster, Fleet, GpuPool, load_fleet_cached
+from fleet.model.workloads import WORKLOADS_DIR
 
 POLICY_ENV = "GPU_FLEET_POLICY"
 WORKLOADS_ENV = "GPU_FLEET_WORKLOADS"
@@ -38,7 +38,7 @@ CLUSTER_TYPES = (
     "azure-native:containerservice:ManagedCluster",
     "openstack:containerinfra/cluster:Cluster",
 )
-# The pod contract the components build to (fleet/pod_contract.py, which both import).
+# The pod contract the components build to (fleet/model/pod_contract.py, which both import).
 PART_OF = pod_contract.BENCHMARK_PART_OF
 METRIC_LABELS = pod_contract.METRIC_LABELS
 MANDATORY = EnforcementLevel.MANDATORY
@@ -156,8 +156,8 @@ def _validate_taint(args: ResourceValidationArgs, report: ReportViolation) -> No
     if missing:
         report(
             f"pool {args.name!r} lacks the accelerator taint {', '.join(missing)}, so ordinary pods could land on "
-            "(and keep alive) expensive GPU nodes; declare GpuPool.taints on the pool (components/taints.py spells "
-            "them per cloud)"
+            "(and keep alive) expensive GPU nodes; declare GpuPool.taints on the pool (components/clusters/taints.py "
+            "spells them per cloud)"
         )
 
 
@@ -320,7 +320,7 @@ def _validate_bench_limits(args: ResourceValidationArgs, report: ReportViolation
     if not job_spec.get("activeDeadlineSeconds"):
         report(
             f"benchmark {args.name!r} has no activeDeadlineSeconds, so a hung run keeps a GPU node alive forever; "
-            "set it (components/benchmark.py derives it from the workload timeout)"
+            "set it (components/kubernetes/benchmark.py derives it from the workload timeout)"
         )
 
 
@@ -393,7 +393,7 @@ def _validate_bench_images(args: ResourceValidationArgs, report: ReportViolation
         if problem:
             report(
                 f"container {c.get('name')!r} of benchmark {args.name!r} {problem}; results must be reproducible, "
-                "so pin a version tag or digest (components/images.yaml, or the workload's image)"
+                "so pin a version tag or digest (components/kubernetes/images.yaml, or the workload's image)"
             )
 
 
@@ -564,7 +564,8 @@ def _validate_digests(args: ResourceValidationArgs, report: ReportViolation) -> 
             if not _block_pinned(block):
                 report(
                     f"{args.name}: chart image {path} ({block.get('repository')}:{block.get('tag')}) is not pinned "
-                    "by digest: record it (python -m fleet images --push ... --record; components/images.yaml)"
+                    "by digest: record it (python -m fleet images --push ... --record; "
+                    "components/kubernetes/images.yaml)"
                 )
         return
     found = pod_of(args)
@@ -624,7 +625,8 @@ def _validate_default_deny(args: StackValidationArgs, report: ReportViolation) -
     for ns in sorted(namespaces - denied):
         report(
             f"namespace {ns!r} has no default-deny ingress NetworkPolicy: add one with podSelector {{}} and "
-            "policyTypes [Ingress] (components/network_policy.py default_deny_ingress), then allow what is needed"
+            "policyTypes [Ingress] (components/kubernetes/network_policy.py default_deny_ingress), then allow what is "
+            "needed"
         )
 
 

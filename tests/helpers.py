@@ -8,10 +8,10 @@ from typing import Any
 
 import yaml
 
-from fleet.mock_engine import Registration
-from fleet.plan import StackPlan, plan_stack
-from fleet.policy import load_fleet
-from fleet.workloads import WORKLOADS_DIR
+from fleet.model.spec import load_fleet
+from fleet.model.workloads import WORKLOADS_DIR
+from fleet.tools.mock_engine import Registration
+from fleet.tools.plan import StackPlan, plan_stack
 
 
 def write_policy(tmp_path: Path, policy: str, stack_configs: dict[str, dict[str, Any]]) -> tuple[Path, Path]:

@@ -1,4 +1,4 @@
-"""Which stacks a change touches (fleet/affected.py): the policy diff per cluster, stack files, shared code,
+"""Which stacks a change touches (fleet/tools/affected.py): the policy diff per cluster, stack files, shared code,
 workload folders, the git layer over a throwaway repository, the output formats and their CI contracts."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet import affected as sel
-from fleet.cli import main
-from fleet.errors import InputError
+from fleet.model.errors import InputError
+from fleet.tools import affected as sel
+from fleet.tools.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 # A frozen copy of the sample fleet with stand-in workloads of the same names (tests/fixtures/affected): the
@@ -75,8 +75,8 @@ def reasons(selection: sel.Selection, stack: str) -> str:
     [
         ("policy/fleet.yaml", "policy", ""),
         ("stacks/Pulumi.eks-eastus.yaml", "stack", "eks-eastus"),
-        ("components/gke.py", "shared", "components/gke.py"),
-        ("fleet/catalogue.yaml", "shared", "fleet/catalogue.yaml"),
+        ("components/clusters/gke.py", "shared", "components/clusters/gke.py"),
+        ("fleet/model/catalogue.yaml", "shared", "fleet/model/catalogue.yaml"),
         ("__main__.py", "shared", "__main__.py"),
         ("Pulumi.yaml", "shared", "Pulumi.yaml"),
         ("requirements.txt", "shared", "requirements.txt"),
@@ -113,14 +113,21 @@ def test_docs_and_tests_only_touch_nothing() -> None:
 
 
 def test_shared_code_touches_every_stack_central_last() -> None:
-    s = affected(["components/infra.py", "fleet/policy.py"], SHIPPED, SHIPPED)
+    s = affected(["components/kubernetes/infra.py", "fleet/model/spec.py"], SHIPPED, SHIPPED)
     assert s.names == ALL
     assert [e.stack for e in s.central] == ["cern-main"]
-    assert "shared code changed: components/infra.py, fleet/policy.py" in reasons(s, "eks-eastus")
+    assert "shared code changed: components/kubernetes/infra.py, fleet/model/spec.py" in reasons(s, "eks-eastus")
 
 
 @pytest.mark.parametrize(
-    "tool", ["fleet/report_plots.py", "fleet/report.py", "fleet/cli.py", "fleet/plan.py", "fleet/affected.py"]
+    "tool",
+    [
+        "fleet/report/plots.py",
+        "fleet/report/report.py",
+        "fleet/tools/cli.py",
+        "fleet/tools/plan.py",
+        "fleet/tools/affected.py",
+    ],
 )
 def test_a_tool_of_the_repository_selects_no_stack(tool: str) -> None:
     """The CLI, the plan engine, render, report and stack selection are never deployed: editing a plot of the
@@ -131,11 +138,21 @@ def test_a_tool_of_the_repository_selects_no_stack(tool: str) -> None:
 
 def test_deployed_code_is_what_the_program_and_the_pack_import() -> None:
     deployed = sel.deployed_files()
-    # the program (__main__ -> fleet.program -> the model) and the pack (policy/ -> pool_view, sidecar) read these
-    for module in ("fleet/program.py", "fleet/policy.py", "fleet/workloads.py", "fleet/pool_view.py"):
+    # the program (__main__ -> fleet.program.stack -> the model) and the pack (policy/ -> pool_view, pod_contract)
+    for module in (
+        "fleet/program/stack.py",
+        "fleet/model/spec.py",
+        "fleet/model/workloads.py",
+        "fleet/model/pool_view.py",
+    ):
         assert module in deployed, module
-    assert "fleet/catalogue.yaml" in deployed  # data named by a deployed module (catalogue.py)
-    for tool in ("fleet/cli.py", "fleet/report.py", "fleet/mock_engine.py", "fleet/mock_outputs.yaml"):
+    assert "fleet/model/catalogue.yaml" in deployed  # data named by a deployed module (catalogue.py)
+    for tool in (
+        "fleet/tools/cli.py",
+        "fleet/report/report.py",
+        "fleet/tools/mock_engine.py",
+        "fleet/tools/mock_outputs.yaml",
+    ):
         assert tool not in deployed, tool  # mock_engine: the pool reader imports it for type checkers only
 
 
@@ -143,9 +160,9 @@ def test_deployed_code_follows_the_imports_of_a_changed_tree(tmp_path: Path) -> 
     """A tool that the program starts importing becomes deployed code; an import under TYPE_CHECKING does not."""
     (tmp_path / "fleet").mkdir()
     (tmp_path / "policy").mkdir()
-    (tmp_path / "__main__.py").write_text("from fleet.program import main\n", encoding="utf-8")
+    (tmp_path / "__main__.py").write_text("from fleet.app import main\n", encoding="utf-8")
     (tmp_path / "fleet" / "__init__.py").write_text("", encoding="utf-8")
-    (tmp_path / "fleet" / "program.py").write_text(
+    (tmp_path / "fleet" / "app.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fleet import typing_only\n"
         "def main():\n    import fleet.lazy\n",
         encoding="utf-8",
@@ -157,7 +174,7 @@ def test_deployed_code_follows_the_imports_of_a_changed_tree(tmp_path: Path) -> 
     (tmp_path / "fleet" / "table.yaml").write_text("{}\n", encoding="utf-8")
     (tmp_path / "fleet" / "other.yaml").write_text("{}\n", encoding="utf-8")
     deployed = sel.deployed_files(tmp_path)
-    assert deployed == frozenset({"fleet/__init__.py", "fleet/program.py", "fleet/lazy.py", "fleet/table.yaml"})
+    assert deployed == frozenset({"fleet/__init__.py", "fleet/app.py", "fleet/lazy.py", "fleet/table.yaml"})
 
 
 def test_many_shared_files_are_summarised() -> None:
@@ -433,7 +450,7 @@ SELECTION_DEPENDENCIES |= {"typing_inspection", "_distutils_hack"}  # the last o
 def test_selection_needs_only_pydantic_and_pyyaml() -> None:
     """CI's selection job installs only pydantic and pyyaml: `python -m fleet affected` must not need more."""
     code = (
-        "import sys; from fleet.cli import main; rc = main(['affected', '--all', '--format', 'json']);"
+        "import sys; from fleet.tools.cli import main; rc = main(['affected', '--all', '--format', 'json']);"
         "mods = [m for m in list(sys.modules.values()) if 'site-packages' in (getattr(m, '__file__', '') or '')];"
         "print(' '.join(sorted({m.__name__.split('.')[0] for m in mods})), file=sys.stderr); sys.exit(rc)"
     )

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from components.aks import agent_pool_name
+from components.clusters.aks import agent_pool_name
 from tests.helpers import by_type, one, plan_one
 
 POLICY = """

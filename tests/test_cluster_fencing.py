@@ -9,11 +9,11 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components.benchmark import HOME_DIR
-from components.federation import GATEWAY_PORT
-from fleet import pod_contract
-from fleet.plan import StackPlan, plan_fleet
-from fleet.policy import load_fleet
+from components.kubernetes.benchmark import HOME_DIR
+from components.kubernetes.gateway import GATEWAY_PORT
+from fleet.model import pod_contract
+from fleet.model.spec import load_fleet
+from fleet.tools.plan import StackPlan, plan_fleet
 from tests.helpers import by_type, write_policy
 
 FIXTURE_WORKLOADS = Path(__file__).parent / "fixtures" / "fleet" / "workloads"

@@ -1,4 +1,4 @@
-"""The price table (fleet/prices.yaml) and the cost arithmetic (fleet/costs.py)."""
+"""The price table (fleet/report/prices.yaml) and the cost arithmetic (fleet/report/costs.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet.catalogue import load_catalogue
-from fleet.costs import (
+from fleet.model.catalogue import load_catalogue
+from fleet.model.errors import InputError
+from fleet.model.spec import load_fleet
+from fleet.report.costs import (
     PRICES_FILE,
     Machine,
     PriceEntry,
@@ -19,9 +21,7 @@ from fleet.costs import (
     machine_share,
     per_result,
 )
-from fleet.errors import InputError
-from fleet.policy import load_fleet
-from fleet.report_model import CardRow
+from fleet.report.model import CardRow
 
 # --- the shipped table ----------------------------------------------------------------------------------
 
@@ -164,4 +164,4 @@ def test_approximate(value: float, digits: int, text: str) -> None:
 
 
 def test_the_shipped_table_is_the_default() -> None:
-    assert PRICES_FILE.name == "prices.yaml" and PRICES_FILE.parent.name == "fleet"
+    assert PRICES_FILE.name == "prices.yaml" and PRICES_FILE.parent.name == "report"

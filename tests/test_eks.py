@@ -7,9 +7,9 @@ import json
 import pytest
 from pulumi.runtime import rpc
 
-from fleet.plan import plan_stack
-from fleet.policy import POLICY_FILE, load_fleet
-from fleet.stack_config import STACKS_DIR
+from fleet.model.spec import POLICY_FILE, load_fleet
+from fleet.program.stack_config import STACKS_DIR
+from fleet.tools.plan import plan_stack
 from tests.helpers import by_type, one, plan_one
 
 POLICY = """

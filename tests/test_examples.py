@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.cli import main
-from fleet.policy import load_fleet
-from fleet.stack_config import stack_names
-from fleet.workloads import load_workloads
+from fleet.model.spec import load_fleet
+from fleet.model.workloads import load_workloads
+from fleet.program.stack_config import stack_names
+from fleet.tools.cli import main
 
 EXAMPLES = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "examples").glob("*/fleet.yaml"))
 

@@ -1,4 +1,4 @@
-"""Unit tests of fleet.federation: selectors, scrape jobs, web config, rules and the central prometheus.yml."""
+"""Unit tests of fleet.model.prometheus: selectors, scrape jobs, web config, rules and the central prometheus.yml."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleet.federation import (
+from fleet.model.prometheus import (
     BENCHMARK_LAST_SAMPLE_RULE,
     FEDERATE_JOB_PREFIX,
     GPU_RECORDING_RULES,
@@ -28,7 +28,7 @@ from fleet.federation import (
     to_yaml,
     workload_metrics,
 )
-from fleet.workloads import MetricSpec, Workload, WorkloadSpec
+from fleet.model.workloads import MetricSpec, Workload, WorkloadSpec
 
 GAUGE = MetricSpec(name="benchmark_events_per_second", type="gauge", help="events/s", labels=["stage"])
 HISTOGRAM = MetricSpec(name="benchmark_fit_seconds", type="histogram", help="fit time")

@@ -1,6 +1,6 @@
 """The fleet's own images: kept in its registry, copied and built by CI, pinned by the digest CI pushed.
 
-Expectations come from components/images.yaml and the workload folders, so another fleet keeps a green suite.
+Expectations come from components/kubernetes/images.yaml and the workload folders, so another fleet keeps a green suite.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from components.images import (
+from components.kubernetes.images import (
     ChartImage,
     autoscaler_image,
     autoscaler_images,
@@ -25,8 +25,9 @@ from components.images import (
     pinned_images,
     registry,
 )
-from fleet.cli import main
-from fleet.image_delivery import (
+from fleet.model.workloads import WORKLOADS_DIR, load_workloads
+from fleet.tools.cli import main
+from fleet.tools.image_delivery import (
     ImageJob,
     image_jobs,
     push_all,
@@ -35,7 +36,6 @@ from fleet.image_delivery import (
     split_digest,
     unrecorded_digests,
 )
-from fleet.workloads import WORKLOADS_DIR, load_workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGEST = "sha256:" + "ab" * 32
@@ -118,14 +118,14 @@ def test_push_all_collects_each_digest_and_refuses_a_missing_one(tmp_path):
 
 def test_unrecorded_digests_say_what_to_commit_where():
     jobs = [
-        ImageJob("mtail", "copy", "up/m:1", "reg/m:1", DIGEST, "components/images.yaml"),
+        ImageJob("mtail", "copy", "up/m:1", "reg/m:1", DIGEST, "components/kubernetes/images.yaml"),
         ImageJob("w", "build", "workloads/w", "reg/w:1", "", "workloads/w/workload.yaml"),
     ]
     assert unrecorded_digests(jobs, {"reg/m:1": DIGEST, "reg/w:1": DIGEST}) == [
         f"workloads/w/workload.yaml: w: set image: reg/w:1@{DIGEST} (recorded: none)"
     ]
     assert unrecorded_digests(jobs, {"reg/m:1": OTHER, "reg/w:1": DIGEST})[0] == (
-        f"components/images.yaml: mtail: set digest: {OTHER} (recorded: {DIGEST})"
+        f"components/kubernetes/images.yaml: mtail: set digest: {OTHER} (recorded: {DIGEST})"
     )
     assert "not pushed" in unrecorded_digests(jobs, {"reg/w:1": DIGEST})[0]
 
@@ -236,8 +236,8 @@ def test_images_out_is_checked_before_anything_is_pushed(tmp_path, capsys):
 
 def test_record_digests_writes_only_the_pinning_lines(tmp_path):
     """`images --record` writes each pushed digest where the repository pins it, keeping every other line."""
-    (tmp_path / "components").mkdir()
-    images_yaml = tmp_path / "components" / "images.yaml"
+    (tmp_path / "components" / "kubernetes").mkdir(parents=True)
+    images_yaml = tmp_path / "components" / "kubernetes" / "images.yaml"
     images_yaml.write_text(
         'registry: reg\nimages:\n  mtail:\n    image: reg/m:1\n    # kept\n    digest: ""\n'
         '  busybox:\n    image: reg/b:1\n    digest: ""\n',
@@ -249,12 +249,12 @@ def test_record_digests_writes_only_the_pinning_lines(tmp_path):
         "# the workload\nname: w\nimage: reg/w:1\nupstream: up/w:1\n", encoding="utf-8"
     )
     jobs = [
-        ImageJob("mtail", "copy", "up/m:1", "reg/m:1", "", "components/images.yaml"),
-        ImageJob("busybox", "copy", "up/b:1", "reg/b:1", "", "components/images.yaml"),
+        ImageJob("mtail", "copy", "up/m:1", "reg/m:1", "", "components/kubernetes/images.yaml"),
+        ImageJob("busybox", "copy", "up/b:1", "reg/b:1", "", "components/kubernetes/images.yaml"),
         ImageJob("w", "copy", "up/w:1", "reg/w:1", "", "workloads/w/workload.yaml"),
     ]
     changed = record_digests(jobs, {"reg/m:1": DIGEST, "reg/w:1": OTHER}, root=tmp_path)
-    assert sorted(changed) == ["components/images.yaml", "workloads/w/workload.yaml"]
+    assert sorted(changed) == ["components/kubernetes/images.yaml", "workloads/w/workload.yaml"]
     text = images_yaml.read_text(encoding="utf-8")
     assert f'  mtail:\n    image: reg/m:1\n    # kept\n    digest: "{DIGEST}"\n' in text
     assert '  busybox:\n    image: reg/b:1\n    digest: ""\n' in text  # not pushed: untouched

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pulumi.runtime import rpc
 
-from components.infra import alertmanager_config, parse_alert_receiver
-from fleet.cli import main
-from fleet.plan import StackPlan
+from components.kubernetes.infra import alertmanager_config, parse_alert_receiver
+from fleet.tools.cli import main
+from fleet.tools.plan import StackPlan
 from tests.helpers import MAGNUM_SITE, by_type, plan_one, write_policy
 
 MAGNUM = {"openstack:cloud": "site", "gpu-fleet:magnum": MAGNUM_SITE, "gpu-fleet:storageClass": "cinder-ssd"}

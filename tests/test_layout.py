@@ -61,7 +61,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles():
     graph = import_graph()
-    assert "fleet.cli" in graph and "components.infra" in graph
+    assert "fleet.tools.cli" in graph and "components.kubernetes.infra" in graph
     assert cycles(graph) == []
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pulumi.runtime import rpc
 
-from components.magnum import GPU_AUTOSCALER, node_selector
-from fleet.errors import InputError
+from components.clusters.magnum import GPU_AUTOSCALER, node_selector
+from fleet.model.errors import InputError
 from tests.helpers import MAGNUM_SITE, by_type, one, plan_one
 
 POLICY = """

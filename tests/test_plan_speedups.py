@@ -14,10 +14,10 @@ import pytest
 from pulumi import _types
 from pulumi.runtime import resource as runtime_resource
 
-import fleet.plan as fleet_plan
-from fleet import sdk_speedups
-from fleet.mock_engine import RecordingMonitor
-from fleet.policy import POLICY_FILE, load_fleet
+import fleet.tools.plan as fleet_plan
+from fleet.model.spec import POLICY_FILE, load_fleet
+from fleet.tools import sdk_speedups
+from fleet.tools.mock_engine import RecordingMonitor
 
 
 @pytest.fixture(scope="module")

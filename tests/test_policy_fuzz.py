@@ -9,8 +9,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleet.errors import InputError
-from fleet.policy import load_fleet
+from fleet.model.errors import InputError
+from fleet.model.spec import load_fleet
 from tests.test_policy_errors import GOOD
 
 BASE = yaml.safe_load(GOOD)

@@ -1,4 +1,4 @@
-"""The CrossGuard policy pack, driven through the real analyzer protocol (fleet/analyzer.py starts policy/ as the
+"""The CrossGuard policy pack, driven through the real analyzer protocol (fleet/tools/analyzer.py starts policy/ as the
 Pulumi CLI does and calls Analyze / AnalyzeStack over gRPC) with registrations from a real offline plan."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from fleet.analyzer import PolicyPackSession, analyze_plans
-from fleet.mock_engine import Registration
-from fleet.plan import Finding, StackPlan, plan_fleet
-from fleet.policy import load_fleet
+from fleet.model.spec import load_fleet
+from fleet.tools.analyzer import PolicyPackSession, analyze_plans
+from fleet.tools.mock_engine import Registration
+from fleet.tools.plan import Finding, StackPlan, plan_fleet
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "policy" / "fleet.yaml"
@@ -130,7 +130,7 @@ def test_pack_lists_every_policy_with_a_description(session):
 
 
 def test_the_pool_name_contract():
-    from fleet.pod_contract import card_of_pool, pool_name
+    from fleet.model.pod_contract import card_of_pool, pool_name
 
     assert pool_name("tpu-v5e") == "gpu-tpu-v5e"
     for name, card in (
@@ -342,7 +342,7 @@ def test_unprotected_cluster(plans, session, stack, type_):
 
 def _broken_plan(capsys: pytest.CaptureFixture[str], stack: str) -> tuple[int, str]:
     """``python -m fleet plan --stack STACK`` in this process (so a patched component is what runs)."""
-    from fleet.cli import main
+    from fleet.tools.cli import main
 
     status = main(["plan", *PLAN_ARGS, "--stack", stack])
     captured = capsys.readouterr()
@@ -352,11 +352,13 @@ def _broken_plan(capsys: pytest.CaptureFixture[str], stack: str) -> tuple[int, s
 def test_plan_fails_a_program_whose_gpu_pools_lose_their_taint(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import components.gke
+    import components.clusters.gke
 
     # The bug: GKE pools declare the accelerator taint as PreferNoSchedule, so other pods may land on GPUs.
     monkeypatch.setattr(
-        components.gke, "upper_effect", lambda t: {"key": t.key, "value": t.value, "effect": "PREFER_NO_SCHEDULE"}
+        components.clusters.gke,
+        "upper_effect",
+        lambda t: {"key": t.key, "value": t.value, "effect": "PREFER_NO_SCHEDULE"},
     )
     status, output = _broken_plan(capsys, "fix-gke")
     assert status == 1, output
@@ -368,7 +370,7 @@ def test_plan_fails_a_program_whose_gpu_pools_lose_their_taint(
 def test_plan_fails_a_program_that_runs_a_workload_on_a_card_the_policy_forbids(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fleet.policy import Benchmark, Fleet
+    from fleet.model.spec import Benchmark, Fleet
 
     # The bug: benchmarks placed on every card of the cluster, ignoring the policy's list for fitter (no A10).
     def every_card(self: Fleet, cluster: Any) -> list[Benchmark]:

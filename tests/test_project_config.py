@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.settings import NAMESPACE
-from fleet.stack_checks import SETTINGS, Setting, project_config, project_file_text
+from fleet.program.settings import NAMESPACE
+from fleet.tools.stack_checks import SETTINGS, Setting, project_config, project_file_text
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = yaml.safe_load((ROOT / "Pulumi.yaml").read_text(encoding="utf-8"))

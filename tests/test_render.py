@@ -9,9 +9,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from fleet.cli import main
-from fleet.policy import POLICY_FILE, load_fleet
-from fleet.render import LOCK_FILE, render_stack
+from fleet.model.spec import POLICY_FILE, load_fleet
+from fleet.tools.cli import main
+from fleet.tools.render import LOCK_FILE, render_stack
 from tests.helpers import plan_one
 
 K8S_VERSION = "1.33.0"

@@ -1,4 +1,4 @@
-"""The report's PromQL and window handling (fleet/report_queries.py): pure functions, plus promtool on the output."""
+"""The report's PromQL and window handling (fleet/report/queries.py): pure functions, plus promtool on the output."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.federation import GPU_RECORDING_RULES
-from fleet.prometheus_api import MAX_POINTS_PER_SERIES, PrometheusClient, check_base_url
-from fleet.report_queries import (
+from fleet.model.prometheus import GPU_RECORDING_RULES
+from fleet.model.workloads import WORKLOADS_DIR, WorkloadSpec, load_workloads
+from fleet.report.prometheus_api import MAX_POINTS_PER_SERIES, PrometheusClient, check_base_url
+from fleet.report.queries import (
     Window,
     card_key,
     choose_step,
@@ -27,7 +28,6 @@ from fleet.report_queries import (
     window_from,
     workload_queries,
 )
-from fleet.workloads import WORKLOADS_DIR, WorkloadSpec, load_workloads
 from tests.conftest import require_tool
 
 NOW = 1_800_000_000.0

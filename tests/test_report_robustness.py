@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fleet.cli import build_parser, main
-from fleet.prometheus_api import DEFAULT_MAX_BYTES, PrometheusClient, PrometheusError, redact_url
-from fleet.report import ReportError, ReportRequest, build
+from fleet.report.prometheus_api import DEFAULT_MAX_BYTES, PrometheusClient, PrometheusError, redact_url
+from fleet.report.report import ReportError, ReportRequest, build
+from fleet.tools.cli import build_parser, main
 
 LIFETIME_S = 20.0  # the fake server stops by itself after this long, whatever the test does
 NOW = time.time()

@@ -8,11 +8,11 @@ import kubernetes_validate
 import pytest
 from pulumi.runtime import rpc
 
-from components.benchmark import METRIC_LABELS
-from fleet.plan import plan_fleet
-from fleet.policy import POLICY_FILE, load_fleet
-from fleet.pool_view import gpu_pool_views
-from fleet.stack_config import load_stack_config
+from components.kubernetes.benchmark import METRIC_LABELS
+from fleet.model.pool_view import gpu_pool_views
+from fleet.model.spec import POLICY_FILE, load_fleet
+from fleet.program.stack_config import load_stack_config
+from fleet.tools.plan import plan_fleet
 
 K8S_VERSION = "1.33.0"
 
@@ -109,7 +109,7 @@ def test_no_moving_image_tags(plans):
 def test_the_fleets_own_containers_pull_from_its_registry(fleet, plans):
     """Every container the fleet adds (log preparation, mtail sidecar, federation gateway) pulls the copy in the
     fleet's registry, never the upstream image (pruned upstream, rate-limited on Docker Hub)."""
-    from components.images import pinned_images, registry
+    from components.kubernetes.images import pinned_images, registry
 
     ours = {p.reference for p in pinned_images()}
     workload_images = {w.spec.image for w in fleet.workloads.values()}
@@ -123,7 +123,7 @@ def test_the_fleets_own_containers_pull_from_its_registry(fleet, plans):
 
 
 def test_job_name_changes_with_its_spec(fleet, tmp_path):
-    from components.benchmark import spec_hash
+    from components.kubernetes.benchmark import spec_hash
 
     assert spec_hash({"a": 1}) != spec_hash({"a": 2}) and spec_hash({"a": 1}) == spec_hash({"a": 1})
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.cli import main
+from fleet.tools.cli import main
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "fleet"
 
@@ -128,8 +128,8 @@ def test_warnings_are_printed_once_not_per_stack(fleet_dir, capsys):
 
 
 def test_the_program_refuses_a_plain_kubeconfig(fleet_dir):
-    from fleet.errors import InputError
-    from fleet.plan import plan_stack
+    from fleet.model.errors import InputError
+    from fleet.tools.plan import plan_stack
 
     set_config(fleet_dir, "fix-lab", **{"gpu-fleet__kubeconfig": "apiVersion: v1\nclusters: []\n"})
     with pytest.raises(InputError) as caught:
@@ -140,8 +140,8 @@ def test_the_program_refuses_a_plain_kubeconfig(fleet_dir):
 
 
 def test_the_program_refuses_half_plain_workload_secrets(fleet_dir):
-    from fleet.errors import InputError
-    from fleet.plan import plan_stack
+    from fleet.model.errors import InputError
+    from fleet.tools.plan import plan_stack
 
     secrets = {"uploader": {"AWS_ACCESS_KEY_ID": {"secure": "v1:abc"}, "AWS_SECRET_ACCESS_KEY": "hunter2-plain"}}
     set_config(fleet_dir, "fix-gke", **{"gpu-fleet__workloadSecrets": secrets})
@@ -170,9 +170,9 @@ def test_plan_json_into_a_missing_folder_or_onto_a_folder(fleet_dir, capsys, tmp
 
 def test_a_secret_that_is_not_the_expected_json_is_refused_without_echoing_it(fleet_dir):
     """An encrypted gpu-fleet:workloadSecrets whose value is not a mapping: named, its value never shown."""
-    from fleet.errors import InputError
-    from fleet.plan import plan_stack
-    from fleet.stack_config import SECRET_PLACEHOLDER
+    from fleet.model.errors import InputError
+    from fleet.program.stack_config import SECRET_PLACEHOLDER
+    from fleet.tools.plan import plan_stack
 
     set_config(fleet_dir, "fix-gke", **{"gpu-fleet__workloadSecrets": {"secure": "v1:bm90LWpzb24="}})
     with pytest.raises(InputError) as caught:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.cli import main
-from fleet.settings import check_source_ranges
+from fleet.program.settings import check_source_ranges
+from fleet.tools.cli import main
 from tests.helpers import write_policy
 
 POLICY = """

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.cli import main
-from fleet.workload_checks import NO_MTAIL_NOTE, check_workloads, mtail_declarations
-from fleet.workloads import load_workloads
+from fleet.model.workloads import load_workloads
+from fleet.tools.cli import main
+from fleet.tools.workload_checks import NO_MTAIL_NOTE, check_workloads, mtail_declarations
 from tests.conftest import require_tool
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "fleet"
@@ -85,11 +85,11 @@ def test_a_sample_that_yields_no_declared_metric_under_real_mtail(workloads):
 
 
 def test_without_mtail_the_programs_are_not_compiled_and_it_says_so(workloads, monkeypatch):
-    import fleet.workload_checks
+    import fleet.tools.workload_checks
 
     program = workloads / "tracker" / "mtail" / "tracker.mtail"
     program.write_text(program.read_text() + "\n/unclosed {\n", encoding="utf-8")
-    monkeypatch.setattr(fleet.workload_checks.shutil, "which", lambda name: None)
+    monkeypatch.setattr(fleet.tools.workload_checks.shutil, "which", lambda name: None)
     found, notes = check_workloads(load_workloads(workloads))
     assert notes == [NO_MTAIL_NOTE] and found == []  # nothing could compile it: no claim that it does
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.stack_config import SECRET_PLACEHOLDER, load_stack_config
-from fleet.workloads import load_workloads
+from fleet.model.workloads import load_workloads
+from fleet.program.stack_config import SECRET_PLACEHOLDER, load_stack_config
 from tests.helpers import by_type, one, plan_one
 
 POLICY = """

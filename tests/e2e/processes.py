@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from fleet.pod_contract import mtail_args
+from fleet.model.pod_contract import mtail_args
 
 
 def free_port() -> int:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from fleet.federation import (
+from fleet.model.prometheus import (
     BENCHMARK_LAST_SAMPLE_RULE,
     GPU_RECORDING_RULES,
     FederationTarget,
@@ -37,7 +37,7 @@ from fleet.federation import (
     match_selectors,
     to_yaml,
 )
-from fleet.workloads import MetricSpec
+from fleet.model.workloads import MetricSpec
 from tests.conftest import require_tool
 from tests.e2e.processes import Prometheus, TextExporter, free_port
 from tests.e2e.test_promtool import Pki, make_pki

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.pod_contract import mtail_args
-from fleet.workloads import WORKLOADS_DIR, load_workloads
+from fleet.model.pod_contract import mtail_args
+from fleet.model.workloads import WORKLOADS_DIR, load_workloads
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.e2e

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fleet.federation import (
+from fleet.model.prometheus import (
     BENCHMARK_LAST_SAMPLE_RULE,
     FederationTarget,
     central_alert_rules,
@@ -23,7 +23,7 @@ from fleet.federation import (
     match_selectors,
     to_yaml,
 )
-from fleet.workloads import MetricSpec
+from fleet.model.workloads import MetricSpec
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.e2e

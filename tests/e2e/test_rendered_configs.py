@@ -29,10 +29,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components.federation import GATEWAY_PORT, server_name
-from components.infra import PROMETHEUS_URL
-from fleet.cli import main
-from fleet.policy import POLICY_FILE, load_fleet
+from components.kubernetes.gateway import GATEWAY_PORT, server_name
+from components.kubernetes.infra import PROMETHEUS_URL
+from fleet.model.spec import POLICY_FILE, load_fleet
+from fleet.tools.cli import main
 from tests.conftest import require_tool
 from tests.e2e.processes import Process, Prometheus, TextExporter, wait_for
 from tests.e2e.processes import free_port as _free_port

@@ -6,9 +6,9 @@ The loopback fleet stands in for the central Prometheus after federation:
   the test appends the shipped ``workloads/<name>/sample.log`` (or its first results, so that cards differ)
   in chunks over a few seconds, as a running benchmark would;
 * a GPU exporter (a thread) serving the leaf GPU recording rules (``gpufleet:*``, names from
-  fleet/federation.py) for the benchmark pods of two of the three clusters, as federation delivers them;
+  fleet/model/prometheus.py) for the benchmark pods of two of the three clusters, as federation delivers them;
 * one ``prometheus`` scraping all of them every second: each mtail target carries the labels the
-  PodMonitor adds (``workload``, ``gpu``, ``cluster``, ``cloud``: components/benchmark.py METRIC_LABELS,
+  PodMonitor adds (``workload``, ``gpu``, ``cluster``, ``cloud``: components/kubernetes/benchmark.py METRIC_LABELS,
   plus the operator's ``namespace`` and ``pod``); the GPU job keeps the exporter's labels
   (``honor_labels``, as the central's federation jobs do).
 
@@ -39,11 +39,11 @@ from typing import Any
 
 import pytest
 
-from components.benchmark import METRIC_LABELS
-from fleet.costs import approximate, load_prices
-from fleet.federation import leaf_external_labels
-from fleet.report_queries import GPU_ENERGY, GPU_UTILIZATION, runs_counter
-from fleet.workloads import load_workloads
+from components.kubernetes.benchmark import METRIC_LABELS
+from fleet.model.prometheus import leaf_external_labels
+from fleet.model.workloads import load_workloads
+from fleet.report.costs import approximate, load_prices
+from fleet.report.queries import GPU_ENERGY, GPU_UTILIZATION, runs_counter
 from tests.conftest import ROOT, require_tool
 from tests.e2e.processes import Mtail, Process, Prometheus, TextExporter, free_port, wait_for
 
@@ -52,7 +52,7 @@ pytestmark = pytest.mark.e2e
 BUDGET_S = 40.0
 NAMESPACE = "benchmarks"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-PLOT_SIZE = (1000, 500)  # fleet/report_plots.py: 10 x 5 inches at 100 dpi
+PLOT_SIZE = (1000, 500)  # fleet/report/plots.py: 10 x 5 inches at 100 dpi
 
 # The lines of each sample log that end one result (the run counter's lines): a card that ran fewer
 # results gets the log up to its k-th result.

@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 
-from fleet.workloads import FILES_MOUNT, WORKLOADS_DIR, load_workloads
+from fleet.model.workloads import FILES_MOUNT, WORKLOADS_DIR, load_workloads
 
 
 def load_timed_fit():

@@ -1,0 +1,1 @@
+"""The managed clusters, one component per cloud behind the GpuCluster interface."""

@@ -1,0 +1,27 @@
+"""The cluster-autoscaler Helm release, for the clouds whose GPU pools need an autoscaler we run (EKS, Magnum)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kubernetes.images import helm_release
+
+NAMESPACE = "kube-system"
+# Flags every fleet autoscaler runs with (cluster-autoscaler FAQ): pick the group that wastes least, treat GPU
+# groups of one card alike, and let nodes with kube-system DaemonSet pods (device plugin, exporter) scale down.
+COMMON_ARGS: dict[str, Any] = {
+    "balance-similar-node-groups": True,
+    "skip-nodes-with-system-pods": False,
+    "expander": "least-waste",
+}
+
+
+def cluster_autoscaler(
+    resource_name: str, release: str, cloud_values: dict[str, Any], opts: pulumi.ResourceOptions
+) -> k8s.helm.v3.Release:
+    """The pinned cluster-autoscaler chart in kube-system with the cloud's values and the fleet's common flags."""
+    values = {**cloud_values, "extraArgs": {**COMMON_ARGS, **cloud_values.get("extraArgs", {})}}
+    return helm_release(resource_name, "cluster-autoscaler", release, NAMESPACE, values, opts)

@@ -1,0 +1,1 @@
+"""What runs on every cluster: namespaces and policies, Prometheus, the federation gateway, benchmark Jobs."""

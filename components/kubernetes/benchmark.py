@@ -1,0 +1,359 @@
+"""Benchmark Jobs: each (workload, card) pair the policy places on a cluster runs as a Job on that card's pool.
+
+Every pod has the same shape (see fleet/model/pod_contract.py):
+  1. init container ``prepare-log`` creates the empty log file on a shared ``emptyDir`` (mtail reads a file
+     it sees for the first time from its end, so the file must exist before mtail starts);
+  2. native sidecar ``mtail`` (an init container with ``restartPolicy: Always``) tails it and serves
+     ``/metrics`` on the named port ``mtail``; its startup probe holds the workload back until it listens,
+     and it stops by itself when the workload ends, so the Job completes;
+  3. the workload appends its output to the log (``tee -a``), then lingers ``LINGER_SECONDS`` so
+     Prometheus scrapes the final values at least twice before the pod (and its target) goes away.
+
+Pulumi does not wait for benchmark Jobs: with GPU pools at zero a Job may wait many minutes for a node,
+and ``pulumi up`` must not block on it. Jobs carry ``pulumi.com/skipAwait: "true"``; follow them with
+kubectl or in Prometheus. Job pod templates are immutable, so a Job's name ends in a hash of its spec:
+a changed benchmark becomes a new Job (Pulumi replaces it) instead of a failed update.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.clusters.taints import toleration
+from components.kubernetes.images import image
+from components.kubernetes.network_policy import egress_allow_list
+from components.kubernetes.pod_security import container_security, pod_security
+from fleet.model import pod_contract
+from fleet.model.spec import Benchmark, Cluster
+from fleet.model.workloads import FILES_MOUNT, Workload
+
+PART_OF = pod_contract.BENCHMARK_PART_OF
+METRIC_LABELS = pod_contract.METRIC_LABELS
+# Time a Job may spend waiting for a GPU node to scale up from zero and pull a large image, on top of
+# the workload's own timeout.
+SCALE_UP_ALLOWANCE_SECONDS = 3600
+# The workload's home: a scratch emptyDir, since a non-root user cannot write to the image's / or /root.
+HOME_DIR = "/home/benchmark"
+ROOT_NAMESPACE_NAME = pod_contract.ROOT_BENCHMARK_NAMESPACE
+
+
+def _name(*parts: str, limit: int = 63) -> str:
+    return "-".join(parts)[:limit].rstrip("-")
+
+
+def spec_hash(obj: Any) -> str:
+    """Eight hex digits that change whenever ``obj`` (a manifest fragment) changes."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _config_map_data(workload: Workload) -> tuple[dict[str, str], dict[str, str]]:
+    return dict(workload.mtail_programs), dict(workload.files)
+
+
+def pod_labels(cluster: Cluster, bench: Benchmark) -> dict[str, str]:
+    """Labels every benchmark pod carries; the PodMonitor turns ``METRIC_LABELS`` into metric labels."""
+    return {
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/name": bench.workload.name,
+        "workload": bench.workload.name,
+        "gpu": bench.pool.card,
+        "cluster": cluster.name,
+        "cloud": cluster.cloud,
+    }
+
+
+def workload_script() -> str:
+    """The shell wrapper of the workload container: tee output to the shared log, keep the exit code, linger."""
+    log_var = '"$BENCHMARK_LOG"'
+    linger = pod_contract.LINGER_SECONDS
+    return (
+        f'{{ "$@"; echo $? > {log_var}.rc; }} 2>&1 | tee -a {log_var}; '
+        f'rc=$(cat {log_var}.rc); echo "benchmark finished with exit code $rc; lingering {linger}s"; '
+        f"sleep {linger}; exit $rc"
+    )
+
+
+def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str | None) -> dict[str, Any]:
+    """The pod spec of one benchmark (Kubernetes API field names)."""
+    spec = bench.workload.spec
+    pool = bench.pool
+    log_file = pod_contract.log_file(spec.name)
+    resources = spec.resources
+    env = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    env += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": bench.workload.credentials_secret, "key": k}}}
+        for k in spec.secret_env
+    ]
+    env += [
+        {"name": "HOME", "value": HOME_DIR},
+        {"name": "BENCHMARK_LOG", "value": log_file},
+        {"name": "BENCHMARK_CLUSTER", "value": cluster.name},
+        {"name": "BENCHMARK_GPU", "value": pool.card},
+    ]
+    mounts = [{"name": "logs", "mountPath": pod_contract.LOG_DIR}, {"name": "home", "mountPath": HOME_DIR}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "logs", "emptyDir": {}},
+        {"name": "home", "emptyDir": {}},
+        {"name": "mtail-programs", "configMap": {"name": programs_cm}},
+    ]
+    if files_cm:
+        mounts.append({"name": "files", "mountPath": FILES_MOUNT, "readOnly": True})
+        volumes.append({"name": "files", "configMap": {"name": files_cm}})
+    for vol in spec.volumes:
+        mounts.append({"name": vol.name, "mountPath": vol.mount_path, "readOnly": vol.read_only})
+        if vol.claim_name:
+            volumes.append(
+                {"name": vol.name, "persistentVolumeClaim": {"claimName": vol.claim_name, "readOnly": vol.read_only}}
+            )
+        else:
+            volumes.append({"name": vol.name, "emptyDir": {"sizeLimit": vol.size_limit} if vol.size_limit else {}})
+    small = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+    return {
+        "restartPolicy": "Never",
+        "nodeSelector": pool.node_selector,
+        "tolerations": [toleration(t) for t in pool.pod_tolerations],
+        # Benchmarks never talk to the Kubernetes API: no token in the pod.
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security(None if spec.needs_root else spec.run_as_user),
+        "initContainers": [
+            {
+                "name": "prepare-log",
+                "image": image("busybox"),
+                "command": ["sh", "-c", f"touch {log_file}"],
+                "volumeMounts": [{"name": "logs", "mountPath": pod_contract.LOG_DIR}],
+                "resources": small,
+                "securityContext": container_security(),
+            },
+            {
+                "name": "mtail",
+                "image": image("mtail"),
+                "restartPolicy": "Always",
+                "args": pod_contract.mtail_args(logs=log_file),
+                "ports": [{"name": pod_contract.METRICS_PORT_NAME, "containerPort": pod_contract.METRICS_PORT}],
+                "startupProbe": {
+                    "tcpSocket": {"port": pod_contract.METRICS_PORT_NAME},
+                    "periodSeconds": 1,
+                    "failureThreshold": 60,
+                },
+                "volumeMounts": [
+                    {"name": "logs", "mountPath": pod_contract.LOG_DIR, "readOnly": True},
+                    {"name": "mtail-programs", "mountPath": pod_contract.PROGRAMS_DIR, "readOnly": True},
+                ],
+                "resources": {
+                    "requests": {"cpu": "50m", "memory": "64Mi"},
+                    "limits": {"cpu": "500m", "memory": "256Mi"},
+                },
+                "securityContext": container_security(),
+            },
+        ],
+        "containers": [
+            {
+                "name": "workload",
+                "image": spec.image,
+                "command": ["/bin/sh", "-c", workload_script(), "benchmark", *spec.command, *spec.args],
+                "env": env,
+                "resources": {
+                    "requests": {"cpu": resources.cpu_request, "memory": resources.memory_request},
+                    "limits": {
+                        "cpu": resources.cpu_limit,
+                        "memory": resources.memory_limit,
+                        pool.resource: str(spec.accelerators),
+                    },
+                },
+                "volumeMounts": mounts,
+                # The workload may write beside its image (caches, outputs in its working directory).
+                "securityContext": container_security(read_only_root=False),
+            }
+        ],
+        "volumes": volumes,
+    }
+
+
+def _hashed_config_map(
+    resource_prefix: str,
+    workload: str,
+    kind: str,
+    data: dict[str, str],
+    namespace: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+) -> str:
+    """An immutable ConfigMap named by its content's hash (changed content makes a new one); returns its name."""
+    name = _name(workload, kind, spec_hash(data))
+    k8s.core.v1.ConfigMap(
+        f"{resource_prefix}-{kind}",
+        metadata={"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        data=data,
+        immutable=True,
+        opts=opts,
+    )
+    return name
+
+
+class BenchmarkJobs(pulumi.ComponentResource):
+    """The benchmark Jobs (or CronJobs, when the policy gives a schedule) of one cluster, plus their PodMonitor.
+
+    Inherits the cluster's Kubernetes provider through ``opts.providers`` and ``parent=self``.
+    """
+
+    TYPE = "gpufleet:index:BenchmarkJobs"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        benchmarks: list[Benchmark],
+        namespace: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+        credentials: Mapping[str, Mapping[str, str]] | None = None,
+        root_namespace: pulumi.Input[str] | None = None,
+    ):
+        """``root_namespace``: where the benchmarks of workloads that need root run (``needs_root``)."""
+        super().__init__(self.TYPE, f"{cluster.name}-benchmarks", None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.jobs: dict[tuple[str, str], pulumi.Resource] = {}
+        config_maps: dict[str, tuple[str, str | None]] = {}
+        workloads = {b.workload.name: b.workload for b in benchmarks}
+        homes: dict[str, pulumi.Input[str]] = {}
+        for wl in workloads.values():
+            if wl.spec.needs_root and root_namespace is None:
+                raise ValueError(f"{cluster.name}: {wl.name} needs root, but the cluster has no {ROOT_NAMESPACE_NAME}")
+            homes[wl.name] = root_namespace if wl.spec.needs_root else namespace  # type: ignore[assignment]
+        secrets = self._credentials(cluster, list(workloads.values()), credentials or {}, homes, child)
+        for wl in workloads.values():
+            if wl.spec.egress:
+                egress_allow_list(
+                    f"{cluster.name}-{wl.name}-egress",
+                    f"egress-{wl.name}",
+                    homes[wl.name],
+                    {"app.kubernetes.io/part-of": PART_OF, "workload": wl.name},
+                    [(rule.cidr, rule.ports) for rule in wl.spec.egress],
+                    child,
+                )
+        for bench in benchmarks:
+            wl = bench.workload
+            home = homes[wl.name]
+            if wl.name not in config_maps:
+                programs, files = _config_map_data(wl)
+                prefix = f"{cluster.name}-{wl.name}"
+                config_maps[wl.name] = (
+                    _hashed_config_map(prefix, wl.name, "mtail", programs, home, child),
+                    _hashed_config_map(prefix, wl.name, "files", files, home, child) if files else None,
+                )
+            secret = [secrets[wl.name]] if wl.name in secrets else None
+            job_opts = pulumi.ResourceOptions(parent=self, depends_on=secret)
+            programs_cm, files_cm = config_maps[wl.name]
+            key = (wl.name, bench.pool.card)
+            self.jobs[key] = self._job(cluster, bench, home, programs_cm, files_cm, job_opts)
+        monitor_spec: dict[str, Any] = {}
+        if any(wl.spec.needs_root for wl in workloads.values()):
+            monitor_spec["namespaceSelector"] = {"matchNames": [namespace, root_namespace]}
+        self.pod_monitor = k8s.apiextensions.CustomResource(
+            f"{cluster.name}-benchmark-podmonitor",
+            api_version="monitoring.coreos.com/v1",
+            kind="PodMonitor",
+            metadata={"name": "gpu-fleet-benchmarks", "namespace": namespace},
+            spec={
+                **monitor_spec,
+                "selector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}},
+                "podMetricsEndpoints": [
+                    {"port": pod_contract.METRICS_PORT_NAME, "path": "/metrics", "interval": "30s"}
+                ],
+                "podTargetLabels": list(METRIC_LABELS),
+            },
+            opts=child,
+        )
+        self.register_outputs({"jobs": {f"{w}/{c}": j.metadata["name"] for (w, c), j in self.jobs.items()}})  # type: ignore[attr-defined]
+
+    def _credentials(
+        self,
+        cluster: Cluster,
+        workloads: list[Workload],
+        credentials: Mapping[str, Mapping[str, str]],
+        homes: Mapping[str, pulumi.Input[str]],
+        opts: pulumi.ResourceOptions,
+    ) -> dict[str, pulumi.Resource]:
+        """The ``<workload>-credentials`` Secret of each workload here with ``secret_env``, from the stack's secret
+        config ``gpu-fleet:workloadSecrets``; a warning for each one the config leaves to the operator."""
+        needing = {w.name: w for w in workloads if w.spec.secret_env}
+        secrets: dict[str, pulumi.Resource] = {}
+        for name in sorted(set(credentials) - set(needing)):
+            pulumi.log.warn(f"{cluster.name}: gpu-fleet:workloadSecrets.{name} is not used: no benchmark here needs it")
+        for name, wl in sorted(needing.items()):
+            wanted = wl.spec.secret_env
+            if name not in credentials:
+                pulumi.log.warn(
+                    f"{cluster.name}: {name}'s pods wait for their credentials ({', '.join(wanted)}): "
+                    f"pulumi config set --stack {cluster.name} --secret --path "
+                    f"'gpu-fleet:workloadSecrets.{name}.{wanted[0]}' <value>, and so on"
+                )
+                continue
+            given = credentials[name]
+            if set(given) != set(wanted):
+                missing, unknown = sorted(set(wanted) - set(given)), sorted(set(given) - set(wanted))
+                raise ValueError(
+                    f"gpu-fleet:workloadSecrets.{name} must set exactly {', '.join(wanted)} "
+                    f"(the secret_env of {name}/workload.yaml): missing {missing}, not expected {unknown}"
+                )
+            secrets[name] = k8s.core.v1.Secret(
+                f"{cluster.name}-{name}-credentials",
+                metadata={
+                    "name": wl.credentials_secret,
+                    "namespace": homes[name],
+                    "labels": {"app.kubernetes.io/part-of": PART_OF, "workload": name},
+                },
+                type="Opaque",
+                string_data={k: pulumi.Output.secret(given[k]) for k in wanted},
+                opts=opts,
+            )
+        return secrets
+
+    def _job(
+        self,
+        cluster: Cluster,
+        bench: Benchmark,
+        namespace: pulumi.Input[str],
+        programs_cm: str,
+        files_cm: str | None,
+        opts: pulumi.ResourceOptions,
+    ) -> pulumi.Resource:
+        spec = bench.workload.spec
+        labels = pod_labels(cluster, bench)
+        template = {"metadata": {"labels": labels}, "spec": pod_spec(cluster, bench, programs_cm, files_cm)}
+        job_spec = {
+            "backoffLimit": spec.backoff_limit,
+            "activeDeadlineSeconds": spec.timeout_seconds + SCALE_UP_ALLOWANCE_SECONDS + pod_contract.LINGER_SECONDS,
+            "template": template,
+        }
+        # The Jobs a CronJob starts are Kubernetes' own: they may expire. A Job that Pulumi manages must not:
+        # once the TTL controller deleted it, `pulumi up --refresh` would see it gone and create (and run) it again.
+        scheduled_spec = {**job_spec, "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished}
+        # the name follows what the object holds: a one-off Job's spec, or the CronJob's template and schedule
+        hashed = [scheduled_spec, bench.schedule] if bench.schedule else job_spec
+        name = _name(spec.name, bench.pool.card, spec_hash(hashed))
+        metadata = {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {"pulumi.com/skipAwait": "true"},
+        }
+        resource_name = f"{cluster.name}-{spec.name}-{bench.pool.card}"
+        if bench.schedule:
+            return k8s.batch.v1.CronJob(
+                resource_name,
+                metadata=metadata,
+                spec={
+                    "schedule": bench.schedule,
+                    "concurrencyPolicy": "Forbid",
+                    "startingDeadlineSeconds": 3600,
+                    "successfulJobsHistoryLimit": 3,
+                    "failedJobsHistoryLimit": 3,
+                    "jobTemplate": {"metadata": {"labels": labels}, "spec": scheduled_spec},
+                },
+                opts=opts,
+            )
+        return k8s.batch.v1.Job(resource_name, metadata=metadata, spec=job_spec, opts=opts)

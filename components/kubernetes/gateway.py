@@ -1,0 +1,223 @@
+"""Prometheus federation across the fleet: an mTLS gateway on every leaf, federation jobs on the central one.
+
+Leaf side (every non-central cluster): Pulumi generates a CA, a serving certificate for the gateway and a
+client certificate for the central Prometheus (pulumi-tls; private keys are secrets). An nginx gateway
+requires a client certificate from that CA and proxies only ``/federate`` to the in-cluster Prometheus.
+(The operator's own ``web.tlsConfig`` with client certificates breaks the Prometheus pod's probes,
+prometheus-operator #5419, and it has no basic auth, #4200.) The gateway's LoadBalancer accepts only the
+source ranges in ``gpu-fleet:federationSourceRanges``. The stack exports the address, CA, client
+certificate and key (secret) for the central stack.
+
+Central side: one ``StackReference`` per other cluster; its outputs become a Kubernetes Secret mounted in
+the central Prometheus and one federation scrape job (``fleet.model.prometheus``) per cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from urllib.parse import quote_plus
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_tls as tls
+
+from components.kubernetes.deployment import app_labels, single_replica_deployment
+from components.kubernetes.images import image
+from components.kubernetes.pod_security import container_security, pod_security
+from fleet.model import prometheus
+
+GATEWAY_PORT = 8443
+GATEWAY_NAME = "federation-gateway"
+# The user of nginxinc/nginx-unprivileged (its Dockerfile: `USER $UID`, UID=101).
+GATEWAY_UID = 101
+SECRETS_DIR = "/etc/prometheus/secrets"
+
+
+def server_name(cluster: str) -> str:
+    """The DNS name in a leaf gateway's certificate; the central checks it whatever the address is."""
+    return f"federation.{cluster}.gpu-fleet.internal"
+
+
+def federate_args_pattern(selectors: Sequence[str]) -> str:
+    """The query strings the gateway lets through to ``/federate``: one or more ``match[]`` parameters, each one
+    of ``selectors`` (bare metric names), URL-encoded as the central Prometheus sends them.
+
+    Prometheus builds the scrape URL with Go's ``url.Values.Encode`` (prometheus/prometheus scrape/target.go),
+    which escapes with ``url.QueryEscape``: ``[`` and ``]`` become ``%5B`` and ``%5D``, ``:`` becomes ``%3A``;
+    letters, digits and ``_`` stay as they are. ``urllib.parse.quote_plus`` with ``safe=""`` escapes the same set.
+    Any subset and order is accepted, so a leaf deployed before the central (which adds or drops a metric) keeps
+    answering; a selector the fleet does not federate, or any other parameter, is refused.
+    """
+    names = prometheus.check_selectors(list(selectors))
+    for name in names:
+        if not prometheus.METRIC_NAME.match(name):
+            raise ValueError(f"federation selector {name!r} is not a bare metric name: the gateway cannot enforce it")
+    key = quote_plus("match[]", safe="")
+    choice = "|".join(re.escape(quote_plus(n, safe="")) for n in names)
+    return f"^{key}=(?:{choice})(?:&{key}=(?:{choice}))*$"
+
+
+def gateway_nginx_conf(upstream: str, selectors: Sequence[str]) -> str:
+    """nginx configuration of the gateway: mTLS required, only GET /federate with the fleet's own selectors reaches
+    Prometheus, and no version in headers or error pages."""
+    return f"""pid /tmp/nginx.pid;
+events {{}}
+http {{
+  server_tokens off;
+  client_body_temp_path /tmp/client_body;
+  proxy_temp_path /tmp/proxy;
+  fastcgi_temp_path /tmp/fastcgi;
+  uwsgi_temp_path /tmp/uwsgi;
+  scgi_temp_path /tmp/scgi;
+  access_log /dev/stdout;
+  error_log /dev/stderr warn;
+  server {{
+    listen {GATEWAY_PORT} ssl;
+    ssl_certificate /etc/gateway/tls/tls.crt;
+    ssl_certificate_key /etc/gateway/tls/tls.key;
+    ssl_client_certificate /etc/gateway/tls/ca.crt;
+    ssl_verify_client on;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    location = /federate {{
+      limit_except GET {{ deny all; }}
+      if ($args !~ "{federate_args_pattern(selectors)}") {{ return 403; }}
+      proxy_pass {upstream};
+      proxy_read_timeout 50s;
+    }}
+    location = /healthz {{ return 200 "ok\\n"; }}
+    location / {{ return 403; }}
+  }}
+}}
+"""
+
+
+class FederationEndpoint(pulumi.ComponentResource):
+    """The authenticated federation endpoint of a leaf cluster (mTLS gateway in front of its Prometheus)."""
+
+    TYPE = "gpufleet:index:FederationEndpoint"
+
+    def __init__(
+        self,
+        cluster: str,
+        namespace: pulumi.Input[str],
+        prometheus_url: str,
+        source_ranges: list[str],
+        selectors: Sequence[str],
+        opts: pulumi.ResourceOptions | None = None,
+        node_selector: dict[str, str] | None = None,
+    ):
+        super().__init__(self.TYPE, f"{cluster}-federation", None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tls_provider = tls.Provider(f"{cluster}-tls", opts=child)
+        certs = pulumi.ResourceOptions(parent=self, provider=tls_provider)
+        ca_key = tls.PrivateKey(f"{cluster}-federation-ca-key", algorithm="ECDSA", ecdsa_curve="P256", opts=certs)
+        ca = tls.SelfSignedCert(
+            f"{cluster}-federation-ca",
+            private_key_pem=ca_key.private_key_pem,
+            is_ca_certificate=True,
+            subject={"common_name": f"gpu-fleet federation CA {cluster}", "organization": "gpu-fleet"},
+            validity_period_hours=24 * 365 * 3,
+            early_renewal_hours=24 * 30,
+            allowed_uses=["cert_signing", "crl_signing", "digital_signature"],
+            opts=certs,
+        )
+        self.ca_pem = ca.cert_pem
+
+        def signed(
+            role: str, common_name: str, dns_names: list[str], uses: list[str]
+        ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+            key = tls.PrivateKey(f"{cluster}-federation-{role}-key", algorithm="ECDSA", ecdsa_curve="P256", opts=certs)
+            csr = tls.CertRequest(
+                f"{cluster}-federation-{role}-csr",
+                private_key_pem=key.private_key_pem,
+                subject={"common_name": common_name, "organization": "gpu-fleet"},
+                dns_names=dns_names or None,
+                opts=certs,
+            )
+            cert = tls.LocallySignedCert(
+                f"{cluster}-federation-{role}-cert",
+                cert_request_pem=csr.cert_request_pem,
+                ca_private_key_pem=ca_key.private_key_pem,
+                ca_cert_pem=ca.cert_pem,
+                validity_period_hours=24 * 365,
+                early_renewal_hours=24 * 30,
+                allowed_uses=uses,
+                opts=certs,
+            )
+            return cert.cert_pem, pulumi.Output.secret(key.private_key_pem)
+
+        server_cert, server_key = signed(
+            "server",
+            server_name(cluster),
+            [server_name(cluster)],
+            ["digital_signature", "key_encipherment", "server_auth"],
+        )
+        self.client_cert, self.client_key = signed(
+            "client", "gpu-fleet central prometheus", [], ["digital_signature", "key_encipherment", "client_auth"]
+        )
+        secret = k8s.core.v1.Secret(
+            f"{cluster}-federation-gateway-tls",
+            metadata={"name": f"{GATEWAY_NAME}-tls", "namespace": namespace},
+            type="Opaque",
+            string_data={"tls.crt": server_cert, "tls.key": server_key, "ca.crt": ca.cert_pem},
+            opts=child,
+        )
+        conf = k8s.core.v1.ConfigMap(
+            f"{cluster}-federation-gateway-conf",
+            metadata={"name": f"{GATEWAY_NAME}-conf", "namespace": namespace},
+            data={"nginx.conf": gateway_nginx_conf(prometheus_url, selectors)},
+            opts=child,
+        )
+        labels = app_labels(GATEWAY_NAME)
+        single_replica_deployment(
+            f"{cluster}-federation-gateway",
+            GATEWAY_NAME,
+            namespace,
+            {
+                # nginx-unprivileged runs as uid 101 and writes only under /tmp (an emptyDir here).
+                "automountServiceAccountToken": False,
+                "securityContext": pod_security(GATEWAY_UID),
+                "containers": [
+                    {
+                        "name": "nginx",
+                        "image": image("nginx"),
+                        "args": ["nginx", "-g", "daemon off;", "-c", "/etc/gateway/conf/nginx.conf"],
+                        "ports": [{"name": "https", "containerPort": GATEWAY_PORT}],
+                        "readinessProbe": {"tcpSocket": {"port": "https"}, "periodSeconds": 10},
+                        "resources": {
+                            "requests": {"cpu": "20m", "memory": "32Mi"},
+                            "limits": {"cpu": "500m", "memory": "128Mi"},
+                        },
+                        "volumeMounts": [
+                            {"name": "tls", "mountPath": "/etc/gateway/tls", "readOnly": True},
+                            {"name": "conf", "mountPath": "/etc/gateway/conf", "readOnly": True},
+                            {"name": "tmp", "mountPath": "/tmp"},
+                        ],
+                        "securityContext": container_security(),
+                    }
+                ],
+                "volumes": [
+                    {"name": "tmp", "emptyDir": {}},
+                    {"name": "tls", "secret": {"secretName": secret.metadata["name"]}},
+                    {"name": "conf", "configMap": {"name": conf.metadata["name"]}},
+                ],
+            },
+            child,
+            node_selector,
+        )
+        service = k8s.core.v1.Service(
+            f"{cluster}-federation-gateway",
+            metadata={"name": GATEWAY_NAME, "namespace": namespace, "labels": labels},
+            spec={
+                "type": "LoadBalancer",
+                "selector": labels,
+                "ports": [{"name": "https", "port": 443, "targetPort": "https"}],
+                "loadBalancerSourceRanges": source_ranges,
+            },
+            opts=child,
+        )
+        ingress = service.status.load_balancer.ingress  # type: ignore[union-attr]
+        self.address = ingress.apply(lambda items: f"{(items[0].ip or items[0].hostname)}:443" if items else "")
+        self.server_name = server_name(cluster)
+        self.register_outputs({"address": self.address, "server_name": self.server_name})

@@ -1,0 +1,556 @@
+"""The infra stack every cluster gets: namespaces and quotas, Prometheus, the GPU device plugin and exporter.
+
+Deployed through the cluster's Kubernetes provider (``opts.providers``). The central cluster's Prometheus
+also federates every other cluster (components/kubernetes/gateway.py, fleet/model/prometheus.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from components.clusters.taints import toleration
+from components.kubernetes.benchmark import PART_OF as BENCHMARK_PART_OF
+from components.kubernetes.deployment import PART_OF, app_labels
+from components.kubernetes.gateway import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
+from components.kubernetes.images import helm_release
+from components.kubernetes.network_policy import (
+    DNS_PORTS,
+    allow_ingress,
+    default_deny_ingress,
+    from_namespace,
+    network_policy,
+    ports,
+)
+from components.kubernetes.pod_security import EXCEPTION_ANNOTATION, namespace_labels
+from fleet.model import pod_contract, prometheus
+from fleet.model.spec import Cluster, Fleet
+from fleet.program.settings import StackSettings
+from fleet.program.stack_config import SECRET_PLACEHOLDER
+
+MONITORING_NS = "monitoring"
+BENCHMARK_NS = pod_contract.BENCHMARK_NAMESPACE
+# Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): `baseline`, created only when used.
+ROOT_BENCHMARK_NS = pod_contract.ROOT_BENCHMARK_NAMESPACE
+# The node agents: the node exporter (host network, PID namespace and file system) and dcgm-exporter (host
+# paths and SYS_ADMIN for profiling metrics) need the `privileged` level, so they live apart from the rest.
+NODE_AGENTS_NS = "node-agents"
+# Pod Security level of each fleet namespace, and why a namespace enforces less than `restricted`. The monitoring
+# pods meet `restricted` with the charts' defaults: the operator gives Prometheus, Alertmanager and the config
+# reloader no privilege escalation, no capabilities and a read-only root (prometheus-operator v0.86.2,
+# pkg/prometheus/server/statefulset.go, pkg/operator/config_reloader.go, pkg/alertmanager/statefulset.go) under
+# the chart's non-root RuntimeDefault pod contexts (kube-prometheus-stack 79.5.0 prometheusSpec/alertmanagerSpec
+# securityContext, prometheusOperator and admissionWebhooks securityContexts), as do grafana 10.1.4
+# (securityContext, containerSecurityContext) and kube-state-metrics 6.4.1. The operator always passes
+# --web.enable-lifecycle to Prometheus (pkg/prometheus/promcfg.go): only the NetworkPolicies keep /-/quit closed.
+POD_SECURITY = {
+    MONITORING_NS: ("restricted", ""),
+    BENCHMARK_NS: ("restricted", ""),
+    ROOT_BENCHMARK_NS: ("baseline", "benchmark images that run only as root (workload.yaml needs_root)"),
+    NODE_AGENTS_NS: (
+        "privileged",
+        "node-exporter reads the host's network, PID namespace and file system; dcgm-exporter mounts the kubelet's "
+        "pod-resources socket and needs SYS_ADMIN for profiling metrics",
+    ),
+}
+CRITICAL_PRIORITY = ("system-node-critical", "system-cluster-critical")
+RELEASE = "kps"  # kube-prometheus-stack release name; its Prometheus service is kps-prometheus
+# Pods the NetworkPolicies select in the monitoring namespace, as kube-prometheus-stack 79.5.0 labels them: the
+# Prometheus pods by the name its Service selects (templates/prometheus/service.yaml), the operator by its component
+# label (templates/prometheus-operator/_prometheus-operator.tpl), whose admission webhook the API server calls on
+# prometheusOperator.tls.internalPort (values.yaml: 10250).
+PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
+OPERATOR_POD_LABELS = {"app.kubernetes.io/component": "prometheus-operator"}
+OPERATOR_WEBHOOK_PORT = 10250
+# The central Grafana's admin credentials: a Secret the chart reads (grafana 10.1.4 values: admin.existingSecret,
+# admin.userKey, admin.passwordKey).
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+GRAFANA_ADMIN_USER = "admin"
+# What the offline plan shows for an encrypted gpu-fleet:alertReceiver (it cannot decrypt it).
+OFFLINE_RECEIVER = {"name": "gpu-fleet-alert-receiver", "webhook_configs": [{"url": "https://offline-plan.invalid/"}]}
+PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
+
+
+def gpu_tolerations(cluster: Cluster) -> list[dict[str, str]]:
+    """Tolerations for DaemonSets that must run on every GPU node: each accelerator taint and spot taint."""
+    seen: dict[str, dict[str, str]] = {}
+    for pool in cluster.pools:
+        for taint in pool.pod_tolerations:
+            seen[taint.as_string()] = toleration(taint)
+    return list(seen.values())
+
+
+def gpu_node_affinity(cluster: Cluster) -> dict[str, Any]:
+    """Node affinity onto any GPU pool of the cluster, from each pool's own selector label.
+
+    Works on every cloud: ``gpu=<card>`` where we label pools, the node-group role on Magnum.
+    """
+    terms = [
+        {
+            "matchExpressions": [
+                {"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.node_selector.items())
+            ]
+        }
+        for pool in cluster.pools
+        if pool.accelerator.is_nvidia
+    ]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def benchmark_quota(cluster: Cluster) -> dict[str, str]:
+    """ResourceQuota of the benchmark namespace: accelerators up to what the pools can hold at most."""
+    totals: dict[str, int] = defaultdict(int)
+    for pool in cluster.pools:
+        totals[pool.resource] += pool.max_nodes * pool.accelerators_per_node
+    hard = {f"requests.{res}": str(n) for res, n in sorted(totals.items())}
+    hard.update({"count/jobs.batch": "200", "count/cronjobs.batch": "50", "pods": "200"})
+    return hard
+
+
+def alertmanager_config(receiver: dict[str, Any] | None) -> dict[str, Any]:
+    """The central Alertmanager's configuration: every alert to ``receiver`` (an Alertmanager ``receivers`` entry,
+    from ``gpu-fleet:alertReceiver``), the always-firing Watchdog to nobody; with no receiver, every alert to
+    nobody, as the chart's default does (kube-prometheus-stack 79.5.0 values.yaml alertmanager.config)."""
+    target = receiver["name"] if receiver else "null"
+    receivers: list[dict[str, Any]] = [{"name": "null"}]
+    if receiver:
+        receivers.append(receiver)
+    return {
+        "route": {
+            "group_by": ["alertname", "cluster"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "12h",
+            "receiver": target,
+            "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}],
+        },
+        "receivers": receivers,
+    }
+
+
+def parse_alert_receiver(text: str) -> dict[str, Any]:
+    """``gpu-fleet:alertReceiver``: one Alertmanager receiver as JSON (``{"name": ..., "slack_configs": [...]}``),
+    or ``ValueError`` saying what is wrong (never the value: it holds webhook URLs and tokens)."""
+    try:
+        receiver = json.loads(text)
+    except ValueError:
+        raise ValueError(
+            "gpu-fleet:alertReceiver is not JSON: set one Alertmanager receiver, such as "
+            '{"name": "team", "webhook_configs": [{"url": "https://..."}]}, with pulumi config set --secret'
+        ) from None
+    if not isinstance(receiver, dict) or not isinstance(receiver.get("name"), str) or not receiver["name"]:
+        raise ValueError("gpu-fleet:alertReceiver must be a JSON object with a name and its *_configs")
+    if receiver["name"] == "null":
+        raise ValueError('gpu-fleet:alertReceiver must not be named "null": that receiver drops alerts')
+    if not any(k.endswith("_configs") for k in receiver):
+        raise ValueError("gpu-fleet:alertReceiver has no *_configs (webhook_configs, slack_configs, email_configs...)")
+    return receiver
+
+
+def prometheus_values(
+    cluster: Cluster,
+    fleet: Fleet,
+    scrape_configs: Any = None,
+    secrets: list[str] | None = None,
+    storage_class: str | None = None,
+    alert_config: Any = None,
+) -> dict[str, Any]:
+    """kube-prometheus-stack values for a leaf or (with scrape configs) the central Prometheus.
+
+    Every pod of the release but the node exporter runs on the system pool (``cluster.system_selector``): on
+    Magnum GPU nodes carry no taint, and Prometheus with its volume must not pin a GPU node up. The central's
+    volume uses ``storage_class`` (``gpu-fleet:storageClass``), or the cluster's default class when None.
+    The value keys are those of kube-prometheus-stack 79.5.0 (charts/kube-prometheus-stack/values.yaml at tag
+    kube-prometheus-stack-79.5.0) and its subcharts grafana and kube-state-metrics 6.4.1.
+    """
+    mon = fleet.monitoring
+    selectors_nil = {
+        f"{kind}SelectorNilUsesHelmValues": False
+        for kind in ("podMonitor", "serviceMonitor", "rule", "probe", "scrapeConfig")
+    }
+    spec: dict[str, Any] = {
+        "externalLabels": prometheus.leaf_external_labels(cluster.name, cluster.cloud)
+        if not cluster.central
+        else {"fleet_role": "central"},
+        "scrapeInterval": mon.scrape_interval,
+        "retention": mon.central_retention if cluster.central else mon.leaf_retention,
+        **selectors_nil,
+        "resources": {"requests": {"cpu": "200m", "memory": "1Gi"}},
+    }
+    system = cluster.system_selector
+    rules: dict[str, Any] = {"gpufleet-gpu-aggregates": prometheus.leaf_recording_rules()}
+    if cluster.central:
+        claim: dict[str, Any] = {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": mon.central_storage}},
+        }
+        if storage_class:
+            claim["storageClassName"] = storage_class
+        spec["storageSpec"] = {"volumeClaimTemplate": {"spec": claim}}
+        spec["additionalScrapeConfigs"] = scrape_configs or []
+        spec["secrets"] = secrets or []
+        metrics = prometheus.workload_metrics(fleet.workloads)
+        rules["gpufleet-federation-alerts"] = prometheus.central_alert_rules(metrics)
+    values: dict[str, Any] = {
+        "fullnameOverride": RELEASE,
+        "prometheus": {"prometheusSpec": spec},
+        "additionalPrometheusRulesMap": rules,
+        "alertmanager": {"enabled": cluster.central},
+        "grafana": {"enabled": cluster.central},
+        # The node exporter needs the host's network, PID namespace and root: it runs with the other node agents.
+        "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS},
+    }
+    if cluster.central:
+        values["alertmanager"]["config"] = alert_config if alert_config is not None else alertmanager_config(None)
+        values["grafana"]["admin"] = {
+            "existingSecret": GRAFANA_ADMIN_SECRET,
+            "userKey": "admin-user",
+            "passwordKey": "admin-password",
+        }
+    if system:
+        spec["nodeSelector"] = system
+        values["alertmanager"]["alertmanagerSpec"] = {"nodeSelector": system}
+        values["grafana"]["nodeSelector"] = system
+        values["prometheusOperator"] = {
+            "nodeSelector": system,
+            "admissionWebhooks": {"patch": {"nodeSelector": system}},
+        }
+        values["kube-state-metrics"] = {"nodeSelector": system}
+    return values
+
+
+def fleet_namespace(cluster: str, namespace: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Namespace:
+    """A namespace of the fleet with its Pod Security level (``POD_SECURITY``) and, below `restricted`, the reason
+    in an annotation."""
+    level, reason = POD_SECURITY[namespace]
+    return k8s.core.v1.Namespace(
+        f"{cluster}-ns-{namespace}",
+        metadata={
+            "name": namespace,
+            "labels": {"app.kubernetes.io/part-of": PART_OF, **namespace_labels(level)},
+            "annotations": {EXCEPTION_ANNOTATION: reason} if reason else {},
+        },
+        opts=opts,
+    )
+
+
+def benchmark_limits(prefix: str, cluster: Cluster, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions) -> None:
+    """The ResourceQuota and LimitRange of a benchmark namespace."""
+    k8s.core.v1.ResourceQuota(
+        f"{prefix}-quota",
+        metadata={"name": "benchmarks", "namespace": namespace},
+        spec={"hard": benchmark_quota(cluster)},
+        opts=opts,
+    )
+    k8s.core.v1.LimitRange(
+        f"{prefix}-limits",
+        metadata={"name": "benchmarks", "namespace": namespace},
+        spec={
+            "limits": [
+                {
+                    "type": "Container",
+                    "default": {"cpu": "1", "memory": "1Gi"},
+                    "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
+                    "max": {"cpu": "64", "memory": "512Gi"},
+                }
+            ]
+        },
+        opts=opts,
+    )
+
+
+def namespace_network_policies(
+    cluster: str, leaf: bool, namespaces: dict[str, pulumi.Input[str]], opts: pulumi.ResourceOptions
+) -> None:
+    """Default-deny ingress in every fleet namespace, then what the fleet needs:
+
+    * monitoring: its pods reach each other (Prometheus, the operator, Grafana, kube-state-metrics, the gateway);
+      the API server reaches the operator's admission webhook; on a leaf, the federation gateway accepts the
+      central Prometheus (its LoadBalancer admits only ``federationSourceRanges``; mTLS decides who gets in).
+      Nothing else reaches the leaf Prometheus, whose lifecycle API the operator enables.
+    * node agents and benchmarks: scraped by the monitoring namespace's Prometheus only;
+    * benchmark pods open connections to DNS only, plus what their workload declares (``BenchmarkJobs``).
+    """
+    monitoring = namespaces[MONITORING_NS]
+    for ns, name in namespaces.items():
+        default_deny_ingress(f"{cluster}-{ns}", name, opts)
+    allow_ingress(
+        f"{cluster}-monitoring-allow-namespace",
+        "allow-same-namespace",
+        monitoring,
+        None,
+        [{"podSelector": {}}],
+        None,
+        opts,
+    )
+    allow_ingress(
+        f"{cluster}-monitoring-allow-operator-webhook",
+        "allow-operator-webhook",
+        monitoring,
+        OPERATOR_POD_LABELS,
+        None,
+        ports(OPERATOR_WEBHOOK_PORT),
+        opts,
+    )
+    if leaf:
+        allow_ingress(
+            f"{cluster}-monitoring-allow-federation",
+            "allow-federation-gateway",
+            monitoring,
+            app_labels(GATEWAY_NAME),
+            None,
+            ports(GATEWAY_PORT),
+            opts,
+        )
+    scraper = [from_namespace(MONITORING_NS, PROMETHEUS_POD_LABELS)]
+    allow_ingress(
+        f"{cluster}-node-agents-allow-prometheus",
+        "allow-prometheus",
+        namespaces[NODE_AGENTS_NS],
+        None,
+        scraper,
+        None,
+        opts,
+    )
+    for ns in (BENCHMARK_NS, ROOT_BENCHMARK_NS):
+        if ns not in namespaces:
+            continue
+        allow_ingress(
+            f"{cluster}-{ns}-allow-prometheus",
+            "allow-prometheus",
+            namespaces[ns],
+            {"app.kubernetes.io/part-of": BENCHMARK_PART_OF},
+            scraper,
+            ports(pod_contract.METRICS_PORT),
+            opts,
+        )
+        network_policy(
+            f"{cluster}-{ns}-default-deny-egress",
+            "default-deny-egress",
+            namespaces[ns],
+            {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"ports": DNS_PORTS}]},
+            opts,
+        )
+
+
+class InfraStack(pulumi.ComponentResource):
+    """Infra services of one cluster. ``benchmark_namespace`` is where the benchmark Jobs go."""
+
+    TYPE = "gpufleet:index:InfraStack"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        fleet: Fleet,
+        settings: StackSettings,
+        opts: pulumi.ResourceOptions | None = None,
+        exporter_values: dict[str, Any] | None = None,
+    ):
+        """``exporter_values``: the cloud's own dcgm-exporter values (``GpuCluster.gpu_exporter_values``)."""
+        super().__init__(self.TYPE, f"{cluster.name}-infra", None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        name = cluster.name
+        wanted = [MONITORING_NS, NODE_AGENTS_NS, BENCHMARK_NS]
+        if any(b.workload.spec.needs_root for b in fleet.benchmarks(cluster)):
+            wanted.append(ROOT_BENCHMARK_NS)
+        namespaces = {ns: fleet_namespace(name, ns, child) for ns in wanted}
+        self.benchmark_namespace = namespaces[BENCHMARK_NS].metadata["name"]
+        self.root_benchmark_namespace = (
+            namespaces[ROOT_BENCHMARK_NS].metadata["name"] if ROOT_BENCHMARK_NS in namespaces else None
+        )
+        namespace_network_policies(
+            name, not cluster.central, {ns: r.metadata["name"] for ns, r in namespaces.items()}, child
+        )
+        for ns in (BENCHMARK_NS, ROOT_BENCHMARK_NS):
+            if ns in namespaces:
+                suffix = "benchmark" if ns == BENCHMARK_NS else "benchmark-root"
+                benchmark_limits(f"{name}-{suffix}", cluster, namespaces[ns].metadata["name"], child)
+        monitoring_ns = namespaces[MONITORING_NS].metadata["name"]
+        agents_ns = namespaces[NODE_AGENTS_NS].metadata["name"]
+        scrape_configs, secrets = (
+            self._federation_sources(cluster, fleet, settings, monitoring_ns, child)
+            if cluster.central
+            else (None, None)
+        )
+        self.grafana_admin_password: pulumi.Output[str] | None = None
+        if cluster.central:
+            self.grafana_admin_password = self._grafana_admin(cluster, settings, monitoring_ns, child)
+        self.prometheus = helm_release(
+            f"{name}-prometheus",
+            "kube-prometheus-stack",
+            RELEASE,
+            monitoring_ns,
+            prometheus_values(
+                cluster,
+                fleet,
+                scrape_configs,
+                secrets,
+                settings.storage_class,
+                self._alert_config(cluster, settings) if cluster.central else None,
+            ),
+            child,
+            timeout=900,
+        )
+        nvidia_pools = [p for p in cluster.pools if p.accelerator.is_nvidia]
+        tolerations = gpu_tolerations(cluster)
+        if any(p.needs_device_plugin for p in cluster.pools):
+            helm_release(
+                f"{name}-nvidia-device-plugin",
+                "nvidia-device-plugin",
+                "nvidia-device-plugin",
+                "kube-system",
+                {"tolerations": tolerations, "affinity": gpu_node_affinity(cluster)},
+                child,
+            )
+        if nvidia_pools:
+            # The chart gives its pods priorityClassName system-node-critical (it cannot be unset: the template
+            # defaults an empty value to it; NVIDIA/dcgm-exporter@4.2.3-4.1.1 deployment/templates/daemonset.yaml).
+            # GKE admits pods of that class only in namespaces with a matching ResourceQuota (its own is in
+            # kube-system: gcp-critical-pods; openservicemesh/osm#4408, open-policy-agent/gatekeeper#1120), so the
+            # node agents' namespace gets one, sized to one exporter per GPU node at most.
+            critical = k8s.core.v1.ResourceQuota(
+                f"{name}-node-agents-critical-pods",
+                metadata={"name": "critical-pods", "namespace": agents_ns},
+                spec={
+                    "hard": {"pods": str(sum(p.max_nodes for p in nvidia_pools))},
+                    "scopeSelector": {
+                        "matchExpressions": [
+                            {"operator": "In", "scopeName": "PriorityClass", "values": list(CRITICAL_PRIORITY)}
+                        ]
+                    },
+                },
+                opts=child,
+            )
+            helm_release(
+                f"{name}-dcgm-exporter",
+                "dcgm-exporter",
+                "dcgm-exporter",
+                agents_ns,
+                {
+                    "tolerations": tolerations,
+                    "affinity": gpu_node_affinity(cluster),
+                    "serviceMonitor": {
+                        "enabled": True,
+                        "honorLabels": True,
+                        "interval": fleet.monitoring.scrape_interval,
+                    },
+                    **(exporter_values or {}),
+                },
+                pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus, critical]),
+            )
+        self.federation: FederationEndpoint | None = None
+        if not cluster.central:
+            if not settings.federation_source_ranges:
+                pulumi.log.warn(
+                    f"{name}: gpu-fleet:federationSourceRanges is not set: the federation endpoint accepts "
+                    "connections from any address (mTLS still required). Admit only the central cluster's egress: "
+                    f"pulumi config set --stack {name} --path 'gpu-fleet:federationSourceRanges[0]' <CIDR>"
+                )
+            self.federation = FederationEndpoint(
+                name,
+                monitoring_ns,
+                PROMETHEUS_URL,
+                settings.federation_source_ranges,
+                prometheus.match_selectors(prometheus.workload_metrics(fleet.workloads)),
+                opts=child,
+                node_selector=cluster.system_selector,
+            )
+        self.register_outputs({"benchmark_namespace": self.benchmark_namespace})
+
+    @staticmethod
+    def _alert_config(cluster: Cluster, settings: StackSettings) -> Any:
+        """The central Alertmanager's configuration from the secret ``gpu-fleet:alertReceiver`` (kept secret), or
+        the default with a warning: without a receiver, FederatedClusterDown and the benchmark alerts reach no one."""
+        if settings.alert_receiver is None:
+            pulumi.log.warn(
+                f"{cluster.name}: gpu-fleet:alertReceiver is not set: alerts such as FederatedClusterDown reach no "
+                "one. Set one Alertmanager receiver as JSON: pulumi config set --secret gpu-fleet:alertReceiver "
+                '\'{"name": "team", "webhook_configs": [{"url": "https://..."}]}\''
+            )
+            return None
+
+        def config(text: str) -> dict[str, Any]:
+            # offline, the encrypted value cannot be read: a stand-in receiver shows where it goes
+            receiver = OFFLINE_RECEIVER if text == SECRET_PLACEHOLDER else parse_alert_receiver(text)
+            return alertmanager_config(receiver)
+
+        return settings.alert_receiver.apply(config)
+
+    @staticmethod
+    def _grafana_admin(
+        cluster: Cluster, settings: StackSettings, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+    ) -> pulumi.Output[str]:
+        """The Secret with the central Grafana's admin password: ``gpu-fleet:grafanaAdminPassword``, or one
+        generated and kept in the stack's state (exported as the secret ``grafana_admin_password``)."""
+        password = settings.grafana_admin_password
+        if password is None:
+            generator = random.Provider(f"{cluster.name}-random", opts=pulumi.ResourceOptions(parent=opts.parent))
+            password = random.RandomPassword(
+                f"{cluster.name}-grafana-admin",
+                length=32,
+                special=False,
+                opts=pulumi.ResourceOptions(parent=opts.parent, provider=generator),
+            ).result
+        k8s.core.v1.Secret(
+            f"{cluster.name}-grafana-admin",
+            metadata={"name": GRAFANA_ADMIN_SECRET, "namespace": namespace},
+            type="Opaque",
+            string_data={"admin-user": GRAFANA_ADMIN_USER, "admin-password": pulumi.Output.secret(password)},
+            opts=opts,
+        )
+        return pulumi.Output.secret(password)
+
+    def _federation_sources(
+        self,
+        cluster: Cluster,
+        fleet: Fleet,
+        settings: StackSettings,
+        namespace: pulumi.Input[str],
+        child: pulumi.ResourceOptions,
+    ) -> tuple[list[pulumi.Output[dict[str, Any]]], list[str]]:
+        """One Secret and one federation scrape job per other cluster, learned through its stack's outputs."""
+        selectors = prometheus.match_selectors(prometheus.workload_metrics(fleet.workloads))
+        jobs = []
+        secrets = []
+        for leaf in fleet.clusters.values():
+            if leaf.central:
+                continue
+            ref = pulumi.StackReference(f"{settings.stack_reference_prefix}/{leaf.name}", opts=child)
+            secret_name = f"federation-{leaf.name}"
+            k8s.core.v1.Secret(
+                f"{cluster.name}-federation-{leaf.name}",
+                metadata={"name": secret_name, "namespace": namespace},
+                type="Opaque",
+                string_data={
+                    "ca.crt": ref.require_output("federation_ca"),
+                    "tls.crt": ref.require_output("federation_client_cert"),
+                    "tls.key": ref.require_output("federation_client_key"),
+                },
+                opts=child,
+            )
+            secrets.append(secret_name)
+            files = f"{SECRETS_DIR}/{secret_name}"
+
+            def job(address: str, leaf: Cluster = leaf, files: str = files) -> dict[str, Any]:
+                target = prometheus.FederationTarget(
+                    cluster=leaf.name,
+                    cloud=leaf.cloud,
+                    address=address,
+                    server_name=server_name(leaf.name),
+                    ca_file=f"{files}/ca.crt",
+                    cert_file=f"{files}/tls.crt",
+                    key_file=f"{files}/tls.key",
+                )
+                return prometheus.federation_scrape_config(
+                    target, selectors, interval=fleet.monitoring.federation_interval
+                )
+
+            jobs.append(ref.require_output("federation_address").apply(job))
+        # The list itself, not Output.all(*jobs): all() would unwrap every job deeply again, one Output per
+        # nested value (tens of thousands in a large fleet); the engine resolves each job where it stands.
+        return jobs, secrets

@@ -1,0 +1,420 @@
+"""The fleet: ``policy/fleet.yaml`` checked against the catalogue and the workload folders, then resolved.
+
+``load_fleet`` is the only way in: it reports every problem at once as ``FILE:LINE: key.path: message``
+(an ``InputError``) and otherwise returns an immutable ``Fleet`` in which every default is applied.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from fleet.model import pod_contract
+from fleet.model.catalogue import CLOUDS, Accelerator, Catalogue, CloudFacts, Offer, Taint, load_catalogue
+from fleet.model.errors import InputError, Problem
+from fleet.model.spec_schema import FleetFile, Monitoring, PoolSettings
+from fleet.model.validation import validate_document
+from fleet.model.workloads import WORKLOADS_DIR, Workload, load_workloads
+from fleet.model.yaml_source import YamlDocument, read_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY_FILE = ROOT / "policy" / "fleet.yaml"
+CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+GPU_LABEL = "gpu"
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """One autoscaled node pool of one card in one cluster, with every default applied."""
+
+    card: str
+    accelerator: Accelerator
+    offer: Offer | None  # None on existing clusters, whose nodes we do not create
+    machine_type: str
+    min_nodes: int
+    max_nodes: int
+    spot: bool
+    cloud_facts: CloudFacts
+
+    @property
+    def name(self) -> str:
+        """Pool name suffix, the same on every cloud: ``gpu-<card>``."""
+        return pod_contract.pool_name(self.card)
+
+    @property
+    def resource(self) -> str:
+        """The Kubernetes extended resource pods request (``nvidia.com/gpu``, ``google.com/tpu``...)."""
+        return self.accelerator.resource
+
+    @property
+    def accelerators_per_node(self) -> int:
+        """Cards per machine."""
+        return self.offer.count if self.offer else 1
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Kubernetes node labels of the pool: ``gpu=<card>`` plus what the card and cloud need."""
+        offer_labels = self.offer.node_labels if self.offer else {}
+        return {GPU_LABEL: self.card, **self.accelerator.node_labels, **offer_labels}
+
+    @property
+    def needs_device_plugin(self) -> bool:
+        """Whether we must install the NVIDIA device plugin for this pool (the platform does not bring one)."""
+        bottlerocket = bool(self.offer and self.offer.ami_type.startswith("BOTTLEROCKET"))
+        return self.accelerator.is_nvidia and not self.cloud_facts.provides_device_plugin and not bottlerocket
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        """The node label a pod selects to run on this pool (``gpu=<card>``; the role label on Magnum)."""
+        return {k: v.replace("{card}", self.card) for k, v in self.cloud_facts.pool_selector.items()}
+
+    @property
+    def taints(self) -> tuple[Taint, ...]:
+        """Taints we declare on the pool: the accelerator taint (cloud spot taints are added by clouds)."""
+        return (self.accelerator.taint,)
+
+    @property
+    def pod_tolerations(self) -> tuple[Taint, ...]:
+        """Taints a pod on this pool must tolerate: ours plus the cloud's spot taints."""
+        spot = tuple(self.cloud_facts.spot_taints) if self.spot else ()
+        return (*self.taints, *spot)
+
+
+@dataclass(frozen=True)
+class SystemPoolSpec:
+    """The on-demand pool for infra services."""
+
+    machine_type: str
+    min_nodes: int
+    max_nodes: int
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One cluster of the fleet (and one Pulumi stack of the same name)."""
+
+    name: str
+    cloud: str
+    region: str | None
+    zone: str | None
+    central: bool
+    kubernetes_version: str
+    system_pool: SystemPoolSpec
+    pools: tuple[GpuPool, ...]
+    facts: CloudFacts
+    description: str = ""
+
+    @property
+    def location(self) -> str:
+        """Zone if given (zonal), else region; empty for an existing cluster without either."""
+        return self.zone or self.region or ""
+
+    @property
+    def system_selector(self) -> dict[str, str]:
+        """The node label of the system pool, where the fleet's own services run (empty: wherever they fit)."""
+        return dict(self.facts.system_selector)
+
+    def pool(self, card: str) -> GpuPool:
+        """The pool of ``card`` (KeyError if the cluster does not offer it)."""
+        for pool in self.pools:
+            if pool.card == card:
+                return pool
+        raise KeyError(card)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One (workload, card) pair that runs on a cluster."""
+
+    workload: Workload
+    pool: GpuPool
+    schedule: str | None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The validated, resolved policy: clusters, placements and the workloads they run."""
+
+    file: str
+    clusters: dict[str, Cluster]
+    placements: dict[str, tuple[str, ...]]  # workload -> cards ("all" expanded)
+    schedules: dict[str, str | None]
+    monitoring: Monitoring
+    workloads: dict[str, Workload] = field(repr=False)
+    # What the policy allows but probably does not mean (``FILE:LINE: key: message``), shown once by validate/plan.
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def central(self) -> Cluster:
+        """The cluster holding the central Prometheus."""
+        return next(c for c in self.clusters.values() if c.central)
+
+    def cluster(self, name: str) -> Cluster:
+        """The cluster called ``name``; an ``InputError`` naming the known ones if there is none."""
+        try:
+            return self.clusters[name]
+        except KeyError:
+            known = ", ".join(self.clusters)
+            raise InputError(
+                [Problem(self.file, 1, "clusters", f"no cluster named {name!r} (known: {known})")]
+            ) from None
+
+    def benchmarks(self, cluster: Cluster) -> list[Benchmark]:
+        """The (workload, card) pairs the policy places on ``cluster``: offered by it and allowed for the workload."""
+        out = []
+        for workload, cards in self.placements.items():
+            wl = self.workloads[workload]
+            for pool in cluster.pools:
+                # `all` may name a card whose machines hold fewer accelerators than a pod asks for: not a pair (an
+                # explicit card like that is refused by the checker). An existing cluster's machines are unknown.
+                fits = pool.offer is None or pool.accelerators_per_node >= wl.spec.accelerators
+                if pool.card in cards and fits:
+                    out.append(Benchmark(wl, pool, self.schedules[workload]))
+        return out
+
+
+class _Checker:
+    """Cross-key rules of the policy file, collecting every problem with its line."""
+
+    def __init__(self, doc: YamlDocument, spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workload]):
+        self.doc, self.spec, self.catalogue, self.workloads = doc, spec, catalogue, workloads
+        self.problems: list[Problem] = []
+
+    def report(self, path: tuple[object, ...], message: str) -> None:
+        self.problems.append(self.doc.problem(path, message))
+
+    def card_path(self, cluster_path: tuple[object, ...], card: str) -> tuple[object, ...]:
+        """Key path of a card whether the cluster lists cards or maps them to settings."""
+        raw = self.doc.data["clusters"][cluster_path[1]][cluster_path[2]].get("gpus")
+        if isinstance(raw, list):
+            return (*cluster_path, "gpus", raw.index(card))
+        return (*cluster_path, "gpus", card)
+
+    def check_clusters(self) -> None:
+        seen: dict[str, str] = {}
+        central = []
+        for cloud, clusters in self.spec.clusters.items():
+            for name, settings in clusters.items():
+                path = ("clusters", cloud, name)
+                if not CLUSTER_NAME.match(name):
+                    self.report(
+                        path,
+                        f"cluster name {name!r} must be a DNS-1123 label: lower-case letters, digits and '-', "
+                        "starting with a letter, at most 40 characters",
+                    )
+                if name in seen:
+                    self.report(path, f"cluster name {name!r} is used twice (also under clusters.{seen[name]})")
+                seen[name] = cloud
+                if settings.central:
+                    central.append(path)
+                self.check_location(cloud, path, settings.region, settings.zone)
+                for card, pool in settings.gpus.items():
+                    self.check_card(cloud, path, card, pool)
+        if not central:
+            self.report(
+                ("clusters",), "no cluster is marked 'central: true': exactly one must hold the central Prometheus"
+            )
+        for path in central[1:]:
+            first = ".".join(str(p) for p in central[0])
+            self.report(
+                (*path, "central"),
+                f"a second central cluster: only one may hold the central Prometheus (first: {first})",
+            )
+
+    def check_location(self, cloud: str, path: tuple[object, ...], region: str | None, zone: str | None) -> None:
+        if cloud == "gcp" and not (region or zone):
+            self.report(path, "a GKE cluster needs a zone (zonal cluster) or a region (regional cluster)")
+        if cloud == "gcp" and region and zone and not zone.startswith(region + "-"):
+            self.report((*path, "zone"), f"zone {zone!r} is not in region {region!r}")
+        if cloud in ("aws", "azure") and not region:
+            self.report(path, f"an {cloud} cluster needs a region")
+        if cloud in ("aws", "azure") and zone:
+            self.report((*path, "zone"), f"{cloud} clusters span zones of their region: give only 'region'")
+
+    def check_card(self, cloud: str, path: tuple[object, ...], card: str, pool: PoolSettings) -> None:
+        where = self.card_path(path, card)
+        acc = self.catalogue.accelerators.get(card)
+        if acc is None:
+            self.report(where, f"unknown card {card!r}; the catalogue knows: {', '.join(self.catalogue.accelerators)}")
+            return
+        defaults = self.spec.defaults.gpu_pool
+        lo = pool.min_nodes if pool.min_nodes is not None else defaults.min_nodes
+        hi = pool.max_nodes if pool.max_nodes is not None else defaults.max_nodes
+        if lo > hi:
+            self.report(where, f"min_nodes {lo} is above max_nodes {hi}")
+        if cloud == "existing":
+            return
+        offer = acc.offers.get(cloud)  # type: ignore[call-overload]
+        if offer is None:
+            have = ", ".join(self.catalogue.available_on(cloud))
+            self.report(where, f"{cloud} has no {card} ({acc.model}); cards on {cloud}: {have}")
+        elif offer.status == "retired":
+            self.report(
+                where,
+                f"{card} ({acc.model}) was retired on {cloud} on {offer.retired_on} ({offer.note}); "
+                f"use one of: {', '.join(offer.alternatives)}",
+            )
+
+    def check_workloads(self) -> None:
+        known_cards = self.catalogue.accelerators
+        kinds_known = sorted({acc.resource for acc in known_cards.values()})
+        for wl in self.workloads.values():
+            unknown_kinds = sorted(set(wl.spec.accelerator_kinds) - set(kinds_known))
+            if unknown_kinds:
+                self.problems.append(
+                    read_yaml(wl.folder / "workload.yaml").problem(
+                        ("accelerator_kinds",),
+                        f"unknown kind(s) {', '.join(unknown_kinds)}; the catalogue's: {', '.join(kinds_known)}",
+                    )
+                )
+        for name, placement in self.spec.workloads.items():
+            path = ("workloads", name)
+            wl = self.workloads.get(name)
+            if wl is None:
+                have = ", ".join(self.workloads) or "none"
+                self.report(
+                    path, f"no workload definition {name!r} (expected workloads/{name}/workload.yaml; defined: {have})"
+                )
+            raw = self.doc.data["workloads"][name]
+            for i, card in enumerate(placement.gpus):
+                where = (*path, *((i,) if isinstance(raw, list) else ("gpus", i)))
+                if card == "all":
+                    continue
+                acc = known_cards.get(card)
+                if acc is None:
+                    self.report(where, f"unknown card {card!r}; the catalogue knows: {', '.join(known_cards)}")
+                elif wl and acc.resource not in wl.spec.accelerator_kinds:
+                    self.report(
+                        where,
+                        f"{name} runs on {', '.join(wl.spec.accelerator_kinds)} (accelerator_kinds in its "
+                        f"workload.yaml), but {card} is a {acc.resource} card",
+                    )
+                elif wl:
+                    self.check_accelerators_fit(where, wl, card)
+
+    def check_accelerators_fit(self, where: tuple[object, ...], wl: Workload, card: str) -> None:
+        """A pod asks for ``accelerators`` cards: every machine of ``card`` in the fleet must hold that many."""
+        for cloud, clusters in self.spec.clusters.items():
+            offer = self.catalogue.accelerators[card].offers.get(cloud)  # type: ignore[call-overload]
+            if offer is None or cloud == "existing":
+                continue
+            offering = [n for n, c in clusters.items() if card in c.gpus]
+            if offering and offer.count < wl.spec.accelerators:
+                self.report(
+                    where,
+                    f"{wl.name} asks for {wl.spec.accelerators} {card} per pod, but {offer.machine_type} on {cloud} "
+                    f"(clusters {', '.join(offering)}) has {offer.count}",
+                )
+
+    def warnings(self, placements: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+        """Placements no cluster can run: allowed, but most likely a mistake."""
+        offered = {card for clusters in self.spec.clusters.values() for c in clusters.values() for card in c.gpus}
+        return tuple(
+            str(self.doc.problem(("workloads", name), f"no cluster offers any of its cards ({', '.join(cards)})"))
+            for name, cards in placements.items()
+            if not set(cards) & offered
+        )
+
+
+def _resolve(spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workload], file: str) -> Fleet:
+    defaults = spec.defaults
+    clusters: dict[str, Cluster] = {}
+    for cloud in CLOUDS:
+        facts = catalogue.clouds[cloud]  # type: ignore[index]
+        for name, settings in spec.clusters.get(cloud, {}).items():  # type: ignore[call-overload]
+            pools = []
+            for card, pool in settings.gpus.items():
+                acc = catalogue.accelerators[card]
+                offer = acc.offers.get(cloud)  # type: ignore[call-overload]
+                # A cloud whose autoscaler cannot scale a GPU pool up from zero gets min 1 unless the
+                # policy sets min_nodes explicitly (an opt-in the plan warns about).
+                floor = (
+                    defaults.gpu_pool.min_nodes if facts.gpu_scale_from_zero else max(1, defaults.gpu_pool.min_nodes)
+                )
+                pools.append(
+                    GpuPool(
+                        card=card,
+                        accelerator=acc,
+                        offer=offer,
+                        machine_type=pool.machine_type or (offer.machine_type if offer else ""),
+                        min_nodes=pool.min_nodes if pool.min_nodes is not None else floor,
+                        max_nodes=pool.max_nodes if pool.max_nodes is not None else defaults.gpu_pool.max_nodes,
+                        spot=pool.spot if pool.spot is not None else defaults.gpu_pool.spot,
+                        cloud_facts=facts,
+                    )
+                )
+            system = settings.system_pool or defaults.system_pool
+            clusters[name] = Cluster(
+                name=name,
+                cloud=cloud,
+                region=settings.region,
+                zone=settings.zone,
+                central=settings.central,
+                kubernetes_version=settings.kubernetes_version or defaults.kubernetes_version,
+                system_pool=SystemPoolSpec(
+                    system.machine_type or facts.system_machine_type, system.min_nodes, system.max_nodes
+                ),
+                pools=tuple(pools),
+                facts=facts,
+                description=settings.description,
+            )
+
+    def every_card_of(workload: str) -> tuple[str, ...]:
+        kinds = workloads[workload].spec.accelerator_kinds
+        return tuple(card for card, acc in catalogue.accelerators.items() if acc.resource in kinds)
+
+    placements = {
+        name: (every_card_of(name) if p.gpus == ["all"] else tuple(p.gpus))
+        for name, p in spec.workloads.items()
+        if p.enabled
+    }
+    schedules = {name: p.schedule for name, p in spec.workloads.items()}
+    return Fleet(file, clusters, placements, schedules, spec.monitoring, workloads)
+
+
+def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_DIR) -> Fleet:
+    """Read, check and resolve a policy file; raises ``InputError`` listing every problem.
+
+    The policy file's shape, the workload folders and the cross-key rules are all checked before
+    anything is reported, so one run shows every problem that can be found.
+    """
+    doc = read_yaml(path)
+    problems: list[Problem] = []
+    spec: FleetFile | None = None
+    workloads: dict[str, Workload] | None = None
+    try:
+        spec = validate_document(FleetFile, doc)
+    except InputError as exc:
+        problems.extend(exc.problems)
+    try:
+        workloads = load_workloads(workloads_dir)
+    except InputError as exc:
+        problems.extend(exc.problems)
+    catalogue = load_catalogue()
+    if spec is not None:
+        checker = _Checker(doc, spec, catalogue, workloads or {})
+        checker.check_clusters()
+        if workloads is not None:
+            checker.check_workloads()
+        problems.extend(checker.problems)
+    if problems or spec is None or workloads is None:
+        raise InputError(problems)
+    fleet = _resolve(spec, catalogue, workloads, doc.file)
+    return dataclasses.replace(fleet, warnings=checker.warnings(fleet.placements))
+
+
+@lru_cache(maxsize=8)
+def _load_fleet_cached(path: str, mtime_ns: int, workloads_dir: Path) -> Fleet:
+    return load_fleet(path, workloads_dir)
+
+
+def load_fleet_cached(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_DIR) -> Fleet:
+    """``load_fleet`` once per file version: a plan of many stacks in one process reads the policy once."""
+    try:
+        mtime = Path(path).stat().st_mtime_ns
+    except OSError:
+        return load_fleet(path, workloads_dir)  # reports the unreadable file
+    return _load_fleet_cached(str(path), mtime, workloads_dir)

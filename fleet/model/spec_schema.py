@@ -1,0 +1,174 @@
+"""The shape of ``policy/fleet.yaml``: pydantic models that reject unknown keys and wrong types.
+
+Only the file's shape lives here; rules that span keys (one central cluster, cards a cloud offers, ...)
+are checked in ``fleet.model.spec`` where the catalogue and the workload folders are known.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+
+from fleet.model.catalogue import Cloud
+from fleet.model.validation import StrictModel
+
+DEFAULT_KUBERNETES_VERSION = "1.33"
+
+
+# No cloud lets one node pool grow past 1000 nodes (GKE and AKS cap a pool at 1000; EKS node groups lower):
+# a larger number is a typo, refused before it reaches a quota or a bill.
+MAX_POOL_NODES = 1000
+
+
+class PoolSettings(StrictModel):
+    """Per-card pool settings in a cluster; anything left out comes from ``defaults.gpu_pool``."""
+
+    min_nodes: int | None = pydantic.Field(
+        default=None, ge=0, le=MAX_POOL_NODES, description="Fewest nodes (0 lets the pool cost nothing idle)."
+    )
+    max_nodes: int | None = pydantic.Field(
+        default=None, ge=1, le=MAX_POOL_NODES, description="Most nodes the autoscaler may add."
+    )
+    spot: bool | None = pydantic.Field(
+        default=None, description="Spot/preemptible capacity (cheaper, may be reclaimed)."
+    )
+    machine_type: str | None = pydantic.Field(
+        default=None, description="Override the catalogue's machine type or flavor."
+    )
+
+
+class GpuPoolDefaults(StrictModel):
+    """Defaults for every GPU pool in the fleet."""
+
+    min_nodes: int = pydantic.Field(default=0, ge=0, le=MAX_POOL_NODES)
+    max_nodes: int = pydantic.Field(default=4, ge=1, le=MAX_POOL_NODES)
+    spot: bool = True
+
+
+class SystemPool(StrictModel):
+    """The small on-demand pool that runs the infra services."""
+
+    machine_type: str | None = pydantic.Field(
+        default=None, description="Defaults to the cloud's entry in the catalogue."
+    )
+    min_nodes: int = pydantic.Field(default=1, ge=1, le=MAX_POOL_NODES)
+    max_nodes: int = pydantic.Field(default=3, ge=1, le=MAX_POOL_NODES)
+
+
+class Defaults(StrictModel):
+    """Fleet-wide defaults."""
+
+    gpu_pool: GpuPoolDefaults = GpuPoolDefaults()
+    system_pool: SystemPool = SystemPool()
+    kubernetes_version: str = pydantic.Field(default=DEFAULT_KUBERNETES_VERSION, pattern=r"^1\.[0-9]{2}$")
+
+
+class ClusterSettings(StrictModel):
+    """One cluster: where it is, which cards it offers, and its role in the fleet."""
+
+    region: str | None = None
+    zone: str | None = None
+    central: bool = pydantic.Field(default=False, description="Holds the central Prometheus (exactly one cluster).")
+    gpus: dict[str, PoolSettings] = pydantic.Field(
+        default_factory=dict, description="Cards: a list, or card -> pool settings."
+    )
+    kubernetes_version: str | None = pydantic.Field(default=None, pattern=r"^1\.[0-9]{2}$")
+    system_pool: SystemPool | None = None
+    description: str = ""
+
+    @pydantic.field_validator("gpus", mode="before")
+    @classmethod
+    def _list_form(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            seen: set[Any] = set()
+            for card in value:
+                if not isinstance(card, str):
+                    raise ValueError(f"a card must be a name such as t4, not {card!r}")
+                if card in seen:
+                    raise ValueError(f"card {card!r} is listed twice")
+                seen.add(card)
+            return {card: {} for card in value}
+        if isinstance(value, dict):
+            return {card: ({} if settings is None else settings) for card, settings in value.items()}
+        if value is None:
+            return {}
+        return value
+
+
+class Placement(StrictModel):
+    """Which cards a workload may run on, and optionally a cron schedule for repeated runs."""
+
+    gpus: list[str] = pydantic.Field(description="Card names, or ['all'].")
+    schedule: str | None = pydantic.Field(default=None, description="Cron schedule: run as a CronJob instead of a Job.")
+    enabled: bool = True
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        if isinstance(value, (str, list)):
+            value = {"gpus": value}
+        if isinstance(value, dict) and value.get("gpus") == "all":
+            value = {**value, "gpus": ["all"]}
+        return value
+
+    @pydantic.field_validator("gpus")
+    @classmethod
+    def _all_alone(cls, value: list[str]) -> list[str]:
+        if "all" in value and len(value) > 1:
+            raise ValueError("'all' cannot be combined with card names")
+        if not value:
+            raise ValueError("give at least one card, or all")
+        return value
+
+    @pydantic.field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None and len(value.split()) != 5:
+            raise ValueError(f"{value!r} is not a 5-field cron schedule such as '0 3 * * 1'")
+        return value
+
+
+class Monitoring(StrictModel):
+    """Prometheus settings shared by every cluster."""
+
+    scrape_interval: str = pydantic.Field(default="30s", pattern=r"^[0-9]+[smh]$")
+    federation_interval: str = pydantic.Field(default="60s", pattern=r"^[0-9]+[smh]$")
+    leaf_retention: str = pydantic.Field(default="7d", pattern=r"^[0-9]+[hdwy]$")
+    central_retention: str = pydantic.Field(default="180d", pattern=r"^[0-9]+[hdwy]$")
+    central_storage: str = pydantic.Field(default="100Gi", pattern=r"^[0-9]+(Gi|Ti)$")
+
+
+class FleetFile(StrictModel):
+    """The whole policy file."""
+
+    defaults: Defaults = Defaults()
+    monitoring: Monitoring = Monitoring()
+    clusters: dict[Cloud, dict[str, ClusterSettings]]
+    workloads: dict[str, Placement] = pydantic.Field(default_factory=dict)
+
+    @pydantic.field_validator("clusters", mode="before")
+    @classmethod
+    def _empty_providers(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: ({} if v is None else v) for k, v in value.items()}
+        return value
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the policy file, for editors (published as policy/fleet.schema.json)."""
+    schema = FleetFile.model_json_schema()
+    defs = schema["$defs"]
+    # The short forms the validators accept: a list of cards, and a bare list or "all" for a workload.
+    cards = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    pools = defs["ClusterSettings"]["properties"]["gpus"]
+    defs["ClusterSettings"]["properties"]["gpus"] = {
+        "anyOf": [cards, pools],
+        "description": pools.get("description", ""),
+    }
+    schema["properties"]["workloads"]["additionalProperties"] = {
+        "anyOf": [{"const": "all"}, cards, {"$ref": "#/$defs/Placement"}]
+    }
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "gpu-fleet policy file"
+    return schema

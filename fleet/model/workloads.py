@@ -1,0 +1,305 @@
+"""Benchmark workload definitions: one folder per workload under ``workloads/``.
+
+A folder holds ``workload.yaml`` (what to run and what metrics it yields), ``mtail/*.mtail`` (the programs
+that turn its log lines into Prometheus metrics), ``sample.log`` (a real log, used by the tests) and optional
+``files/`` (small scripts mounted into the pod). Adding a workload is a new folder plus a line in the
+policy file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import pydantic
+
+from fleet.model.errors import InputError, Problem
+from fleet.model.quantity import parse_quantity
+from fleet.model.validation import StrictModel, validate_document
+from fleet.model.yaml_source import read_yaml
+
+WORKLOADS_DIR = Path(__file__).resolve().parents[2] / "workloads"
+METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Labels the fleet puts on every benchmark series (the PodMonitor's podTargetLabels): a program must not export them.
+FLEET_LABELS = ("workload", "gpu", "cluster", "cloud")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class MetricSpec(StrictModel):
+    """A metric the workload's mtail programs export."""
+
+    name: str
+    type: Literal["gauge", "counter", "histogram"]
+    help: str
+    labels: list[str] = []
+
+    @pydantic.field_validator("name")
+    @classmethod
+    def _prometheus_name(cls, v: str) -> str:
+        if not METRIC_NAME.match(v):
+            raise ValueError(f"{v!r} is not a valid Prometheus metric name")
+        return v
+
+    @pydantic.field_validator("labels")
+    @classmethod
+    def _no_fleet_label(cls, v: list[str]) -> list[str]:
+        clash = sorted(set(v) & set(FLEET_LABELS))
+        if clash:
+            raise ValueError(
+                f"label(s) {', '.join(clash)} are set by the fleet on every series ({', '.join(FLEET_LABELS)}): "
+                "rename them in the mtail program"
+            )
+        return v
+
+    @pydantic.model_validator(mode="after")
+    def _counter_suffix(self) -> MetricSpec:
+        if self.type == "counter" and not self.name.endswith("_total"):
+            raise ValueError(f"counter {self.name!r} must end in _total")
+        return self
+
+
+class Headline(StrictModel):
+    """The one number reports compare across cards, and which way is better."""
+
+    metric: str
+    unit: str
+    higher_is_better: bool = True
+    match: dict[str, str] = {}  # label values that pick the headline series (e.g. a stage)
+
+
+class Resources(StrictModel):
+    """CPU and memory per pod (Kubernetes quantities); the accelerator count is separate."""
+
+    cpu_request: str
+    memory_request: str
+    cpu_limit: str
+    memory_limit: str
+
+    @pydantic.field_validator("*", mode="before")
+    @classmethod
+    def _quantity(cls, v: object) -> str:
+        # YAML reads `cpu_request: 0.5` as a number; Kubernetes takes it, and so do we, as its quantity string
+        text = str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+        if not isinstance(text, str):
+            raise ValueError(f"{v!r} is not a Kubernetes quantity such as 500m, 2, 8Gi or 1e3")
+        if parse_quantity(text) < 0:
+            raise ValueError(f"{text!r} is negative: Kubernetes refuses negative resources")
+        return text
+
+    @pydantic.model_validator(mode="after")
+    def _requests_within_limits(self) -> Resources:
+        for what, request, limit in (
+            ("cpu", self.cpu_request, self.cpu_limit),
+            ("memory", self.memory_request, self.memory_limit),
+        ):
+            if parse_quantity(request) > parse_quantity(limit):
+                raise ValueError(f"{what}_request {request} exceeds {what}_limit {limit}: Kubernetes rejects the pod")
+        return self
+
+
+class DataVolume(StrictModel):
+    """Input data mounted into the workload container."""
+
+    name: str
+    mount_path: str
+    claim_name: str = ""  # an existing PersistentVolumeClaim; empty means a scratch emptyDir
+    size_limit: str = ""
+    read_only: bool = False
+
+
+class EgressRule(StrictModel):
+    """A destination the workload's pods may open connections to: benchmark pods may reach DNS and these only
+    (where the cluster enforces NetworkPolicy); the instance metadata address stays out of any range."""
+
+    cidr: str
+    ports: list[int] = pydantic.Field(min_length=1)
+
+    @pydantic.field_validator("cidr")
+    @classmethod
+    def _network(cls, v: str) -> str:
+        try:
+            return str(ipaddress.ip_network(v, strict=True))
+        except ValueError as exc:
+            raise ValueError(f"{v!r} is not a network address such as 0.0.0.0/0 or 188.184.0.0/16 ({exc})") from None
+
+    @pydantic.field_validator("ports")
+    @classmethod
+    def _ports(cls, v: list[int]) -> list[int]:
+        bad = [n for n in v if not 0 < n < 65536]
+        if bad:
+            raise ValueError(f"{bad} are not TCP ports (1 to 65535)")
+        return v
+
+
+class WorkloadSpec(StrictModel):
+    """What ``workload.yaml`` holds."""
+
+    name: str
+    description: str
+    image: str
+    # Where the image is published when the fleet does not build it: the images workflow copies it, digest
+    # unchanged, to `image` in the fleet's registry (as components/kubernetes/images.yaml does for its own).
+    upstream: str = ""
+    command: list[str] = pydantic.Field(min_length=1)
+    args: list[str] = []
+    accelerators: int = pydantic.Field(default=1, ge=1, le=8)
+    # The accelerator kinds (Kubernetes extended resources) the workload's code runs on: `all` in the policy means
+    # every card of these kinds, and a card of another kind (a TPU for CUDA code) is refused.
+    accelerator_kinds: list[str] = pydantic.Field(default=["nvidia.com/gpu"], min_length=1)
+    resources: Resources
+    env: dict[str, str] = {}
+    # Environment variables whose values are credentials: they come from the Secret ``<name>-credentials`` in
+    # the benchmark namespace (filled from the stack's secret config), never from this committed file.
+    secret_env: list[str] = []
+    timeout_seconds: int = pydantic.Field(ge=60)
+    backoff_limit: int = pydantic.Field(default=1, ge=0, le=6)
+    # Only for the Jobs a schedule (CronJob) starts; a one-off Job is managed by Pulumi and kept (see benchmark.py).
+    ttl_seconds_after_finished: int = pydantic.Field(default=86400, ge=0)
+    volumes: list[DataVolume] = []
+    # The user the workload container runs as: the benchmark namespace enforces the `restricted` Pod Security
+    # level, which refuses root. Check the image's USER upstream and that this uid can write where the code does.
+    run_as_user: int = pydantic.Field(default=1000, ge=1)
+    # Only for an image that cannot run as non-root: why. Its pods then run as root in the `benchmarks-root`
+    # namespace (Pod Security `baseline`), still with every capability dropped and no privilege escalation.
+    needs_root: str = ""
+    # Where the pods may connect besides DNS (data downloads, result uploads); none by default.
+    egress: list[EgressRule] = []
+    metrics: list[MetricSpec] = pydantic.Field(min_length=1)
+    headline: Headline
+
+    @pydantic.field_validator("name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not DNS_LABEL.match(v) or len(v) > 40:
+            raise ValueError(f"{v!r} must be a DNS-1123 label of at most 40 characters")
+        return v
+
+    @pydantic.field_validator("secret_env")
+    @classmethod
+    def _secret_env(cls, v: list[str], info: pydantic.ValidationInfo) -> list[str]:
+        bad = [n for n in v if not ENV_NAME.match(n)]
+        if bad:
+            raise ValueError(f"{bad} are not environment variable names (letters, digits and _, no leading digit)")
+        if len(set(v)) != len(v):
+            raise ValueError(f"{sorted({n for n in v if v.count(n) > 1})} listed twice")
+        clash = sorted(set(v) & set(info.data.get("env", {})))
+        if clash:
+            raise ValueError(f"{clash} also have a plain value under env: a credential must not be in this file")
+        return v
+
+    @pydantic.field_validator("image")
+    @classmethod
+    def _pinned(cls, v: str) -> str:
+        if "@sha256:" in v:
+            return v
+        last = v.rsplit("/", 1)[-1]
+        if ":" not in last:
+            raise ValueError(f"image {v!r} has no tag: pin it by tag or digest")
+        if last.endswith(":latest"):
+            raise ValueError(f"image {v!r} uses the moving tag 'latest': pin it by tag or digest")
+        return v
+
+    # A field validator (not a model validator) so the problem is located at the `headline` key, and is
+    # reported together with problems elsewhere in the file; `metrics` is declared before `headline`.
+    @pydantic.field_validator("headline")
+    @classmethod
+    def _headline_declared(cls, v: Headline, info: pydantic.ValidationInfo) -> Headline:
+        metrics = {m.name: m for m in info.data.get("metrics", [])}
+        if not metrics:
+            return v  # metrics itself is invalid and reported
+        if v.metric not in metrics:
+            raise ValueError(f"headline metric {v.metric!r} is not among the declared metrics")
+        unknown = sorted(set(v.match) - set(metrics[v.metric].labels))
+        if unknown:
+            raise ValueError(f"headline match uses {unknown}, which are not labels of {v.metric!r}")
+        return v
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A loaded workload: its spec plus the files beside it."""
+
+    spec: WorkloadSpec
+    folder: Path
+    mtail_programs: dict[str, str]  # file name -> program text
+    files: dict[str, str]  # file name -> content, mounted at FILES_MOUNT
+
+    @property
+    def name(self) -> str:
+        """The workload's name (also its folder's)."""
+        return self.spec.name
+
+    @property
+    def credentials_secret(self) -> str:
+        """Name of the Kubernetes Secret its ``secret_env`` variables are read from (in the benchmark namespace)."""
+        return f"{self.spec.name}-credentials"
+
+    @property
+    def sample_log(self) -> Path:
+        """The real sample log the tests run the mtail programs over."""
+        return self.folder / "sample.log"
+
+
+FILES_MOUNT = "/opt/gpu-fleet"
+
+
+def _read_files(paths: list[Path], problems: list[Problem]) -> dict[str, str]:
+    """The text of each regular file by name. A symbolic link is refused (it could point at any file of the machine
+    that renders or deploys, and its content would end up in a ConfigMap), and so is a file that is not UTF-8."""
+    out: dict[str, str] = {}
+    for path in paths:
+        if path.is_symlink():
+            problems.append(Problem(str(path), 1, "", "a symbolic link: put the file itself in the workload folder"))
+        elif path.is_file():
+            try:
+                out[path.name] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                problems.append(Problem(str(path), 1, "", f"not UTF-8 text (byte offset {exc.start})"))
+            except OSError as exc:
+                problems.append(Problem(str(path), 1, "", f"cannot read file: {exc.strerror}"))
+    return out
+
+
+def load_workload(folder: Path) -> Workload:
+    """Read one workload folder, raising ``InputError`` naming the file on any problem."""
+    doc = read_yaml(folder / "workload.yaml")
+    spec = validate_document(WorkloadSpec, doc)
+    problems = []
+    if spec.name != folder.name:
+        problems.append(doc.problem(("name",), f"must equal the folder name {folder.name!r}"))
+    for sub in ("mtail", "files"):
+        if (folder / sub).is_symlink():
+            problems.append(Problem(str(folder / sub), 1, "", "a symbolic link: put the folder itself here"))
+    if problems:
+        raise InputError(problems)
+    programs = _read_files(sorted((folder / "mtail").glob("*.mtail")), problems)
+    if not programs and not any(p.file.startswith(str(folder / "mtail")) for p in problems):
+        problems.append(
+            Problem(str(folder / "mtail"), 1, "", "no *.mtail program: the workload would export no metric")
+        )
+    files_dir = folder / "files"
+    files = _read_files(sorted(files_dir.iterdir()), problems) if files_dir.is_dir() else {}
+    if problems:
+        raise InputError(problems)
+    return Workload(spec=spec, folder=folder, mtail_programs=programs, files=files)
+
+
+@lru_cache(maxsize=4)
+def load_workloads(root: Path = WORKLOADS_DIR) -> dict[str, Workload]:
+    """Every workload folder under ``root``, by name; all problems of all folders at once."""
+    out: dict[str, Workload] = {}
+    problems: list[Problem] = []
+    for folder in sorted(p for p in root.iterdir() if (p / "workload.yaml").is_file()) if root.is_dir() else []:
+        try:
+            wl = load_workload(folder)
+            out[wl.name] = wl
+        except InputError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise InputError(problems)
+    return out

@@ -1,0 +1,114 @@
+"""Reading YAML while remembering the line of every key, so errors can point at it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleet.model.errors import InputError, Problem, format_path
+
+Path_ = tuple[object, ...]
+
+
+@dataclass
+class YamlDocument:
+    """A parsed YAML file: its plain data plus the line (1-based) of every key path in it."""
+
+    file: str
+    data: Any
+    lines: dict[Path_, int] = field(default_factory=dict)
+
+    def line_of(self, path: Path_) -> int:
+        """Line of the deepest part of ``path`` that exists in the file (1 if none does)."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:end]))
+            if line is not None:
+                return line
+        return 1
+
+    def problem(self, path: Path_, message: str) -> Problem:
+        """A problem located at ``path`` in this document."""
+        return Problem(self.file, self.line_of(path), format_path(path), message)
+
+
+class _Builder:
+    """Turns a composed YAML node tree into plain Python values, recording lines and duplicates."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.constructor = yaml.SafeLoader("")
+        self.lines: dict[Path_, int] = {}
+        self.problems: list[Problem] = []
+
+    def build(self, node: yaml.Node, path: Path_) -> Any:
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            self.constructor.flatten_mapping(node)
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.constructor.construct_object(key_node, deep=True)
+                child = (*path, key)
+                if isinstance(key, (list, dict)):
+                    self.problems.append(
+                        Problem(self.file, key_node.start_mark.line + 1, "", "a key must be a plain value")
+                    )
+                    continue
+                if key in out:
+                    self.problems.append(
+                        Problem(
+                            self.file,
+                            key_node.start_mark.line + 1,
+                            format_path(child),
+                            f"duplicate key (first given on line {self.lines[child]})",
+                        )
+                    )
+                    continue
+                self.lines[child] = key_node.start_mark.line + 1
+                out[key] = self.build(value_node, child)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        return self.constructor.construct_object(node, deep=True)
+
+
+def parse_yaml(text: str, file: str) -> YamlDocument:
+    """Parse one YAML document, raising ``InputError`` (with the line) on syntax errors or duplicate keys."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 1
+        raise InputError([Problem(file, line, "", f"YAML syntax error: {exc.problem or exc}")]) from None
+    except yaml.YAMLError as exc:
+        raise InputError([Problem(file, 1, "", f"YAML error: {exc}")]) from None
+    if node is None:
+        return YamlDocument(file, None, {(): 1})
+    builder = _Builder(file)
+    try:
+        data = builder.build(node, ())
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise InputError([Problem(file, mark.line + 1 if mark else 1, "", f"YAML error: {exc.problem}")]) from None
+    if builder.problems:
+        raise InputError(builder.problems)
+    return YamlDocument(file, data, builder.lines)
+
+
+def read_yaml(path: Path | str) -> YamlDocument:
+    """Read and parse a YAML file; a missing or unreadable file is an ``InputError`` too."""
+    path = Path(path)
+    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError([Problem(shown, 1, "", f"cannot read file: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise InputError(
+            [Problem(shown, line, "", f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}")]
+        ) from None
+    return parse_yaml(text, shown)

@@ -1,0 +1,80 @@
+"""The Pulumi program: one stack builds one cluster of the fleet with everything that runs on it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pulumi
+
+from components.clusters.cluster import GpuCluster
+from components.kubernetes.benchmark import BenchmarkJobs
+from components.kubernetes.infra import InfraStack
+from components.kubernetes.preview_access import preview_access
+from fleet.model.errors import InputError
+from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached
+from fleet.model.workloads import WORKLOADS_DIR
+from fleet.program.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem, storage_class_missing
+
+
+def check_storage_class(cluster: Cluster, settings: StackSettings, has_default: bool) -> None:
+    """Refuse a central cluster without a default StorageClass whose stack names none (``storage_class_missing``)."""
+    missing = storage_class_missing(cluster, settings.storage_class, has_default)
+    if missing:
+        raise InputError([config_problem(f"{NAMESPACE}:storageClass", missing)])
+
+
+def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
+    """Declare every resource of the stack ``stack`` (a cluster name) and export its outputs."""
+    cluster = fleet.cluster(stack)
+    component_class = GpuCluster.for_cloud(cluster.cloud)
+    check_storage_class(cluster, settings, component_class.has_default_storage_class(cluster))
+    component = component_class(cluster, settings)
+    on_cluster = pulumi.ResourceOptions(providers=[component.provider], depends_on=[component])
+    infra = InfraStack(cluster, fleet, settings, opts=on_cluster, exporter_values=component.gpu_exporter_values())
+    preview = component.preview_user()
+    if preview:
+        preview_access(cluster.name, preview, pulumi.ResourceOptions(parent=infra, provider=component.provider))
+    BenchmarkJobs(
+        cluster,
+        fleet.benchmarks(cluster),
+        infra.benchmark_namespace,
+        opts=pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus]),
+        credentials=settings.workload_secrets,
+        root_namespace=infra.root_benchmark_namespace,
+    )
+    pulumi.export("cluster", cluster.name)
+    pulumi.export("cloud", cluster.cloud)
+    pulumi.export("location", cluster.location)
+    pulumi.export("central", cluster.central)
+    pulumi.export("gpu_pools", {pool.card: f"{cluster.name}-{pool.name}" for pool in cluster.pools})
+    pulumi.export("kubeconfig", component.kubeconfig)
+    if cluster.central:
+        pulumi.export("grafana_admin_password", infra.grafana_admin_password)
+    if infra.federation is not None:
+        pulumi.export("federation_address", infra.federation.address)
+        pulumi.export("federation_server_name", infra.federation.server_name)
+        pulumi.export("federation_ca", infra.federation.ca_pem)
+        pulumi.export("federation_client_cert", infra.federation.client_cert)
+        pulumi.export("federation_client_key", infra.federation.client_key)
+    return component
+
+
+def main() -> None:
+    """Entry point of ``__main__.py``: load the policy, then build the current stack's cluster.
+
+    Bad input (the policy, a workload, the stack's config) stops the program before it declares anything. Under
+    ``pulumi up`` the problems are printed and the run fails without a traceback; under the offline plan the
+    ``InputError`` goes up to the command line, which reports it the same way as any other bad input.
+    """
+    try:
+        settings = StackSettings.read()
+        policy = Path(settings.policy_file) if settings.policy_file else POLICY_FILE
+        fleet = load_fleet_cached(policy, Path(settings.workloads_dir) if settings.workloads_dir else WORKLOADS_DIR)
+        build(fleet, pulumi.get_stack(), settings)
+    except InputError as exc:
+        if pulumi.Config(NAMESPACE).get_bool(OFFLINE_PLAN_KEY):
+            raise
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        raise pulumi.RunError(f"{len(exc.problems)} problem(s) in the input; nothing was deployed") from None

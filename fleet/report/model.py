@@ -1,0 +1,88 @@
+"""What a benchmark report holds, apart from how it is gathered (fleet/report/report.py) or drawn
+(fleet/report/plots.py): one row per card and one section per workload."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fleet.model.workloads import Workload
+from fleet.report.costs import Machine, PriceEntry, PriceTable, cost_per_result, per_result
+from fleet.report.queries import Window, WorkloadQueries
+
+Card = tuple[str, str, str]  # (cluster, cloud, gpu)
+
+
+@dataclass
+class CardRow:
+    """One card's numbers for one workload; None means unknown (no data, no GPU metrics, no price)."""
+
+    cluster: str
+    cloud: str
+    gpu: str
+    result: float
+    best: float | None = None
+    pods: int = 0
+    runs: float | None = None
+    gpu_utilization: float | None = None
+    gpu_energy_joules: float | None = None
+    observed_seconds: float | None = None
+    machine: Machine | None = None
+    price: PriceEntry | None = None
+    share: float = 1.0
+
+    @property
+    def price_per_hour(self) -> float | None:
+        """The machine's spot (or, for an on-demand pool, on-demand) price per hour, if the table has it."""
+        if self.price is None or self.machine is None:
+            return None
+        return self.price.per_hour(self.machine.spot)
+
+    @property
+    def energy_per_result(self) -> float | None:
+        """GPU energy per result in joules."""
+        return per_result(self.gpu_energy_joules, self.runs)
+
+    @property
+    def seconds_per_result(self) -> float | None:
+        """Observed pod time per result."""
+        return per_result(self.observed_seconds, self.runs)
+
+    @property
+    def cost_per_result(self) -> float | None:
+        """Approximate price of one result (machine price x share x time per result)."""
+        return cost_per_result(self.price_per_hour, self.share, self.seconds_per_result)
+
+
+@dataclass
+class WorkloadSection:
+    """Everything the report says about one workload."""
+
+    workload: Workload
+    queries: WorkloadQueries
+    runs_counter: str | None
+    rows: list[CardRow] = field(default_factory=list)
+    series: dict[Card, list[tuple[float, float]]] = field(default_factory=dict)
+    no_data: str = ""  # why there is nothing to show, when there is nothing
+
+    @property
+    def name(self) -> str:
+        """The workload's name."""
+        return self.workload.name
+
+    @property
+    def has_data(self) -> bool:
+        """Whether any card reported the headline metric in the window."""
+        return bool(self.rows)
+
+
+@dataclass
+class Report:
+    """A gathered report: where from, over which window, and one section per workload."""
+
+    prometheus: str
+    window: Window
+    step: float
+    generated: float
+    sections: list[WorkloadSection]
+    prices: PriceTable
+    queries_sent: int = 0

@@ -1,0 +1,134 @@
+"""The report's plots, drawn with matplotlib on its non-interactive Agg backend (no display needed).
+
+Imported only when a report is written, so the rest of the command line never loads matplotlib.
+Both plots are 1000 x 500 pixels; each card keeps one colour in both plots of a workload.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+from matplotlib.ticker import EngFormatter
+
+from fleet.report.costs import approximate
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from fleet.report.model import WorkloadSection
+
+SIZE_INCHES = (10.0, 5.0)
+DPI = 100
+
+
+def _colours(cards: list[str]) -> dict[str, tuple[float, float, float, float]]:
+    palette = plt.get_cmap("tab10")
+    return {card: palette(i % 10) for i, card in enumerate(sorted(cards))}
+
+
+def _title(section: WorkloadSection, what: str) -> str:
+    h = section.workload.spec.headline
+    match = ", ".join(f"{k}={v}" for k, v in sorted(h.match.items()))
+    better = "higher is better" if h.higher_is_better else "lower is better"
+    return f"{section.name}: {h.metric}{f' ({match})' if match else ''} {what} — {better}"
+
+
+def _with_gaps(points: list[tuple[float, float]]) -> tuple[list[datetime.datetime], list[float]]:
+    """Times (UTC) and values, with a NaN wherever samples are over 3 typical steps apart, so that the
+    line breaks between runs instead of joining them."""
+    if len(points) < 2:
+        return [datetime.datetime.fromtimestamp(t, datetime.UTC) for t, _ in points], [v for _, v in points]
+    gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(points))
+    limit = 3 * gaps[len(gaps) // 2]
+    times, values = [], []
+    for i, (t, v) in enumerate(points):
+        if i and t - points[i - 1][0] > limit:
+            times.append(datetime.datetime.fromtimestamp((t + points[i - 1][0]) / 2, datetime.UTC))
+            values.append(math.nan)
+        times.append(datetime.datetime.fromtimestamp(t, datetime.UTC))
+        values.append(v)
+    return times, values
+
+
+def _large_numbers_readable(ax: Axes, largest: float) -> None:
+    """Ticks like 60M rather than an offset of 1e7 for large values; small values keep plain ticks (an SI
+    prefix such as "m" would read as minutes next to a unit in seconds)."""
+    if abs(largest) >= 10_000:
+        ax.yaxis.set_major_formatter(EngFormatter(sep=""))
+
+
+def bar_chart(section: WorkloadSection, path: Path) -> None:
+    """Headline result per card, bars grouped by cluster (and cloud), each bar labelled with its value."""
+    unit = section.workload.spec.headline.unit
+    groups = sorted({(r.cluster, r.cloud) for r in section.rows})
+    colours = _colours([r.gpu for r in section.rows])
+    fig, ax = plt.subplots(figsize=SIZE_INCHES, dpi=DPI)
+    width = 0.8 / max(1, max(sum(1 for r in section.rows if (r.cluster, r.cloud) == g) for g in groups))
+    labelled: set[str] = set()
+    for x, group in enumerate(groups):
+        rows = sorted((r for r in section.rows if (r.cluster, r.cloud) == group), key=lambda r: r.gpu)
+        for i, row in enumerate(rows):
+            offset = (i - (len(rows) - 1) / 2) * width
+            bar = ax.bar(
+                x + offset,
+                row.result,
+                width * 0.9,
+                color=colours[row.gpu],
+                label=row.gpu if row.gpu not in labelled else None,
+            )
+            labelled.add(row.gpu)
+            ax.bar_label(bar, labels=[approximate(row.result, 3)], padding=2, fontsize=8)
+    ax.set_xticks(range(len(groups)), [f"{cluster}\n({cloud})" for cluster, cloud in groups])
+    _large_numbers_readable(ax, max(r.result for r in section.rows))
+    ax.set_ylabel(unit)
+    ax.set_title(_title(section, "per card"), fontsize=10)
+    ax.margins(y=0.15)
+    ax.legend(title="card", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def series_chart(section: WorkloadSection, path: Path) -> None:
+    """The headline of every card over the window (UTC), one line per (card, cluster)."""
+    unit = section.workload.spec.headline.unit
+    colours = _colours(sorted({gpu for _, _, gpu in section.series}))
+    styles = ["-", "--", ":", "-."]
+    clusters = sorted({cluster for cluster, _, _ in section.series})
+    fig, ax = plt.subplots(figsize=SIZE_INCHES, dpi=DPI)
+    for (cluster, cloud, gpu), points in sorted(section.series.items()):
+        times, values = _with_gaps(points)
+        ax.plot(
+            times,
+            values,
+            linestyle=styles[clusters.index(cluster) % len(styles)],
+            marker="." if len(points) < 200 else None,
+            color=colours[gpu],
+            label=f"{gpu} @ {cluster} ({cloud})",
+        )
+    if not section.series:
+        ax.text(0.5, 0.5, "no samples in the window", ha="center", va="center", transform=ax.transAxes)
+    locator = mdates.AutoDateLocator(tz=datetime.UTC)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=datetime.UTC))
+    ax.set_xlabel("time (UTC)")
+    _large_numbers_readable(ax, max((v for points in section.series.values() for _, v in points), default=0))
+    ax.set_ylabel(unit)
+    ax.set_title(_title(section, "over time"), fontsize=10)
+    if section.series:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)

@@ -1,0 +1,267 @@
+"""The PromQL of the benchmark report, built from the workload definitions: pure functions, no I/O.
+
+Every benchmark series on the central Prometheus carries ``cluster`` and ``cloud`` (the leaf's external
+labels, kept by federation) and ``workload``, ``gpu``, ``namespace`` and ``pod`` (the PodMonitor's target
+labels; see components/kubernetes/benchmark.py). A card of the report is one (cluster, cloud, gpu).
+
+Benchmark Jobs end, and their series stop (on the central they even linger up to 5 minutes, since
+staleness does not cross federation). So every number is taken over the whole report window, evaluated
+at its end, never as an instant value:
+
+* result: per pod, the last value of the headline series in the window (``last_over_time``), averaged
+  over the card's pods (one pod per Job run);
+* best: the best value any sample reached (``max_over_time`` or ``min_over_time`` by the headline's direction);
+* runs: the workload's run counter (chosen by :func:`runs_counter`), per pod the highest value in the
+  window (``max_over_time``: mtail's counters start at 0 in every pod), summed over the pods;
+* GPU utilisation and energy: the leaf's GPU recording rules (fleet/model/prometheus.py), per benchmark pod,
+  joined on (cluster, namespace, pod) with the pods of the benchmark; the mean utilisation over the
+  pod's life and the energy ``increase()`` over the window;
+* the time series of the headline per card, as a range query whose step keeps every series under
+  Prometheus' limit of 11,000 points;
+* per pod, the timestamps of the run counter's first and last samples in the window (subqueries of
+  ``timestamp()``, at most 30 s apart, so a pod of a few minutes is measured whatever the window): the
+  pod's running time, from which the GPU time per result is derived.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fleet.model.prometheus import GPU_RECORDING_RULES, duration_seconds
+from fleet.model.workloads import WorkloadSpec
+from fleet.report.prometheus_api import MAX_POINTS_PER_SERIES
+
+#: A card of the report: the labels every benchmark series has once federated.
+CARD_LABELS: tuple[str, ...] = ("cluster", "cloud", "gpu")
+#: What identifies a pod across the fleet; GPU aggregates and benchmark series share these labels.
+POD_LABELS: tuple[str, ...] = ("cluster", "namespace", "pod")
+GPU_UTILIZATION = "gpufleet:gpu_utilization_percent:avg"
+GPU_ENERGY = "gpufleet:gpu_energy_joules:sum"
+assert GPU_UTILIZATION in GPU_RECORDING_RULES and GPU_ENERGY in GPU_RECORDING_RULES
+
+#: Points a plotted series aims at; the step grows with the window and never drops below MIN_STEP_SECONDS.
+TARGET_POINTS = 1000
+MIN_STEP_SECONDS = 1.0
+#: The subqueries that find a pod's first and last samples evaluate at most this far apart.
+MAX_SUBQUERY_RESOLUTION_SECONDS = 30
+
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Window:
+    """The report's time window, in Unix seconds; queries over it are evaluated at ``end``."""
+
+    start: float
+    end: float
+
+    def __post_init__(self) -> None:
+        if not self.end > self.start:
+            raise ValueError("the window's end must be after its start")
+
+    @property
+    def seconds(self) -> float:
+        """Length of the window."""
+        return self.end - self.start
+
+    @property
+    def range(self) -> str:
+        """The window as a PromQL range duration (whole seconds, rounded up): ``3600s``."""
+        return f"{math.ceil(self.seconds)}s"
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Prometheus-style duration (``90m``, ``12h``, ``7d``, ``1h30m``); ``ValueError`` otherwise."""
+    seconds = duration_seconds(text.strip())
+    if seconds <= 0:
+        raise ValueError(f"{text!r} is not a positive duration")
+    return seconds
+
+
+def parse_time(text: str) -> float:
+    """Unix seconds from RFC 3339 (``2026-11-01T08:00:00Z``), a date (``2026-11-01``, UTC) or Unix seconds."""
+    value = text.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a time: use RFC 3339 (2026-11-01T08:00:00Z), a date or Unix time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def window_from(
+    now: float, since: str | None = None, start: str | None = None, end: str | None = None, default: str = "7d"
+) -> Window:
+    """The window from the command line: ``since`` before ``now``, or ``start``..``end`` (``end`` defaults to now)."""
+    if since is not None and (start is not None or end is not None):
+        raise ValueError("give either --since or --start/--end, not both")
+    if end is not None and start is None:
+        raise ValueError("--end needs --start")
+    if start is not None:
+        begin, finish = parse_time(start), parse_time(end) if end is not None else now
+        if finish <= begin:
+            raise ValueError(f"the window is empty: --end ({end or 'now'}) is not after --start ({start})")
+        return Window(begin, finish)
+    return Window(now - parse_duration(since or default), now)
+
+
+def choose_step(
+    seconds: float,
+    target_points: int = TARGET_POINTS,
+    max_points: int = MAX_POINTS_PER_SERIES,
+    min_step: float = MIN_STEP_SECONDS,
+) -> float:
+    """A range-query step (whole seconds) giving about ``target_points`` per series and never over ``max_points``."""
+    if seconds <= 0:
+        raise ValueError("the window must be longer than zero")
+    if not 1 <= target_points <= max_points:
+        raise ValueError("target_points must be between 1 and max_points")
+    step = max(min_step, math.ceil(seconds / target_points))
+    while math.floor(seconds / step) + 1 > max_points:  # only when min_step is below 1 s
+        step = math.ceil(step + 1)
+    return float(step)
+
+
+def subquery_resolution(window: Window) -> int:
+    """Seconds between the evaluations of the first/last-sample subqueries: about a thousand per window, at
+    most 30 s (the first sample is found at most that late) and at least 1 s."""
+    return max(1, min(MAX_SUBQUERY_RESOLUTION_SECONDS, math.ceil(window.seconds / TARGET_POINTS)))
+
+
+def escape_label_value(value: str) -> str:
+    """A label value as a PromQL string literal body (backslash, double quote and newline escaped)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def selector(metric: str, labels: Mapping[str, str], *raw_matchers: str) -> str:
+    """``metric{a="x",b="y",...}`` with equality matchers in sorted order, plus any raw matchers (``pod!=""``)."""
+    for name in labels:
+        if not _LABEL_NAME.match(name):
+            raise ValueError(f"{name!r} is not a valid label name")
+    matchers = [f'{name}="{escape_label_value(value)}"' for name, value in sorted(labels.items())]
+    matchers.extend(raw_matchers)
+    return f"{metric}{{{','.join(matchers)}}}" if matchers else metric
+
+
+def _tokens(name: str) -> set[str]:
+    words = [w for w in name.split("_") if w and w not in ("total", "seconds", "per", "second")]
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words}
+
+
+def runs_counter(spec: WorkloadSpec) -> str | None:
+    """The counter that counts the workload's results: of its declared counters, the one whose name shares
+    most words with the headline metric (``gan3d_epochs_total`` for ``gan3d_epoch_duration_seconds``, not
+    ``gan3d_batches_total``); the first declared on a tie; None if it declares no counter."""
+    headline = _tokens(spec.headline.metric)
+    best: tuple[int, str] | None = None
+    for metric in spec.metrics:
+        if metric.type != "counter":
+            continue
+        score = len(_tokens(metric.name.removesuffix("_total")) & headline)
+        if best is None or score > best[0]:
+            best = (score, metric.name)
+    return best[1] if best else None
+
+
+@dataclass(frozen=True)
+class WorkloadQueries:
+    """Every PromQL expression the report runs for one workload (instant ones at the window's end)."""
+
+    headline_selector: str
+    result: str  # per card: mean over pods of each pod's last headline value
+    best: str  # per card: the best headline sample
+    pods: str  # per card: how many pods reported the headline
+    runs: str | None  # per card: results counted by the run counter (None: the workload declares no counter)
+    gpu_utilization: str  # per card: mean GPU utilisation of the benchmark's pods over their life
+    gpu_energy: str  # per card: GPU energy (J) of the benchmark's pods in the window
+    series: str  # range query: the headline per card
+    first_sample: str  # per pod: the time of the run counter's (or headline's) first sample in the window
+    last_sample: str  # per pod: the time of its last sample in the window
+
+    def instant(self) -> dict[str, str]:
+        """The instant queries by name (the order the report runs them)."""
+        out = {
+            "result": self.result,
+            "best": self.best,
+            "pods": self.pods,
+            "runs": self.runs,
+            "gpu_utilization": self.gpu_utilization,
+            "gpu_energy": self.gpu_energy,
+        }
+        return {name: query for name, query in out.items() if query is not None}
+
+    def listing(self) -> list[tuple[str, str]]:
+        """Every query with its name, as the report prints them."""
+        return [
+            *self.instant().items(),
+            ("series", self.series),
+            ("first_sample", self.first_sample),
+            ("last_sample", self.last_sample),
+        ]
+
+
+def workload_queries(spec: WorkloadSpec, window: Window) -> WorkloadQueries:
+    """The report's queries for one workload over ``window``."""
+    w = window.range
+    card = ", ".join(CARD_LABELS)
+    on_pod = ", ".join(POD_LABELS)
+    headline = spec.headline
+    head = selector(headline.metric, {"workload": spec.name, **headline.match})
+    direction = "max" if headline.higher_is_better else "min"
+    counter_name = runs_counter(spec)
+    counter = None
+    if counter_name is not None:
+        counter_labels = next(m.labels for m in spec.metrics if m.name == counter_name)
+        narrowed = {k: v for k, v in headline.match.items() if k in counter_labels}
+        counter = selector(counter_name, {"workload": spec.name, **narrowed})
+    # The benchmark's pods: series without a pod label are left out, or they would join the idle GPUs
+    # (dcgm-exporter leaves pod empty for a GPU no pod uses).
+    with_pod = selector(headline.metric, {"workload": spec.name}, 'pod!=""')
+    pods_of_benchmark = f"group by ({on_pod}, gpu) (last_over_time({with_pod}[{w}]))"
+    join = f"on ({on_pod}) group_left (gpu) {pods_of_benchmark}"
+    stamps = f"timestamp({counter or head})[{w}:{subquery_resolution(window)}s]"
+    return WorkloadQueries(
+        headline_selector=head,
+        result=f"avg by ({card}) (last_over_time({head}[{w}]))",
+        best=f"{direction} by ({card}) ({direction}_over_time({head}[{w}]))",
+        pods=f"count by ({card}) (group by ({card}, namespace, pod) (last_over_time({head}[{w}])))",
+        runs=f"sum by ({card}) (max_over_time({counter}[{w}]))" if counter else None,
+        gpu_utilization=f"avg by ({card}) (avg_over_time({GPU_UTILIZATION}[{w}]) * {join})",
+        gpu_energy=f"sum by ({card}) (increase({GPU_ENERGY}[{w}]) * {join})",
+        series=f"max by ({card}) ({head})",
+        first_sample=f"min by ({card}, namespace, pod) (min_over_time({stamps}))",
+        last_sample=f"max by ({card}, namespace, pod) (max_over_time({stamps}))",
+    )
+
+
+def card_key(labels: Mapping[str, str]) -> tuple[str, str, str]:
+    """(cluster, cloud, gpu) of a result series; missing labels are empty strings."""
+    return (labels.get("cluster", ""), labels.get("cloud", ""), labels.get("gpu", ""))
+
+
+def pod_key(labels: Mapping[str, str]) -> tuple[str, str, str, str, str]:
+    """(cluster, cloud, gpu, namespace, pod) of a per-pod series."""
+    return (*card_key(labels), labels.get("namespace", ""), labels.get("pod", ""))
+
+
+def observed_seconds(
+    first: Mapping[tuple[str, ...], float], last: Mapping[tuple[str, ...], float]
+) -> dict[tuple[str, str, str], float]:
+    """Per card, the summed running time of its pods (last sample minus first sample, per pod key as from
+    :func:`pod_key`); a card whose pods were each seen in one sample only is left out (no duration known)."""
+    out: dict[tuple[str, str, str], float] = {}
+    for key, begin in first.items():
+        end = last.get(key)
+        if end is not None and end > begin:
+            card = (key[0], key[1], key[2])
+            out[card] = out.get(card, 0.0) + (end - begin)
+    return out

@@ -1,0 +1,685 @@
+"""Which stacks a change touches: the selection both CI systems use for previews, deploys and drift checks.
+
+The core (``select_stacks``) is pure: it takes the changed paths and the old and new policy, each loaded with
+the same ``load_fleet`` the program uses, and answers with the stacks to preview or deploy (non-central first,
+the central one last, because it reads the others' outputs), why each one, the clusters that left the policy
+(reported for a human to destroy, never planned) and notes. The git layer under it is thin: ``git diff
+--name-only`` for the changed paths, ``git show REF:policy/fleet.yaml`` for the old policy, ``git archive`` for
+the workload folders the old policy was written against.
+
+When in doubt the selection errs towards more stacks: a preview too many costs minutes, a stack missed leaves
+a merged change undeployed.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import fnmatch
+import functools
+import io
+import json
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleet.model.errors import InputError, Problem
+from fleet.model.spec import POLICY_FILE, ROOT, Cluster, Fleet, load_fleet
+from fleet.model.workloads import WORKLOADS_DIR
+
+POLICY_PATH = "policy/fleet.yaml"
+STACK_FILE = "stacks/Pulumi.*.yaml"
+ZERO_SHA = "0" * 40
+
+# Paths (fnmatch patterns) whose change reaches every stack: the program's entry and project file, the
+# dependencies, the components, and the CrossGuard pack that judges every stack. The code and data under CODE_DIRS
+# reach every stack only when the program or the pack reads them (``deployed_files``); the rest there is tooling.
+SHARED = (
+    "__main__.py",
+    "Pulumi.yaml",
+    "requirements*.txt",
+    "requirements*.lock",
+    "components/*",  # the program's components (loaded by cloud name: GpuCluster.for_cloud)
+    "policy/*",  # the pack's code and requirements; policy/fleet.yaml and the schema are handled before this
+)
+CODE_DIRS = ("fleet/",)
+# Where `pulumi up` and the policy pack start: everything they import, directly or not, is deployed code.
+ENTRY_POINTS = ("__main__.py", "policy/__main__.py", "policy/gpufleet_policies.py", "components/*.py")
+CODE_PACKAGES = ("fleet", "components")
+# Paths never read by `pulumi up`: tests, docs, CI definitions, editor and tool configuration.
+NOT_DEPLOYED = (
+    "*.md",
+    "tests/*",
+    "docs/*",
+    "benchmarks/*",
+    ".github/*",
+    ".gitlab-ci.yml",
+    ".gitlab/*",
+    ".ci/*",
+    ".yamllint",
+    ".hadolint.yaml",
+    "examples/*",  # example fleets for a team to start from, planned only by the tests
+    ".gitignore",
+    "Makefile",
+    "pyproject.toml",
+    "LICENSE*",
+    "policy/fleet.schema.json",  # generated for editors from fleet/model/spec_schema.py
+)
+# Inside workloads/<w>/: files that are test data or image sources, not read by the program (the loader reads
+# workload.yaml, mtail/*.mtail and files/*).
+WORKLOAD_NOT_DEPLOYED = ("sample.log", "Dockerfile", "*.md", "test_*.py")  # test_*.py: tests of its own code
+# Monitoring keys only one side uses (components/kubernetes/infra.py); any other key reaches every cluster.
+LEAF_ONLY_MONITORING = ("leaf_retention",)
+CENTRAL_ONLY_MONITORING = ("federation_interval", "central_retention", "central_storage")
+POLICY_SECTIONS = ("defaults", "monitoring", "clusters", "workloads")
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """A policy file as ``load_fleet`` resolves it, plus its plain YAML (to tell a cluster's own edit from a
+    change of the defaults)."""
+
+    fleet: Fleet
+    raw: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StackEntry:
+    """One stack to preview or deploy, with what CI needs to pick credentials and why it was selected."""
+
+    stack: str
+    cloud: str
+    region: str
+    central: bool
+    reasons: tuple[str, ...]
+
+    def matrix_entry(self) -> dict[str, Any]:
+        """The flat entry of a CI matrix (GitHub ``include``)."""
+        return {"stack": self.stack, "cloud": self.cloud, "region": self.region, "central": self.central}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The stacks a change touches (non-central first, central last), removed clusters, and notes."""
+
+    stacks: tuple[StackEntry, ...]
+    removed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        """Stack names in deployment order."""
+        return [s.stack for s in self.stacks]
+
+    @property
+    def leaves(self) -> list[StackEntry]:
+        """The selected non-central stacks."""
+        return [s for s in self.stacks if not s.central]
+
+    @property
+    def central(self) -> list[StackEntry]:
+        """The central stack if it is selected (a list of zero or one)."""
+        return [s for s in self.stacks if s.central]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form: names, matrix entries for leaves and central, reasons, removed clusters, notes."""
+        return {
+            "stacks": self.names,
+            "leaves": [s.matrix_entry() for s in self.leaves],
+            "central": [s.matrix_entry() for s in self.central],
+            "reasons": {s.stack: list(s.reasons) for s in self.stacks},
+            "removed": list(self.removed),
+            "notes": list(self.notes),
+        }
+
+
+# --- loading a policy version ----------------------------------------------------------------------------------
+
+
+def load_policy_file(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_DIR) -> LoadedPolicy:
+    """Load a policy file from disk (``InputError`` when it is invalid)."""
+    fleet = load_fleet(path, workloads_dir)
+    return LoadedPolicy(fleet, _raw(Path(path).read_text(encoding="utf-8")))
+
+
+def load_policy_text(text: str, label: str, workloads_dir: Path = WORKLOADS_DIR) -> LoadedPolicy:
+    """Load policy text (e.g. from ``git show``) with the same loader; problems name ``label`` as the file."""
+    with tempfile.TemporaryDirectory(prefix="gpu-fleet-policy-") as tmp:
+        path = Path(tmp) / "fleet.yaml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            fleet = load_fleet(path, workloads_dir)
+        except InputError as exc:
+            raise InputError([_relabel(p, str(path), label) for p in exc.problems]) from None
+    return LoadedPolicy(fleet, _raw(text))
+
+
+def _relabel(problem: Problem, path: str, label: str) -> Problem:
+    return Problem(label if problem.file == path else problem.file, problem.line, problem.path, problem.message)
+
+
+def _raw(text: str) -> dict[str, Any]:
+    data = yaml.safe_load(text)
+    return data if isinstance(data, dict) else {}
+
+
+# --- the pure selection ----------------------------------------------------------------------------------------
+
+
+def classify(path: str) -> tuple[str, str]:
+    """What a changed path reaches: ``("policy", "")``, ``("stack", name)``, ``("workload", name)``,
+    ``("workload-metrics", name)``, ``("shared", path)``, ``("unclassified", path)`` (both reach every stack)
+    or ``("none", why)``."""
+    if path == POLICY_PATH:
+        return "policy", ""
+    if fnmatch.fnmatchcase(path, STACK_FILE):
+        return "stack", path[len("stacks/Pulumi.") : -len(".yaml")]
+    if path.startswith("workloads/"):
+        parts = path.split("/")
+        if len(parts) < 3:
+            return "none", "a file beside the workload folders"
+        rest = "/".join(parts[2:])
+        if any(fnmatch.fnmatchcase(rest, p) for p in WORKLOAD_NOT_DEPLOYED):
+            return "none", f"{rest} is not read by the program"
+        # workload.yaml declares the metrics the central Prometheus federates from every leaf
+        return ("workload-metrics" if rest == "workload.yaml" else "workload"), parts[1]
+    if any(fnmatch.fnmatchcase(path, p) for p in NOT_DEPLOYED):
+        return "none", "not deployed"
+    if any(fnmatch.fnmatchcase(path, p) for p in SHARED):
+        return "shared", path
+    if path.startswith(CODE_DIRS):
+        if path in deployed_files() or not (ROOT / path).is_file():
+            return "shared", path  # read by the program or the pack; or removed or unknown here: to be safe
+        return "none", "a tool of the repository (CLI, plan engine, render, report, stack selection): never deployed"
+    return "unclassified", path
+
+
+def _imported_files(root: Path, rel: str) -> set[str]:
+    """The repository files of the modules ``rel`` imports (anywhere in it, lazy imports too, not those under
+    ``if TYPE_CHECKING:``), with the ``__init__.py`` of their packages."""
+    found: set[str] = set()
+    tree = ast.parse((root / rel).read_text(encoding="utf-8"), filename=rel)
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue  # imported for type checkers only: never run
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] not in CODE_PACKAGES:
+                continue
+            for depth in range(1, len(parts) + 1):
+                base = "/".join(parts[:depth])
+                for candidate in (f"{base}.py", f"{base}/__init__.py"):
+                    if (root / candidate).is_file():
+                        found.add(candidate)
+    return found
+
+
+@functools.lru_cache(maxsize=4)
+def deployed_files(root: Path = ROOT) -> frozenset[str]:
+    """The files under CODE_DIRS that `pulumi up` or the policy pack read: every module imported, transitively,
+    from ENTRY_POINTS, and every data file whose name such a module's source mentions (catalogue.yaml,
+    images.yaml). The CLI and its tools are not among them, so changing one selects no stack."""
+    modules: set[str] = set()
+    todo = [str(f.relative_to(root)) for pattern in ENTRY_POINTS for f in sorted(root.glob(pattern)) if f.is_file()]
+    while todo:
+        rel = todo.pop()
+        if rel in modules:
+            continue
+        modules.add(rel)
+        todo.extend(_imported_files(root, rel) - modules)
+    sources = "\n".join((root / m).read_text(encoding="utf-8") for m in modules)
+    data = {
+        str(f.relative_to(root))
+        for d in CODE_DIRS
+        for f in (root / d).rglob("*")
+        if f.is_file() and f.suffix != ".py" and "__pycache__" not in f.parts and f.name in sources
+    }
+    return frozenset({m for m in modules if m.startswith(CODE_DIRS)} | data)
+
+
+def _normal(cluster: Cluster) -> Cluster:
+    """The cluster with its pools in card order: listing the same cards in another order changes nothing."""
+    return dataclasses.replace(cluster, pools=tuple(sorted(cluster.pools, key=lambda p: p.card)))
+
+
+def _pairs(fleet: Fleet, cluster: Cluster) -> set[tuple[str, str, str | None]]:
+    return {(b.workload.name, b.pool.card, b.schedule) for b in fleet.benchmarks(cluster)}
+
+
+def _section(raw: dict[str, Any], cluster: Cluster) -> Any:
+    clusters = raw.get("clusters") or {}
+    return (clusters.get(cluster.cloud) or {}).get(cluster.name)
+
+
+def _runners(fleet: Fleet, workload: str) -> list[str]:
+    return [c.name for c in fleet.clusters.values() if any(b.workload.name == workload for b in fleet.benchmarks(c))]
+
+
+def _policy_reasons(old: LoadedPolicy, new: LoadedPolicy) -> tuple[dict[str, list[str]], list[str], list[str]]:
+    """Reasons per stack of the new policy, the removed clusters, and reasons to select every stack."""
+    reasons: dict[str, list[str]] = {}
+    o, n = old.fleet, new.fleet
+    central = n.central.name
+
+    def add(stack: str, why: str) -> None:
+        reasons.setdefault(stack, []).append(why)
+
+    for key in sorted(set(old.raw) | set(new.raw)):
+        if key not in POLICY_SECTIONS and old.raw.get(key) != new.raw.get(key):
+            return {}, [], [f"policy: top-level key {key!r} changed, which fleet/tools/affected.py does not model"]
+
+    for name, cluster in n.clusters.items():
+        before = o.clusters.get(name)
+        if before is None:
+            add(name, "policy: cluster added")
+            if not cluster.central:
+                add(central, f"policy: cluster {name} added (a new federation job)")
+            continue
+        if _normal(before) != _normal(cluster):
+            if before.central != cluster.central:
+                add(name, "policy: now the central cluster" if cluster.central else "policy: no longer central")
+            elif _section(old.raw, before) != _section(new.raw, cluster):
+                add(name, f"policy: clusters.{cluster.cloud}.{name} changed")
+            else:
+                add(name, "policy: defaults changed its effective settings")
+            if before.cloud != cluster.cloud and not cluster.central:
+                add(central, f"policy: cluster {name} moved from {before.cloud} to {cluster.cloud} (federation labels)")
+        was, now = _pairs(o, before), _pairs(n, cluster)
+        if was != now:
+            plus = [f"+{w}/{c}" + (f" ({s})" if s else "") for w, c, s in sorted(now - was, key=str)]
+            minus = [f"-{w}/{c}" for w, c, s in sorted(was - now, key=str)]
+            add(name, "policy: workload placement changed: " + ", ".join(plus + minus))
+        other_side = LEAF_ONLY_MONITORING if cluster.central else CENTRAL_ONLY_MONITORING
+        keys = [k for k in type(n.monitoring).model_fields if k not in other_side]
+        changed = [k for k in keys if getattr(o.monitoring, k) != getattr(n.monitoring, k)]
+        if changed:
+            add(name, "policy: monitoring." + ", monitoring.".join(changed) + " changed")
+    removed = [name for name in o.clusters if name not in n.clusters]
+    for name in removed:
+        if not o.clusters[name].central:
+            add(central, f"policy: cluster {name} removed (its federation job goes)")
+    return reasons, removed, []
+
+
+def select_stacks(
+    changed: Iterable[str],
+    new: LoadedPolicy,
+    old: LoadedPolicy | None = None,
+    *,
+    old_problem: str = "",
+) -> Selection:
+    """The stacks that ``changed`` paths touch, given the new policy and the old one (``None`` when unknown).
+
+    ``old_problem`` says why the old policy is missing (it did not load, or was not given); when the policy
+    file is among the changes and there is no old policy to compare, every stack is selected with a note.
+    """
+    fleet = new.fleet
+    reasons: dict[str, list[str]] = {}
+    notes: list[str] = []
+    removed: list[str] = []
+    everywhere: list[str] = []
+
+    def add(stack: str, why: str) -> None:
+        if why not in reasons.setdefault(stack, []):
+            reasons[stack].append(why)
+
+    olds = old.fleet if old is not None else None
+    shared: list[str] = []
+    unclassified: list[str] = []
+    for path in sorted(set(changed)):
+        kind, what = classify(path)
+        if kind == "shared":
+            shared.append(what)
+        elif kind == "unclassified":
+            unclassified.append(what)
+        elif kind == "stack":
+            if what in fleet.clusters:
+                add(what, f"stack config changed: {path}")
+            elif olds is not None and what in olds.clusters:
+                pass  # a removed cluster: reported below from the policy diff
+            else:
+                notes.append(f"{path} changed but {what!r} is not a cluster of the policy: not planned")
+        elif kind in ("workload", "workload-metrics"):
+            runners = _runners(fleet, what) + (_runners(olds, what) if olds is not None else [])
+            for stack in dict.fromkeys(runners):
+                if stack in fleet.clusters:
+                    add(stack, f"workload {what} changed ({path}) and runs here")
+            if kind == "workload-metrics":
+                add(
+                    fleet.central.name,
+                    f"workload {what} changed ({path}): the central Prometheus federates its metrics",
+                )
+        elif kind == "policy":
+            if old is None:
+                everywhere.append(f"{POLICY_PATH} changed and {old_problem or 'the old version is unknown'}")
+                notes.append(f"every stack is selected: {old_problem or 'no old policy to compare with'}")
+            else:
+                by_stack, gone, everything = _policy_reasons(old, new)
+                everywhere += everything
+                for stack, whys in by_stack.items():
+                    for why in whys:
+                        add(stack, why)
+                removed += gone
+    if shared:
+        everywhere.append("shared code changed: " + _some(shared))
+    if unclassified:
+        everywhere.append(
+            f"not classified by fleet/tools/affected.py, so every stack to be safe: {_some(unclassified)}"
+        )
+    for why in everywhere:
+        for name in fleet.clusters:
+            add(name, why)
+    for name in removed:
+        notes.append(
+            f"cluster {name!r} left the policy: its stack is not planned; destroy it by hand "
+            f"(pulumi state unprotect, then pulumi destroy --stack {name}) and remove stacks/Pulumi.{name}.yaml"
+        )
+    return _ordered(fleet, reasons, removed, notes)
+
+
+def _some(paths: list[str], shown: int = 4) -> str:
+    more = f" (+{len(paths) - shown} more)" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
+def select_all(new: LoadedPolicy, why: str = "every stack requested") -> Selection:
+    """Every stack of the policy (drift checks, manual full deploys)."""
+    return _ordered(new.fleet, {name: [why] for name in new.fleet.clusters}, [], [])
+
+
+def _ordered(fleet: Fleet, reasons: dict[str, list[str]], removed: list[str], notes: list[str]) -> Selection:
+    order = [c for c in fleet.clusters.values() if not c.central] + [fleet.central]
+    stacks = tuple(
+        StackEntry(c.name, c.cloud, c.region or "", c.central, tuple(reasons[c.name]))
+        for c in order
+        if c.name in reasons
+    )
+    return Selection(stacks, tuple(removed), tuple(notes))
+
+
+def affected(
+    changed: Sequence[str],
+    new_policy: str,
+    old_policy: str | None = None,
+    *,
+    workloads_dir: Path = WORKLOADS_DIR,
+    old_workloads_dir: Path | None = None,
+) -> Selection:
+    """``select_stacks`` from policy texts: the entry point for tests and for ``--files``/``--old-policy``.
+
+    The new policy must load (``InputError`` otherwise); an old policy that does not load selects every stack
+    with a note, since nothing can be compared.
+    """
+    new = load_policy_text(new_policy, f"{POLICY_PATH} (new)", workloads_dir)
+    old_wl = old_workloads_dir or workloads_dir
+    return compare(changed, new, old_policy, label=f"{POLICY_PATH} (old)", old_workloads_dir=old_wl)
+
+
+def compare(
+    changed: Sequence[str],
+    new: LoadedPolicy,
+    old_text: str | None,
+    *,
+    label: str = f"{POLICY_PATH} (old)",
+    old_workloads_dir: Path | None = None,
+) -> Selection:
+    """``select_stacks`` against the old policy given as text (``None``: unknown), loaded with the workload
+    folders it was written against (default: the current ones); an old policy that does not load selects
+    every stack with a note."""
+    wl = old_workloads_dir or WORKLOADS_DIR
+    if old_text is None:
+        return select_stacks(changed, new, None, old_problem=f"there is no old {POLICY_PATH}")
+    try:
+        old = load_policy_text(old_text, label, wl)
+    except InputError as exc:
+        first = exc.problems[0] if exc.problems else "unknown problem"
+        return select_stacks(
+            changed, new, None, old_problem=f"the old policy does not load ({len(exc.problems)} problem(s); {first})"
+        )
+    return select_stacks(changed, new, old)
+
+
+# --- the git layer ---------------------------------------------------------------------------------------------
+
+
+class GitError(Exception):
+    """A git command failed; the message names the command and git's own words."""
+
+
+def _run_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise GitError(f"cannot run git {' '.join(args)}: {exc.strerror or exc}") from None
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run ``git -C repo args`` and return its stdout (``GitError`` on failure)."""
+    proc = _run_git(repo, *args)
+    if proc.returncode != 0:
+        raise GitError(f"git {' '.join(args)}: {proc.stderr.strip() or f'exit status {proc.returncode}'}")
+    return proc.stdout
+
+
+def merge_base(repo: Path, base: str, head: str | None, *, labels: tuple[str, str] | None = None) -> str:
+    """The merge base of commits ``base`` and ``head`` (default: ``HEAD``).
+
+    ``GitError`` when git finds none, naming the refs (``labels``, as the user gave them) and saying how to get
+    the history it needs: a shallow clone lacks the common ancestor, unrelated histories have none.
+    """
+    proc = _run_git(repo, "merge-base", base, head or "HEAD")
+    found = proc.stdout.strip()
+    if proc.returncode == 0 and found:
+        return found
+    base_label, head_label = labels or (base, head or "HEAD")
+    if git(repo, "rev-parse", "--is-shallow-repository").strip() == "true":
+        why = "this clone is shallow and lacks their common ancestor"
+    elif proc.returncode == 1:
+        why = "their histories are unrelated, or this clone lacks their common ancestor"
+    else:
+        why = proc.stderr.strip().replace("\n", " ") or f"git merge-base exit status {proc.returncode}"
+    raise GitError(
+        f"no merge base of {base_label} and {head_label} in {repo}: {why}; fetch the whole history "
+        "(git fetch --unshallow; fetch-depth: 0 in actions/checkout, GIT_DEPTH: 0 in GitLab CI) and try again"
+    )
+
+
+def resolve(repo: Path, ref: str) -> str | None:
+    """The commit ``ref`` names, or ``None`` (all-zero SHA of a new branch, or not in this clone)."""
+    if not ref or ref == ZERO_SHA:
+        return None
+    try:
+        return git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").strip() or None
+    except GitError:
+        return None
+
+
+def changed_files(repo: Path, base: str, head: str | None = None) -> list[str]:
+    """Paths changed from ``base`` to ``head`` (a commit), or to the working tree incl. untracked files."""
+    args = ["diff", "--name-only", "--no-renames", base] + ([head] if head else [])
+    paths = git(repo, *args).splitlines()
+    if head is None:
+        paths += git(repo, "ls-files", "--others", "--exclude-standard").splitlines()
+    return sorted({p for p in paths if p})
+
+
+def file_at(repo: Path, ref: str, path: str) -> str | None:
+    """The text of ``path`` at ``ref`` (``git show REF:path``), or ``None`` if it does not exist there."""
+    try:
+        return git(repo, "show", f"{ref}:{path}")
+    except GitError:
+        return None
+
+
+def extract_folder(repo: Path, ref: str, folder: str, dest: Path) -> Path:
+    """Write ``folder`` as it was at ``ref`` under ``dest`` (``git archive``); returns ``dest/folder``."""
+    target = dest / folder
+    target.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", ref, "--", folder], capture_output=True, check=False
+    )
+    if proc.returncode == 0:
+        with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
+            tar.extractall(dest, filter="data")
+    return target
+
+
+def select_from_git(
+    base: str,
+    head: str | None = None,
+    *,
+    repo: Path = ROOT,
+    policy_file: Path = POLICY_FILE,
+    workloads_dir: Path = WORKLOADS_DIR,
+) -> Selection:
+    """The stacks changed between ``base`` and ``head`` (default: the working tree).
+
+    The comparison starts at the merge base of the two, so a pull request is judged by its own changes only.
+    A base this clone does not have (a new branch's all-zero SHA, a shallow clone) selects every stack; a base
+    it has but without a merge base (a shallow clone, unrelated histories) is a ``GitError``: diffing against
+    the base's tip instead would count the base branch's own changes as the change's.
+    """
+    git(repo, "rev-parse", "--git-dir")  # a clear error outside a git repository
+    head_commit = resolve(repo, head) if head else None
+    if head and head_commit is None:
+        raise GitError(f"git rev-parse {head}: no such commit in {repo}")
+    if head_commit:
+        text = file_at(repo, head_commit, POLICY_PATH)
+        if text is None:
+            raise GitError(f"{POLICY_PATH} does not exist at {head}")
+        with tempfile.TemporaryDirectory(prefix="gpu-fleet-head-") as tmp:
+            wl = extract_folder(repo, head_commit, "workloads", Path(tmp))
+            new = load_policy_text(text, f"{POLICY_PATH}@{head}", wl)
+    else:
+        new = load_policy_file(policy_file, workloads_dir)
+    base_commit = resolve(repo, base)
+    if base_commit is None:
+        return _with_note(select_all(new, f"base {base!r} is not in this clone"), f"every stack: no commit {base!r}")
+    start = merge_base(repo, base_commit, head_commit, labels=(base, head or "HEAD"))
+    changed = changed_files(repo, start, head_commit)
+    with tempfile.TemporaryDirectory(prefix="gpu-fleet-base-") as tmp:
+        old_wl = extract_folder(repo, start, "workloads", Path(tmp))
+        old_text = file_at(repo, start, POLICY_PATH)
+        return compare(changed, new, old_text, label=f"{POLICY_PATH}@{base}", old_workloads_dir=old_wl)
+
+
+def _with_note(selection: Selection, note: str) -> Selection:
+    return Selection(selection.stacks, selection.removed, (*selection.notes, note))
+
+
+# --- output formats --------------------------------------------------------------------------------------------
+
+
+def to_json(selection: Selection) -> str:
+    """The selection as one line of JSON (fits ``$GITHUB_OUTPUT``)."""
+    return json.dumps(selection.as_dict(), separators=(",", ":"))
+
+
+def to_lines(selection: Selection) -> str:
+    """Stack names, one a line, central last (empty when nothing is touched)."""
+    return "".join(f"{name}\n" for name in selection.names)
+
+
+def to_markdown(selection: Selection) -> str:
+    """A short report for a job summary or a merge-request note."""
+    out = ["### Stacks this change touches", ""]
+    if selection.stacks:
+        out += ["| stack | cloud | why |", "|---|---|---|"]
+        for s in selection.stacks:
+            why = "; ".join(s.reasons).replace("|", "\\|")
+            out.append(f"| `{s.stack}`{' (central, last)' if s.central else ''} | {s.cloud} | {why} |")
+    else:
+        out.append("None: nothing deployed changed.")
+    for name in selection.removed:
+        out.append(f"\n:warning: cluster `{name}` left the policy: destroy its stack by hand (not planned here).")
+    for note in selection.notes:
+        if not any(name in note for name in selection.removed):
+            out.append(f"\nNote: {note}")
+    return "\n".join(out) + "\n"
+
+
+GITLAB_ACTIONS = ("preview", "up", "drift")
+
+
+def to_gitlab_child(selection: Selection, action: str) -> str:
+    """A GitLab child pipeline with one job per stack extending the hidden ``.stack-<action>`` job of
+    ``.gitlab-ci.yml``: leaves in stage ``stacks``, the central stack in stage ``central`` (after them);
+    ``up`` jobs hold the ``resource_group`` ``pulumi-<stack>`` so two deploys of a stack never overlap."""
+    if action not in GITLAB_ACTIONS:
+        raise ValueError(f"action must be one of {', '.join(GITLAB_ACTIONS)}")
+    doc: dict[str, Any] = {"include": [{"local": ".gitlab-ci.yml"}]}
+    for s in selection.stacks:
+        job: dict[str, Any] = {
+            "extends": f".stack-{action}",
+            "stage": "central" if s.central and action == "up" else "stacks",
+            "variables": {"STACK": s.stack, "CLOUD": s.cloud, "REGION": s.region},
+        }
+        if action == "up":
+            job["resource_group"] = f"pulumi-{s.stack}"
+        doc[f"{action} {s.stack}"] = job
+    if not selection.stacks:
+        doc["no stack touched"] = {"extends": ".no-stacks", "stage": "stacks"}
+    return yaml.safe_dump(doc, sort_keys=False, width=120)
+
+
+FORMATS = ("json", "lines", "markdown", *(f"gitlab-{a}" for a in GITLAB_ACTIONS))
+
+
+def render(selection: Selection, fmt: str) -> str:
+    """The selection in one of ``FORMATS``."""
+    if fmt == "json":
+        return to_json(selection) + "\n"
+    if fmt == "lines":
+        return to_lines(selection)
+    if fmt == "markdown":
+        return to_markdown(selection)
+    if fmt.startswith("gitlab-"):
+        return to_gitlab_child(selection, fmt.removeprefix("gitlab-"))
+    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def explain(selection: Selection) -> str:
+    """Human-readable reasons and notes (for stderr next to a machine-readable stdout)."""
+    lines = [f"{s.stack}: {'; '.join(s.reasons)}" for s in selection.stacks] or ["no stack touched"]
+    lines += [f"note: {n}" for n in selection.notes]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "FORMATS",
+    "GitError",
+    "LoadedPolicy",
+    "Selection",
+    "StackEntry",
+    "affected",
+    "changed_files",
+    "classify",
+    "compare",
+    "explain",
+    "extract_folder",
+    "file_at",
+    "load_policy_file",
+    "load_policy_text",
+    "merge_base",
+    "render",
+    "select_all",
+    "select_from_git",
+    "select_stacks",
+]

@@ -1,0 +1,430 @@
+"""Command line of gpu-fleet: ``python -m fleet validate | plan | render | schema | images | report | affected``.
+
+Exit status: 0 fine, 1 the plan found mandatory violations or the engine would fail, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fleet.model.errors import InputError
+from fleet.model.spec import POLICY_FILE, Fleet, load_fleet
+from fleet.model.workloads import WORKLOADS_DIR
+from fleet.program.stack_config import STACKS_DIR
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from fleet.tools.image_delivery import ImageJob
+    from fleet.tools.plan import StackPlan
+
+SCHEMA_FILE = POLICY_FILE.with_name("fleet.schema.json")
+PROJECT_FILE = Path(__file__).resolve().parents[2] / "Pulumi.yaml"
+PRICES_FILE = Path(__file__).resolve().parents[1] / "report" / "prices.yaml"  # fleet.report.costs.PRICES_FILE
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _summary(fleet: Fleet) -> str:
+    lines = [
+        f"{fleet.file}: {len(fleet.clusters)} clusters, {len(fleet.placements)} workloads, "
+        f"central: {fleet.central.name}"
+    ]
+    for c in fleet.clusters.values():
+        cards = (
+            ", ".join(f"{p.card} ({p.min_nodes}-{p.max_nodes}{' spot' if p.spot else ''})" for p in c.pools)
+            or "no cards"
+        )
+        lines.append(f"  {c.name:<20} {c.cloud:<9} {c.location:<15} {cards}")
+        lines.append(f"  {'':<20} runs {len(fleet.benchmarks(c))} benchmark(s)")
+    for w, cards in fleet.placements.items():
+        lines.append(f"  workload {w}: {', '.join(cards)}")
+    return "\n".join(lines)
+
+
+def _checked_fleet(args: argparse.Namespace) -> Fleet:
+    """The policy, the workload folders and the stack files, all checked: an ``InputError`` with every problem at
+    once, else the fleet; warnings and notes are printed once, whatever the number of stacks."""
+    from fleet.tools.stack_checks import check_stacks
+    from fleet.tools.workload_checks import check_workloads
+
+    fleet = load_fleet(args.policy, args.workloads_dir)
+    stacks = check_stacks(fleet, args.stacks_dir)
+    workload_problems, notes = check_workloads(fleet.workloads)
+    for line in (*fleet.warnings, *stacks.warnings):
+        print(f"warning: {line}", file=sys.stderr)
+    for line in notes:
+        print(f"note: {line}", file=sys.stderr)
+    if stacks.problems or workload_problems:
+        raise InputError(stacks.problems + workload_problems)
+    return fleet
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check the policy, catalogue, workloads (their mtail programs too) and stack files; print a summary."""
+    print(_summary(_checked_fleet(args)))
+    return EXIT_OK
+
+
+def _plan_selected(args: argparse.Namespace, what: str) -> tuple[Fleet, list[StackPlan]] | int:
+    """Check every input and plan ``--stack`` (all by default); an exit status on failure."""
+    from fleet.tools.mock_engine import PlanError
+    from fleet.tools.plan import plan_fleet
+
+    fleet = _checked_fleet(args)
+    try:
+        return fleet, plan_fleet(
+            fleet, Path(args.policy).resolve(), args.stack or None, args.stacks_dir, args.workloads_dir
+        )
+    except PlanError as exc:
+        print(f"{what} failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _check_output_file(path: Path, flag: str) -> None:
+    """An output file's folder must exist and the path must not be a folder: said before any work is done."""
+    from fleet.model.errors import Problem
+
+    if path.is_dir():
+        raise InputError([Problem(str(path), 1, flag, "is a folder: give a file name")])
+    if not path.parent.is_dir():
+        raise InputError([Problem(str(path), 1, flag, f"the folder {path.parent} does not exist")])
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Run the program per stack under the mock engine and show what it would create."""
+    from fleet.tools.summary import render_stack
+
+    started = time.perf_counter()
+    if args.json is not None:
+        _check_output_file(args.json, "--json")
+    planned = _plan_selected(args, "plan")
+    if isinstance(planned, int):
+        return planned
+    fleet, plans = planned
+    if not args.no_policy_pack:
+        from fleet.tools.analyzer import analyze_plans
+        from fleet.tools.plan import PROJECT
+
+        # The CrossGuard pack, started and spoken to exactly as `pulumi preview --policy-pack policy` does.
+        found = analyze_plans(
+            plans, project=PROJECT, policy_file=Path(args.policy).resolve(), workloads_dir=args.workloads_dir
+        )
+        for plan in plans:
+            plan.findings += found.get(plan.stack, [])
+    for plan in plans:
+        print(render_stack(plan, fleet))
+    total = sum(len(p.registrations) for p in plans)
+    mandatory = sum(1 for p in plans for f in p.findings if f.level == "mandatory")
+    print(
+        f"\n{len(plans)} stack(s), {total} resources, {mandatory} mandatory violation(s), "
+        f"{time.perf_counter() - started:.2f} s"
+    )
+    _note_unpinned_images(fleet)
+    if args.json:
+        try:
+            Path(args.json).write_text(
+                json.dumps({"stacks": [p.as_dict() for p in plans]}, indent=1, default=str), encoding="utf-8"
+            )
+        except OSError as exc:
+            print(f"plan: cannot write {args.json}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_FAILED
+    return EXIT_FAILED if mandatory else EXIT_OK
+
+
+def _note_unpinned_images(fleet: Fleet) -> None:
+    """Say once (not per stack) which of the fleet's own images the repository does not pin by digest yet."""
+    from fleet.tools.image_delivery import image_jobs
+
+    unpinned = [job.name for job in image_jobs(fleet.workloads) if not job.digest]
+    if unpinned:
+        print(
+            f"note: {len(unpinned)} image(s) the fleet copies or builds are pinned by tag only "
+            f"({', '.join(unpinned)}): "
+            "run the images workflow (python -m fleet images --push ... --record) and commit the digests it records",
+            file=sys.stderr,
+        )
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Write the policy file's JSON Schema and Pulumi.yaml's declarations of the stack settings, or check that the
+    committed ones are current."""
+    from fleet.model.spec_schema import json_schema
+    from fleet.tools.stack_checks import project_file_text
+
+    project = PROJECT_FILE.read_text(encoding="utf-8")
+    wanted = {
+        SCHEMA_FILE: json.dumps(json_schema(), indent=2, sort_keys=True) + "\n",
+        PROJECT_FILE: project_file_text(project),
+    }
+    if args.check:
+        stale = [
+            path
+            for path, text in wanted.items()
+            if (path.read_text(encoding="utf-8") if path.is_file() else "") != text
+        ]
+        for path in stale:
+            print(f"{path} is out of date: run python -m fleet schema", file=sys.stderr)
+        return EXIT_FAILED if stale else EXIT_OK
+    for path, text in wanted.items():
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Query the central Prometheus over a window and write the benchmark report (fleet/report/report.py): 0 when the
+    report was written, 1 when it could not be made, 2 on bad input."""
+    from fleet.report.report import ReportError, ReportRequest, build, utc, write_report
+
+    try:
+        report = build(ReportRequest.from_namespace(args))
+    except ReportError as exc:
+        print(f"report: {exc}; no report written", file=sys.stderr)
+        return EXIT_BAD_INPUT if exc.bad_input else EXIT_FAILED
+    empty = [s for s in report.sections if not s.has_data]
+    if len(empty) == len(report.sections):
+        print(
+            f"report: no benchmark data between {utc(report.window.start)} and {utc(report.window.end)} "
+            f"for any workload ({'; '.join(f'{s.name}: {s.no_data}' for s in empty)}); no report written",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    for section in empty:
+        print(f"report: warning: {section.name}: no data ({section.no_data})", file=sys.stderr)
+    try:
+        written = write_report(report, args.out)
+    except OSError as exc:
+        print(f"report: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILED
+    cards = sum(len(s.rows) for s in report.sections)
+    print(
+        f"wrote {written[0]}, {written[1]} and {len(written) - 2} plots: {len(report.sections) - len(empty)} of "
+        f"{len(report.sections)} workloads with data, {cards} (workload, card) results"
+    )
+    return EXIT_OK
+
+
+def cmd_affected(args: argparse.Namespace) -> int:
+    """Print the stacks a change touches, non-central first and central last (fleet/tools/affected.py)."""
+    from fleet.tools import affected as sel
+
+    try:
+        if args.all:
+            selection = sel.select_all(sel.load_policy_file(args.policy, args.workloads_dir))
+        elif args.files is not None:
+            old_text = None
+            if args.old_policy is not None:
+                try:
+                    old_text = Path(args.old_policy).read_text(encoding="utf-8")
+                except OSError as exc:
+                    print(f"{args.old_policy}:1: cannot read the old policy: {exc.strerror}", file=sys.stderr)
+                    return EXIT_BAD_INPUT
+            new = sel.load_policy_file(args.policy, args.workloads_dir)
+            selection = sel.compare(
+                args.files, new, old_text, label=str(args.old_policy), old_workloads_dir=args.workloads_dir
+            )
+        else:
+            selection = sel.select_from_git(
+                args.base, args.head, repo=args.repo, policy_file=args.policy, workloads_dir=args.workloads_dir
+            )
+    except sel.GitError as exc:
+        print(f"affected: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(sel.render(selection, args.format))
+    if args.format != "json":
+        sys.stderr.write(sel.explain(selection))
+    return EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    """Plan the selected stacks and write their Kubernetes, Helm, Prometheus and gateway files (tools/render.py)."""
+    from fleet.tools.render import out_problem, render_stack
+
+    problem = out_problem(args.out)
+    if problem:
+        print(f"render: {problem}; nothing was rendered", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    planned = _plan_selected(args, "render")
+    if isinstance(planned, int):
+        return planned
+    for plan in planned[1]:
+        try:
+            written = render_stack(plan, args.out)
+        except OSError as exc:
+            where = exc.filename or args.out
+            print(
+                f"render: cannot write {where}: {exc.strerror or exc}; {plan.stack} keeps its old files",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        print(f"{plan.stack}: {len(written)} files in {args.out / plan.stack}")
+    return EXIT_OK
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    """List what the images workflow copies and builds; with --pushed, check the digests it got are recorded."""
+    from fleet.model.errors import Problem
+    from fleet.model.workloads import load_workloads
+    from fleet.tools.image_delivery import image_jobs, job_problems, jobs_json
+
+    def read_jobs() -> list[ImageJob]:
+        from components.kubernetes.images import reload_images
+
+        reload_images()
+        load_workloads.cache_clear()
+        return image_jobs(load_workloads(args.workloads_dir))
+
+    jobs = image_jobs(load_workloads(args.workloads_dir))
+    record = read_jobs if args.record else None
+    problems = job_problems(jobs)
+    if problems:
+        raise InputError(problems)
+    if args.out is not None and not args.push:
+        raise InputError([Problem(str(args.out), 1, "--out", "goes with --push (the digests it pushed)")])
+    if args.push:
+        import subprocess
+
+        if args.out is not None:
+            _check_output_file(args.out, "--out")
+        from fleet.tools.image_delivery import push_all
+
+        try:
+            pushed = push_all(jobs, args.push)
+        except (subprocess.CalledProcessError, OSError, ValueError) as exc:
+            print(f"images: push failed: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        if args.out:
+            try:
+                args.out.write_text(json.dumps(pushed, indent=1) + "\n", encoding="utf-8")
+            except OSError as exc:
+                print(f"images: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return _check_pins(jobs, pushed, record)
+    if args.record and args.pushed is None:
+        raise InputError([Problem("--record", 1, "--record", "goes with --pushed FILE or --push")])
+    if args.pushed is None:
+        if args.format == "json":
+            print(jobs_json(jobs))
+        else:
+            for job in jobs:
+                pin = f"@{job.digest}" if job.digest else " (no digest recorded)"
+                print(f"{job.kind:<6} {job.name:<14} {job.source} -> {job.target}{pin}")
+        return EXIT_OK
+    try:
+        pushed = json.loads(args.pushed.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError([Problem(str(args.pushed), 1, "", f"cannot read the pushed digests: {exc}")]) from None
+    if not isinstance(pushed, dict) or not all(isinstance(v, str) for v in pushed.values()):
+        raise InputError([Problem(str(args.pushed), 1, "", "must be a JSON object {image: sha256:digest}")])
+    return _check_pins(jobs, pushed, record)
+
+
+def _check_pins(
+    jobs: list[ImageJob], pushed: dict[str, str], record: Callable[[], list[ImageJob]] | None = None
+) -> int:
+    """Exit 1 with what to commit where, unless the repository pins every pushed image by its pushed digest; with
+    ``record`` (which reads the jobs again), first write the digests into the files that pin them (to commit)."""
+    from fleet.tools.image_delivery import record_digests, unrecorded_digests
+
+    if record:
+        try:
+            changed = record_digests(jobs, pushed)
+        except (OSError, ValueError) as exc:
+            print(f"images: cannot record the digests: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        for path in sorted(set(changed)):
+            print(f"recorded digests in {path}")
+        if changed:
+            jobs = record()  # read the files again: what they pin now
+    lines = unrecorded_digests(jobs, pushed)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if lines:
+        print(f"{len(lines)} image(s) not pinned by the digest just pushed: commit the lines above", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"all {len(jobs)} image(s) are pinned by the digest in the registry")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="python -m fleet", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--policy", type=Path, default=POLICY_FILE, help="policy file (default: policy/fleet.yaml)")
+        p.add_argument("--stacks-dir", type=Path, default=STACKS_DIR, help=argparse.SUPPRESS)
+        p.add_argument("--workloads-dir", type=Path, default=WORKLOADS_DIR, help=argparse.SUPPRESS)
+
+    p = sub.add_parser("validate", help="check the policy file, catalogue and workloads")
+    common(p)
+    p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("plan", help="show what each stack would create (offline, mock engine)")
+    common(p)
+    p.add_argument("--stack", nargs="+", action="extend", metavar="NAME", help="plan only these stacks (default: all)")
+    p.add_argument("--json", type=Path, help="write the whole plan as JSON to this file")
+    p.add_argument("--no-policy-pack", action="store_true", help="skip the CrossGuard policy pack (policy/)")
+    p.set_defaults(func=cmd_plan)
+    p = sub.add_parser("schema", help="write policy/fleet.schema.json (--check: verify it is current)")
+    p.add_argument("--check", action="store_true")
+    p.set_defaults(func=cmd_schema)
+    p = sub.add_parser("render", help="write each stack's Kubernetes, Helm, Prometheus and gateway files")
+    common(p)
+    p.add_argument(
+        "--stack", nargs="+", action="extend", metavar="NAME", help="render only these stacks (default: all)"
+    )
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="writes DIR/<stack>/...")
+    p.set_defaults(func=cmd_render)
+    p = sub.add_parser("images", help="the images CI copies and builds into the fleet's registry, and their digests")
+    common(p)
+    p.add_argument("--format", choices=("lines", "json"), default="lines", help="output (default: lines)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--pushed", type=Path, metavar="FILE", help="JSON {image: digest} a push produced: check pins")
+    what.add_argument("--push", choices=("docker", "buildah"), help="copy and build every image (CI), then check pins")
+    p.add_argument("--out", type=Path, metavar="FILE", help="with --push: also write the digests as JSON")
+    p.add_argument(
+        "--record", action="store_true", help="with --pushed or --push: write the digests into the files that pin them"
+    )
+    p.set_defaults(func=cmd_images)
+    p = sub.add_parser("report", help="benchmark report (HTML, Markdown, PNG plots) from the central Prometheus")
+    p.add_argument("--prometheus", required=True, metavar="URL", help="base URL, e.g. http://prometheus:9090")
+    window = p.add_mutually_exclusive_group()
+    window.add_argument("--since", metavar="DURATION", help="window ending now: 90m, 12h, 7d (default 7d)")
+    window.add_argument("--start", metavar="TIME", help="window start: RFC 3339 (2026-11-01T08:00:00Z) or Unix time")
+    p.add_argument("--end", metavar="TIME", help="window end, with --start (default: now)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="writes DIR/index.html, report.md, *.png")
+    p.add_argument("--workload", action="append", help="report only this workload (repeatable; default: all)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
+    common(p)
+    p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_report)
+    from fleet.tools.affected import FORMATS, ROOT
+
+    p = sub.add_parser("affected", help="the stacks a change touches, central last (CI matrices)")
+    common(p)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--base", metavar="REF", help="compare with this commit (from its merge base with --head)")
+    what.add_argument("--files", nargs="*", metavar="PATH", help="the changed paths, given explicitly (tests)")
+    what.add_argument("--all", action="store_true", help="every stack (drift checks, full deploys)")
+    p.add_argument("--head", metavar="REF", help="with --base: the new commit (default: the working tree)")
+    p.add_argument("--old-policy", type=Path, metavar="FILE", help="with --files: the policy before the change")
+    p.add_argument("--format", choices=FORMATS, default="lines", help="output (default: lines, one stack a line)")
+    p.add_argument("--repo", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_affected)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a subcommand; bad input is reported without a traceback and exits 2."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except InputError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        print(f"{len(exc.problems)} problem(s) found; nothing was planned or deployed", file=sys.stderr)
+        return EXIT_BAD_INPUT

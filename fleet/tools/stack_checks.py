@@ -1,0 +1,233 @@
+"""Checks of the stack files (``stacks/Pulumi.<cluster>.yaml``) against their clusters, before anything is planned.
+
+The program checks the same settings when it runs (``fleet.program.settings``, ``MagnumSettings``); these checks read
+the files themselves, so ``validate`` and ``plan`` point at the line: YAML and encoding errors, keys a cloud requires,
+types, CIDR ranges, plain text where a secret belongs, and (as warnings) values left from the sample files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleet.model.errors import InputError, Problem
+from fleet.model.spec import Cluster, Fleet
+from fleet.model.yaml_source import YamlDocument, read_yaml
+from fleet.program.settings import (
+    API_RANGES,
+    NAMESPACE,
+    WORKLOAD_SECRETS,
+    check_source_ranges,
+    decode_config_text,
+    plain_secret_message,
+    storage_class_missing,
+)
+from fleet.program.stack_config import is_secure, plain_leaves, stack_file, stack_names
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``gpu-fleet:*`` stack setting: which clouds it is for (None: all) and what kind of value it takes."""
+
+    kind: str  # "string", "bool", "string-list", "cidr-list", "secret", "secret-map", "magnum"
+    clouds: frozenset[str] | None = None
+    meaning: str = ""
+    default: Any = None  # what the program uses when the stack does not set it (None: nothing)
+
+    def declaration(self) -> dict[str, Any] | None:
+        """This setting as Pulumi.yaml declares project config (pulumi/pulumi sdk/go/common/workspace/project.json:
+        a type of string, integer, boolean or array, arrays with `items`, an optional default, description and
+        secret), or None for a mapping, which that schema cannot type."""
+        types = {
+            "string": "string",
+            "bool": "boolean",
+            "secret": "string",
+            "string-list": "array",
+            "cidr-list": "array",
+        }
+        if self.kind not in types:
+            return None
+        where = f" ({', '.join(sorted(self.clouds))} clusters)" if self.clouds else ""
+        out: dict[str, Any] = {"type": types[self.kind], "description": f"{self.meaning}{where}"}
+        if out["type"] == "array":
+            out["items"] = {"type": "string"}
+        if self.kind == "secret":
+            out["secret"] = True
+        if self.default is not None:
+            out["default"] = self.default
+        return out
+
+
+SETTINGS: dict[str, Setting] = {
+    "stackReferencePrefix": Setting(
+        "string", meaning="<org>/<project> of the stacks the central one references", default="organization/gpu-fleet"
+    ),
+    "federationSourceRanges": Setting("cidr-list", meaning="the central cluster's egress ranges"),
+    "protect": Setting("bool", meaning="protect the cluster against deletion", default=True),
+    "storageClass": Setting("string", meaning="StorageClass of the central Prometheus volume"),
+    WORKLOAD_SECRETS: Setting("secret-map", meaning="workload credentials, set with --secret --path"),
+    "policyFile": Setting("string", meaning="another policy file than policy/fleet.yaml"),
+    "workloadsDir": Setting("string", meaning="another workloads folder than workloads/"),
+    "magnum": Setting("magnum", frozenset({"openstack"}), "Magnum site settings"),
+    "kubeconfig": Setting("secret", frozenset({"existing"}), "the existing cluster's kubeconfig"),
+    "subnetIds": Setting("string-list", frozenset({"aws"}), "existing subnets instead of a new VPC"),
+    "apiAllowedCidrs": Setting(
+        "cidr-list", frozenset({"gcp", "aws", "azure", "openstack"}), "who may reach the cluster's API endpoint"
+    ),
+    "privateApiEndpoint": Setting(
+        "bool", frozenset({"gcp", "aws", "azure"}), "an API endpoint inside the network only", default=False
+    ),
+    "previewPrincipal": Setting(
+        "string", frozenset({"gcp", "aws", "azure", "existing"}), "the preview identity, limited to dry runs"
+    ),
+    "grafanaAdminPassword": Setting("secret", meaning="the central Grafana's admin password"),
+    "alertReceiver": Setting("secret", meaning="the central Alertmanager's receiver (JSON), set with --secret"),
+    "availabilityZones": Setting("string-list", frozenset({"aws"}), "zones of the new VPC's subnets"),
+}
+
+
+def project_config() -> dict[str, dict[str, Any]]:
+    """The ``config:`` block of Pulumi.yaml: every setting Pulumi's project schema can type, by full key."""
+    out = {}
+    for name, setting in SETTINGS.items():
+        declared = setting.declaration()
+        if declared is not None:
+            out[f"{NAMESPACE}:{name}"] = declared
+    return out
+
+
+PROJECT_CONFIG_MARKER = "# Every gpu-fleet:* stack setting Pulumi's project schema can type"
+PROJECT_CONFIG_HEADER = (
+    PROJECT_CONFIG_MARKER + " (type, default, description; secrets\n"
+    "# marked), so `pulumi config` knows them. Generated from fleet/tools/stack_checks.py SETTINGS: `python -m fleet\n"
+    "# schema` rewrites it and the tests fail when it is stale. gpu-fleet:magnum and gpu-fleet:workloadSecrets are\n"
+    "# mappings, which the schema cannot type (pulumi/pulumi sdk/go/common/workspace/project.json).\n"
+)
+
+
+def project_file_text(current: str) -> str:
+    """Pulumi.yaml with its ``config:`` block as ``project_config`` says (everything before the block kept)."""
+    head = current.split(PROJECT_CONFIG_MARKER, 1)[0].rstrip("\n") + "\n"
+    block = yaml.safe_dump({"config": project_config()}, sort_keys=False, width=110)
+    return head + PROJECT_CONFIG_HEADER + block
+
+
+# Keys a cloud's component cannot do without (they have no sensible default).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "gcp": ("gcp:project",),
+    "azure": ("azure-native:subscriptionId",),
+    "openstack": (f"{NAMESPACE}:magnum",),
+    "existing": (f"{NAMESPACE}:kubeconfig",),
+}
+# Values the sample stack files carry that are nobody's real project or subscription.
+PLACEHOLDERS = {"my-gcp-project", "00000000-0000-0000-0000-000000000000", "changeme", "example", "todo"}
+
+
+@dataclass
+class StackReport:
+    """Problems (refuse to plan) and warnings (plan, but say so) of the stack files."""
+
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class _StackChecker:
+    """The checks of one stack file; every finding located in it."""
+
+    def __init__(self, cluster: Cluster, doc: YamlDocument, has_default_storage_class: bool, report: StackReport):
+        self.cluster, self.doc, self.has_default, self.report = cluster, doc, has_default_storage_class, report
+
+    def problem(self, keys: tuple[object, ...], message: str) -> None:
+        self.report.problems.append(self.doc.problem(("config", *keys), message))
+
+    def warn(self, keys: tuple[object, ...], message: str) -> None:
+        self.report.warnings.append(str(self.doc.problem(("config", *keys), message)))
+
+    def run(self) -> None:
+        data = self.doc.data if self.doc.data is not None else {}
+        if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
+            self.report.problems.append(self.doc.problem(("config",), "must be a mapping of config keys"))
+            return
+        config: dict[str, Any] = data.get("config") or {}
+        for key in REQUIRED.get(self.cluster.cloud, ()):
+            if key not in config:
+                self.problem((key,), f"required for a {self.cluster.cloud} cluster: pulumi config set {key} <value>")
+        for key, value in config.items():
+            if not isinstance(key, str) or ":" not in key:
+                self.problem((key,), "config keys are namespaced, such as gcp:project")
+                continue
+            namespace, name = key.split(":", 1)
+            if isinstance(value, str) and value.strip().lower() in PLACEHOLDERS:
+                self.warn((key,), f"{value!r} is the sample's placeholder: set your own before `pulumi up`")
+            if namespace == NAMESPACE:
+                self.check_setting(key, name, value)
+        storage_class = config.get(f"{NAMESPACE}:storageClass")
+        missing = storage_class_missing(self.cluster, storage_class, self.has_default)
+        if missing:
+            self.problem((f"{NAMESPACE}:storageClass",), missing)
+
+    def check_setting(self, key: str, name: str, value: Any) -> None:
+        setting = SETTINGS.get(name)
+        if setting is None:
+            known = ", ".join(
+                sorted(n for n, s in SETTINGS.items() if s.clouds is None or self.cluster.cloud in s.clouds)
+            )
+            self.problem((key,), f"unknown setting (known for {self.cluster.cloud}: {known})")
+            return
+        if setting.clouds is not None and self.cluster.cloud not in setting.clouds:
+            self.problem((key,), f"only for {', '.join(sorted(setting.clouds))} clusters ({setting.meaning})")
+            return
+        kind = setting.kind
+        if kind == "secret":
+            if not is_secure(value):
+                self.problem((key,), f"must be a secret, not plain text in the file: pulumi config set --secret {key}")
+        elif kind == "secret-map":
+            for leaf in plain_leaves(value):
+                self.problem((key, *leaf), plain_secret_message(key, leaf))
+        elif kind == "string" and not (isinstance(value, str) and value.strip()):
+            self.problem((key,), f"must be a non-empty string ({setting.meaning})")
+        elif kind == "bool" and not (isinstance(value, bool) or str(value).lower() in ("true", "false")):
+            self.problem((key,), "must be true or false")
+        elif kind == "string-list" and not (
+            isinstance(value := decode_config_text(value), list) and all(isinstance(v, str) for v in value)
+        ):
+            self.problem((key,), f'must be a list of strings, such as ["a", "b"] ({setting.meaning})')
+        elif kind == "cidr-list":
+            wanted = API_RANGES if name == "apiAllowedCidrs" else "the central cluster's egress ranges"
+            for where, message in check_source_ranges(decode_config_text(value), wanted)[1]:
+                self.problem((key, *where), message)
+        elif kind == "magnum":
+            from components.clusters.magnum import MagnumSettings
+
+            for where, message in MagnumSettings.problems(value):
+                self.problem((key, *where), message)
+
+
+def check_stacks(fleet: Fleet, stacks_dir: Path) -> StackReport:
+    """Every stack file of the fleet's clusters checked; a cluster without one is a problem, a stack file without a
+    cluster a warning (its cluster keeps existing, protected, until someone destroys it on purpose)."""
+    from components.clusters.cluster import GpuCluster
+
+    report = StackReport()
+    for name in stack_names(stacks_dir):
+        if name not in fleet.clusters:
+            report.warnings.append(
+                f"{stack_file(name, stacks_dir)}:1: stack {name!r} has no cluster in {fleet.file}; "
+                "`pulumi up` on it will refuse to run"
+            )
+    for cluster in fleet.clusters.values():
+        path = stack_file(cluster.name, stacks_dir)
+        if not path.is_file():
+            report.problems.append(Problem(str(path), 1, "", "missing: every cluster needs its stack config file"))
+            continue
+        try:
+            doc = read_yaml(path)
+        except InputError as exc:
+            report.problems.extend(exc.problems)
+            continue
+        has_default = GpuCluster.for_cloud(cluster.cloud).has_default_storage_class(cluster)
+        _StackChecker(cluster, doc, has_default, report).run()
+    return report

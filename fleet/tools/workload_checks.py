@@ -1,0 +1,133 @@
+"""Checks of the workload folders beyond their schema: each mtail program really exports what workload.yaml
+declares, compiles under the real mtail, and turns the real sample log into every declared metric.
+
+``validate`` and ``plan`` run them before planning. Without mtail on the machine the programs cannot be compiled
+or run: that is said once (a note), and the static checks still run.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from functools import lru_cache
+
+from fleet.model.errors import InputError, Problem
+from fleet.model.prometheus import series_names
+from fleet.model.workloads import Workload
+from fleet.model.yaml_source import read_yaml
+
+# `[hidden] counter|gauge|histogram NAME [by l1, l2] [buckets ...] [as "exported"]`, one per line (mtail's
+# language, docs/Language.md of google/mtail).
+DECLARATION = re.compile(r"^\s*(?P<hidden>hidden\s+)?(?P<type>counter|gauge|histogram)\s+(?P<name>\w+)(?P<rest>.*)$")
+# A sample line of the Prometheus text format: the metric name first.
+SAMPLE_NAME = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)[{ ]")
+MTAIL_TIMEOUT_S = 30
+# glog line prefixes (`I1123 09:12:33.123456   42 main.go:116] ...`): I and W lines are progress, not the error.
+GLOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ")
+GLOG_INFO = re.compile(r"^[IW]\d{4} ")
+# mtail's own flags (google/mtail v3, cmd/mtail/main.go): no HTTP listener on a real port while checking.
+MTAIL_QUIET = ["--logtostderr", "--address", "127.0.0.1", "--port", "0"]
+NO_MTAIL_NOTE = "mtail is not installed: the mtail programs were not compiled or run (apt-get install mtail)"
+
+
+def mtail_declarations(text: str) -> set[tuple[str, str, tuple[str, ...]]]:
+    """(exported name, type, labels) of every metric an mtail program declares, hidden ones left out."""
+    out = set()
+    for line in text.splitlines():
+        found = DECLARATION.match(line.split("#", 1)[0])
+        if not found or found["hidden"]:
+            continue
+        rest = found["rest"]
+        alias = re.search(r'\bas\s+"([^"]+)"', rest)
+        by = re.search(r"\bby\s+(.+?)\s*(?:\bbuckets\b|\bas\s+\"|$)", rest)
+        labels = tuple(label.strip() for label in by[1].split(",")) if by else ()
+        out.add((alias[1] if alias else found["name"], found["type"], labels))
+    return out
+
+
+def _problem(wl: Workload, key: str, message: str) -> Problem:
+    path = wl.folder / "workload.yaml"
+    try:
+        return read_yaml(path).problem((key,), message)
+    except InputError:
+        return Problem(str(path), 1, key, message)
+
+
+def compile_error(stderr: str) -> str:
+    """What mtail says is wrong, without its log prefix: glog's I/W lines (version banner, progress) are skipped."""
+    lines = [line for line in stderr.splitlines() if line.strip() and not GLOG_INFO.match(line)]
+    text = " ".join(GLOG_PREFIX.sub("", line).strip() for line in lines) or "no message"
+    return text[:400]
+
+
+def static_problems(wl: Workload) -> list[Problem]:
+    """What needs no mtail: the declared metrics are the programs' own, and the sample log is there and whole."""
+    problems = []
+    declared = {(m.name, m.type, tuple(m.labels)) for m in wl.spec.metrics}
+    program = set().union(*(mtail_declarations(text) for text in wl.mtail_programs.values()))
+    for name, type_, labels in sorted(declared - program):
+        problems.append(
+            _problem(wl, "metrics", f"{type_} {name} by {list(labels)} is declared but no mtail program exports it")
+        )
+    for name, type_, labels in sorted(program - declared):
+        problems.append(
+            _problem(wl, "metrics", f"the mtail program exports {type_} {name} by {list(labels)}: declare it here")
+        )
+    log = wl.sample_log
+    if not log.is_file():
+        problems.append(Problem(str(log), 1, "", "missing: every workload ships a real sample log of its output"))
+    elif not log.read_bytes().endswith(b"\n"):
+        problems.append(Problem(str(log), 1, "", "the last line has no newline: mtail never reads it"))
+    return problems
+
+
+@lru_cache(maxsize=64)
+def _run_mtail(
+    mtail: str, progs: str, programs_key: tuple[tuple[str, str], ...], log: str | None, log_key: bytes = b""
+) -> tuple[int, str]:
+    """(exit status, output) of mtail compiling ``progs`` or, with a log, running them once over it; cached by the
+    programs' and the log's content, so a process that checks the fleet many times runs mtail once per workload."""
+    args = ["--compile_only"] if log is None else ["--one_shot", "--one_shot_format=prometheus", "--logs", log]
+    try:
+        run = subprocess.run(
+            [mtail, *args, "--progs", progs, *MTAIL_QUIET],
+            capture_output=True,
+            text=True,
+            timeout=MTAIL_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return -1, str(exc)
+    return run.returncode, run.stdout if log is not None and run.returncode == 0 else run.stderr
+
+
+def mtail_problems(wl: Workload, mtail: str) -> list[Problem]:
+    """The programs compile, and one run over the sample log yields every declared metric."""
+    progs = str(wl.folder / "mtail")
+    key = tuple(sorted(wl.mtail_programs.items()))
+    status, output = _run_mtail(mtail, progs, key, None)
+    if status != 0:
+        return [Problem(progs, 1, "", f"mtail --compile_only fails: {compile_error(output)}")]
+    if not wl.sample_log.is_file():
+        return []  # reported by static_problems
+    status, output = _run_mtail(mtail, progs, key, str(wl.sample_log), wl.sample_log.read_bytes())
+    if status != 0:
+        return [Problem(str(wl.sample_log), 1, "", f"mtail --one_shot over the sample fails: {output[:300]}")]
+    exported = {m["name"] for m in map(SAMPLE_NAME.match, output.splitlines()) if m}
+    # a histogram is exported as its _bucket, _sum and _count series, never under its own name
+    missing = sorted(m.name for m in wl.spec.metrics if not set(series_names(m)) <= exported)
+    if missing:
+        return [Problem(str(wl.sample_log), 1, "", f"yields no {', '.join(missing)}: the sample or the program is off")]
+    return []
+
+
+def check_workloads(workloads: dict[str, Workload], mtail: str | None = None) -> tuple[list[Problem], list[str]]:
+    """(problems, notes) of every workload folder; ``mtail``: the binary, found on PATH when not given."""
+    mtail = mtail or shutil.which("mtail")
+    problems: list[Problem] = []
+    for wl in workloads.values():
+        problems += static_problems(wl)
+        if mtail:
+            problems += mtail_problems(wl, mtail)
+    return problems, ([] if mtail else [NO_MTAIL_NOTE])

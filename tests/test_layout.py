@@ -67,3 +67,17 @@ def test_no_import_cycles():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+
+
+def test_the_packages_say_what_is_deployed():
+    """fleet/model and fleet/program are what `pulumi up` and the policy pack read; fleet/tools and fleet/report never
+    are, so editing them selects no stack (fleet/tools/affected.py follows the imports to decide)."""
+    from fleet.tools.affected import deployed_files
+
+    deployed = {p for p in deployed_files() if p.endswith(".py")}
+    for package in ("fleet/model", "fleet/program"):
+        assert {str(p.relative_to(ROOT)) for p in (ROOT / package).glob("*.py")} <= deployed, package
+    for package in ("fleet/tools", "fleet/report"):
+        assert not {p for p in deployed if p.startswith(package + "/")}, package
+    model = [p for p in (ROOT / "fleet" / "model").glob("*.py")]
+    assert not [p.name for p in model if "import pulumi" in p.read_text(encoding="utf-8")]  # the model: no Pulumi

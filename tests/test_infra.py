@@ -139,7 +139,7 @@ def test_exporter_namespace_admits_its_critical_priority_pods(fixture, request):
 
 
 def test_no_registry_mirror(magnum, gke):
-    """The mirror was removed: no managed pool API of these clouds points containerd at it (see README)."""
+    """The mirror was removed: no managed pool API of these clouds points containerd at it (docs/clouds.md)."""
     for plan in (magnum, gke):
         names = {
             r.inputs.get("metadata", {}).get("name") for r in plan.registrations if r.type.startswith("kubernetes:")

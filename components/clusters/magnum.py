@@ -179,7 +179,7 @@ class MagnumCluster(GpuCluster):
         uses. A changed policy (Kubernetes version, system pool size) makes a new template; the old one is
         retained in OpenStack (``retain_on_delete``, it is still in use) and the cluster keeps its template
         (``ignore_changes``): the heat driver refuses in-place upgrades (HTTP 500 since Magnum 18.0.0), so
-        moving a cluster to a new template means a new cluster (see the README, "Magnum upgrades").
+        moving a cluster to a new template means a new cluster (docs/clouds.md, "Magnum upgrades").
       - The cluster is protected. ``node_count`` of the default worker group belongs to Magnum's autoscaler.
       - One node group per card: ``gpu-<card>``, the card's flavor, role ``gpu-<card>``, autoscaling bounds
         from the policy, ``node_count`` ignored after creation. The policy resolves Magnum pools to min 1,

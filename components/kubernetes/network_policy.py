@@ -6,7 +6,7 @@ ingress traffic"); the allow rules below open only what the fleet uses. Namespac
 ``kubernetes.io/metadata.name``, which the API server sets on every namespace (Kubernetes 1.22 and later).
 Whether the policies are enforced depends on the cluster's network plugin: each cluster component turns
 enforcement on where its cloud can (GKE Dataplane V2, AKS Azure network policy, EKS VPC CNI network policy,
-Magnum with Calico); see the README, "Pod security and network policy".
+Magnum with Calico); see docs/security.md.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from urllib.parse import quote_plus
 
 import pulumi
@@ -28,6 +29,7 @@ from components.kubernetes.pod_security import container_security, pod_security
 from fleet.model import prometheus
 
 GATEWAY_PORT = 8443
+NGINX_TEMPLATE = Path(__file__).with_name("gateway.nginx.conf")
 GATEWAY_NAME = "federation-gateway"
 # The user of nginxinc/nginx-unprivileged (its Dockerfile: `USER $UID`, UID=101).
 GATEWAY_UID = 101
@@ -59,37 +61,15 @@ def federate_args_pattern(selectors: Sequence[str]) -> str:
 
 
 def gateway_nginx_conf(upstream: str, selectors: Sequence[str]) -> str:
-    """nginx configuration of the gateway: mTLS required, only GET /federate with the fleet's own selectors reaches
-    Prometheus, and no version in headers or error pages."""
-    return f"""pid /tmp/nginx.pid;
-events {{}}
-http {{
-  server_tokens off;
-  client_body_temp_path /tmp/client_body;
-  proxy_temp_path /tmp/proxy;
-  fastcgi_temp_path /tmp/fastcgi;
-  uwsgi_temp_path /tmp/uwsgi;
-  scgi_temp_path /tmp/scgi;
-  access_log /dev/stdout;
-  error_log /dev/stderr warn;
-  server {{
-    listen {GATEWAY_PORT} ssl;
-    ssl_certificate /etc/gateway/tls/tls.crt;
-    ssl_certificate_key /etc/gateway/tls/tls.key;
-    ssl_client_certificate /etc/gateway/tls/ca.crt;
-    ssl_verify_client on;
-    ssl_protocols TLSv1.2 TLSv1.3;
-    location = /federate {{
-      limit_except GET {{ deny all; }}
-      if ($args !~ "{federate_args_pattern(selectors)}") {{ return 403; }}
-      proxy_pass {upstream};
-      proxy_read_timeout 50s;
-    }}
-    location = /healthz {{ return 200 "ok\\n"; }}
-    location / {{ return 403; }}
-  }}
-}}
-"""
+    """nginx configuration of the gateway (the template gateway.nginx.conf beside this module, filled in)."""
+    values = {"port": str(GATEWAY_PORT), "args_pattern": federate_args_pattern(selectors), "upstream": upstream}
+    lines = NGINX_TEMPLATE.read_text(encoding="utf-8").splitlines(keepends=True)
+    text = "".join(line for line in lines if not line.startswith("#"))  # the template's own notes stay out
+    for name, value in values.items():
+        text = text.replace(f"@@{name}@@", value)
+    if "@@" in text:
+        raise ValueError(f"{NGINX_TEMPLATE.name}: a placeholder is left unfilled")
+    return text
 
 
 class FederationEndpoint(pulumi.ComponentResource):

@@ -66,3 +66,25 @@ MAGNUM_SITE = {
     "kubeTag": "v1.28.9-rancher1",
     "autoscalerTag": "v1.28.0",
 }
+
+# A valid policy of the tests, which the error tests break one way at a time.
+GOOD = """\
+defaults:
+  gpu_pool: {min_nodes: 0, max_nodes: 2, spot: true}
+clusters:
+  openstack:
+    cern-main:
+      region: cern
+      central: true
+      gpus: [t4]
+  gcp:
+    gke-a:
+      zone: us-central1-a
+      gpus: [t4, l4]
+  aws:
+    eks-a:
+      region: us-east-1
+      gpus:
+        t4: {max_nodes: 3}
+workloads: {}
+"""

@@ -8,27 +8,7 @@ from pathlib import Path
 import pytest
 
 from fleet.tools.cli import main
-
-GOOD = """\
-defaults:
-  gpu_pool: {min_nodes: 0, max_nodes: 2, spot: true}
-clusters:
-  openstack:
-    cern-main:
-      region: cern
-      central: true
-      gpus: [t4]
-  gcp:
-    gke-a:
-      zone: us-central1-a
-      gpus: [t4, l4]
-  aws:
-    eks-a:
-      region: us-east-1
-      gpus:
-        t4: {max_nodes: 3}
-workloads: {}
-"""
+from tests.helpers import GOOD
 
 
 def run_validate(

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fleet.model.errors import InputError
 from fleet.model.spec import load_fleet
-from tests.test_policy_errors import GOOD
+from tests.helpers import GOOD
 
 BASE = yaml.safe_load(GOOD)
 

@@ -40,7 +40,7 @@ from fleet.model.prometheus import (
 from fleet.model.workloads import MetricSpec
 from tests.conftest import require_tool
 from tests.e2e.processes import Prometheus, TextExporter, free_port
-from tests.e2e.test_promtool import Pki, make_pki
+from tests.e2e.support import Pki, make_pki
 
 pytestmark = pytest.mark.e2e
 

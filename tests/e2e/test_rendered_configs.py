@@ -36,7 +36,7 @@ from fleet.tools.cli import main
 from tests.conftest import require_tool
 from tests.e2e.processes import Process, Prometheus, TextExporter, wait_for
 from tests.e2e.processes import free_port as _free_port
-from tests.e2e.test_promtool import Pki, _rule_tests, make_pki, promtool, write_yaml
+from tests.e2e.support import Pki, make_pki, promtool, rule_tests, write_yaml
 
 pytestmark = pytest.mark.e2e
 
@@ -128,7 +128,7 @@ def test_every_rendered_rule_file_passes_promtool(rendered: Path) -> None:
 
 def test_rendered_central_alerts_pass_the_cluster_down_unit_test(rendered: Path, tmp_path: Path) -> None:
     shutil.copy(rendered / CENTRAL / "prometheus" / "rules" / "gpufleet-federation-alerts.yml", tmp_path)
-    tests = _rule_tests()
+    tests = rule_tests()
     tests["rule_files"] = ["gpufleet-federation-alerts.yml"]
     tests["tests"] = tests["tests"][:1]  # a federation job down fires; its metric names are the fleet's own
     path = write_yaml(tmp_path / "alerts_test.yml", tests)

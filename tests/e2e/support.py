@@ -1,0 +1,196 @@
+"""Shared by the end-to-end tests: throwaway certificates (openssl), promtool, YAML files, and the promtool unit
+tests of the central alert rules (``rule_tests``)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleet.model.prometheus import BENCHMARK_LAST_SAMPLE_RULE, central_alert_rules, to_yaml
+from fleet.model.workloads import MetricSpec
+from tests.conftest import require_tool
+
+METRICS = [
+    MetricSpec(name="benchmark_events_per_second", type="gauge", help="events/s", labels=["stage"]),
+    MetricSpec(name="benchmark_fit_seconds", type="histogram", help="fit time"),
+    MetricSpec(name="benchmark_runs_total", type="counter", help="runs"),
+]
+
+
+@dataclass(frozen=True)
+class Pki:
+    """A throwaway CA with one server and one client certificate (EC P-256, valid two days)."""
+
+    ca_cert: Path
+    ca_key: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+EC_KEY = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+
+
+def _openssl(command: str, *extra: str, cwd: Path) -> None:
+    """Run ``openssl`` with ``command`` (split on spaces) followed by ``extra`` arguments kept whole."""
+    args = ["openssl", *command.split(), *extra]
+    subprocess.run(args, cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+def make_pki(directory: Path, server_dns: str = "prometheus.leaf.gpufleet.test") -> Pki:
+    """Make a CA, a server certificate for ``server_dns`` and 127.0.0.1, and a client certificate."""
+    require_tool("openssl")
+    directory.mkdir(parents=True, exist_ok=True)
+    _openssl(
+        f"req -x509 -keyout ca.key -out ca.crt -days 2 {EC_KEY}",
+        "-subj",
+        "/CN=gpufleet test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=directory,
+    )
+    exts = {
+        "server": f"subjectAltName=DNS:{server_dns},IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        "client": "subjectAltName=DNS:central.gpufleet.test\nextendedKeyUsage=clientAuth\n",
+    }
+    for serial, (name, ext) in enumerate(exts.items(), start=2):
+        (directory / f"{name}.ext").write_text(ext + "keyUsage=critical,digitalSignature\n", encoding="utf-8")
+        _openssl(f"req -new -keyout {name}.key -out {name}.csr {EC_KEY}", "-subj", f"/CN={name}", cwd=directory)
+        sign = f"x509 -req -in {name}.csr -CA ca.crt -CAkey ca.key -set_serial {serial} -days 2 -out {name}.crt"
+        _openssl(sign, "-extfile", f"{name}.ext", cwd=directory)
+    d = directory
+    return Pki(d / "ca.crt", d / "ca.key", d / "server.crt", d / "server.key", d / "client.crt", d / "client.key")
+
+
+def promtool(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run promtool, returning the finished process (never raising on a non-zero exit)."""
+    exe = require_tool("promtool")
+    return subprocess.run([exe, *map(str, args)], check=False, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def write_yaml(path: Path, obj: Any) -> Path:
+    path.write_text(to_yaml(obj), encoding="utf-8")
+    return path
+
+
+# --- promtool test rules -----------------------------------------------------------------------------------
+
+
+def _alert_annotations(alertname: str, labels: dict[str, str], value: str) -> dict[str, str]:
+    """The alert's annotations expanded as Prometheus would for ``labels`` and a pre-formatted ``$value``."""
+    rule = next(r for g in central_alert_rules(METRICS)["groups"] for r in g["rules"] if r.get("alert") == alertname)
+    out = {}
+    for key, text in rule["annotations"].items():
+        text = text.replace("{{ $value | humanizeDuration }}", value)
+        for name, label in labels.items():
+            text = text.replace(f"{{{{ $labels.{name} }}}}", label)
+        assert "{{" not in text, text
+        out[key] = text
+    return out
+
+
+def _sel(labels: dict[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def _no_alert(alertname: str, eval_time: str) -> dict[str, Any]:
+    return {"eval_time": eval_time, "alertname": alertname, "exp_alerts": []}
+
+
+def rule_tests() -> dict[str, Any]:
+    """A ``promtool test rules`` file for the central rules, rendered next to them as central_alerts.yml."""
+    down = {"job": "federate-alpha", "cluster": "alpha", "cloud": "gcp", "instance": "prometheus.alpha:443"}
+    healthy = {"job": "federate-beta", "cluster": "beta", "cloud": "aws", "instance": "prometheus.beta:443"}
+    stopped = {"cluster": "alpha", "workload": "madgraph", "gpu": "nvidia-t4"}
+    running = {"cluster": "alpha", "workload": "pyhf", "gpu": "nvidia-t4"}
+    daily = {"cluster": "beta", "workload": "madgraph", "gpu": "nvidia-a100"}
+    last = BENCHMARK_LAST_SAMPLE_RULE
+    return {
+        "rule_files": ["central_alerts.yml"],
+        # 5m keeps the 9-day run over a 7d max_over_time to about a second (1m takes over ten).
+        "evaluation_interval": "5m",
+        "tests": [
+            {
+                "name": "a federation job failing for over 5m fires; healthy or non-federation jobs never do",
+                "interval": "1m",
+                "input_series": [
+                    {"series": "up" + _sel(down), "values": "1 1 1 0x20"},  # down from 3m on
+                    {"series": "up" + _sel(healthy), "values": "1x23"},
+                    {"series": 'up{job="node-exporter",instance="node-1:9100"}', "values": "0x23"},
+                ],
+                "alert_rule_test": [
+                    _no_alert("FederatedClusterDown", "2m"),
+                    _no_alert("FederatedClusterDown", "5m"),  # pending, not yet firing
+                    {
+                        "eval_time": "10m",
+                        "alertname": "FederatedClusterDown",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {**down, "severity": "warning"},
+                                "exp_annotations": _alert_annotations("FederatedClusterDown", down, ""),
+                            }
+                        ],
+                    },
+                ],
+            },
+            {
+                "name": "a benchmark silent for over 26h fires, until its last sample leaves the 7d lookback",
+                "interval": "10m",
+                "input_series": [
+                    # madgraph on T4 in alpha: two stages reporting during the first hour, then nothing.
+                    {"series": f"benchmark_events_per_second{_sel({**stopped, 'stage': 'rmb_me'})}", "values": "1x6"},
+                    {"series": f"benchmark_events_per_second{_sel({**stopped, 'stage': 'me_only'})}", "values": "2x6"},
+                    # pyhf on T4 in alpha: a histogram whose _count keeps coming until about 33h.
+                    {"series": f"benchmark_fit_seconds_count{_sel(running)}", "values": "1+1x200"},
+                    # madgraph on A100 in beta: one run at 0h, the next at 24h (a daily CronJob).
+                    {"series": f"benchmark_events_per_second{_sel(daily)}", "values": "5 _x143 6"},
+                    # A non-benchmark metric that stops is not watched.
+                    {"series": f"node_load1{_sel(stopped)}", "values": "1x6"},
+                ],
+                "promql_expr_test": [
+                    {
+                        # The record exists only while a sample is within the 5m lookback (beta's is not) ...
+                        "expr": last,
+                        "eval_time": "30m",
+                        "exp_samples": [
+                            {"labels": last + _sel(stopped), "value": 1800},
+                            {"labels": last + _sel(running), "value": 1800},
+                        ],
+                    },
+                    {
+                        # ... and max_over_time over the lookback remembers each series' newest sample.
+                        "expr": f"max_over_time({last}[7d])",
+                        "eval_time": "26h",
+                        "exp_samples": [
+                            {"labels": _sel(stopped), "value": 3600},
+                            {"labels": _sel(running), "value": 93600},
+                            {"labels": _sel(daily), "value": 86400},
+                        ],
+                    },
+                ],
+                "alert_rule_test": [
+                    _no_alert("BenchmarkStoppedReporting", "2h"),
+                    _no_alert("BenchmarkStoppedReporting", "27h"),  # exactly 26h after the last sample: not yet
+                    {
+                        "eval_time": "28h",
+                        "alertname": "BenchmarkStoppedReporting",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {**stopped, "severity": "info"},
+                                "exp_annotations": _alert_annotations(
+                                    "BenchmarkStoppedReporting", stopped, "1d 3h 0m 0s"
+                                ),
+                            }
+                        ],
+                    },
+                    # Past the 7d lookback every series here is forgotten: the alert resolves by itself.
+                    _no_alert("BenchmarkStoppedReporting", "9d"),
+                ],
+            },
+        ],
+    }

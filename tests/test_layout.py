@@ -81,3 +81,13 @@ def test_the_packages_say_what_is_deployed():
         assert not {p for p in deployed if p.startswith(package + "/")}, package
     model = [p for p in (ROOT / "fleet" / "model").glob("*.py")]
     assert not [p.name for p in model if "import pulumi" in p.read_text(encoding="utf-8")]  # the model: no Pulumi
+
+
+def test_test_modules_share_helpers_not_each_other():
+    """Shared test code lives in tests/helpers.py, tests/conftest.py and tests/e2e/support.py and processes.py."""
+    offenders = []
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[-1].startswith("test_"):
+                offenders.append(f"{path.relative_to(ROOT)} imports {node.module}")
+    assert offenders == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -43,6 +44,36 @@ PART_OF = pod_contract.BENCHMARK_PART_OF
 METRIC_LABELS = pod_contract.METRIC_LABELS
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY
+# Every policy of the pack, registered by the decorators below beside its check (name, description, level).
+POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = []
+
+
+def resource_policy(
+    name: str, description: str, level: EnforcementLevel = MANDATORY
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register the decorated check as the resource policy ``name``."""
+
+    def register(validate: Callable[..., None]) -> Callable[..., None]:
+        POLICIES.append(
+            ResourceValidationPolicy(name=name, description=description, validate=validate, enforcement_level=level)
+        )
+        return validate
+
+    return register
+
+
+def stack_policy(
+    name: str, description: str, level: EnforcementLevel = MANDATORY
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register the decorated check as the stack policy ``name`` (it sees every resource of the stack)."""
+
+    def register(validate: Callable[..., None]) -> Callable[..., None]:
+        POLICIES.append(
+            StackValidationPolicy(name=name, description=description, validate=validate, enforcement_level=level)
+        )
+        return validate
+
+    return register
 
 
 # --- shared helpers -------------------------------------------------------------------------------------------
@@ -114,6 +145,10 @@ def _policy_pool(args: ResourceValidationArgs, report: ReportViolation) -> tuple
         return None  # reported by gpu-pool-allowed-card
 
 
+@resource_policy(
+    "gpu-pool-allowed-card",
+    "GPU node pools exist only for cards the policy file gives the stack's cluster.",
+)
 def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _pool(args)
     if not found:
@@ -133,6 +168,10 @@ def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation
         )
 
 
+@resource_policy(
+    "gpu-pool-card-label",
+    "GPU node pools carry the gpu=<card> node label (and the card's other node labels) pods select them by.",
+)
 def _validate_card_label(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _policy_pool(args, report)
     if not found or args.resource_type == MAGNUM_POOL:  # Magnum node groups cannot set Kubernetes labels
@@ -147,6 +186,10 @@ def _validate_card_label(args: ResourceValidationArgs, report: ReportViolation) 
         )
 
 
+@resource_policy(
+    "gpu-pool-accelerator-taint",
+    "GPU node pools carry the accelerator taint, so only pods that ask for the card land on them.",
+)
 def _validate_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _policy_pool(args, report)
     if not found or args.resource_type == MAGNUM_POOL:  # Magnum node groups cannot declare taints
@@ -161,6 +204,11 @@ def _validate_taint(args: ResourceValidationArgs, report: ReportViolation) -> No
         )
 
 
+@resource_policy(
+    "gpu-pool-size",
+    "GPU node pools have the policy file's minimum (0, so idle pools cost nothing; Magnum 1 unless "
+    "opted into 0) and maximum size.",
+)
 def _validate_size(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _policy_pool(args, report)
     if not found:
@@ -184,6 +232,10 @@ def _validate_size(args: ResourceValidationArgs, report: ReportViolation) -> Non
         )
 
 
+@resource_policy(
+    "gpu-pool-spot",
+    "GPU node pools use spot capacity unless the policy file says otherwise.",
+)
 def _validate_spot(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _policy_pool(args, report)
     if not found or args.resource_type == MAGNUM_POOL:  # no spot capacity on Magnum
@@ -241,6 +293,10 @@ def _expected_pool(args: ResourceValidationArgs, template: dict[str, Any]) -> Gp
         return None
 
 
+@resource_policy(
+    "benchmark-allowed-card",
+    "Benchmark pods run only on cards the policy file gives the cluster and allows for the workload.",
+)
 def _validate_bench_card(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _benchmark(args)
     if not found:
@@ -278,6 +334,10 @@ def _tolerates(tolerations: list[dict[str, Any]], key: str, value: str, effect: 
     return False
 
 
+@resource_policy(
+    "benchmark-placement",
+    "Benchmark pods that request an accelerator select their card's pool and tolerate its taints.",
+)
 def _validate_bench_placement(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _benchmark(args)
     if not found:
@@ -304,6 +364,10 @@ def _validate_bench_placement(args: ResourceValidationArgs, report: ReportViolat
         )
 
 
+@resource_policy(
+    "benchmark-limits",
+    "Benchmark containers have cpu and memory limits and the Job has an activeDeadlineSeconds.",
+)
 def _validate_bench_limits(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _benchmark(args)
     if not found:
@@ -324,6 +388,10 @@ def _validate_bench_limits(args: ResourceValidationArgs, report: ReportViolation
         )
 
 
+@resource_policy(
+    "benchmark-mtail-sidecar",
+    "Benchmark pods run the mtail native sidecar that exports their results to Prometheus.",
+)
 def _validate_bench_sidecar(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _benchmark(args)
     if not found:
@@ -345,6 +413,10 @@ def _validate_bench_sidecar(args: ResourceValidationArgs, report: ReportViolatio
         )
 
 
+@resource_policy(
+    "benchmark-metric-labels",
+    "Benchmark pods carry the labels the PodMonitor selects and turns into metric labels.",
+)
 def _validate_bench_labels(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _benchmark(args)
     if not found:
@@ -383,6 +455,10 @@ def _image_problem(ref: str) -> str | None:
     return None
 
 
+@resource_policy(
+    "benchmark-pinned-images",
+    "Benchmark containers use pinned images (a version tag or digest, never :latest or untagged).",
+)
 def _validate_bench_images(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _benchmark(args)
     if not found:
@@ -397,6 +473,10 @@ def _validate_bench_images(args: ResourceValidationArgs, report: ReportViolation
             )
 
 
+@resource_policy(
+    "job-not-deleted-by-ttl",
+    "Jobs that Pulumi manages set no ttlSecondsAfterFinished, so a refresh never recreates and reruns them.",
+)
 def _validate_job_kept(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if not args.resource_type.endswith("batch/v1:Job"):
         return
@@ -497,6 +577,13 @@ def _container_problems(c: dict[str, Any], pod_ctx: dict[str, Any], may_run_as_r
     return problems
 
 
+@resource_policy(
+    "pod-security-restricted",
+    "Every pod (Job, CronJob, Deployment, DaemonSet, StatefulSet, ...) meets Pod Security "
+    "`restricted`: no privilege, no escalation, capabilities dropped, RuntimeDefault seccomp, "
+    "non-root (a workload with needs_root only in benchmarks-root), no host namespaces, ports or "
+    "paths.",
+)
 def _validate_pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = pod_of(args)
     if not found:
@@ -528,6 +615,10 @@ def _validate_pod_security(args: ResourceValidationArgs, report: ReportViolation
             report(f"{args.name}: container {c.get('name')!r}: {problem}")
 
 
+@resource_policy(
+    "pod-service-account-token",
+    "Pods mount no default service account token (automountServiceAccountToken: false).",
+)
 def _validate_service_account_token(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = pod_of(args)
     if not found:
@@ -557,6 +648,12 @@ def _block_pinned(block: dict[str, Any]) -> bool:
     return bool(digest) or "@sha256:" in str(block.get("tag") or "")
 
 
+@resource_policy(
+    "images-by-digest",
+    "Every container image, and every image a Helm release's values set, is pinned by digest "
+    "(advisory in previews; deploys make it mandatory).",
+    ADVISORY,
+)
 def _validate_digests(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type == HELM_RELEASE:
         values = _plain(args.props).get("values") or {}
@@ -581,6 +678,10 @@ def _validate_digests(args: ResourceValidationArgs, report: ReportViolation) -> 
             )
 
 
+@resource_policy(
+    "namespace-pod-security",
+    "Namespaces carry a Pod Security level: restricted for benchmarks, privileged only with a stated reason.",
+)
 def _validate_namespace_level(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != "kubernetes:core/v1:Namespace":
         return
@@ -612,6 +713,11 @@ def _is_default_deny_ingress(props: dict[str, Any]) -> bool:
     )
 
 
+@stack_policy(
+    "namespace-default-deny-ingress",
+    "Every namespace the stack creates denies ingress by default (a NetworkPolicy with an empty pod "
+    "selector and no ingress rule).",
+)
 def _validate_default_deny(args: StackValidationArgs, report: ReportViolation) -> None:
     namespaces: set[str] = set()
     denied: set[str] = set()
@@ -633,6 +739,10 @@ def _validate_default_deny(args: StackValidationArgs, report: ReportViolation) -
 # --- (c) the stack's benchmarks are exactly the policy's -------------------------------------------------------
 
 
+@stack_policy(
+    "benchmark-set-matches-policy",
+    "The stack's benchmark Jobs/CronJobs are exactly the policy file's (workload x card) placements for the cluster.",
+)
 def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) -> None:
     resources = list(args.resources)
     if not resources:
@@ -679,121 +789,13 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
 # --- (d) clusters are protected -------------------------------------------------------------------------------
 
 
+@resource_policy(
+    "cluster-protected",
+    "Kubernetes clusters are protected against deletion.",
+)
 def _validate_protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type in CLUSTER_TYPES and not args.opts.protect:
         report(
             f"cluster {args.name!r} is not protected, so a refactoring or `pulumi destroy` could delete it with "
             "every node pool and benchmark history; register it with ResourceOptions(protect=True)"
         )
-
-
-def _resource(name: str, description: str, validate: Any, level: EnforcementLevel = MANDATORY) -> Any:
-    return ResourceValidationPolicy(name=name, description=description, validate=validate, enforcement_level=level)
-
-
-POLICIES = [
-    _resource(
-        "gpu-pool-allowed-card",
-        "GPU node pools exist only for cards the policy file gives the stack's cluster.",
-        _validate_allowed_card,
-    ),
-    _resource(
-        "gpu-pool-card-label",
-        "GPU node pools carry the gpu=<card> node label (and the card's other node labels) pods select them by.",
-        _validate_card_label,
-    ),
-    _resource(
-        "gpu-pool-accelerator-taint",
-        "GPU node pools carry the accelerator taint, so only pods that ask for the card land on them.",
-        _validate_taint,
-    ),
-    _resource(
-        "gpu-pool-size",
-        "GPU node pools have the policy file's minimum (0, so idle pools cost nothing; Magnum 1 unless opted "
-        "into 0) and maximum size.",
-        _validate_size,
-    ),
-    _resource(
-        "gpu-pool-spot",
-        "GPU node pools use spot capacity unless the policy file says otherwise.",
-        _validate_spot,
-    ),
-    _resource(
-        "benchmark-allowed-card",
-        "Benchmark pods run only on cards the policy file gives the cluster and allows for the workload.",
-        _validate_bench_card,
-    ),
-    _resource(
-        "benchmark-placement",
-        "Benchmark pods that request an accelerator select their card's pool and tolerate its taints.",
-        _validate_bench_placement,
-    ),
-    _resource(
-        "benchmark-limits",
-        "Benchmark containers have cpu and memory limits and the Job has an activeDeadlineSeconds.",
-        _validate_bench_limits,
-    ),
-    _resource(
-        "benchmark-mtail-sidecar",
-        "Benchmark pods run the mtail native sidecar that exports their results to Prometheus.",
-        _validate_bench_sidecar,
-    ),
-    _resource(
-        "benchmark-metric-labels",
-        "Benchmark pods carry the labels the PodMonitor selects and turns into metric labels.",
-        _validate_bench_labels,
-    ),
-    _resource(
-        "benchmark-pinned-images",
-        "Benchmark containers use pinned images (a version tag or digest, never :latest or untagged).",
-        _validate_bench_images,
-    ),
-    _resource(
-        "pod-security-restricted",
-        "Every pod (Job, CronJob, Deployment, DaemonSet, StatefulSet, ...) meets Pod Security `restricted`: no "
-        "privilege, no escalation, capabilities dropped, RuntimeDefault seccomp, non-root (a workload with "
-        "needs_root only in benchmarks-root), no host namespaces, ports or paths.",
-        _validate_pod_security,
-    ),
-    _resource(
-        "pod-service-account-token",
-        "Pods mount no default service account token (automountServiceAccountToken: false).",
-        _validate_service_account_token,
-    ),
-    _resource(
-        "images-by-digest",
-        "Every container image, and every image a Helm release's values set, is pinned by digest (advisory in "
-        "previews; deploys make it mandatory).",
-        _validate_digests,
-        ADVISORY,
-    ),
-    _resource(
-        "namespace-pod-security",
-        "Namespaces carry a Pod Security level: restricted for benchmarks, privileged only with a stated reason.",
-        _validate_namespace_level,
-    ),
-    StackValidationPolicy(
-        name="namespace-default-deny-ingress",
-        description="Every namespace the stack creates denies ingress by default (a NetworkPolicy with an empty "
-        "pod selector and no ingress rule).",
-        validate=_validate_default_deny,
-        enforcement_level=MANDATORY,
-    ),
-    _resource(
-        "job-not-deleted-by-ttl",
-        "Jobs that Pulumi manages set no ttlSecondsAfterFinished, so a refresh never recreates and reruns them.",
-        _validate_job_kept,
-    ),
-    StackValidationPolicy(
-        name="benchmark-set-matches-policy",
-        description="The stack's benchmark Jobs/CronJobs are exactly the policy file's (workload x card) "
-        "placements for the cluster.",
-        validate=_validate_benchmark_set,
-        enforcement_level=MANDATORY,
-    ),
-    _resource(
-        "cluster-protected",
-        "Kubernetes clusters are protected against deletion.",
-        _validate_protected,
-    ),
-]

@@ -48,32 +48,24 @@ ADVISORY = EnforcementLevel.ADVISORY
 POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = []
 
 
-def resource_policy(
-    name: str, description: str, level: EnforcementLevel = MANDATORY
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def _registering(kind: type, name: str, description: str, level: EnforcementLevel) -> Callable[..., Any]:
+    """A decorator that registers its check in POLICIES as a ``kind`` policy."""
+
+    def register(validate: Callable[..., None]) -> Callable[..., None]:
+        POLICIES.append(kind(name=name, description=description, validate=validate, enforcement_level=level))
+        return validate
+
+    return register
+
+
+def resource_policy(name: str, description: str, level: EnforcementLevel = MANDATORY) -> Callable[..., Any]:
     """Register the decorated check as the resource policy ``name``."""
-
-    def register(validate: Callable[..., None]) -> Callable[..., None]:
-        POLICIES.append(
-            ResourceValidationPolicy(name=name, description=description, validate=validate, enforcement_level=level)
-        )
-        return validate
-
-    return register
+    return _registering(ResourceValidationPolicy, name, description, level)
 
 
-def stack_policy(
-    name: str, description: str, level: EnforcementLevel = MANDATORY
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def stack_policy(name: str, description: str, level: EnforcementLevel = MANDATORY) -> Callable[..., Any]:
     """Register the decorated check as the stack policy ``name`` (it sees every resource of the stack)."""
-
-    def register(validate: Callable[..., None]) -> Callable[..., None]:
-        POLICIES.append(
-            StackValidationPolicy(name=name, description=description, validate=validate, enforcement_level=level)
-        )
-        return validate
-
-    return register
+    return _registering(StackValidationPolicy, name, description, level)
 
 
 # --- shared helpers -------------------------------------------------------------------------------------------

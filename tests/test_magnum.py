@@ -208,7 +208,8 @@ def test_pod_security_admission_and_api_allow_list_on_the_masters_load_balancer(
     (template,) = by_type(plan, "openstack:containerinfra/clusterTemplate:ClusterTemplate")
     # the heat driver's --admission-control list enables only what it names: PodSecurity must be in it
     assert "PodSecurity" in template.inputs["labels"]["admission_control_list"].split(",")
-    assert template.inputs["labels"]["master_lb_allowed_cidrs"] == "188.184.0.0/15"
+    assert template.inputs["labels"]["master_lb_allowed_cidrs"] == "188.184.0.0/15"  # the heat driver
+    assert template.inputs["labels"]["api_master_lb_allowed_cidrs"] == "188.184.0.0/15"  # magnum-capi-helm
     assert template.inputs["masterLbEnabled"] is True  # the allow-list lives on the load balancer
     assert template.inputs["networkDriver"] == "calico"  # Calico enforces NetworkPolicy
     assert not [f for f in plan.findings if "apiAllowedCidrs" in f.message]

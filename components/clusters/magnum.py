@@ -49,7 +49,10 @@ ADMISSION_PLUGINS = (
 )
 # Who may reach the API through the masters' load balancer: a comma-separated CIDR list, applied by Octavia
 # (magnum 11.0.0 and later, label master_lb_allowed_cidrs, doc/source/user/index.rst; Heat ussuri, Octavia train).
-API_CIDRS_LABEL = "master_lb_allowed_cidrs"
+# The Magnum Kubernetes driver named by the Cluster API Helm chart (magnum-capi-helm) reads the same allow-list from
+# api_master_lb_allowed_cidrs; upstream removed the heat driver after 22.0.0 (openstack/magnum 31b84327), so the
+# template sets both labels, and each driver reads its own.
+API_CIDRS_LABELS = ("master_lb_allowed_cidrs", "api_master_lb_allowed_cidrs")
 
 
 def gpu_role(card: str) -> str:
@@ -225,7 +228,7 @@ class MagnumCluster(GpuCluster):
         system = cluster.system_pool
         labels = self._template_labels(cluster, site)
         if self.settings.api_allowed_cidrs:
-            labels[API_CIDRS_LABEL] = ",".join(self.settings.api_allowed_cidrs)
+            labels.update(dict.fromkeys(API_CIDRS_LABELS, ",".join(self.settings.api_allowed_cidrs)))
         inputs = {
             "coe": "kubernetes",
             "image": site.image,

@@ -101,6 +101,33 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# The pod-bearing kinds and where their pod template is (the CronJob's inside its job template).
+POD_BEARING = {
+    "kubernetes:core/v1:Pod": (),
+    "kubernetes:batch/v1:Job": ("spec", "template"),
+    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template"),
+    "kubernetes:apps/v1:Deployment": ("spec", "template"),
+    "kubernetes:apps/v1:StatefulSet": ("spec", "template"),
+    "kubernetes:apps/v1:DaemonSet": ("spec", "template"),
+    "kubernetes:apps/v1:ReplicaSet": ("spec", "template"),
+    "kubernetes:core/v1:ReplicationController": ("spec", "template"),
+}
+
+
+def pod_template(props: dict[str, Any], resource_type: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(owner spec, pod template) of a pod-bearing resource: the spec that holds the template (a Job's, a CronJob's
+    job template's, a Deployment's, ...; {} for a Pod) and the template itself (``metadata``, ``spec``; a Pod is its
+    own template). ({}, {}) for a resource that bears no pods."""
+    path = POD_BEARING.get(resource_type)
+    if path is None:
+        return {}, {}
+    owner: Any = {}
+    node: Any = props
+    for key in path:
+        owner, node = node, (node or {}).get(key) or {}
+    return (owner if path else {}), node
+
+
 def _no_cluster(stack: str) -> str:
     known = ", ".join(fleet().clusters)
     return (
@@ -245,14 +272,6 @@ def _validate_spot(args: ResourceValidationArgs, report: ReportViolation) -> Non
 # --- (b) benchmark pods ---------------------------------------------------------------------------------------
 
 
-def _pod_template(props: dict[str, Any], resource_type: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(job spec, pod template) of a Job or CronJob."""
-    spec = props.get("spec") or {}
-    if resource_type.endswith(":CronJob"):
-        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
-    return spec, spec.get("template") or {}
-
-
 def _accelerator_resources() -> set[str]:
     names = {"nvidia.com/gpu", "amd.com/gpu"}
     for cluster in fleet().clusters.values():
@@ -264,7 +283,7 @@ def _benchmark(args: ResourceValidationArgs) -> tuple[dict[str, Any], dict[str, 
     """(job spec, pod template, pod spec) of a Job/CronJob whose pods request an accelerator; else None."""
     if args.resource_type not in BENCHMARK_TYPES:
         return None
-    job_spec, template = _pod_template(_plain(args.props), args.resource_type)
+    job_spec, template = pod_template(_plain(args.props), args.resource_type)
     pod = template.get("spec") or {}
     wanted = _accelerator_resources()
     for c in all_containers(pod):
@@ -483,17 +502,6 @@ def _validate_job_kept(args: ResourceValidationArgs, report: ReportViolation) ->
 
 # --- (d) every pod: Pod Security `restricted`, no API token, images by digest ---------------------------------------
 
-# The pod-bearing kinds and where their pod template is (the CronJob's inside its job template).
-POD_BEARING = {
-    "kubernetes:core/v1:Pod": (),
-    "kubernetes:batch/v1:Job": ("spec", "template"),
-    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template"),
-    "kubernetes:apps/v1:Deployment": ("spec", "template"),
-    "kubernetes:apps/v1:StatefulSet": ("spec", "template"),
-    "kubernetes:apps/v1:DaemonSet": ("spec", "template"),
-    "kubernetes:apps/v1:ReplicaSet": ("spec", "template"),
-    "kubernetes:core/v1:ReplicationController": ("spec", "template"),
-}
 # Pod Security Standards, `restricted` (kubernetes.io/docs/concepts/security/pod-security-standards): the volume
 # types it allows, the one capability a container may add, the seccomp profiles it accepts.
 RESTRICTED_VOLUMES = {
@@ -512,19 +520,17 @@ ROOT_NAMESPACE = pod_contract.ROOT_BENCHMARK_NAMESPACE
 BENCHMARK_NAMESPACE = pod_contract.BENCHMARK_NAMESPACE
 LEVEL_LABEL = f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/enforce"
 EXCEPTION_ANNOTATION = pod_contract.POD_SECURITY_EXCEPTION
-DIGEST_REF = re.compile(r"@sha256:[0-9a-f]{64}$")
+# name[:tag]@sha256:<64 hex>, as the images workflow records it (the readable tag kept beside the digest).
+DIGEST_REF = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def pod_of(args: ResourceValidationArgs) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(pod metadata, pod spec) of any pod-bearing resource; None for other resources."""
-    path = POD_BEARING.get(args.resource_type)
-    if path is None:
+    if args.resource_type not in POD_BEARING:
         return None
-    node: Any = _plain(args.props)
-    for key in path:
-        node = (node or {}).get(key) or {}
-    return node.get("metadata") or {}, node.get("spec") or {}
+    _, template = pod_template(_plain(args.props), args.resource_type)
+    return template.get("metadata") or {}, template.get("spec") or {}
 
 
 def all_containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -540,41 +546,88 @@ def _root_allowed(args: ResourceValidationArgs, labels: dict[str, Any]) -> bool:
     return bool(workload and workload.spec.needs_root)
 
 
+def subject(args: ResourceValidationArgs) -> str:
+    """How a message names the resource: its kind and name (``Job 'fix-eks-debug'``)."""
+    return f"{args.resource_type.rsplit(':', 1)[-1]} {args.name!r}"
+
+
 def _container_problems(c: dict[str, Any], pod_ctx: dict[str, Any], may_run_as_root: bool) -> list[str]:
-    """What keeps one container from the `restricted` level, as `field: what to set`."""
+    """What keeps one container from the `restricted` level, each as `field: what to set`."""
     ctx = c.get("securityContext") or {}
     problems = []
     if ctx.get("privileged"):
-        problems.append("securityContext.privileged is true: remove it")
+        problems.append("securityContext.privileged is true: remove it (or set it false)")
     if ctx.get("allowPrivilegeEscalation") is not False:
-        problems.append("securityContext.allowPrivilegeEscalation must be false")
+        problems.append(
+            "securityContext.allowPrivilegeEscalation must be false: set it explicitly (unset counts as true)"
+        )
     caps = ctx.get("capabilities") or {}
     if "ALL" not in (caps.get("drop") or []):
-        problems.append("securityContext.capabilities.drop must contain ALL")
+        problems.append("securityContext.capabilities.drop must contain ALL: set capabilities.drop: [ALL]")
     added = sorted(set(caps.get("add") or []) - {ALLOWED_CAPABILITY})
     if added:
-        problems.append(f"securityContext.capabilities.add {added}: only {ALLOWED_CAPABILITY} may be added")
-    seccomp = (ctx.get("seccompProfile") or pod_ctx.get("seccompProfile") or {}).get("type")
-    if seccomp not in SECCOMP_OK:
-        problems.append(f"seccompProfile.type is {seccomp or 'unset'}: set RuntimeDefault (pod or container)")
+        problems.append(
+            f"securityContext.capabilities.add {added}: only {ALLOWED_CAPABILITY} may be added; remove the others"
+        )
+    own_seccomp = (ctx.get("seccompProfile") or {}).get("type")
+    if own_seccomp and own_seccomp not in SECCOMP_OK:
+        problems.append(f"securityContext.seccompProfile.type is {own_seccomp}: set RuntimeDefault (or Localhost)")
+    elif not own_seccomp and not (pod_ctx.get("seccompProfile") or {}).get("type"):
+        problems.append(
+            "seccompProfile.type is unset: set seccompProfile.type: RuntimeDefault in the pod's or the container's "
+            "securityContext"
+        )
     if not may_run_as_root:
-        non_root = ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot"))
-        if non_root is not True:
-            problems.append("runAsNonRoot must be true (pod or container securityContext)")
-        if 0 in (ctx.get("runAsUser"), pod_ctx.get("runAsUser")):
-            problems.append("runAsUser is 0 (root): run as a non-root uid")
+        if ctx.get("runAsNonRoot") is False:
+            problems.append("securityContext.runAsNonRoot is false: runAsNonRoot must be true, set it true")
+        elif ctx.get("runAsNonRoot") is None and pod_ctx.get("runAsNonRoot") is None:
+            problems.append(
+                "runAsNonRoot must be true: set runAsNonRoot: true in the pod's or the container's securityContext"
+            )
+        if ctx.get("runAsUser") == 0:
+            problems.append("securityContext.runAsUser is 0 (root): set a non-root uid (the workload's run_as_user)")
     for port in c.get("ports") or []:
         if port.get("hostPort"):
-            problems.append(f"port {port.get('containerPort')} has hostPort {port['hostPort']}: remove it")
+            problems.append(
+                f"ports: port {port.get('containerPort')} has hostPort {port['hostPort']}: remove hostPort "
+                "(reach the pod through a Service)"
+            )
+    return problems
+
+
+def _pod_problems(pod: dict[str, Any], may_run_as_root: bool) -> list[str]:
+    """What keeps the pod spec itself (not its containers) from the `restricted` level."""
+    ctx = pod.get("securityContext") or {}
+    problems = []
+    seccomp = (ctx.get("seccompProfile") or {}).get("type")
+    if seccomp and seccomp not in SECCOMP_OK:
+        problems.append(f"pod securityContext.seccompProfile is {seccomp}: set type RuntimeDefault (or Localhost)")
+    if not may_run_as_root:
+        if ctx.get("runAsNonRoot") is False:
+            problems.append("pod securityContext.runAsNonRoot is false: runAsNonRoot must be true, set it true")
+        if ctx.get("runAsUser") == 0:
+            problems.append(
+                "pod securityContext.runAsUser is 0 (root): set a non-root uid (the workload's run_as_user)"
+            )
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            problems.append(f"{key} is true: remove it (or set it false), the pod must not share the node's namespaces")
+    for volume in pod.get("volumes") or []:
+        kinds = sorted(set(volume) - {"name"})
+        if kinds and not set(kinds) <= RESTRICTED_VOLUMES:
+            problems.append(
+                f"volume {volume.get('name')!r} is of type {', '.join(kinds)}: use one of "
+                f"{', '.join(sorted(RESTRICTED_VOLUMES))} (hostPath reaches the node's files)"
+            )
     return problems
 
 
 @resource_policy(
     "pod-security-restricted",
-    "Every pod (Job, CronJob, Deployment, DaemonSet, StatefulSet, ...) meets Pod Security "
-    "`restricted`: no privilege, no escalation, capabilities dropped, RuntimeDefault seccomp, "
-    "non-root (a workload with needs_root only in benchmarks-root), no host namespaces, ports or "
-    "paths.",
+    "Every pod (Pod, Job, CronJob, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController), GPU or "
+    "not, meets Pod Security `restricted`: not privileged, allowPrivilegeEscalation false, capabilities.drop ALL "
+    "(only NET_BIND_SERVICE added), RuntimeDefault or Localhost seccomp, non-root (root only for a benchmark whose "
+    "workload declares needs_root, and then in benchmarks-root), no host namespaces, host ports or hostPath.",
 )
 def _validate_pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = pod_of(args)
@@ -582,34 +635,25 @@ def _validate_pod_security(args: ResourceValidationArgs, report: ReportViolation
         return
     metadata, pod = found
     labels = metadata.get("labels") or {}
-    namespace = ((_plain(args.props).get("metadata") or {}).get("namespace")) or ""
+    namespace = ((_plain(args.props).get("metadata") or {}).get("namespace")) or "default"
     may_run_as_root = _root_allowed(args, labels)
     if may_run_as_root and namespace != ROOT_NAMESPACE:
         report(
-            f"{args.name}: runs the root-needing workload {labels.get('workload')!r} (needs_root) in namespace "
-            f"{namespace!r}: it belongs in {ROOT_NAMESPACE!r}, the one namespace that admits root (baseline)"
+            f"{subject(args)}: runs the root-needing workload {labels.get('workload')!r} (needs_root) in namespace "
+            f"{namespace!r}: it belongs in {ROOT_NAMESPACE!r}, the one namespace that admits root (baseline); set "
+            f"metadata.namespace: {ROOT_NAMESPACE}"
         )
-    pod_ctx = pod.get("securityContext") or {}
-    if (pod_ctx.get("seccompProfile") or {}).get("type") == "Unconfined":
-        report(f"{args.name}: pod securityContext.seccompProfile is Unconfined: set RuntimeDefault")
-    for key in ("hostNetwork", "hostPID", "hostIPC"):
-        if pod.get(key):
-            report(f"{args.name}: {key} is true: remove it, the pod must not share the node's namespaces")
-    for volume in pod.get("volumes") or []:
-        kinds = sorted(set(volume) - {"name"})
-        if kinds and not set(kinds) <= RESTRICTED_VOLUMES:
-            report(
-                f"{args.name}: volume {volume.get('name')!r} is of type {', '.join(kinds)}: use one of "
-                f"{', '.join(sorted(RESTRICTED_VOLUMES))} (hostPath reaches the node's files)"
-            )
+    for problem in _pod_problems(pod, may_run_as_root):
+        report(f"{subject(args)}: {problem}")
     for c in all_containers(pod):
-        for problem in _container_problems(c, pod_ctx, may_run_as_root):
-            report(f"{args.name}: container {c.get('name')!r}: {problem}")
+        for problem in _container_problems(c, pod.get("securityContext") or {}, may_run_as_root):
+            report(f"{subject(args)}: container {c.get('name')!r}: {problem}")
 
 
 @resource_policy(
     "pod-service-account-token",
-    "Pods mount no default service account token (automountServiceAccountToken: false).",
+    "Every pod sets automountServiceAccountToken: false, unless it runs under a service account of its own "
+    "(serviceAccountName other than default), which it has because it needs the Kubernetes API.",
 )
 def _validate_service_account_token(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = pod_of(args)
@@ -619,7 +663,7 @@ def _validate_service_account_token(args: ResourceValidationArgs, report: Report
     account = pod.get("serviceAccountName") or "default"
     if account == "default" and pod.get("automountServiceAccountToken") is not False:
         report(
-            f"{args.name}: the pod mounts the default service account's API token: set "
+            f"{subject(args)}: the pod mounts the default service account's API token: set "
             "automountServiceAccountToken: false (a pod that needs the API gets a service account of its own)"
         )
 
@@ -652,7 +696,7 @@ def _validate_digests(args: ResourceValidationArgs, report: ReportViolation) -> 
         for path, block in release_images(values):
             if not _block_pinned(block):
                 report(
-                    f"{args.name}: chart image {path} ({block.get('repository')}:{block.get('tag')}) is not pinned "
+                    f"{subject(args)}: chart image {path} ({block.get('repository')}:{block.get('tag')}) is not pinned "
                     "by digest: record it (python -m fleet images --push ... --record; "
                     "components/kubernetes/images.yaml)"
                 )
@@ -663,10 +707,11 @@ def _validate_digests(args: ResourceValidationArgs, report: ReportViolation) -> 
     _, pod = found
     for c in all_containers(pod):
         ref = c.get("image") or ""
-        if not DIGEST_REF.search(ref):
+        if not DIGEST_REF.fullmatch(ref):
             report(
-                f"{args.name}: container {c.get('name')!r} runs {ref!r}, not pinned by digest: run the images "
-                "workflow (python -m fleet images --push ... --record) and commit the digests it records"
+                f"{subject(args)}: container {c.get('name')!r} runs {ref!r}, not pinned by digest "
+                "(name[:tag]@sha256:<64 hex>): record the digests (python -m fleet images --push ... --record "
+                "writes them into components/kubernetes/images.yaml and the workload's workload.yaml) and commit them"
             )
 
 
@@ -749,7 +794,7 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
     for r in resources:
         if r.resource_type not in BENCHMARK_TYPES:
             continue
-        _, template = _pod_template(_plain(r.props), r.resource_type)
+        _, template = pod_template(_plain(r.props), r.resource_type)
         labels = (template.get("metadata") or {}).get("labels") or {}
         if labels.get("app.kubernetes.io/part-of") != PART_OF and "workload" not in labels:
             continue

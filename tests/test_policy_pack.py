@@ -399,19 +399,44 @@ DIGEST = "@sha256:" + "0" * 64
 POD_POLICIES = ("pod-security-restricted", "pod-service-account-token")
 
 
-def raw_job(spec: dict[str, Any], stack: str = "fix-eks", name: str = "debug") -> Registration:
-    """A Job as someone might add it to a stack, outside the fleet's components."""
+def raw(type_: str, name: str, inputs: dict[str, Any], stack: str = "fix-gke") -> Registration:
+    """A resource of ``type_`` as someone might add it to a stack by hand, outside the fleet's components."""
     return Registration(
-        urn=f"urn:pulumi:{stack}::gpu-fleet::kubernetes:batch/v1:Job::{name}",
-        type=JOB,
+        urn=f"urn:pulumi:{stack}::gpu-fleet::{type_}::{name}",
+        type=type_,
         name=name,
         parent="",
         provider="",
         custom=True,
         protect=False,
         ignore_changes=[],
-        inputs={"metadata": {"name": name, "namespace": "default"}, "spec": {"template": {"spec": spec}}},
+        inputs=inputs,
     )
+
+
+def raw_job(spec: dict[str, Any], stack: str = "fix-eks", name: str = "debug") -> Registration:
+    """A Job as someone might add it to a stack, outside the fleet's components."""
+    inputs = {"metadata": {"name": name, "namespace": "default"}, "spec": {"template": {"spec": spec}}}
+    return raw(JOB, name, inputs, stack)
+
+
+def issue_job_spec() -> dict[str, Any]:
+    """The pod of issue #15's Job: SYS_ADMIN and NET_ADMIN, escalation, a host port, Unconfined seccomp; no GPU."""
+    return {
+        "restartPolicy": "Never",
+        "securityContext": {"seccompProfile": {"type": "Unconfined"}},
+        "containers": [
+            {
+                "name": "tool",
+                "image": "ghcr.io/example/tool:1.0",
+                "ports": [{"containerPort": 8080, "hostPort": 8080}],
+                "securityContext": {
+                    "allowPrivilegeEscalation": True,
+                    "capabilities": {"add": ["SYS_ADMIN", "NET_ADMIN"]},
+                },
+            }
+        ],
+    }
 
 
 @pytest.fixture()
@@ -426,23 +451,7 @@ def test_the_fleets_own_pods_comply(plans, session, gateway):
 
 def test_the_issues_job_is_refused_although_it_requests_no_gpu(session):
     """SYS_ADMIN and NET_ADMIN, privilege escalation, a host port and Unconfined seccomp: a plain Job, no GPU."""
-    job = raw_job(
-        {
-            "restartPolicy": "Never",
-            "securityContext": {"seccompProfile": {"type": "Unconfined"}},
-            "containers": [
-                {
-                    "name": "tool",
-                    "image": "ghcr.io/example/tool:1.0",
-                    "ports": [{"containerPort": 8080, "hostPort": 8080}],
-                    "securityContext": {
-                        "allowPrivilegeEscalation": True,
-                        "capabilities": {"add": ["SYS_ADMIN", "NET_ADMIN"]},
-                    },
-                }
-            ],
-        }
-    )
+    job = raw_job(issue_job_spec())
     findings = check(session, job)
     assert_violation(
         findings,
@@ -575,3 +584,378 @@ def test_chart_images_in_release_values_are_checked_for_digests(plans, session):
                 node["sha"] = "0" * 64
             stack.extend(node.values())
     assert not only(check(session, pinned), "images-by-digest")
+
+
+# --- (d) each pod-bearing kind, each `restricted` rule, its allowed forms, namespaces, digests ---------------------
+
+POD = "kubernetes:core/v1:Pod"
+POD_BEARING_KINDS = (
+    POD,
+    JOB,
+    CRONJOB,
+    DEPLOYMENT,
+    "kubernetes:apps/v1:StatefulSet",
+    "kubernetes:apps/v1:DaemonSet",
+    "kubernetes:apps/v1:ReplicaSet",
+    "kubernetes:core/v1:ReplicationController",
+)
+# The mandatory policies of issue #15 (images-by-digest is advisory here; deploys make it mandatory).
+LEAST_PRIVILEGE = (*POD_POLICIES, "namespace-pod-security", "namespace-default-deny-ingress")
+RESTRICTED_CONTAINER = {
+    "privileged": False,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def harden(spec: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec with a fully compliant securityContext on the pod and every container, and no API token."""
+    spec["securityContext"] = {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    spec["automountServiceAccountToken"] = False
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        for c in spec.get(key) or []:
+            c["securityContext"] = copy.deepcopy(RESTRICTED_CONTAINER)
+    return spec
+
+
+def pod_spec_of(r: Registration) -> dict[str, Any]:
+    """The pod spec of a registration of any pod-bearing kind."""
+    if r.type == POD:
+        return r.inputs["spec"]
+    if r.type == CRONJOB:
+        return r.inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return r.inputs["spec"]["template"]["spec"]
+
+
+def as_kind(source: Registration, type_: str) -> Registration:
+    """A deep copy of ``source`` (a real Deployment of the plan) as a resource of ``type_`` with the same pod
+    template, hardened: the same pod, carried by another pod-bearing kind."""
+    r = copy.deepcopy(source)
+    template = r.inputs["spec"]["template"]
+    harden(template["spec"])
+    kind = type_.rsplit(":", 1)[-1]
+    r.type = type_
+    r.name = f"{source.name}-{kind.lower()}"
+    r.urn = f"{source.urn.split('::')[0]}::gpu-fleet::{type_}::{r.name}"
+    metadata = r.inputs["metadata"]
+    if type_ == POD:
+        r.inputs = {"metadata": {**metadata, **template.get("metadata", {})}, "spec": template["spec"]}
+    elif type_ == CRONJOB:
+        r.inputs = {
+            "metadata": metadata,
+            "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}},
+        }
+    elif type_ == JOB:
+        template["spec"]["restartPolicy"] = "Never"
+        r.inputs = {"metadata": metadata, "spec": {"template": template}}
+    else:
+        r.inputs = {"metadata": metadata, "spec": {"selector": r.inputs["spec"]["selector"], "template": template}}
+    r.inputs["kind"] = kind
+    return r
+
+
+def test_the_fixture_fleets_own_resources_pass_the_least_privilege_policies(plans, session):
+    """The unmodified plan of the fixture fleet, every stack whole: none of its pods, namespaces or network policies
+    breaks a policy of issue #15, and there are pods and namespaces of several kinds for them to check."""
+    kinds = set()
+    for stack, plan in plans.items():
+        regs = list(plan.registrations)
+        kinds |= {r.type for r in regs if r.type in POD_BEARING_KINDS}
+        assert any(r.type == NAMESPACE for r in regs), stack
+        findings = session.analyze_registrations(regs)
+        assert [(f.policy, f.message) for f in findings if f.policy in LEAST_PRIVILEGE] == [], stack
+    assert {JOB, CRONJOB, DEPLOYMENT} <= kinds
+
+
+@pytest.mark.parametrize("type_", POD_BEARING_KINDS)
+def test_every_pod_bearing_kind_is_checked(session, gateway, type_):
+    r = as_kind(gateway, type_)
+    findings = check(session, r)
+    assert mandatory(findings) == [], [(f.policy, f.message) for f in findings]
+    kind = type_.rsplit(":", 1)[-1]
+    pod_spec_of(r)["containers"][0]["securityContext"]["privileged"] = True
+    pod_spec_of(r)["automountServiceAccountToken"] = True
+    findings = check(session, r)
+    assert_violation(
+        findings, "pod-security-restricted", f"{kind} '{r.name}'", "container 'nginx'", "privileged is true", urn=r.urn
+    )
+    assert_violation(findings, "pod-service-account-token", f"{kind} '{r.name}'", "automountServiceAccountToken")
+    digests = only(findings, "images-by-digest")
+    assert digests and {f.level for f in digests} == {"advisory"} and "container 'nginx'" in digests[0].message
+
+
+def test_the_issues_job_made_compliant_passes(session):
+    spec = harden(issue_job_spec())
+    spec["containers"][0]["ports"] = [{"containerPort": 8080}]
+    spec["containers"][0]["image"] += DIGEST
+    assert check(session, raw_job(spec)) == []
+
+
+def test_the_issues_job_names_resource_container_and_field(session):
+    findings = only(check(session, raw_job(issue_job_spec())), "pod-security-restricted")
+    assert findings and all("Job 'debug': " in f.message for f in findings), [f.message for f in findings]
+    container = [f.message for f in findings if "container 'tool'" in f.message]
+    assert any("allowPrivilegeEscalation" in m and "set it" in m for m in container)
+    assert any("capabilities.drop" in m and "[ALL]" in m for m in container)
+    assert any("hostPort 8080" in m and "remove hostPort" in m for m in container)
+    assert any("pod securityContext.seccompProfile is Unconfined" in f.message for f in findings)
+
+
+@pytest.mark.parametrize(
+    ("change", "fragments"),
+    [
+        (lambda p: p.update(hostIPC=True), ("hostIPC is true",)),
+        (lambda p: p.update(hostNetwork=True), ("hostNetwork is true",)),
+        (lambda p: p.update(hostPID=True), ("hostPID is true",)),
+        (lambda p: p["containers"][0]["securityContext"].update(privileged=True), ("privileged is true",)),
+        (
+            lambda p: p["containers"][0]["securityContext"].update(allowPrivilegeEscalation=True),
+            ("container 'nginx'", "allowPrivilegeEscalation must be false"),
+        ),
+        (
+            lambda p: p["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"),
+            ("unset counts as true",),
+        ),
+        (
+            lambda p: p["containers"][0]["securityContext"]["capabilities"].update(drop=["NET_RAW"]),
+            ("capabilities.drop must contain ALL",),
+        ),
+        (
+            lambda p: p["containers"][0]["securityContext"]["capabilities"].update(
+                add=["NET_BIND_SERVICE", "SYS_TIME"]
+            ),
+            ("capabilities.add ['SYS_TIME']", "only NET_BIND_SERVICE"),
+        ),
+        (  # the container's own Unconfined wins over the pod's RuntimeDefault
+            lambda p: p["containers"][0]["securityContext"].update(seccompProfile={"type": "Unconfined"}),
+            ("container 'nginx'", "securityContext.seccompProfile.type is Unconfined"),
+        ),
+        (
+            lambda p: p["securityContext"].update(seccompProfile={"type": "Unconfined"}),
+            ("pod securityContext.seccompProfile is Unconfined",),
+        ),
+        (
+            lambda p: [
+                p["securityContext"].pop("seccompProfile"),
+                p["containers"][0]["securityContext"].pop("seccompProfile"),
+            ],
+            ("seccompProfile.type is unset",),
+        ),
+        (  # a container's false overrides the pod's true
+            lambda p: p["containers"][0]["securityContext"].update(runAsNonRoot=False),
+            ("container 'nginx'", "securityContext.runAsNonRoot is false"),
+        ),
+        (
+            lambda p: [
+                p["securityContext"].pop("runAsNonRoot"),
+                p["containers"][0]["securityContext"].pop("runAsNonRoot"),
+            ],
+            ("runAsNonRoot must be true",),
+        ),
+        (lambda p: p["securityContext"].update(runAsUser=0), ("pod securityContext.runAsUser is 0",)),
+        (
+            lambda p: p["containers"][0]["securityContext"].update(runAsUser=0),
+            ("container 'nginx'", "securityContext.runAsUser is 0"),
+        ),
+        (
+            lambda p: p["containers"][0]["ports"].append({"containerPort": 80, "hostPort": 80}),
+            ("hostPort 80",),
+        ),
+        (
+            lambda p: p["volumes"].append({"name": "docker", "hostPath": {"path": "/var/run/docker.sock"}}),
+            ("volume 'docker' is of type hostPath",),
+        ),
+        (
+            lambda p: p["volumes"].append({"name": "share", "nfs": {"server": "nas", "path": "/"}}),
+            ("volume 'share' is of type nfs",),
+        ),
+        (  # an ephemeral (debug) container is a container too
+            lambda p: p.update(ephemeralContainers=[{"name": "debugger", "image": "busybox:1.36"}]),
+            ("container 'debugger'", "allowPrivilegeEscalation", "capabilities.drop"),
+        ),
+        (  # and so is an init container
+            lambda p: p.update(initContainers=[{"name": "setup", "image": "busybox:1.36", "securityContext": {}}]),
+            ("container 'setup'", "allowPrivilegeEscalation"),
+        ),
+    ],
+)
+def test_each_restricted_rule_on_a_deployment(session, gateway, change, fragments):
+    r = as_kind(gateway, DEPLOYMENT)
+    change(pod_spec_of(r))
+    assert_violation(check(session, r), "pod-security-restricted", f"Deployment '{r.name}'", *fragments)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda p: p["containers"][0]["securityContext"]["capabilities"].update(add=["NET_BIND_SERVICE"]),
+        lambda p: p["securityContext"].update(seccompProfile={"type": "Localhost", "localhostProfile": "fleet.json"}),
+        # seccomp and non-root set on the container alone, or on the pod alone
+        lambda p: [p["securityContext"].pop("seccompProfile"), p["securityContext"].pop("runAsNonRoot")],
+        lambda p: [p["containers"][0]["securityContext"].pop(k) for k in ("seccompProfile", "runAsNonRoot")],
+        lambda p: p["volumes"].extend(
+            [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                {"name": "info", "downwardAPI": {"items": []}},
+                {"name": "token", "projected": {"sources": []}},
+                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+                {"name": "csi", "csi": {"driver": "secrets-store.csi.k8s.io"}},
+            ]
+        ),
+        lambda p: p.update(hostNetwork=False, hostPID=False, hostIPC=False),
+        lambda p: p.update(automountServiceAccountToken=None, serviceAccountName="gateway-reader"),
+    ],
+)
+def test_what_restricted_allows(session, gateway, change):
+    r = as_kind(gateway, DEPLOYMENT)
+    change(pod_spec_of(r))
+    assert mandatory(check(session, r)) == []
+
+
+def test_service_account_token_of_the_default_account(session, gateway):
+    r = as_kind(gateway, DEPLOYMENT)
+    del pod_spec_of(r)["automountServiceAccountToken"]  # unset mounts the token
+    assert_violation(check(session, r), "pod-service-account-token", "default service account")
+    pod_spec_of(r)["serviceAccountName"] = "default"  # naming the default account is no exception
+    assert_violation(check(session, r), "pod-service-account-token", "automountServiceAccountToken: false")
+    pod_spec_of(r)["serviceAccountName"] = "federation-reader"
+    assert not only(check(session, r), "pod-service-account-token")
+
+
+def test_root_benchmarks_keep_every_other_rule(plans, session):
+    """A needs_root benchmark may run as root in benchmarks-root, but privilege, escalation, capabilities, seccomp and
+    host access are still refused; a non-root benchmark may run in benchmarks-root too."""
+    job = reg(plans, "fix-eks", JOB, "-t4")
+    job.inputs["metadata"]["namespace"] = "benchmarks-root"
+    assert not only(check(session, job), "pod-security-restricted")  # non-root in benchmarks-root: fine
+    job.inputs["spec"]["template"]["metadata"]["labels"]["workload"] = "uploader"
+    pod(job)["securityContext"] = {"runAsUser": 0, "runAsNonRoot": False, "seccompProfile": {"type": "RuntimeDefault"}}
+    for c in pod(job)["containers"]:
+        c["securityContext"].pop("runAsNonRoot", None)
+        c["securityContext"].pop("runAsUser", None)
+    assert not only(check(session, job), "pod-security-restricted")  # root, allowed
+    c = pod(job)["containers"][0]
+    c["securityContext"].update(privileged=True, allowPrivilegeEscalation=True)
+    c["securityContext"]["capabilities"]["add"] = ["SYS_ADMIN"]
+    pod(job)["hostPID"] = True
+    findings = only(check(session, job), "pod-security-restricted")
+    text = "\n".join(f.message for f in findings)
+    for fragment in ("privileged is true", "allowPrivilegeEscalation", "['SYS_ADMIN']", "hostPID"):
+        assert fragment in text
+    assert "runAsNonRoot" not in text and "runAsUser" not in text
+
+
+def test_namespace_levels_of_the_benchmark_namespaces(plans, session):
+    (bench,) = [r for r in plans["fix-gke"].registrations if r.type == NAMESPACE and r.name.endswith("benchmarks")]
+    root = copy.deepcopy(bench)
+    root.inputs["metadata"]["name"] = "benchmarks-root"
+    labels = root.inputs["metadata"]["labels"]
+    for level in ("baseline", "restricted"):
+        labels["pod-security.kubernetes.io/enforce"] = level
+        assert not only(check(session, root), "namespace-pod-security"), level
+    labels["pod-security.kubernetes.io/enforce"] = "privileged"
+    root.inputs["metadata"]["annotations"] = {"gpu-fleet.io/pod-security-exception": "it is easier"}
+    assert_violation(check(session, root), "namespace-pod-security", "'benchmarks-root'", "restricted or baseline")
+    labels["pod-security.kubernetes.io/enforce"] = "root"  # not a Pod Security level
+    assert_violation(check(session, root), "namespace-pod-security", "has no Pod Security level")
+
+
+def test_a_privileged_namespace_needs_a_reason(plans, session):
+    (agents,) = [r for r in plans["fix-gke"].registrations if r.type == NAMESPACE and r.name.endswith("node-agents")]
+    reason = agents.inputs["metadata"]["annotations"]["gpu-fleet.io/pod-security-exception"]
+    assert reason.strip() and not only(check(session, agents), "namespace-pod-security")
+    tools = copy.deepcopy(agents)
+    tools.inputs["metadata"]["name"] = "tools"
+    tools.inputs["metadata"]["annotations"] = {"gpu-fleet.io/pod-security-exception": "  "}
+    assert_violation(check(session, tools), "namespace-pod-security", "'tools'", "gpu-fleet.io/pod-security-exception")
+    tools.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "baseline"
+    assert not only(check(session, tools), "namespace-pod-security")
+
+
+def tools_stack(policy_spec: dict[str, Any] | None, namespace: str = "tools") -> list[Registration]:
+    """A namespace `tools` and (unless None) one NetworkPolicy with ``policy_spec`` in ``namespace``."""
+    regs = [
+        raw(
+            NAMESPACE,
+            "tools",
+            {"metadata": {"name": "tools", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}},
+        )
+    ]
+    if policy_spec is not None:
+        regs.append(
+            raw(
+                NETWORK_POLICY,
+                "tools-deny",
+                {"metadata": {"name": "deny", "namespace": namespace}, "spec": policy_spec},
+            )
+        )
+    return regs
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"podSelector": {}, "policyTypes": ["Ingress"]},
+        {"podSelector": {"matchLabels": {}}, "policyTypes": ["Ingress", "Egress"], "ingress": []},
+        {"policyTypes": ["Ingress"]},  # no podSelector: every pod
+    ],
+)
+def test_a_default_deny_ingress_policy(session, spec):
+    assert not only(session.analyze_registrations(tools_stack(spec)), "namespace-default-deny-ingress")
+
+
+@pytest.mark.parametrize(
+    ("spec", "namespace"),
+    [
+        (None, "tools"),  # none at all
+        ({"podSelector": {}, "policyTypes": ["Ingress"]}, "default"),  # in another namespace
+        ({"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"]}, "tools"),  # some pods only
+        (
+            {"podSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "policyTypes": ["Ingress"]},
+            "tools",
+        ),
+        ({"podSelector": {}, "policyTypes": ["Egress"]}, "tools"),  # egress only
+        ({"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{}]}, "tools"),  # allows everything
+    ],
+)
+def test_no_default_deny_ingress(session, spec, namespace):
+    findings = session.analyze_registrations(tools_stack(spec, namespace))
+    assert_violation(findings, "namespace-default-deny-ingress", "namespace 'tools'", "podSelector {}", "Ingress")
+
+
+HEX = "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("image", "pinned"),
+    [
+        (f"ghcr.io/gpu-fleet/nginx-unprivileged:1.27.3-alpine@sha256:{HEX}", True),
+        (f"ghcr.io/gpu-fleet/nginx-unprivileged@sha256:{HEX}", True),
+        (f"registry.local:5000/fleet/tool:1.0@sha256:{HEX}", True),
+        ("ghcr.io/gpu-fleet/nginx-unprivileged:1.27.3-alpine", False),
+        ("ghcr.io/gpu-fleet/nginx-unprivileged@sha256:1234", False),  # not 64 hex digits
+        (f"ghcr.io/gpu-fleet/nginx-unprivileged@sha256:{HEX.upper()}", False),
+        (f"ghcr.io/gpu-fleet/nginx-unprivileged@sha512:{HEX}{HEX}", False),
+        (f"@sha256:{HEX}", False),  # no name
+        (f"ghcr.io/gpu-fleet/nginx-unprivileged:1.27.3-alpine@sha256:{HEX} ", False),
+    ],
+)
+def test_images_by_digest_form(session, gateway, image, pinned):
+    for type_ in (DEPLOYMENT, POD, CRONJOB):
+        r = as_kind(gateway, type_)
+        pod_spec_of(r)["containers"][0]["image"] = image
+        found = only(check(session, r), "images-by-digest")
+        if pinned:
+            assert found == [], type_
+            continue
+        assert found and {f.level for f in found} == {"advisory"}, type_
+        for fragment in ("container 'nginx'", repr(image), "python -m fleet images", "images.yaml", "workload.yaml"):
+            assert fragment in found[0].message, (fragment, found[0].message)

@@ -81,7 +81,7 @@ def reasons(selection: sel.Selection, stack: str) -> str:
         ("Pulumi.yaml", "shared", "Pulumi.yaml"),
         ("requirements.txt", "shared", "requirements.txt"),
         ("requirements-dev.txt", "shared", "requirements-dev.txt"),
-        ("policy/gpufleet_policies.py", "shared", "policy/gpufleet_policies.py"),
+        ("policy/gpufleet_policies/gpu_pools.py", "shared", "policy/gpufleet_policies/gpu_pools.py"),
         ("policy/requirements.txt", "shared", "policy/requirements.txt"),
         ("workloads/pyhf/workload.yaml", "workload-metrics", "pyhf"),
         ("workloads/pyhf/mtail/pyhf.mtail", "workload", "pyhf"),

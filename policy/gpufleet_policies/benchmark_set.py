@@ -1,0 +1,61 @@
+"""The stack's benchmarks are exactly the policy file's (workload x card) placements for its cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import ReportViolation, StackValidationArgs
+
+from .benchmark_pods import BENCHMARK_TYPES, PART_OF
+from .registry import stack_policy
+from .resources import cluster_of, fleet, no_cluster, plain, pod_template, stack_of
+
+
+@stack_policy(
+    "benchmark-set-matches-policy",
+    "The stack's benchmark Jobs/CronJobs are exactly the policy file's (workload x card) placements for the cluster.",
+)
+def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) -> None:
+    resources = list(args.resources)
+    if not resources:
+        return
+    stack = stack_of(resources[0].urn)
+    cluster = cluster_of(resources[0].urn)
+    if cluster is None:
+        report(no_cluster(stack))
+        return
+    expected = {(b.workload.name, b.pool.card): b for b in fleet().benchmarks(cluster)}
+    found: dict[tuple[str, str], Any] = {}
+    for r in resources:
+        if r.resource_type not in BENCHMARK_TYPES:
+            continue
+        _, template = pod_template(plain(r.props), r.resource_type)
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        if labels.get("app.kubernetes.io/part-of") != PART_OF and "workload" not in labels:
+            continue
+        key = (labels.get("workload", ""), labels.get("gpu", ""))
+        if key in found:
+            report(f"benchmark {key[0]} on {key[1]} is defined twice ({found[key].name}, {r.name}); keep one", r.urn)
+        found[key] = r
+    for key in sorted(set(expected) - set(found)):
+        report(
+            f"the policy file places workload {key[0]} on card {key[1]} of {stack}, but the stack has no "
+            "benchmark Job/CronJob for it; create it with BenchmarkJobs(fleet.benchmarks(cluster))"
+        )
+    for key in sorted(set(found) - set(expected)):
+        report(
+            f"benchmark {found[key].name} runs workload {key[0]} on card {key[1]}, which the policy file does not "
+            f"place on {stack}; remove it or add the placement to the policy file",
+            found[key].urn,
+        )
+    for key in sorted(set(found) & set(expected)):
+        kind = "CronJob" if expected[key].schedule else "Job"
+        if not found[key].resource_type.endswith(":" + kind):
+            report(
+                f"benchmark {found[key].name} should be a {kind} (the policy file "
+                f"{'gives' if expected[key].schedule else 'gives no'} schedule for {key[0]})",
+                found[key].urn,
+            )
+
+
+# --- (d) clusters are protected -------------------------------------------------------------------------------

@@ -1,0 +1,26 @@
+"""Kubernetes clusters are protected against deletion."""
+
+from __future__ import annotations
+
+from pulumi_policy import ReportViolation, ResourceValidationArgs
+
+from .registry import resource_policy
+
+CLUSTER_TYPES = (
+    "gcp:container/cluster:Cluster",
+    "aws:eks/cluster:Cluster",
+    "azure-native:containerservice:ManagedCluster",
+    "openstack:containerinfra/cluster:Cluster",
+)
+
+
+@resource_policy(
+    "cluster-protected",
+    "Kubernetes clusters are protected against deletion.",
+)
+def _validate_protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type in CLUSTER_TYPES and not args.opts.protect:
+        report(
+            f"cluster {args.name!r} is not protected, so a refactoring or `pulumi destroy` could delete it with "
+            "every node pool and benchmark history; register it with ResourceOptions(protect=True)"
+        )

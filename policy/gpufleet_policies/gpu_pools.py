@@ -1,0 +1,149 @@
+"""GPU node pools: only the cluster's cards, labelled and tainted for them, sized and priced as the policy file says."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from pulumi_policy import ReportViolation, ResourceValidationArgs
+
+from fleet.model import pod_contract
+from fleet.model.pool_view import POOL_TYPES, PoolView
+from fleet.model.spec import GpuPool
+
+from .registry import resource_policy
+from .resources import cluster_of, fleet, no_cluster, plain, stack_of
+
+MAGNUM_POOL = "openstack:containerinfra/nodeGroup:NodeGroup"
+
+
+def _pool(args: ResourceValidationArgs) -> tuple[PoolView, str] | None:
+    """The pool view and card of a GPU pool (card from its labels/role, else from its ``-gpu-<card>`` name)."""
+    if args.resource_type not in POOL_TYPES:
+        return None
+    reg = SimpleNamespace(type=args.resource_type, name=args.name, inputs=plain(args.props))
+    view = POOL_TYPES[args.resource_type](reg)  # type: ignore[arg-type]
+    card = view.card or pod_contract.card_of_pool(args.name) or ""
+    return (view, card) if card else None
+
+
+def _policy_pool(args: ResourceValidationArgs, report: ReportViolation) -> tuple[PoolView, GpuPool] | None:
+    """The pool and what the policy file says about it; None (nothing to check) for system pools or unknown cards."""
+    found = _pool(args)
+    if not found:
+        return None
+    view, card = found
+    cluster = cluster_of(args.urn)
+    if cluster is None:
+        return None  # reported by gpu-pool-allowed-card
+    try:
+        return view, cluster.pool(card)
+    except KeyError:
+        return None  # reported by gpu-pool-allowed-card
+
+
+@resource_policy(
+    "gpu-pool-allowed-card",
+    "GPU node pools exist only for cards the policy file gives the stack's cluster.",
+)
+def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _pool(args)
+    if not found:
+        return
+    _, card = found
+    stack = stack_of(args.urn)
+    cluster = cluster_of(args.urn)
+    if cluster is None:
+        report(no_cluster(stack))
+        return
+    cards = [p.card for p in cluster.pools]
+    if card not in cards:
+        report(
+            f"pool {args.name!r} is for card {card!r}, which {fleet().file} does not give cluster {stack!r} "
+            f"(its cards: {', '.join(cards) or 'none'}); add {card} to the cluster's gpus in the policy file "
+            "or remove the pool"
+        )
+
+
+@resource_policy(
+    "gpu-pool-card-label",
+    "GPU node pools carry the gpu=<card> node label (and the card's other node labels) pods select them by.",
+)
+def _validate_card_label(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _policy_pool(args, report)
+    if not found or args.resource_type == MAGNUM_POOL:  # Magnum node groups cannot set Kubernetes labels
+        return
+    view, pool = found
+    missing = {k: v for k, v in pool.labels.items() if view.labels.get(k) != v}
+    if missing:
+        want = ", ".join(f"{k}={v}" for k, v in missing.items())
+        report(
+            f"pool {args.name!r} lacks the node label(s) {want}; benchmark pods select their card by these labels. "
+            "Create the pool with GpuPool.labels (components/*.py) instead of hand-written labels"
+        )
+
+
+@resource_policy(
+    "gpu-pool-accelerator-taint",
+    "GPU node pools carry the accelerator taint, so only pods that ask for the card land on them.",
+)
+def _validate_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _policy_pool(args, report)
+    if not found or args.resource_type == MAGNUM_POOL:  # Magnum node groups cannot declare taints
+        return
+    view, pool = found
+    missing = [t.as_string() for t in pool.taints if t.as_string() not in view.taints]
+    if missing:
+        report(
+            f"pool {args.name!r} lacks the accelerator taint {', '.join(missing)}, so ordinary pods could land on "
+            "(and keep alive) expensive GPU nodes; declare GpuPool.taints on the pool (components/clusters/taints.py "
+            "spells them per cloud)"
+        )
+
+
+@resource_policy(
+    "gpu-pool-size",
+    "GPU node pools have the policy file's minimum (0, so idle pools cost nothing; Magnum 1 unless "
+    "opted into 0) and maximum size.",
+)
+def _validate_size(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _policy_pool(args, report)
+    if not found:
+        return
+    view, pool = found
+    if view.min_nodes != pool.min_nodes:
+        why = (
+            "Magnum cannot scale a GPU node group up from zero, so it keeps 1 node unless the policy file sets "
+            "min_nodes: 0 explicitly"
+            if args.resource_type == MAGNUM_POOL
+            else "idle GPU pools must scale to zero so they cost nothing"
+        )
+        report(
+            f"pool {args.name!r} has minimum size {view.min_nodes}, the policy file says {pool.min_nodes} ({why}); "
+            "take the size from GpuPool.min_nodes, or change min_nodes in the policy file"
+        )
+    if view.max_nodes != pool.max_nodes:
+        report(
+            f"pool {args.name!r} has maximum size {view.max_nodes}, the policy file says {pool.max_nodes}; "
+            "take the size from GpuPool.max_nodes, or change max_nodes in the policy file"
+        )
+
+
+@resource_policy(
+    "gpu-pool-spot",
+    "GPU node pools use spot capacity unless the policy file says otherwise.",
+)
+def _validate_spot(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = _policy_pool(args, report)
+    if not found or args.resource_type == MAGNUM_POOL:  # no spot capacity on Magnum
+        return
+    view, pool = found
+    if view.spot != pool.spot:
+        want = "spot" if pool.spot else "on-demand"
+        have = "spot" if view.spot else "on-demand"
+        report(
+            f"pool {args.name!r} uses {have} capacity but the policy file asks for {want}; take it from GpuPool.spot, "
+            "or set spot for this card in the policy file"
+        )
+
+
+# --- (b) benchmark pods ---------------------------------------------------------------------------------------

@@ -1,0 +1,78 @@
+"""Namespaces: each carries a Pod Security level (privileged only with a reason) and denies ingress by default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
+
+from fleet.model import pod_contract
+
+from .registry import resource_policy, stack_policy
+from .resources import plain
+
+ROOT_NAMESPACE = pod_contract.ROOT_BENCHMARK_NAMESPACE
+BENCHMARK_NAMESPACE = pod_contract.BENCHMARK_NAMESPACE
+LEVEL_LABEL = f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/enforce"
+EXCEPTION_ANNOTATION = pod_contract.POD_SECURITY_EXCEPTION
+
+
+@resource_policy(
+    "namespace-pod-security",
+    "Namespaces carry a Pod Security level: restricted for benchmarks, privileged only with a stated reason.",
+)
+def _validate_namespace_level(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != "kubernetes:core/v1:Namespace":
+        return
+    metadata = plain(args.props).get("metadata") or {}
+    name = metadata.get("name") or args.name
+    level = (metadata.get("labels") or {}).get(LEVEL_LABEL)
+    if level not in ("restricted", "baseline", "privileged"):
+        report(f"namespace {name!r} has no Pod Security level: label it {LEVEL_LABEL}: restricted (or baseline)")
+        return
+    wanted = {BENCHMARK_NAMESPACE: ("restricted",), ROOT_NAMESPACE: ("restricted", "baseline")}.get(name)
+    if wanted and level not in wanted:
+        report(f"namespace {name!r} enforces {level!r}: it must enforce {' or '.join(wanted)}")
+    reason = ((metadata.get("annotations") or {}).get(EXCEPTION_ANNOTATION) or "").strip()
+    if level == "privileged" and not reason:
+        report(
+            f"namespace {name!r} enforces 'privileged' without saying why: annotate it {EXCEPTION_ANNOTATION} with "
+            "the pods that need it, or enforce restricted"
+        )
+
+
+def _is_default_deny_ingress(props: dict[str, Any]) -> bool:
+    spec = props.get("spec") or {}
+    selector = spec.get("podSelector") or {}
+    return (
+        not selector.get("matchLabels")
+        and not selector.get("matchExpressions")
+        and "Ingress" in (spec.get("policyTypes") or [])
+        and not spec.get("ingress")
+    )
+
+
+@stack_policy(
+    "namespace-default-deny-ingress",
+    "Every namespace the stack creates denies ingress by default (a NetworkPolicy with an empty pod "
+    "selector and no ingress rule).",
+)
+def _validate_default_deny(args: StackValidationArgs, report: ReportViolation) -> None:
+    namespaces: set[str] = set()
+    denied: set[str] = set()
+    for r in args.resources:
+        props = plain(r.props)
+        metadata = props.get("metadata") or {}
+        if r.resource_type == "kubernetes:core/v1:Namespace":
+            namespaces.add(metadata.get("name") or r.name)
+        elif r.resource_type == "kubernetes:networking.k8s.io/v1:NetworkPolicy" and _is_default_deny_ingress(props):
+            denied.add(metadata.get("namespace") or "")
+    for ns in sorted(namespaces - denied):
+        report(
+            f"namespace {ns!r} has no default-deny ingress NetworkPolicy: add one with podSelector {{}} and "
+            "policyTypes [Ingress] (components/kubernetes/network_policy.py default_deny_ingress), then allow what is "
+            "needed"
+        )
+
+
+# --- (c) the stack's benchmarks are exactly the policy's -------------------------------------------------------

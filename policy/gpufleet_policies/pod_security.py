@@ -1,0 +1,157 @@
+"""Pod Security ``restricted`` for every pod-bearing resource, GPU or not, and no default API token in any pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import ReportViolation, ResourceValidationArgs
+
+from fleet.model import pod_contract
+
+from .registry import resource_policy
+from .resources import all_containers, fleet, plain, pod_of, subject
+
+# Pod Security Standards, `restricted` (kubernetes.io/docs/concepts/security/pod-security-standards): the volume
+# types it allows, the one capability a container may add, the seccomp profiles it accepts.
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
+ALLOWED_CAPABILITY = "NET_BIND_SERVICE"
+SECCOMP_OK = {"RuntimeDefault", "Localhost"}
+ROOT_NAMESPACE = pod_contract.ROOT_BENCHMARK_NAMESPACE
+BENCHMARK_NAMESPACE = pod_contract.BENCHMARK_NAMESPACE
+LEVEL_LABEL = f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/enforce"
+EXCEPTION_ANNOTATION = pod_contract.POD_SECURITY_EXCEPTION
+PART_OF = pod_contract.BENCHMARK_PART_OF
+
+
+def _root_allowed(args: ResourceValidationArgs, labels: dict[str, Any]) -> bool:
+    """Whether this is a benchmark of a workload that declares it needs root (``needs_root``)."""
+    if labels.get("app.kubernetes.io/part-of") != PART_OF:
+        return False
+    workload = fleet().workloads.get(str(labels.get("workload", "")))
+    return bool(workload and workload.spec.needs_root)
+
+
+def _container_problems(c: dict[str, Any], pod_ctx: dict[str, Any], may_run_as_root: bool) -> list[str]:
+    """What keeps one container from the `restricted` level, each as `field: what to set`."""
+    ctx = c.get("securityContext") or {}
+    problems = []
+    if ctx.get("privileged"):
+        problems.append("securityContext.privileged is true: remove it (or set it false)")
+    if ctx.get("allowPrivilegeEscalation") is not False:
+        problems.append(
+            "securityContext.allowPrivilegeEscalation must be false: set it explicitly (unset counts as true)"
+        )
+    caps = ctx.get("capabilities") or {}
+    if "ALL" not in (caps.get("drop") or []):
+        problems.append("securityContext.capabilities.drop must contain ALL: set capabilities.drop: [ALL]")
+    added = sorted(set(caps.get("add") or []) - {ALLOWED_CAPABILITY})
+    if added:
+        problems.append(
+            f"securityContext.capabilities.add {added}: only {ALLOWED_CAPABILITY} may be added; remove the others"
+        )
+    own_seccomp = (ctx.get("seccompProfile") or {}).get("type")
+    if own_seccomp and own_seccomp not in SECCOMP_OK:
+        problems.append(f"securityContext.seccompProfile.type is {own_seccomp}: set RuntimeDefault (or Localhost)")
+    elif not own_seccomp and not (pod_ctx.get("seccompProfile") or {}).get("type"):
+        problems.append(
+            "seccompProfile.type is unset: set seccompProfile.type: RuntimeDefault in the pod's or the container's "
+            "securityContext"
+        )
+    if not may_run_as_root:
+        if ctx.get("runAsNonRoot") is False:
+            problems.append("securityContext.runAsNonRoot is false: runAsNonRoot must be true, set it true")
+        elif ctx.get("runAsNonRoot") is None and pod_ctx.get("runAsNonRoot") is None:
+            problems.append(
+                "runAsNonRoot must be true: set runAsNonRoot: true in the pod's or the container's securityContext"
+            )
+        if ctx.get("runAsUser") == 0:
+            problems.append("securityContext.runAsUser is 0 (root): set a non-root uid (the workload's run_as_user)")
+    for port in c.get("ports") or []:
+        if port.get("hostPort"):
+            problems.append(
+                f"ports: port {port.get('containerPort')} has hostPort {port['hostPort']}: remove hostPort "
+                "(reach the pod through a Service)"
+            )
+    return problems
+
+
+def _pod_problems(pod: dict[str, Any], may_run_as_root: bool) -> list[str]:
+    """What keeps the pod spec itself (not its containers) from the `restricted` level."""
+    ctx = pod.get("securityContext") or {}
+    problems = []
+    seccomp = (ctx.get("seccompProfile") or {}).get("type")
+    if seccomp and seccomp not in SECCOMP_OK:
+        problems.append(f"pod securityContext.seccompProfile is {seccomp}: set type RuntimeDefault (or Localhost)")
+    if not may_run_as_root:
+        if ctx.get("runAsNonRoot") is False:
+            problems.append("pod securityContext.runAsNonRoot is false: runAsNonRoot must be true, set it true")
+        if ctx.get("runAsUser") == 0:
+            problems.append(
+                "pod securityContext.runAsUser is 0 (root): set a non-root uid (the workload's run_as_user)"
+            )
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            problems.append(f"{key} is true: remove it (or set it false), the pod must not share the node's namespaces")
+    for volume in pod.get("volumes") or []:
+        kinds = sorted(set(volume) - {"name"})
+        if kinds and not set(kinds) <= RESTRICTED_VOLUMES:
+            problems.append(
+                f"volume {volume.get('name')!r} is of type {', '.join(kinds)}: use one of "
+                f"{', '.join(sorted(RESTRICTED_VOLUMES))} (hostPath reaches the node's files)"
+            )
+    return problems
+
+
+@resource_policy(
+    "pod-security-restricted",
+    "Every pod (Pod, Job, CronJob, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController), GPU or "
+    "not, meets Pod Security `restricted`: not privileged, allowPrivilegeEscalation false, capabilities.drop ALL "
+    "(only NET_BIND_SERVICE added), RuntimeDefault or Localhost seccomp, non-root (root only for a benchmark whose "
+    "workload declares needs_root, and then in benchmarks-root), no host namespaces, host ports or hostPath.",
+)
+def _validate_pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = pod_of(args)
+    if not found:
+        return
+    metadata, pod = found
+    labels = metadata.get("labels") or {}
+    namespace = ((plain(args.props).get("metadata") or {}).get("namespace")) or "default"
+    may_run_as_root = _root_allowed(args, labels)
+    if may_run_as_root and namespace != ROOT_NAMESPACE:
+        report(
+            f"{subject(args)}: runs the root-needing workload {labels.get('workload')!r} (needs_root) in namespace "
+            f"{namespace!r}: it belongs in {ROOT_NAMESPACE!r}, the one namespace that admits root (baseline); set "
+            f"metadata.namespace: {ROOT_NAMESPACE}"
+        )
+    for problem in _pod_problems(pod, may_run_as_root):
+        report(f"{subject(args)}: {problem}")
+    for c in all_containers(pod):
+        for problem in _container_problems(c, pod.get("securityContext") or {}, may_run_as_root):
+            report(f"{subject(args)}: container {c.get('name')!r}: {problem}")
+
+
+@resource_policy(
+    "pod-service-account-token",
+    "Every pod sets automountServiceAccountToken: false, unless it runs under a service account of its own "
+    "(serviceAccountName other than default), which it has because it needs the Kubernetes API.",
+)
+def _validate_service_account_token(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    found = pod_of(args)
+    if not found:
+        return
+    _, pod = found
+    account = pod.get("serviceAccountName") or "default"
+    if account == "default" and pod.get("automountServiceAccountToken") is not False:
+        report(
+            f"{subject(args)}: the pod mounts the default service account's API token: set "
+            "automountServiceAccountToken: false (a pod that needs the API gets a service account of its own)"
+        )

@@ -1,0 +1,104 @@
+"""What every policy reads: the fleet of the policy file, the stack and cluster of a resource, its properties as plain
+data, and the pod template of any pod-bearing kind.
+
+Each policy learns its stack from the resource URN (``urn:pulumi:<stack>::<project>::...``) and reads the fleet from
+the policy file named by the ``GPU_FLEET_POLICY`` environment variable (default ``policy/fleet.yaml``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pulumi_policy import ResourceValidationArgs
+
+from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached
+from fleet.model.workloads import WORKLOADS_DIR
+
+POLICY_ENV = "GPU_FLEET_POLICY"
+WORKLOADS_ENV = "GPU_FLEET_WORKLOADS"
+
+
+def fleet() -> Fleet:
+    """The fleet of the policy file (``GPU_FLEET_POLICY`` or policy/fleet.yaml) with its workloads
+    (``GPU_FLEET_WORKLOADS`` or workloads/), cached per file version."""
+    workloads = os.environ.get(WORKLOADS_ENV)
+    return load_fleet_cached(
+        Path(os.environ.get(POLICY_ENV) or POLICY_FILE), Path(workloads) if workloads else WORKLOADS_DIR
+    )
+
+
+def stack_of(urn: str) -> str:
+    """The stack named in a URN ``urn:pulumi:<stack>::<project>::<type>::<name>``."""
+    return urn.split("::", 1)[0].removeprefix("urn:pulumi:")
+
+
+def cluster_of(urn: str) -> Cluster | None:
+    """The cluster of the stack in ``urn``; None when the policy has no such cluster."""
+    return fleet().clusters.get(stack_of(urn))
+
+
+def plain(value: Any) -> Any:
+    """Property proxies as plain dicts/lists, whole numbers as int (numbers cross the wire as doubles)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if hasattr(value, "items"):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and not isinstance(value, (str, bytes))):
+        return [plain(v) for v in value]
+    return value
+
+
+# The pod-bearing kinds and where their pod template is (the CronJob's inside its job template).
+POD_BEARING = {
+    "kubernetes:core/v1:Pod": (),
+    "kubernetes:batch/v1:Job": ("spec", "template"),
+    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template"),
+    "kubernetes:apps/v1:Deployment": ("spec", "template"),
+    "kubernetes:apps/v1:StatefulSet": ("spec", "template"),
+    "kubernetes:apps/v1:DaemonSet": ("spec", "template"),
+    "kubernetes:apps/v1:ReplicaSet": ("spec", "template"),
+    "kubernetes:core/v1:ReplicationController": ("spec", "template"),
+}
+
+
+def pod_template(props: dict[str, Any], resource_type: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(owner spec, pod template) of a pod-bearing resource: the spec that holds the template (a Job's, a CronJob's
+    job template's, a Deployment's, ...; {} for a Pod) and the template itself (``metadata``, ``spec``; a Pod is its
+    own template). ({}, {}) for a resource that bears no pods."""
+    path = POD_BEARING.get(resource_type)
+    if path is None:
+        return {}, {}
+    owner: Any = {}
+    node: Any = props
+    for key in path:
+        owner, node = node, (node or {}).get(key) or {}
+    return (owner if path else {}), node
+
+
+def no_cluster(stack: str) -> str:
+    """The message for a stack that is not a cluster of the policy file."""
+    known = ", ".join(fleet().clusters)
+    return (
+        f"stack {stack!r} is not a cluster of {fleet().file} (known: {known}); "
+        "add the cluster to the policy file or select one of its stacks"
+    )
+
+
+def pod_of(args: ResourceValidationArgs) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(pod metadata, pod spec) of any pod-bearing resource; None for other resources."""
+    if args.resource_type not in POD_BEARING:
+        return None
+    _, template = pod_template(plain(args.props), args.resource_type)
+    return template.get("metadata") or {}, template.get("spec") or {}
+
+
+def all_containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """Init, regular and ephemeral containers of a pod spec."""
+    return [*(pod.get("initContainers") or []), *(pod.get("containers") or []), *(pod.get("ephemeralContainers") or [])]
+
+
+def subject(args: ResourceValidationArgs) -> str:
+    """How a message names the resource: its kind and name (``Job 'fix-eks-debug'``)."""
+    return f"{args.resource_type.rsplit(':', 1)[-1]} {args.name!r}"

@@ -1,0 +1,59 @@
+"""policy/gpufleet_policies/gpu_pools.py: GPU node pools per cloud, each policy failing once and passing once."""
+
+from __future__ import annotations
+
+from tests.policy.support import AKS_POOL, EKS_GROUP, GKE_POOL, MAGNUM_GROUP, assert_violation, check, reg
+
+
+def test_gke_pool_without_taint(plans, session):
+    r = reg(plans, "fix-gke", GKE_POOL, "gpu-l4")
+    assert check(session, r) == []
+    r.inputs["nodeConfig"]["taints"] = []
+    assert_violation(check(session, r), "gpu-pool-accelerator-taint", "lacks the accelerator taint", urn=r.urn)
+
+
+def test_gke_pool_without_card_label(plans, session):
+    r = reg(plans, "fix-gke", GKE_POOL, "gpu-l4")
+    del r.inputs["nodeConfig"]["labels"]["gpu"]
+    assert_violation(check(session, r), "gpu-pool-card-label", "gpu=l4")
+
+
+def test_aks_pool_without_taint(plans, session):
+    r = reg(plans, "fix-aks", AKS_POOL, "gpu-t4")
+    assert check(session, r) == []
+    r.inputs["nodeTaints"] = [t for t in r.inputs["nodeTaints"] if "spot" in t]
+    assert_violation(check(session, r), "gpu-pool-accelerator-taint")
+
+
+def test_eks_group_with_min_size_2(plans, session):
+    r = reg(plans, "fix-eks", EKS_GROUP, "gpu-t4")
+    assert check(session, r) == []
+    r.inputs["scalingConfig"]["minSize"] = 2
+    assert_violation(check(session, r), "gpu-pool-size", "minimum size 2", "says 0", "scale to zero")
+
+
+def test_eks_group_on_demand(plans, session):
+    r = reg(plans, "fix-eks", EKS_GROUP, "gpu-a10g")
+    r.inputs["capacityType"] = "ON_DEMAND"
+    assert_violation(check(session, r), "gpu-pool-spot", "on-demand", "asks for spot")
+
+
+def test_eks_group_for_a_card_the_cluster_lacks(plans, session):
+    r = reg(plans, "fix-eks", EKS_GROUP, "gpu-t4")
+    r.name = "fix-eks-gpu-h100"
+    r.urn = r.urn.removesuffix("gpu-t4") + "gpu-h100"
+    r.inputs["labels"]["gpu"] = "h100"
+    assert_violation(check(session, r), "gpu-pool-allowed-card", "'h100'", "a10g")
+
+
+def test_system_pool_is_not_a_gpu_pool(plans, session):
+    r = reg(plans, "fix-eks", EKS_GROUP, "system")
+    r.inputs["scalingConfig"]["minSize"] = 2
+    assert check(session, r) == []
+
+
+def test_magnum_group_keeps_one_node_unless_opted_in(plans, session):
+    r = reg(plans, "fix-magnum", MAGNUM_GROUP, "gpu-v100")
+    assert check(session, r) == []  # no labels or taints required on Magnum
+    r.inputs["minNodeCount"] = 0
+    assert_violation(check(session, r), "gpu-pool-size", "minimum size 0", "min_nodes: 0")

@@ -5,7 +5,7 @@ The checks are the Kubernetes Pod Security Standards (kubernetes.io/docs/concept
 ``runAsNonRoot: true`` (no ``runAsUser: 0``) and a ``RuntimeDefault`` or ``Localhost`` seccomp profile; `baseline`
 forbids privileged containers, host namespaces, host ports, hostPath volumes and added capabilities beyond its
 default set; `privileged` allows anything. The namespace labels are ``pod-security.kubernetes.io/<mode>``.
-The policy pack (policy/gpufleet_policies.py) checks every pod-bearing resource against the same rules.
+The policy pack (policy/gpufleet_policies/) checks every pod-bearing resource against the same rules.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ SHARED = (
 )
 CODE_DIRS = ("fleet/",)
 # Where `pulumi up` and the policy pack start: everything they import, directly or not, is deployed code.
-ENTRY_POINTS = ("__main__.py", "policy/__main__.py", "policy/gpufleet_policies.py", "components/**/*.py")
+ENTRY_POINTS = ("__main__.py", "policy/__main__.py", "policy/gpufleet_policies/*.py", "components/**/*.py")
 CODE_PACKAGES = ("fleet", "components")
 # Paths never read by `pulumi up`: tests, docs, CI definitions, editor and tool configuration.
 NOT_DEPLOYED = (

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The tests' own data; fixtures/fleet is a small fleet of every cloud with its own workloads.
+FIXTURES = ROOT / "tests" / "fixtures"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 WORKFLOWS = ROOT / ".github" / "workflows"
 LOCK = ROOT / "requirements-dev.lock"
 PACK_LOCK = ROOT / "policy" / "requirements.txt"

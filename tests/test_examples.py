@@ -11,8 +11,9 @@ from fleet.model.spec import load_fleet
 from fleet.model.workloads import load_workloads
 from fleet.program.stack_config import stack_names
 from fleet.tools.cli import main
+from tests.conftest import ROOT
 
-EXAMPLES = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "examples").glob("*/fleet.yaml"))
+EXAMPLES = sorted(p.parent for p in (ROOT / "examples").glob("*/fleet.yaml"))
 
 
 def test_there_are_examples_to_start_from():

@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 PACKAGES = ("fleet", "components")
 
 
@@ -84,10 +85,48 @@ def test_the_packages_say_what_is_deployed():
 
 
 def test_test_modules_share_helpers_not_each_other():
-    """Shared test code lives in tests/helpers.py, tests/conftest.py and tests/e2e/support.py and processes.py."""
+    """Shared test code lives in tests/helpers.py, the conftest.py files, tests/policy/support.py and
+    tests/e2e/support.py and processes.py."""
     offenders = []
     for path in (ROOT / "tests").rglob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[-1].startswith("test_"):
                 offenders.append(f"{path.relative_to(ROOT)} imports {node.module}")
     assert offenders == []
+
+
+# Where each folder of tests/ finds the code it tests: the folders mirror the code's packages.
+TESTED_PACKAGES = {
+    "model": "fleet/model",
+    "program": "fleet/program",
+    "tools": "fleet/tools",
+    "report": "fleet/report",
+    "components": "components",
+    "components/clusters": "components/clusters",
+    "components/kubernetes": "components/kubernetes",
+    "policy": "policy/gpufleet_policies",
+}
+# Folders of tests/ that mirror no package: whole-repository tests at the top, real tools on rendered output, data.
+UNMIRRORED = {"e2e", "fixtures"}
+
+
+def test_tests_are_laid_out_like_the_code():
+    folders = {
+        str(p.relative_to(ROOT / "tests"))
+        for p in (ROOT / "tests").rglob("*")
+        if p.is_dir() and "__pycache__" not in p.parts and p.relative_to(ROOT / "tests").parts[0] not in UNMIRRORED
+    }
+    assert folders == set(TESTED_PACKAGES)
+    for folder, package in TESTED_PACKAGES.items():
+        assert (ROOT / package).is_dir(), f"tests/{folder} mirrors {package}, which does not exist"
+
+
+def test_each_policy_module_has_its_test_module():
+    """A policy of the pack sits in a module with its name, description and check; its tests sit in
+    tests/policy/test_<module>.py."""
+    pack = ROOT / "policy" / "gpufleet_policies"
+    modules = {p.stem for p in pack.glob("*.py") if "_policy(" in p.read_text(encoding="utf-8")} - {"registry"}
+    assert {"gpu_pools", "pod_security", "namespaces"} <= modules
+    tests = {p.stem.removeprefix("test_") for p in (ROOT / "tests" / "policy").glob("test_*.py")}
+    assert modules - tests == set()
+    assert tests - modules == {"pack"}  # the pack as a whole

@@ -16,7 +16,7 @@ time are pure recomputation that the SDK does not cache:
   message made once per (file, line).
 
 :func:`faster_sdk` installs both for the duration of a ``with`` block and restores the originals afterwards.
-``tests/test_sdk_speedups.py`` checks that every stand-in answers exactly as the SDK function it replaces (so an
+``tests/tools/test_plan_speedups.py`` checks that every stand-in answers exactly as the SDK function it replaces (so an
 SDK upgrade that changes them fails there), and the plan of every shipped stack is the same with and without.
 """
 

@@ -3,7 +3,6 @@ the mock engine on the tests' fixture fleet and workloads."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -14,9 +13,10 @@ from components.kubernetes.gateway import GATEWAY_PORT
 from fleet.model import pod_contract
 from fleet.model.spec import load_fleet
 from fleet.tools.plan import StackPlan, plan_fleet
+from tests.conftest import FIXTURES
 from tests.helpers import by_type, write_policy
 
-FIXTURE_WORKLOADS = Path(__file__).parent / "fixtures" / "fleet" / "workloads"
+FIXTURE_WORKLOADS = FIXTURES / "fleet" / "workloads"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 JOB = "kubernetes:batch/v1:Job"

@@ -11,6 +11,7 @@ import pytest
 
 from fleet.model.workloads import load_workloads
 from fleet.program.stack_config import SECRET_PLACEHOLDER, load_stack_config
+from tests.conftest import FIXTURES
 from tests.helpers import by_type, one, plan_one
 
 POLICY = """
@@ -25,7 +26,7 @@ workloads:
 """
 CONFIG = {"gcp:project": "proj-1"}
 # A fixture workload that reads S3-style credentials (tests/fixtures/fleet/workloads/uploader).
-FIXTURE_WORKLOADS = Path(__file__).resolve().parent / "fixtures" / "fleet" / "workloads"
+FIXTURE_WORKLOADS = FIXTURES / "fleet" / "workloads"
 KEYS = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
 SECRETS = "gpu-fleet:workloadSecrets"
 SECRET_TYPE = "kubernetes:core/v1:Secret"

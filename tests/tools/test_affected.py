@@ -16,8 +16,8 @@ import yaml
 from fleet.model.errors import InputError
 from fleet.tools import affected as sel
 from fleet.tools.cli import main
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # A frozen copy of the sample fleet with stand-in workloads of the same names (tests/fixtures/affected): the
 # realistic diffs below stay valid whatever policy/fleet.yaml and workloads/ a team ships.
 FIXTURE = ROOT / "tests" / "fixtures" / "affected"

@@ -11,8 +11,8 @@ import yaml
 
 from fleet.program.settings import NAMESPACE
 from fleet.tools.stack_checks import SETTINGS, Setting, project_config, project_file_text
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PROJECT = yaml.safe_load((ROOT / "Pulumi.yaml").read_text(encoding="utf-8"))
 # pulumi/pulumi sdk/go/common/workspace/project.json ($defs simpleConfigType, configTypeDeclaration)
 SIMPLE_TYPES = {"string", "integer", "boolean", "array"}

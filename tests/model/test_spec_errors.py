@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from fleet.tools.cli import main
+from tests.conftest import FIXTURES, ROOT
 from tests.helpers import GOOD
 
 
@@ -214,7 +215,7 @@ def test_cli_entry_point_exits_2_without_traceback(tmp_path):
 
     policy = tmp_path / "fleet.yaml"
     policy.write_text("clusters: [", encoding="utf-8")
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     proc = subprocess.run(
         [sys.executable, "-m", "fleet", "validate", "--policy", str(policy)], cwd=root, capture_output=True, text=True
     )
@@ -232,7 +233,7 @@ def with_workload(tmp_path: Path, accelerators: int = 1, kinds: list[str] | None
     import yaml
 
     folder = tmp_path / f"workloads-{accelerators}-{'-'.join(kinds or []).replace('/', '_')}"
-    shutil.copytree(Path(__file__).parent / "fixtures" / "fleet" / "workloads" / "tracker", folder / "tracker")
+    shutil.copytree(FIXTURES / "fleet" / "workloads" / "tracker", folder / "tracker")
     spec_file = folder / "tracker" / "workload.yaml"
     spec = yaml.safe_load(spec_file.read_text(encoding="utf-8"))
     spec["accelerators"] = accelerators

@@ -11,9 +11,9 @@ import pytest
 from fleet.model.workloads import load_workloads
 from fleet.tools.cli import main
 from fleet.tools.workload_checks import NO_MTAIL_NOTE, check_workloads, mtail_declarations
-from tests.conftest import require_tool
+from tests.conftest import FIXTURES, require_tool
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "fleet"
+FIXTURE = FIXTURES / "fleet"
 
 
 @pytest.fixture

@@ -36,8 +36,8 @@ from fleet.tools.image_delivery import (
     split_digest,
     unrecorded_digests,
 )
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DIGEST = "sha256:" + "ab" * 32
 OTHER = "sha256:" + "cd" * 32
 

@@ -12,6 +12,7 @@ from fleet.tools import render
 from fleet.tools.cli import main
 from fleet.tools.plan import StackPlan
 from fleet.tools.render import LOCK_FILE, render_stack, rendered_files
+from tests.conftest import FIXTURES
 from tests.helpers import plan_one, write_policy
 
 RENDERS = 8
@@ -26,7 +27,7 @@ workloads:
   fitter: all
 """
 # The tests' own workloads (tests/fixtures/fleet/workloads), not the shipped ones a team may replace.
-WORKLOADS = Path(__file__).resolve().parent / "fixtures" / "fleet" / "workloads"
+WORKLOADS = FIXTURES / "fleet" / "workloads"
 CONFIG = {"gpu-fleet:kubeconfig": {"secure": "djE6..."}, "gpu-fleet:storageClass": "local-path"}
 
 

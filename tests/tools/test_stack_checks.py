@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from fleet.tools.cli import main
+from tests.conftest import FIXTURES
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "fleet"
+FIXTURE = FIXTURES / "fleet"
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from fleet.model.rule_files import fill, rule_file
 from fleet.model.workloads import MetricSpec, Workload
 
 #: Prefix of every central federation job; the alert rules select on it.
@@ -68,20 +69,14 @@ _DURATION = re.compile(
 _DURATION_UNITS = {"y": 365 * 86400.0, "w": 7 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _BYTES = re.compile(r"^[0-9]+(B|KB|MB|GB|TB|PB|EB)$")
 
-# (record name, expression over dcgm-exporter metrics); the label set is GPU_AGGREGATION_LABELS.
-_GPU_RULES: tuple[tuple[str, str, str], ...] = (
-    ("gpufleet:gpu_utilization_percent:avg", "avg", "DCGM_FI_DEV_GPU_UTIL"),
-    ("gpufleet:gpu_power_watts:sum", "sum", "DCGM_FI_DEV_POWER_USAGE"),
-    # Cumulative energy of the GPUs in the group, in joules (dcgm-exporter counts mJ): reports take
-    # increase() over the run window. A driver reset restarts the counter, which increase() handles.
-    ("gpufleet:gpu_energy_joules:sum", "sum", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION / 1000"),
-    ("gpufleet:gpu_memory_used_mebibytes:sum", "sum", "DCGM_FI_DEV_FB_USED"),
-    ("gpufleet:gpu_temperature_celsius:max", "max", "DCGM_FI_DEV_GPU_TEMP"),
-    ("gpufleet:gpu_sm_clock_megahertz:avg", "avg", "DCGM_FI_DEV_SM_CLOCK"),
-    ("gpufleet:gpu_count:count", "count", "DCGM_FI_DEV_GPU_UTIL"),
-)
+#: The leaf's GPU recording rules, a Prometheus rule file (fleet/model/rules/).
+LEAF_RULES_FILE = "leaf-gpu-aggregates.yaml"
+#: The central's alert rules, with ${name} placeholders central_alert_rules fills.
+CENTRAL_RULES_FILE = "central-alerts.yaml"
 #: Names of the leaf recording rules that federation pulls for GPU data.
-GPU_RECORDING_RULES: tuple[str, ...] = tuple(name for name, _, _ in _GPU_RULES)
+GPU_RECORDING_RULES: tuple[str, ...] = tuple(
+    rule["record"] for group in rule_file(LEAF_RULES_FILE)["groups"] for rule in group["rules"]
+)
 #: Central recording rule: per (cluster, workload, gpu), the timestamp of the newest benchmark sample.
 BENCHMARK_LAST_SAMPLE_RULE = "gpufleet:benchmark_last_sample_timestamp_seconds:max"
 
@@ -274,23 +269,17 @@ def leaf_external_labels(cluster: str, cloud: str) -> dict[str, str]:
 
 
 def leaf_recording_rules(interval: str | None = None) -> dict[str, Any]:
-    """The leaf's rule file: dcgm-exporter metrics aggregated per card model and pod (``gpufleet:*``).
+    """The leaf's rule file (fleet/model/rules/leaf-gpu-aggregates.yaml): dcgm-exporter metrics aggregated per card
+    model and pod (``gpufleet:*``), evaluated every ``interval`` when given.
 
-    dcgm-exporter reports one series per GPU with high-churn labels (UUID, Hostname, container, driver
-    versions); the rules keep ``modelName`` (the card), ``namespace`` and ``pod`` (a benchmark pod, or
-    empty for idle GPUs), which is what reports join with the benchmark results. The dcgm-exporter
-    ServiceMonitor must honour its labels, or ``pod`` arrives as ``exported_pod``.
+    The dcgm-exporter ServiceMonitor must honour its labels, or ``pod`` arrives as ``exported_pod``.
     """
-    by = ", ".join(GPU_AGGREGATION_LABELS)
-    group: dict[str, Any] = {"name": "gpufleet-gpu-aggregates"}
+    rules = rule_file(LEAF_RULES_FILE)
     if interval is not None:
         duration_seconds(interval)
-        group["interval"] = interval
-    group["rules"] = [
-        {"record": name, "expr": f"{op} by ({by}) ({expr})", "labels": {"gpufleet_source": "dcgm-exporter"}}
-        for name, op, expr in _GPU_RULES
-    ]
-    return {"groups": [group]}
+        group = rules["groups"][0]
+        rules["groups"][0] = {"name": group["name"], "interval": interval, **group}
+    return rules
 
 
 def _signal_series(metrics: Iterable[MetricSpec]) -> list[str]:
@@ -327,110 +316,28 @@ def central_alert_rules(
         raise ValueError(f"lookback {lookback} must be longer than stale_after {stale_after}")
     if down_s <= 0:
         raise ValueError("down_for must be positive")
-    timeout_s = duration_seconds(scrape_timeout)
-    job = f'job=~"{FEDERATE_JOB_PREFIX}.+"'
-    federation_rules: list[dict[str, Any]] = [
-        {
-            "alert": "FederatedClusterDown",
-            "expr": f"up{{{job}}} == 0",
-            "for": down_for,
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "Central Prometheus cannot federate cluster {{ $labels.cluster }} ({{ $labels.cloud }})",
-                "description": (
-                    "The federation scrape of {{ $labels.cluster }} at {{ $labels.instance }} has failed for "
-                    f"over {down_for}: the leaf Prometheus is down or unreachable, refused the client "
-                    "certificate, timed out, or exceeded sample_limit/body_size_limit. No benchmark or GPU "
-                    "data from this cluster reaches the reports meanwhile; the leaf keeps its own copy."
-                ),
-            },
-        },
-        {
-            "alert": "FederationScrapeSlow",
-            "expr": f"scrape_duration_seconds{{{job}}} > {0.8 * timeout_s:g}",
-            "for": "15m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "Federating {{ $labels.cluster }} takes {{ $value | humanizeDuration }}",
-                "description": (
-                    f"The scrape uses over 80% of its {scrape_timeout} timeout; soon it will time out and the "
-                    "cluster will look down. Check the leaf's load and the number of federated series."
-                ),
-            },
-        },
-        {
-            "alert": "FederationNearSampleLimit",
-            "expr": f"scrape_samples_scraped{{{job}}} > {int(0.8 * sample_limit)}",
-            "for": "15m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "Federating {{ $labels.cluster }} returns {{ $value }} samples",
-                "description": (
-                    f"Over 80% of the sample_limit of {sample_limit}: a selector pulls more series than "
-                    "reports need (high-cardinality labels on a benchmark metric?). At the limit the whole "
-                    "scrape is dropped."
-                ),
-            },
-        },
-        {
-            "alert": "FederationLimitHit",
-            "expr": (
-                "increase(prometheus_target_scrapes_exceeded_sample_limit_total[15m]) > 0"
-                " or increase(prometheus_target_scrapes_exceeded_body_size_limit_total[15m]) > 0"
-            ),
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "A scrape of {{ $labels.instance }}'s targets hit sample_limit or body_size_limit",
-                "description": (
-                    "Scrapes over their sample_limit or body_size_limit are dropped whole. For a federation "
-                    "job the cluster also shows in FederatedClusterDown; the target's last error is on the "
-                    "central Prometheus' Targets page."
-                ),
-            },
-        },
-    ]
-    groups: list[dict[str, Any]] = [{"name": "gpufleet-federation", "rules": federation_rules}]
-
+    values = {
+        "federation_jobs": f'job=~"{FEDERATE_JOB_PREFIX}.+"',
+        "down_for": down_for,
+        "slow_seconds": f"{0.8 * duration_seconds(scrape_timeout):g}",
+        "scrape_timeout": scrape_timeout,
+        "near_sample_limit": str(int(0.8 * sample_limit)),
+        "sample_limit": str(sample_limit),
+    }
+    rules = rule_file(CENTRAL_RULES_FILE)
     signals = _signal_series(benchmark_metrics)
     if signals:
-        by = ", ".join(BENCHMARK_IDENTITY_LABELS)
-        names = "|".join(signals)  # metric names hold no regex metacharacters
-        groups.append(
-            {
-                "name": "gpufleet-benchmark-freshness",
-                "rules": [
-                    {
-                        "record": BENCHMARK_LAST_SAMPLE_RULE,
-                        "expr": f'max by ({by}) (timestamp({{__name__=~"{names}"}}))',
-                    },
-                    {
-                        "alert": "BenchmarkStoppedReporting",
-                        "expr": f"time() - max_over_time({BENCHMARK_LAST_SAMPLE_RULE}[{lookback}]) > {stale_s:g}",
-                        "labels": {"severity": "info"},
-                        "annotations": {
-                            "summary": (
-                                "Benchmark {{ $labels.workload }} on {{ $labels.gpu }} in {{ $labels.cluster }} "
-                                "has not reported for {{ $value | humanizeDuration }}"
-                            ),
-                            "description": (
-                                f"{BENCHMARK_LAST_SAMPLE_RULE} records, for each (cluster, workload, gpu), the "
-                                "timestamp of the newest federated benchmark sample (timestamp() gives the time "
-                                "the leaf scraped it, carried by federation, not the evaluation time). "
-                                f"max_over_time over {lookback} keeps that time after the series disappears, "
-                                "which absent() could not do per label set: the series existed in the last "
-                                f"{lookback}, and time() minus its newest sample exceeds {stale_after}, the "
-                                "longest expected gap between runs. Causes: the Job or CronJob no longer runs, "
-                                "the GPU pool cannot scale up, the mtail sidecar stopped parsing, or federation "
-                                "of the cluster is down (see FederatedClusterDown). The alert resolves when "
-                                f"the benchmark reports again, or by itself {lookback} after its last sample "
-                                "(for a benchmark retired on purpose, silence it until then)."
-                            ),
-                        },
-                    },
-                ],
-            }
-        )
-    return {"groups": groups}
+        values |= {
+            "last_sample_rule": BENCHMARK_LAST_SAMPLE_RULE,
+            "benchmark_labels": ", ".join(BENCHMARK_IDENTITY_LABELS),
+            "benchmark_series": "|".join(signals),  # metric names hold no regex metacharacters
+            "lookback": lookback,
+            "stale_seconds": f"{stale_s:g}",
+            "stale_after": stale_after,
+        }
+    else:
+        rules["groups"] = [g for g in rules["groups"] if g["name"] != "gpufleet-benchmark-freshness"]
+    return fill(rules, values, f"fleet/model/rules/{CENTRAL_RULES_FILE}")
 
 
 def central_prometheus_config(

@@ -1,4 +1,4 @@
-"""The gpu-fleet policy pack (``pulumi preview --policy-pack policy``); the policies live in the gpufleet_policies package."""
+"""The gpu-fleet policy pack (``pulumi preview --policy-pack policy``); its policies: the gpufleet_policies package."""
 
 import sys
 from pathlib import Path

@@ -44,16 +44,16 @@ def test_every_shipped_stack_plans(fleet, plans):
 def test_jobs_are_exactly_the_policy_pairs(fleet, plans):
     for name, plan in plans.items():
         cluster = fleet.cluster(name)
-        expected = {(b.workload.name, b.pool.card) for b in fleet.benchmarks(cluster)}
+        expected = {(b.workload.name, b.pool.card): b for b in fleet.benchmarks(cluster) + fleet.probes(cluster)}
         got = {
-            (r.inputs["metadata"]["labels"]["workload"], r.inputs["metadata"]["labels"]["gpu"]) for r in jobs_of(plan)
+            (r.inputs["metadata"]["labels"]["workload"], r.inputs["metadata"]["labels"]["gpu"]): r
+            for r in jobs_of(plan)
         }
-        assert got == expected, name
-        assert expected, f"{name} runs no benchmark"
-        # scheduled workloads become CronJobs, the others Jobs
-        for reg in jobs_of(plan):
-            scheduled = fleet.schedules[reg.inputs["metadata"]["labels"]["workload"]] is not None
-            assert reg.type.endswith("CronJob") == scheduled
+        assert set(got) == set(expected), name
+        assert fleet.benchmarks(cluster), f"{name} runs no benchmark"
+        # scheduled workloads and every probe become CronJobs, the others Jobs
+        for key, reg in got.items():
+            assert reg.type.endswith("CronJob") == (expected[key].schedule is not None), key
 
 
 def test_job_pods_select_the_pool_request_the_card_and_tolerate_taints(fleet, plans):
@@ -112,7 +112,7 @@ def test_the_fleets_own_containers_pull_from_its_registry(fleet, plans):
     from components.kubernetes.images import pinned_images, registry
 
     ours = {p.reference for p in pinned_images()}
-    workload_images = {w.spec.image for w in fleet.workloads.values()}
+    workload_images = {w.spec.image for w in fleet.deployed_workloads.values()}
     for plan in plans.values():
         pods = [job_spec(r)["template"]["spec"] for r in jobs_of(plan)]
         pods += [r.inputs["spec"]["template"]["spec"] for r in plan.registrations if r.type.endswith(":Deployment")]
@@ -141,7 +141,7 @@ def test_rendered_jobs_validate_against_the_kubernetes_schema(fleet, plans):
             }
             kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
             checked += 1
-    assert checked == sum(len(fleet.benchmarks(c)) for c in fleet.clusters.values())
+    assert checked == sum(len(fleet.benchmarks(c) + fleet.probes(c)) for c in fleet.clusters.values())
 
 
 def test_schema_validation_can_fail(plans):

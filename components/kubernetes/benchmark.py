@@ -35,12 +35,29 @@ from fleet.model.workloads import FILES_MOUNT, Workload
 
 PART_OF = pod_contract.BENCHMARK_PART_OF
 METRIC_LABELS = pod_contract.METRIC_LABELS
-# Time a Job may spend waiting for a GPU node to scale up from zero and pull a large image, on top of
-# the workload's own timeout.
-SCALE_UP_ALLOWANCE_SECONDS = 3600
+# The label the API server gives a Job's pod template (kubernetes/api batch/v1 types.go JobNameLabel, from 1.27;
+# kubernetes/kubernetes pkg/registry/batch/job/strategy.go generateSelector).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+# Schedules in the policy file are UTC, whatever the controller manager's own zone (CronJob timeZone, GA in 1.27).
+CRONJOB_TIME_ZONE = "Etc/UTC"
 # The workload's home: a scratch emptyDir, since a non-root user cannot write to the image's / or /root.
 HOME_DIR = "/home/benchmark"
 ROOT_NAMESPACE_NAME = pod_contract.ROOT_BENCHMARK_NAMESPACE
+
+
+# A pool's probe runs in a new pod each time: without its pod and instance labels, every run of a pool's probe
+# writes the same series, so "the last run" of a pool is simply the series' last value (the probe's CronJob runs one
+# pod at a time: concurrencyPolicy Forbid). Setting a label to "" removes it (Prometheus relabel_config, replace).
+PROBE_SERIES_RELABELINGS = [
+    {
+        "sourceLabels": ["__name__"],
+        "regex": "gpufleet_probe_.+",
+        "targetLabel": label,
+        "replacement": "",
+        "action": "replace",
+    }
+    for label in ("pod", "instance")
+]
 
 
 def _name(*parts: str, limit: int = 63) -> str:
@@ -95,6 +112,12 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
         {"name": "BENCHMARK_LOG", "value": log_file},
         {"name": "BENCHMARK_CLUSTER", "value": cluster.name},
         {"name": "BENCHMARK_GPU", "value": pool.card},
+        {"name": "BENCHMARK_ACCELERATOR", "value": pool.resource},
+        # The Job's name; a CronJob's Job carries its scheduled minute in it (the probe reads it: fleet/model/probe).
+        {
+            "name": "BENCHMARK_JOB_NAME",
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_NAME_LABEL}']"}},
+        },
     ]
     mounts = [{"name": "logs", "mountPath": pod_contract.LOG_DIR}, {"name": "home", "mountPath": HOME_DIR}]
     volumes: list[dict[str, Any]] = [
@@ -261,7 +284,12 @@ class BenchmarkJobs(pulumi.ComponentResource):
                 **monitor_spec,
                 "selector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}},
                 "podMetricsEndpoints": [
-                    {"port": pod_contract.METRICS_PORT_NAME, "path": "/metrics", "interval": "30s"}
+                    {
+                        "port": pod_contract.METRICS_PORT_NAME,
+                        "path": "/metrics",
+                        "interval": "30s",
+                        "metricRelabelings": PROBE_SERIES_RELABELINGS,
+                    }
                 ],
                 "podTargetLabels": list(METRIC_LABELS),
             },
@@ -326,7 +354,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
         template = {"metadata": {"labels": labels}, "spec": pod_spec(cluster, bench, programs_cm, files_cm)}
         job_spec = {
             "backoffLimit": spec.backoff_limit,
-            "activeDeadlineSeconds": spec.timeout_seconds + SCALE_UP_ALLOWANCE_SECONDS + pod_contract.LINGER_SECONDS,
+            "activeDeadlineSeconds": pod_contract.active_deadline_seconds(spec.timeout_seconds),
             "template": template,
         }
         # The Jobs a CronJob starts are Kubernetes' own: they may expire. A Job that Pulumi manages must not:
@@ -348,6 +376,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
                 metadata=metadata,
                 spec={
                     "schedule": bench.schedule,
+                    "timeZone": CRONJOB_TIME_ZONE,
                     "concurrencyPolicy": "Forbid",
                     "startingDeadlineSeconds": 3600,
                     "successfulJobsHistoryLimit": 3,

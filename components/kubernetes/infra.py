@@ -456,7 +456,7 @@ class InfraStack(pulumi.ComponentResource):
                 monitoring_ns,
                 PROMETHEUS_URL,
                 settings.federation_source_ranges,
-                prometheus.match_selectors(prometheus.workload_metrics(fleet.workloads)),
+                prometheus.match_selectors(prometheus.workload_metrics(fleet.deployed_workloads)),
                 opts=child,
                 node_selector=cluster.system_selector,
             )
@@ -514,7 +514,7 @@ class InfraStack(pulumi.ComponentResource):
         child: pulumi.ResourceOptions,
     ) -> tuple[list[pulumi.Output[dict[str, Any]]], list[str]]:
         """One Secret and one federation scrape job per other cluster, learned through its stack's outputs."""
-        selectors = prometheus.match_selectors(prometheus.workload_metrics(fleet.workloads))
+        selectors = prometheus.match_selectors(prometheus.workload_metrics(fleet.deployed_workloads))
         jobs = []
         secrets = []
         for leaf in fleet.clusters.values():

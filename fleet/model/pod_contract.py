@@ -3,6 +3,9 @@
 - Pool names: every cloud's GPU pool of a card is ``gpu-<card>`` (a node-group role on Magnum).
 - Benchmark pods: their labels (the PodMonitor selects them by ``app.kubernetes.io/part-of`` and turns
   ``METRIC_LABELS`` into metric labels), their namespaces, and the Pod Security labels of the fleet's namespaces.
+- Probes: one small CronJob per GPU pool (``probe-<card>`` in the benchmarks namespace) checks that a pod asking
+  for one accelerator gets it; its pods carry ``PROBE_PART_OF`` (their own PodMonitor selects them) and the
+  ``PROBE_METRIC_LABELS``, and report through the same mtail sidecar as benchmarks.
 - The mtail sidecar: the workload appends its output to ``LOG_DIR/<workload>.log`` on a shared ``emptyDir``. An
   init container creates that file empty before anything else starts, because mtail reads a file it sees for the
   first time from its end: lines written before mtail opened the file would be lost.
@@ -15,6 +18,14 @@ import re
 POOL_PREFIX = "gpu-"
 BENCHMARK_PART_OF = "gpu-fleet-benchmark"
 METRIC_LABELS = ("workload", "gpu", "cluster", "cloud")
+PROBE_PART_OF = "gpu-fleet-probe"
+PROBE_METRIC_LABELS = ("gpu", "cluster", "cloud")
+# The probe's metrics: pod creation (the CronJob's scheduled time) to running, 1 or 0, and when it ran.
+PROBE_METRICS = (
+    "gpufleet_probe_scaleup_seconds",
+    "gpufleet_probe_success",
+    "gpufleet_probe_last_run_timestamp_seconds",
+)
 BENCHMARK_NAMESPACE = "benchmarks"
 # Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): Pod Security `baseline`.
 ROOT_BENCHMARK_NAMESPACE = "benchmarks-root"
@@ -30,6 +41,11 @@ def pool_name(card: str) -> str:
     return f"{POOL_PREFIX}{card}"
 
 
+def probe_name(card: str) -> str:
+    """The name of ``card``'s probe CronJob (in the benchmarks namespace)."""
+    return f"probe-{card}"
+
+
 def card_of_pool(name: str) -> str | None:
     """The card of a pool named (or ending in) ``gpu-<card>``; None for any other pool."""
     match = _POOL_SUFFIX.search(name)
@@ -43,6 +59,14 @@ METRICS_PORT_NAME = "mtail"
 # Seconds the pod stays up after the workload's last line, so Prometheus scrapes the final values at
 # least twice (two 30 s intervals plus margin) before the pod ends and its PodMonitor target disappears.
 LINGER_SECONDS = 75
+# Time a pod may spend waiting for a GPU node to scale up from zero and pull a large image, on top of the
+# workload's own timeout.
+SCALE_UP_ALLOWANCE_SECONDS = 3600
+
+
+def active_deadline_seconds(timeout_seconds: int) -> int:
+    """A benchmark or probe Job's ``activeDeadlineSeconds``: scale-up allowance, the workload's timeout, the linger."""
+    return SCALE_UP_ALLOWANCE_SECONDS + timeout_seconds + LINGER_SECONDS
 
 
 def log_file(workload: str) -> str:

@@ -15,15 +15,33 @@ from pathlib import Path
 from fleet.model import pod_contract
 from fleet.model.catalogue import CLOUDS, Accelerator, Catalogue, CloudFacts, Offer, Taint, load_catalogue
 from fleet.model.errors import InputError, Problem
-from fleet.model.spec_schema import FleetFile, Monitoring, PoolSettings
+from fleet.model.prometheus import duration_seconds
+from fleet.model.schedules import longest_gap_seconds
+from fleet.model.spec_schema import FleetFile, Monitoring, PoolSettings, ProbeDefaults
 from fleet.model.validation import validate_document
-from fleet.model.workloads import WORKLOADS_DIR, Workload, load_workloads
+from fleet.model.workloads import WORKLOADS_DIR, Workload, load_workload, load_workloads
 from fleet.model.yaml_source import YamlDocument, read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_FILE = ROOT / "policy" / "fleet.yaml"
+# The pool probe, the fleet's own workload: workload.yaml, mtail/probe.mtail, files/probe.sh and a real sample.log.
+PROBE_DIR = Path(__file__).resolve().parent / "probe"
 CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 GPU_LABEL = "gpu"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A pool's probe, resolved: when it runs and when to alert.
+
+    ``stale_after_seconds`` is how long "no probe result" is normal: the schedule's longest gap between runs plus
+    the longest a run may take (its Job's deadline).
+    """
+
+    schedule: str
+    scale_up_alert_after: str
+    scale_up_alert_seconds: float
+    stale_after_seconds: float
 
 
 @dataclass(frozen=True)
@@ -38,6 +56,7 @@ class GpuPool:
     max_nodes: int
     spot: bool
     cloud_facts: CloudFacts
+    probe: Probe | None = None  # None: this pool is not probed
 
     @property
     def name(self) -> str:
@@ -146,6 +165,8 @@ class Fleet:
     workloads: dict[str, Workload] = field(repr=False)
     # What the policy allows but probably does not mean (``FILE:LINE: key: message``), shown once by validate/plan.
     warnings: tuple[str, ...] = ()
+    # The pool probe (fleet/model/probe), run on every probed pool; None only in fleets built by hand.
+    probe_workload: Workload | None = field(default=None, repr=False)
 
     @property
     def central(self) -> Cluster:
@@ -174,6 +195,19 @@ class Fleet:
                 if pool.card in cards and fits:
                     out.append(Benchmark(wl, pool, self.schedules[workload]))
         return out
+
+    def probes(self, cluster: Cluster) -> list[Benchmark]:
+        """The probe of each probed pool of ``cluster``: the probe workload on the pool, a CronJob on its schedule."""
+        if self.probe_workload is None:
+            return []
+        return [Benchmark(self.probe_workload, p, p.probe.schedule) for p in cluster.pools if p.probe is not None]
+
+    @property
+    def deployed_workloads(self) -> dict[str, Workload]:
+        """Every workload that runs in the fleet's pods: the policy's workloads, and the probe when a pool is probed
+        (their images are copied, their metrics federated, their mtail programs checked)."""
+        probed = self.probe_workload is not None and any(p.probe for c in self.clusters.values() for p in c.pools)
+        return {**self.workloads, **({self.probe_workload.name: self.probe_workload} if probed else {})}  # type: ignore[union-attr]
 
 
 class _Checker:
@@ -319,7 +353,21 @@ class _Checker:
         )
 
 
-def _resolve(spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workload], file: str) -> Fleet:
+def _probe(settings: PoolSettings, defaults: ProbeDefaults, min_nodes: int, probe: Workload) -> Probe | None:
+    """The pool's probe: on when the pool says so, else on exactly when the pool may scale to zero (a pool that
+    keeps a node has nothing to scale up, and a probe costs a node start each run)."""
+    own = settings.probe
+    if not (own.enabled if own.enabled is not None else min_nodes == 0):
+        return None
+    schedule = own.schedule or defaults.schedule
+    threshold = own.scale_up_alert_after or defaults.scale_up_alert_after
+    run = pod_contract.active_deadline_seconds(probe.spec.timeout_seconds)
+    return Probe(schedule, threshold, duration_seconds(threshold), longest_gap_seconds(schedule) + run)
+
+
+def _resolve(
+    spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workload], probe: Workload, file: str
+) -> Fleet:
     defaults = spec.defaults
     clusters: dict[str, Cluster] = {}
     for cloud in CLOUDS:
@@ -334,16 +382,18 @@ def _resolve(spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workloa
                 floor = (
                     defaults.gpu_pool.min_nodes if facts.gpu_scale_from_zero else max(1, defaults.gpu_pool.min_nodes)
                 )
+                min_nodes = pool.min_nodes if pool.min_nodes is not None else floor
                 pools.append(
                     GpuPool(
                         card=card,
                         accelerator=acc,
                         offer=offer,
                         machine_type=pool.machine_type or (offer.machine_type if offer else ""),
-                        min_nodes=pool.min_nodes if pool.min_nodes is not None else floor,
+                        min_nodes=min_nodes,
                         max_nodes=pool.max_nodes if pool.max_nodes is not None else defaults.gpu_pool.max_nodes,
                         spot=pool.spot if pool.spot is not None else defaults.gpu_pool.spot,
                         cloud_facts=facts,
+                        probe=_probe(pool, defaults.probe, min_nodes, probe),
                     )
                 )
             system = settings.system_pool or defaults.system_pool
@@ -372,7 +422,7 @@ def _resolve(spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workloa
         if p.enabled
     }
     schedules = {name: p.schedule for name, p in spec.workloads.items()}
-    return Fleet(file, clusters, placements, schedules, spec.monitoring, workloads)
+    return Fleet(file, clusters, placements, schedules, spec.monitoring, workloads, probe_workload=probe)
 
 
 def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_DIR) -> Fleet:
@@ -393,6 +443,16 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
         workloads = load_workloads(workloads_dir)
     except InputError as exc:
         problems.extend(exc.problems)
+    probe = load_workload(PROBE_DIR)
+    if workloads and probe.name in workloads:
+        problems.append(
+            Problem(
+                str(workloads[probe.name].folder / "workload.yaml"),
+                1,
+                "name",
+                f"{probe.name!r} is the fleet's own pool probe (fleet/model/probe): give the workload another name",
+            )
+        )
     catalogue = load_catalogue()
     if spec is not None:
         checker = _Checker(doc, spec, catalogue, workloads or {})
@@ -402,7 +462,7 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
         problems.extend(checker.problems)
     if problems or spec is None or workloads is None:
         raise InputError(problems)
-    fleet = _resolve(spec, catalogue, workloads, doc.file)
+    fleet = _resolve(spec, catalogue, workloads, probe, doc.file)
     return dataclasses.replace(fleet, warnings=checker.warnings(fleet.placements))
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pydantic
 
 from fleet.model.catalogue import Cloud
+from fleet.model.schedules import check_cron
 from fleet.model.validation import StrictModel
 
 DEFAULT_KUBERNETES_VERSION = "1.33"
@@ -19,6 +20,34 @@ DEFAULT_KUBERNETES_VERSION = "1.33"
 # No cloud lets one node pool grow past 1000 nodes (GKE and AKS cap a pool at 1000; EKS node groups lower):
 # a larger number is a typo, refused before it reaches a quota or a bill.
 MAX_POOL_NODES = 1000
+
+
+# A Prometheus duration in whole seconds, minutes or hours (what an alert threshold needs).
+DURATION_PATTERN = r"^[0-9]+[smh]$"
+DEFAULT_PROBE_SCHEDULE = "17 4 * * *"
+DEFAULT_PROBE_SCALE_UP_ALERT = "20m"
+
+
+class ProbeSettings(StrictModel):
+    """One pool's probe: on or off (``probe: false``), and its own schedule or scale-up threshold."""
+
+    enabled: bool | None = pydantic.Field(
+        default=None, description="Run the probe (default: only on pools whose minimum is 0)."
+    )
+    schedule: str | None = pydantic.Field(default=None, description="Cron schedule (UTC) of this pool's probe.")
+    scale_up_alert_after: str | None = pydantic.Field(
+        default=None, pattern=DURATION_PATTERN, description="Alert when the probe waited longer for its accelerator."
+    )
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
+
+    @pydantic.field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        return None if value is None else check_cron(value)
 
 
 class PoolSettings(StrictModel):
@@ -36,6 +65,9 @@ class PoolSettings(StrictModel):
     machine_type: str | None = pydantic.Field(
         default=None, description="Override the catalogue's machine type or flavor."
     )
+    probe: ProbeSettings = pydantic.Field(
+        default_factory=ProbeSettings, description="true/false, or the pool's own probe schedule and threshold."
+    )
 
 
 class GpuPoolDefaults(StrictModel):
@@ -44,6 +76,26 @@ class GpuPoolDefaults(StrictModel):
     min_nodes: int = pydantic.Field(default=0, ge=0, le=MAX_POOL_NODES)
     max_nodes: int = pydantic.Field(default=4, ge=1, le=MAX_POOL_NODES)
     spot: bool = True
+
+
+class ProbeDefaults(StrictModel):
+    """The probes: a small CronJob per GPU pool that asks for one accelerator, checks it and reports how long it
+    waited, so a pool that cannot scale up (or hands out a broken card) is found before a benchmark needs it."""
+
+    schedule: str = pydantic.Field(
+        default=DEFAULT_PROBE_SCHEDULE,
+        description="Cron schedule (UTC) of every pool's probe; each run may start a node.",
+    )
+    scale_up_alert_after: str = pydantic.Field(
+        default=DEFAULT_PROBE_SCALE_UP_ALERT,
+        pattern=DURATION_PATTERN,
+        description="ProbeSlowScaleUp fires when a probe waited longer than this for its accelerator.",
+    )
+
+    @pydantic.field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        return check_cron(value)
 
 
 class SystemPool(StrictModel):
@@ -60,6 +112,7 @@ class Defaults(StrictModel):
     """Fleet-wide defaults."""
 
     gpu_pool: GpuPoolDefaults = GpuPoolDefaults()
+    probe: ProbeDefaults = ProbeDefaults()
     system_pool: SystemPool = SystemPool()
     kubernetes_version: str = pydantic.Field(default=DEFAULT_KUBERNETES_VERSION, pattern=r"^1\.[0-9]{2}$")
 
@@ -124,9 +177,7 @@ class Placement(StrictModel):
     @pydantic.field_validator("schedule")
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
-        if value is not None and len(value.split()) != 5:
-            raise ValueError(f"{value!r} is not a 5-field cron schedule such as '0 3 * * 1'")
-        return value
+        return None if value is None else check_cron(value)
 
 
 class Monitoring(StrictModel):
@@ -165,6 +216,11 @@ def json_schema() -> dict[str, Any]:
     defs["ClusterSettings"]["properties"]["gpus"] = {
         "anyOf": [cards, pools],
         "description": pools.get("description", ""),
+    }
+    probe = defs["PoolSettings"]["properties"]["probe"]
+    defs["PoolSettings"]["properties"]["probe"] = {
+        "anyOf": [{"type": "boolean"}, {"$ref": "#/$defs/ProbeSettings"}],
+        "description": probe.get("description", ""),
     }
     schema["properties"]["workloads"]["additionalProperties"] = {
         "anyOf": [{"const": "all"}, cards, {"$ref": "#/$defs/Placement"}]

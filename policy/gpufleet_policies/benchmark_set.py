@@ -1,4 +1,5 @@
-"""The stack's benchmarks are exactly the policy file's (workload x card) placements for its cluster."""
+"""The stack's benchmarks are exactly the policy file's (workload x card) placements for its cluster, and its probes
+exactly the probed pools."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from .resources import cluster_of, fleet, no_cluster, plain, pod_template, stack
 
 @stack_policy(
     "benchmark-set-matches-policy",
-    "The stack's benchmark Jobs/CronJobs are exactly the policy file's (workload x card) placements for the cluster.",
+    "The stack's benchmark Jobs/CronJobs are exactly the policy file's (workload x card) placements for the cluster, "
+    "and its probe CronJobs exactly its probed pools.",
 )
 def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) -> None:
     resources = list(args.resources)
@@ -24,7 +26,7 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
     if cluster is None:
         report(no_cluster(stack))
         return
-    expected = {(b.workload.name, b.pool.card): b for b in fleet().benchmarks(cluster)}
+    expected = {(b.workload.name, b.pool.card): b for b in fleet().benchmarks(cluster) + fleet().probes(cluster)}
     found: dict[tuple[str, str], Any] = {}
     for r in resources:
         if r.resource_type not in BENCHMARK_TYPES:
@@ -40,7 +42,8 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
     for key in sorted(set(expected) - set(found)):
         report(
             f"the policy file places workload {key[0]} on card {key[1]} of {stack}, but the stack has no "
-            "benchmark Job/CronJob for it; create it with BenchmarkJobs(fleet.benchmarks(cluster))"
+            "benchmark Job/CronJob for it; create it with BenchmarkJobs(fleet.benchmarks(cluster) + "
+            "fleet.probes(cluster))"
         )
     for key in sorted(set(found) - set(expected)):
         report(

@@ -1,8 +1,9 @@
-"""Shared by the end-to-end tests: throwaway certificates (openssl), promtool, YAML files, and the promtool unit
-tests of the central alert rules (``rule_tests``)."""
+"""Shared by the end-to-end tests: throwaway certificates (openssl), promtool, YAML files, the promtool unit tests of
+the central alert rules (``rule_tests``), and mtail's one-shot runs with the parsed Prometheus text they print."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,3 +195,52 @@ def rule_tests() -> dict[str, Any]:
             },
         ],
     }
+
+
+# --- mtail one-shot runs ---
+
+QUIET = ["--logtostderr", "--address", "127.0.0.1", "--port", "0"]
+Series = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def series(name: str, **labels: str) -> Series:
+    return name, tuple(sorted(labels.items()))
+
+
+SAMPLE_LINE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)(?: \d+)?$")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_prometheus(text: str) -> dict[Series, float]:
+    """Every sample of a Prometheus text exposition, by (name, sorted labels)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        found = SAMPLE_LINE.match(line)
+        assert found, f"not a Prometheus sample line: {line!r}"
+        labels = tuple(sorted(LABEL.findall(found["labels"] or "")))
+        out[(found["name"], labels)] = float(found["value"])
+    return out
+
+
+def one_shot(mtail: str, progs: Path, logs: Path) -> dict[Series, float]:
+    """mtail --one_shot of ``progs`` over ``logs``: every sample it prints."""
+    run = subprocess.run(
+        [
+            mtail,
+            "--one_shot",
+            "--one_shot_format=prometheus",
+            "--emit_prog_label=false",
+            "--progs",
+            str(progs),
+            "--logs",
+            str(logs),
+            *QUIET,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 0, run.stderr
+    return parse_prometheus(run.stdout)

@@ -25,16 +25,9 @@ import pytest
 from fleet.model.pod_contract import mtail_args
 from fleet.model.workloads import WORKLOADS_DIR, load_workloads
 from tests.conftest import require_tool
+from tests.e2e.support import QUIET, Series, one_shot, parse_prometheus, series
 
 pytestmark = pytest.mark.e2e
-
-QUIET = ["--logtostderr", "--address", "127.0.0.1", "--port", "0"]
-Series = tuple[str, tuple[tuple[str, str], ...]]
-
-
-def series(name: str, **labels: str) -> Series:
-    return name, tuple(sorted(labels.items()))
-
 
 # The last value of each gauge and the count of each counter in workloads/<name>/sample.log.
 EXPECTED: dict[str, dict[Series, float]] = {
@@ -77,22 +70,6 @@ COUNTED = {
     "pyhf": ("pyhf_fits_total", re.compile(r"^pyhf fit ")),
     "3dgan": ("gan3d_batches_total", re.compile(r"^Time taken by batch ")),
 }
-
-SAMPLE_LINE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)(?: \d+)?$")
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def parse_prometheus(text: str) -> dict[Series, float]:
-    """Every sample of a Prometheus text exposition, by (name, sorted labels)."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        found = SAMPLE_LINE.match(line)
-        assert found, f"not a Prometheus sample line: {line!r}"
-        labels = tuple(sorted(LABEL.findall(found["labels"] or "")))
-        out[(found["name"], labels)] = float(found["value"])
-    return out
 
 
 def workload_series(samples: dict[Series, float], name: str) -> dict[Series, float]:
@@ -149,27 +126,6 @@ def test_a_broken_program_fails_the_compile_check(tmp_path: Path, breakage: str)
 
 
 # --- 2. one-shot over the sample logs -------------------------------------------------------------------
-
-
-def one_shot(mtail: str, progs: Path, logs: Path) -> dict[Series, float]:
-    run = subprocess.run(
-        [
-            mtail,
-            "--one_shot",
-            "--one_shot_format=prometheus",
-            "--emit_prog_label=false",
-            "--progs",
-            str(progs),
-            "--logs",
-            str(logs),
-            *QUIET,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert run.returncode == 0, run.stderr
-    return parse_prometheus(run.stdout)
 
 
 @pytest.mark.parametrize("name", KNOWN)

@@ -60,7 +60,7 @@ def test_the_job_reads_credentials_from_the_secret(tmp_path: Path, workloads: Pa
     plan = plan_one(tmp_path, POLICY, "gke-test", CONFIG, workloads_dir=workloads)
     (job,) = by_type(plan, JOB_TYPE)
     env = job.inputs["spec"]["template"]["spec"]["containers"][0]["env"]
-    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env if "valueFrom" in e}
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env if "secretKeyRef" in e.get("valueFrom", {})}
     assert refs == {k: {"name": "uploader-credentials", "key": k} for k in KEYS}
     assert not [e for e in env if e["name"] in KEYS and "value" in e]
 

@@ -445,10 +445,11 @@ def test_github_workflows_use_only_what_the_selection_outputs() -> None:
 
 SELECTION_DEPENDENCIES = {"yaml", "pydantic", "pydantic_core", "typing_extensions", "annotated_types"}
 SELECTION_DEPENDENCIES |= {"typing_inspection", "_distutils_hack"}  # the last one: setuptools' .pth, always there
+SELECTION_DEPENDENCIES |= {"croniter", "dateutil"}  # the model checks cron schedules (croniter needs dateutil)
 
 
-def test_selection_needs_only_pydantic_and_pyyaml() -> None:
-    """CI's selection job installs only pydantic and pyyaml: `python -m fleet affected` must not need more."""
+def test_selection_needs_only_the_models_dependencies() -> None:
+    """`python -m fleet affected` reads the model only: pydantic, pyyaml and croniter, no Pulumi SDK or provider."""
     code = (
         "import sys; from fleet.tools.cli import main; rc = main(['affected', '--all', '--format', 'json']);"
         "mods = [m for m in list(sys.modules.values()) if 'site-packages' in (getattr(m, '__file__', '') or '')];"
@@ -642,3 +643,12 @@ def test_git_missing_is_a_message_not_a_traceback(
     monkeypatch.setenv("PATH", str(repo / "no-such-bin"))
     assert main(["affected", "--base", "main", "--repo", str(repo)]) == 2
     assert capsys.readouterr().err.startswith("affected: cannot run git rev-parse --git-dir: ")
+
+
+def test_the_probes_files_reach_every_stack() -> None:
+    """The probe is the fleet's own workload in fleet/model/probe: its script, program and spec are deployed."""
+    from fleet.model.spec import PROBE_DIR
+
+    files = {str(p.relative_to(ROOT)) for p in PROBE_DIR.rglob("*") if p.is_file() and p.name != "sample.log"}
+    assert {"fleet/model/probe/files/probe.sh", "fleet/model/probe/mtail/probe.mtail"} <= files
+    assert files - sel.deployed_files() == set()

@@ -1,0 +1,84 @@
+"""The pool probe end to end on this machine: the real files/probe.sh, run as its pod runs it, and the real mtail over
+the log it writes (there is no accelerator here, so the NVIDIA check fails and the probe says so; a check that
+passes is shown with `true` standing in for nvidia-smi, and only there)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet.model.spec import PROBE_DIR
+from fleet.model.workloads import load_workload
+from tests.conftest import require_tool
+from tests.e2e.support import one_shot
+
+pytestmark = pytest.mark.e2e
+PROBE = load_workload(PROBE_DIR)
+SCRIPT = PROBE_DIR / "files" / "probe.sh"
+
+
+def run_probe(log: Path, job_name: str, accelerator: str = "nvidia.com/gpu", path: str | None = None) -> int:
+    """probe.sh with the pod's environment, its output appended to ``log`` as the benchmark wrapper does."""
+    env = {
+        "PATH": path or os.environ["PATH"],
+        "BENCHMARK_JOB_NAME": job_name,
+        "BENCHMARK_GPU": "t4",
+        "BENCHMARK_ACCELERATOR": accelerator,
+    }
+    with log.open("a", encoding="utf-8") as out:
+        return subprocess.run(["/bin/sh", str(SCRIPT)], env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+
+
+def probe_metrics(mtail: str, log: Path) -> dict:
+    samples = one_shot(mtail, PROBE_DIR / "mtail", log)
+    return {k[0]: v for k, v in samples.items() if k[0].startswith("gpufleet_probe_")}
+
+
+def test_no_accelerator_here_is_a_failed_probe_with_its_wait(tmp_path: Path) -> None:
+    mtail = require_tool("mtail")
+    minute = int(time.time()) // 60 - 3  # scheduled three minutes ago (and some seconds)
+    log = tmp_path / "probe.log"
+    before = int(time.time())
+    assert run_probe(log, f"probe-t4-1a2b3c4d-{minute}") == 1
+    after = int(time.time())
+    got = probe_metrics(mtail, log)
+    assert got["gpufleet_probe_success"] == 0
+    assert before <= got["gpufleet_probe_last_run_timestamp_seconds"] <= after
+    assert got["gpufleet_probe_scaleup_seconds"] == got["gpufleet_probe_last_run_timestamp_seconds"] - minute * 60
+    assert 180 <= got["gpufleet_probe_scaleup_seconds"] < 240 + (after - before)
+    assert {m.name for m in PROBE.spec.metrics} == set(got)
+
+
+def test_a_passing_check_and_a_job_started_by_hand(tmp_path: Path) -> None:
+    mtail = require_tool("mtail")
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    (stand_in / "nvidia-smi").symlink_to("/bin/true")
+    log = tmp_path / "probe.log"
+    # kubectl create job --from=cronjob/...: no scheduled minute in the name, so no scale-up time
+    assert run_probe(log, "probe-by-hand", path=f"{stand_in}:/usr/bin:/bin") == 0
+    got = probe_metrics(mtail, log)
+    assert got["gpufleet_probe_success"] == 1
+    assert "gpufleet_probe_scaleup_seconds" not in got
+    assert "scheduled=unknown" in log.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("accelerator", ["google.com/tpu", "aws.amazon.com/neuron", "example.com/npu"])
+def test_other_accelerators_look_for_their_devices(tmp_path: Path, accelerator: str) -> None:
+    log = tmp_path / "probe.log"
+    assert run_probe(log, "probe-tpu-v5e-1a2b3c4d-29000000", accelerator) == 1  # no such device here
+    assert f"accelerator={accelerator} scheduled=1740000000 " in log.read_text(encoding="utf-8")
+
+
+def test_the_shipped_sample_log_is_a_real_run(tmp_path: Path) -> None:
+    mtail = require_tool("mtail")
+    got = probe_metrics(mtail, PROBE.sample_log)
+    assert got == {
+        "gpufleet_probe_success": 0,
+        "gpufleet_probe_last_run_timestamp_seconds": 1795500728,
+        "gpufleet_probe_scaleup_seconds": 8,
+    }

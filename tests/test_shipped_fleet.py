@@ -233,6 +233,31 @@ def test_central_federates_every_other_cluster_and_leaves_are_authenticated(flee
         assert rpc.is_rpc_secret(plan.exports["federation_client_key"])
 
 
+def test_every_probed_pool_is_watched_by_the_central_and_its_metrics_are_federated(fleet, plans):
+    """Derived from the policy: one probe CronJob per probed pool (test_jobs_are_exactly_the_policy_pairs), its three
+    metrics in every federation job's match[], and one pair of expectations per pool in the central's probe rules."""
+    from fleet.model.prometheus import PROBE_SCALE_UP_RULE, PROBE_STALE_RULE
+
+    probed = {(c.name, p.card): p.probe for c in fleet.clusters.values() for p in c.pools if p.probe}
+    central = plans[fleet.central.name]
+    (release,) = [
+        r for r in central.registrations if r.type == "kubernetes:helm.sh/v3:Release" and r.inputs["name"] == "kps"
+    ]
+    values = release.inputs["values"]
+    for job in values["prometheus"]["prometheusSpec"]["additionalScrapeConfigs"]:
+        assert {m.name for m in fleet.probe_workload.spec.metrics} <= set(job["params"]["match[]"]), job["job_name"]
+    rules = values["additionalPrometheusRulesMap"].get("gpufleet-probe-alerts")
+    if not probed:
+        assert rules is None
+        return
+    records = [r for g in rules["groups"] for r in g["rules"] if "record" in r]
+    for record, attr in ((PROBE_STALE_RULE, "stale_after_seconds"), (PROBE_SCALE_UP_RULE, "scale_up_alert_seconds")):
+        got = {(r["labels"]["cluster"], r["labels"]["gpu"]): r["expr"] for r in records if r["record"] == record}
+        assert got == {key: f"vector({getattr(probe, attr):g})" for key, probe in probed.items()}
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    assert alerts == {"ProbeFailed", "ProbeNotRun", "ProbeNeverReported", "ProbeSlowScaleUp"}
+
+
 def test_no_secret_in_plain_text_anywhere(plans):
     for plan in plans.values():
         text = json.dumps(plan.as_dict(), default=str)

@@ -102,6 +102,18 @@ def gpu_node_affinity(cluster: Cluster) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
+def probe_expectations(fleet: Fleet) -> list[prometheus.ProbeExpectation]:
+    """Every probed pool of the fleet, for the central's probe alerts."""
+    return [
+        prometheus.ProbeExpectation(
+            c.name, c.cloud, p.card, p.probe.stale_after_seconds, p.probe.scale_up_alert_seconds
+        )
+        for c in fleet.clusters.values()
+        for p in c.pools
+        if p.probe is not None
+    ]
+
+
 def benchmark_quota(cluster: Cluster) -> dict[str, str]:
     """ResourceQuota of the benchmark namespace: accelerators up to what the pools can hold at most."""
     totals: dict[str, int] = defaultdict(int)
@@ -196,6 +208,9 @@ def prometheus_values(
         spec["secrets"] = secrets or []
         metrics = prometheus.workload_metrics(fleet.workloads)
         rules["gpufleet-federation-alerts"] = prometheus.central_alert_rules(metrics)
+        probed = probe_expectations(fleet)
+        if probed:
+            rules["gpufleet-probe-alerts"] = prometheus.probe_alert_rules(probed)
     values: dict[str, Any] = {
         "fullnameOverride": RELEASE,
         "prometheus": {"prometheusSpec": spec},

@@ -31,6 +31,7 @@ input that would produce a config Prometheus rejects or a federation that silent
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,14 @@ _BYTES = re.compile(r"^[0-9]+(B|KB|MB|GB|TB|PB|EB)$")
 LEAF_RULES_FILE = "leaf-gpu-aggregates.yaml"
 #: The central's alert rules, with ${name} placeholders central_alert_rules fills.
 CENTRAL_RULES_FILE = "central-alerts.yaml"
+#: The central's probe alerts, after one group of per-pool expectations that probe_alert_rules writes.
+PROBE_RULES_FILE = "central-probe-alerts.yaml"
+#: Central recording rules, one series per probed pool: how long "no probe result" is normal, and the slowest
+#: acceptable scale-up, in seconds (labels cluster, cloud, gpu).
+PROBE_STALE_RULE = "gpufleet:probe_stale_after_seconds"
+PROBE_SCALE_UP_RULE = "gpufleet:probe_scaleup_alert_seconds"
+#: The probe alerts look this far back at least (longer when a probe runs less often).
+PROBE_MIN_LOOKBACK_SECONDS = 7 * 86400
 #: Names of the leaf recording rules that federation pulls for GPU data.
 GPU_RECORDING_RULES: tuple[str, ...] = tuple(
     rule["record"] for group in rule_file(LEAF_RULES_FILE)["groups"] for rule in group["rules"]
@@ -338,6 +347,52 @@ def central_alert_rules(
     else:
         rules["groups"] = [g for g in rules["groups"] if g["name"] != "gpufleet-benchmark-freshness"]
     return fill(rules, values, f"fleet/model/rules/{CENTRAL_RULES_FILE}")
+
+
+@dataclass(frozen=True)
+class ProbeExpectation:
+    """One probed pool as the central's probe alerts know it (from the policy file's resolved probes)."""
+
+    cluster: str
+    cloud: str
+    gpu: str
+    stale_after_seconds: float
+    scale_up_alert_seconds: float
+
+
+def _seconds(value: float) -> str:
+    """A whole number of seconds as a Prometheus duration (``90195s``)."""
+    return f"{math.ceil(value)}s"
+
+
+def probe_alert_rules(expectations: Sequence[ProbeExpectation]) -> dict[str, Any]:
+    """The central's probe rules: per probed pool, the two expectation records; then ProbeFailed, ProbeNotRun,
+    ProbeNeverReported and ProbeSlowScaleUp over the federated ``gpufleet_probe_*`` series
+    (fleet/model/rules/central-probe-alerts.yaml).
+
+    ``ValueError`` for no pool, or a pool given twice.
+    """
+    if not expectations:
+        raise ValueError("no probed pool: leave the probe rules out")
+    seen: set[tuple[str, str]] = set()
+    records: list[dict[str, Any]] = []
+    for e in expectations:
+        if (e.cluster, e.gpu) in seen:
+            raise ValueError(f"the {e.gpu} pool of {e.cluster} is expected twice")
+        seen.add((e.cluster, e.gpu))
+        labels = {"cluster": e.cluster, "cloud": e.cloud, "gpu": e.gpu}
+        for record, value in (
+            (PROBE_STALE_RULE, e.stale_after_seconds),
+            (PROBE_SCALE_UP_RULE, e.scale_up_alert_seconds),
+        ):
+            records.append({"record": record, "expr": f"vector({value:g})", "labels": dict(labels)})
+    longest = max(e.stale_after_seconds for e in expectations)
+    values = {
+        "lookback": _seconds(max(PROBE_MIN_LOOKBACK_SECONDS, longest + 86400)),
+        "never_reported_for": _seconds(longest),
+    }
+    alerts = fill(rule_file(PROBE_RULES_FILE), values, f"fleet/model/rules/{PROBE_RULES_FILE}")
+    return {"groups": [{"name": "gpufleet-probe-expectations", "rules": records}, *alerts["groups"]]}
 
 
 def central_prometheus_config(

@@ -82,12 +82,13 @@ def write_yaml(path: Path, obj: Any) -> Path:
 # --- promtool test rules -----------------------------------------------------------------------------------
 
 
-def _alert_annotations(alertname: str, labels: dict[str, str], value: str) -> dict[str, str]:
-    """The alert's annotations expanded as Prometheus would for ``labels`` and a pre-formatted ``$value``."""
-    rule = next(r for g in central_alert_rules(METRICS)["groups"] for r in g["rules"] if r.get("alert") == alertname)
+def alert_annotations(rules: dict[str, Any], alertname: str, labels: dict[str, str], value: str) -> dict[str, str]:
+    """The annotations of ``alertname`` in ``rules`` expanded as Prometheus would for ``labels`` and a pre-formatted
+    ``$value`` (as humanizeDuration or plain)."""
+    rule = next(r for g in rules["groups"] for r in g["rules"] if r.get("alert") == alertname)
     out = {}
     for key, text in rule["annotations"].items():
-        text = text.replace("{{ $value | humanizeDuration }}", value)
+        text = text.replace("{{ $value | humanizeDuration }}", value).replace("{{ $value }}", value)
         for name, label in labels.items():
             text = text.replace(f"{{{{ $labels.{name} }}}}", label)
         assert "{{" not in text, text
@@ -95,11 +96,17 @@ def _alert_annotations(alertname: str, labels: dict[str, str], value: str) -> di
     return out
 
 
-def _sel(labels: dict[str, str]) -> str:
+def _alert_annotations(alertname: str, labels: dict[str, str], value: str) -> dict[str, str]:
+    return alert_annotations(central_alert_rules(METRICS), alertname, labels, value)
+
+
+def sel(labels: dict[str, str]) -> str:
+    """A PromQL label selector ``{k="v",...}``."""
     return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
 
 
-def _no_alert(alertname: str, eval_time: str) -> dict[str, Any]:
+def no_alert(alertname: str, eval_time: str) -> dict[str, Any]:
+    """A promtool alert test: no ``alertname`` alert at ``eval_time``."""
     return {"eval_time": eval_time, "alertname": alertname, "exp_alerts": []}
 
 
@@ -120,13 +127,13 @@ def rule_tests() -> dict[str, Any]:
                 "name": "a federation job failing for over 5m fires; healthy or non-federation jobs never do",
                 "interval": "1m",
                 "input_series": [
-                    {"series": "up" + _sel(down), "values": "1 1 1 0x20"},  # down from 3m on
-                    {"series": "up" + _sel(healthy), "values": "1x23"},
+                    {"series": "up" + sel(down), "values": "1 1 1 0x20"},  # down from 3m on
+                    {"series": "up" + sel(healthy), "values": "1x23"},
                     {"series": 'up{job="node-exporter",instance="node-1:9100"}', "values": "0x23"},
                 ],
                 "alert_rule_test": [
-                    _no_alert("FederatedClusterDown", "2m"),
-                    _no_alert("FederatedClusterDown", "5m"),  # pending, not yet firing
+                    no_alert("FederatedClusterDown", "2m"),
+                    no_alert("FederatedClusterDown", "5m"),  # pending, not yet firing
                     {
                         "eval_time": "10m",
                         "alertname": "FederatedClusterDown",
@@ -144,14 +151,14 @@ def rule_tests() -> dict[str, Any]:
                 "interval": "10m",
                 "input_series": [
                     # madgraph on T4 in alpha: two stages reporting during the first hour, then nothing.
-                    {"series": f"benchmark_events_per_second{_sel({**stopped, 'stage': 'rmb_me'})}", "values": "1x6"},
-                    {"series": f"benchmark_events_per_second{_sel({**stopped, 'stage': 'me_only'})}", "values": "2x6"},
+                    {"series": f"benchmark_events_per_second{sel({**stopped, 'stage': 'rmb_me'})}", "values": "1x6"},
+                    {"series": f"benchmark_events_per_second{sel({**stopped, 'stage': 'me_only'})}", "values": "2x6"},
                     # pyhf on T4 in alpha: a histogram whose _count keeps coming until about 33h.
-                    {"series": f"benchmark_fit_seconds_count{_sel(running)}", "values": "1+1x200"},
+                    {"series": f"benchmark_fit_seconds_count{sel(running)}", "values": "1+1x200"},
                     # madgraph on A100 in beta: one run at 0h, the next at 24h (a daily CronJob).
-                    {"series": f"benchmark_events_per_second{_sel(daily)}", "values": "5 _x143 6"},
+                    {"series": f"benchmark_events_per_second{sel(daily)}", "values": "5 _x143 6"},
                     # A non-benchmark metric that stops is not watched.
-                    {"series": f"node_load1{_sel(stopped)}", "values": "1x6"},
+                    {"series": f"node_load1{sel(stopped)}", "values": "1x6"},
                 ],
                 "promql_expr_test": [
                     {
@@ -159,8 +166,8 @@ def rule_tests() -> dict[str, Any]:
                         "expr": last,
                         "eval_time": "30m",
                         "exp_samples": [
-                            {"labels": last + _sel(stopped), "value": 1800},
-                            {"labels": last + _sel(running), "value": 1800},
+                            {"labels": last + sel(stopped), "value": 1800},
+                            {"labels": last + sel(running), "value": 1800},
                         ],
                     },
                     {
@@ -168,15 +175,15 @@ def rule_tests() -> dict[str, Any]:
                         "expr": f"max_over_time({last}[7d])",
                         "eval_time": "26h",
                         "exp_samples": [
-                            {"labels": _sel(stopped), "value": 3600},
-                            {"labels": _sel(running), "value": 93600},
-                            {"labels": _sel(daily), "value": 86400},
+                            {"labels": sel(stopped), "value": 3600},
+                            {"labels": sel(running), "value": 93600},
+                            {"labels": sel(daily), "value": 86400},
                         ],
                     },
                 ],
                 "alert_rule_test": [
-                    _no_alert("BenchmarkStoppedReporting", "2h"),
-                    _no_alert("BenchmarkStoppedReporting", "27h"),  # exactly 26h after the last sample: not yet
+                    no_alert("BenchmarkStoppedReporting", "2h"),
+                    no_alert("BenchmarkStoppedReporting", "27h"),  # exactly 26h after the last sample: not yet
                     {
                         "eval_time": "28h",
                         "alertname": "BenchmarkStoppedReporting",
@@ -190,7 +197,7 @@ def rule_tests() -> dict[str, Any]:
                         ],
                     },
                     # Past the 7d lookback every series here is forgotten: the alert resolves by itself.
-                    _no_alert("BenchmarkStoppedReporting", "9d"),
+                    no_alert("BenchmarkStoppedReporting", "9d"),
                 ],
             },
         ],

@@ -1,0 +1,137 @@
+"""The central's probe alerts (fleet/model/rules/central-probe-alerts.yaml with the per-pool expectations) under
+``promtool test rules``, on federated probe series whose runs and thresholds are known, so every alert's time and
+value is computed by hand below."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet.model.prometheus import PROBE_STALE_RULE, ProbeExpectation, probe_alert_rules
+from tests.e2e.support import alert_annotations, no_alert, promtool, sel, write_yaml
+
+pytestmark = pytest.mark.e2e
+
+T4 = {"cluster": "alpha", "cloud": "gcp", "gpu": "t4"}
+L4 = {"cluster": "alpha", "cloud": "gcp", "gpu": "l4"}
+A10G = {"cluster": "beta", "cloud": "aws", "gpu": "a10g"}
+# Each pool's probe may stay silent 2 h (its schedule's longest gap plus a run), and should get its card in 10 min.
+EXPECTED = [ProbeExpectation(**pool, stale_after_seconds=7200, scale_up_alert_seconds=600) for pool in (T4, L4, A10G)]
+RULES = probe_alert_rules(EXPECTED)
+# What federation brings from a leaf: the PodMonitor's job and the leaf's cluster and cloud, no pod or instance.
+JOB = {"job": "benchmarks/gpu-fleet-benchmarks", "namespace": "benchmarks"}
+
+
+def series(metric: str, pool: dict[str, str], values: str) -> dict[str, str]:
+    return {"series": metric + sel({**pool, **JOB}), "values": values}
+
+
+def fired(alertname: str, pool: dict[str, str], severity: str, value: str) -> dict[str, Any]:
+    return {
+        "exp_labels": {**pool, "severity": severity},
+        "exp_annotations": alert_annotations(RULES, alertname, pool, value),
+    }
+
+
+def rule_tests() -> dict[str, Any]:
+    """t4's probe ran at 10m: its card came after 5 min and worked. l4's ran at 10m too: 15 min wait, no working
+    card. a10g's never reported. Each run's pod lived about 2 minutes (three samples a minute apart)."""
+    return {
+        "rule_files": ["probes.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "name": "failed, slow, silent and never-seen pools",
+                "interval": "1m",
+                "input_series": [
+                    series("gpufleet_probe_success", T4, "_x10 1x2"),
+                    series("gpufleet_probe_last_run_timestamp_seconds", T4, "_x10 600x2"),
+                    series("gpufleet_probe_scaleup_seconds", T4, "_x10 300x2"),
+                    series("gpufleet_probe_success", L4, "_x10 0x2"),
+                    series("gpufleet_probe_last_run_timestamp_seconds", L4, "_x10 600x2"),
+                    series("gpufleet_probe_scaleup_seconds", L4, "_x10 900x2"),
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": PROBE_STALE_RULE,
+                        "eval_time": "1m",
+                        "exp_samples": [{"labels": PROBE_STALE_RULE + sel(p), "value": 7200} for p in (T4, L4, A10G)],
+                    }
+                ],
+                "alert_rule_test": [
+                    no_alert("ProbeFailed", "5m"),  # no run yet
+                    {
+                        "eval_time": "15m",
+                        "alertname": "ProbeFailed",
+                        "exp_alerts": [fired("ProbeFailed", L4, "warning", "")],
+                    },
+                    {
+                        "eval_time": "15m",
+                        "alertname": "ProbeSlowScaleUp",  # 900 s > 600 s; t4's 300 s is fine
+                        "exp_alerts": [fired("ProbeSlowScaleUp", L4, "info", "15m 0s")],
+                    },
+                    no_alert("ProbeNotRun", "15m"),
+                    no_alert("ProbeNotRun", "130m"),  # 7200 s after the run at 600 s: not more than 7200 yet
+                    {
+                        "eval_time": "150m",  # 9000 - 600 = 8400 s > 7200 s
+                        "alertname": "ProbeNotRun",
+                        "exp_alerts": [
+                            fired("ProbeNotRun", T4, "warning", "2h 20m 0s"),
+                            fired("ProbeNotRun", L4, "warning", "2h 20m 0s"),
+                        ],
+                    },
+                    # the last run of l4 failed and none came since: still failed long after its pod is gone
+                    {
+                        "eval_time": "150m",
+                        "alertname": "ProbeFailed",
+                        "exp_alerts": [fired("ProbeFailed", L4, "warning", "")],
+                    },
+                    no_alert("ProbeNeverReported", "100m"),  # pending for 2h: a new pool has time to report
+                    {
+                        "eval_time": "150m",
+                        "alertname": "ProbeNeverReported",
+                        "exp_alerts": [fired("ProbeNeverReported", A10G, "warning", "")],
+                    },
+                ],
+            },
+            {
+                "name": "a later successful run clears ProbeFailed",
+                "interval": "1m",
+                "input_series": [
+                    series("gpufleet_probe_success", L4, "_x10 0x2 _x20 1x2"),
+                    series("gpufleet_probe_last_run_timestamp_seconds", L4, "_x10 600x2 _x20 1980x2"),
+                    series("gpufleet_probe_scaleup_seconds", L4, "_x10 900x2 _x20 120x2"),
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "20m",
+                        "alertname": "ProbeFailed",
+                        "exp_alerts": [fired("ProbeFailed", L4, "warning", "")],
+                    },
+                    no_alert("ProbeFailed", "40m"),
+                    no_alert("ProbeSlowScaleUp", "40m"),
+                ],
+            },
+        ],
+    }
+
+
+def test_probe_alerts_pass_promtool_test_rules(tmp_path: Path) -> None:
+    write_yaml(tmp_path / "probes.yml", RULES)
+    write_yaml(tmp_path / "probes_test.yml", rule_tests())
+    checked = promtool("check", "rules", "probes.yml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    run = promtool("test", "rules", "probes_test.yml", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
+    """The harness can fail: promtool refuses the same test when l4's probe is expected to pass."""
+    tests = rule_tests()
+    tests["tests"][0]["alert_rule_test"][1]["exp_alerts"] = []
+    write_yaml(tmp_path / "probes.yml", RULES)
+    write_yaml(tmp_path / "probes_test.yml", tests)
+    run = promtool("test", "rules", "probes_test.yml", cwd=tmp_path)
+    assert run.returncode != 0 and "ProbeFailed" in run.stdout + run.stderr

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from fleet.model.workloads import Workload
 from fleet.report.costs import Machine, PriceEntry, PriceTable, cost_per_result, per_result
+from fleet.report.probes import ProbeRow
 from fleet.report.queries import Window, WorkloadQueries
 
 Card = tuple[str, str, str]  # (cluster, cloud, gpu)
@@ -29,6 +30,7 @@ class CardRow:
     machine: Machine | None = None
     price: PriceEntry | None = None
     share: float = 1.0
+    scale_up_seconds: float | None = None  # the pool's median wait for a node (its probes), paid by every pod
 
     @property
     def price_per_hour(self) -> float | None:
@@ -48,9 +50,17 @@ class CardRow:
         return per_result(self.observed_seconds, self.runs)
 
     @property
+    def billed_seconds_per_result(self) -> float | None:
+        """Machine time paid per result: the pods' running time plus, for each pod, the pool's median wait for a
+        node (as its probes measured it; without probes, the running time alone)."""
+        if self.observed_seconds is None or self.scale_up_seconds is None:
+            return self.seconds_per_result
+        return per_result(self.observed_seconds + self.pods * self.scale_up_seconds, self.runs)
+
+    @property
     def cost_per_result(self) -> float | None:
-        """Approximate price of one result (machine price x share x time per result)."""
-        return cost_per_result(self.price_per_hour, self.share, self.seconds_per_result)
+        """Approximate price of one result (machine price x share x billed time per result)."""
+        return cost_per_result(self.price_per_hour, self.share, self.billed_seconds_per_result)
 
 
 @dataclass
@@ -86,3 +96,4 @@ class Report:
     sections: list[WorkloadSection]
     prices: PriceTable
     queries_sent: int = 0
+    probes: list[ProbeRow] = field(default_factory=list)  # time to first accelerator, per probed pool

@@ -266,6 +266,13 @@ class PrometheusClient:
         data = self._get("/api/v1/query", {"query": promql, "time": _timestamp(at)}, what)
         return self._result(data, what, "vector")
 
+    def query_samples(self, promql: str, at: float) -> list[dict[str, Any]]:
+        """An instant query of a range selector (``metric[1h]``) at Unix time ``at``: its raw samples, as a matrix
+        (``metric`` and ``values`` per series, checked like :meth:`query_range`'s)."""
+        what = f"the query {promql!r}"
+        data = self._get("/api/v1/query", {"query": promql, "time": _timestamp(at)}, what)
+        return self._result(data, what, "matrix")
+
     def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
         """A range query: the result matrix (``metric``, ``values`` per series, each checked like :meth:`query`'s);
         ``ValueError`` past the point limit."""

@@ -35,6 +35,7 @@ from fleet.report.costs import (
     machine_share,
 )
 from fleet.report.model import Card, CardRow, Report, WorkloadSection
+from fleet.report.probes import ProbeRow, pool_waits, probe_queries, probe_rows
 from fleet.report.prometheus_api import PrometheusClient, PrometheusError
 from fleet.report.queries import (
     Window,
@@ -104,7 +105,7 @@ def _by_card(samples: list[dict[str, Any]]) -> dict[Card, float]:
 
 def count_queries(workloads: list[Workload], window: Window) -> int:
     """How many requests :func:`gather` sends at most (for the progress line)."""
-    return 1 + sum(len(workload_queries(w.spec, window).instant()) + 3 for w in workloads)
+    return 1 + len(probe_queries(window)) + sum(len(workload_queries(w.spec, window).instant()) + 3 for w in workloads)
 
 
 def gather(
@@ -161,7 +162,16 @@ def gather(
             )
             section.rows.append(row)
         section.rows.sort(key=lambda r: r.result, reverse=wl.spec.headline.higher_is_better)
-    return Report(client.display_url, window, step, time.time(), sections, prices, client.requests)
+    probe_samples = {}
+    for metric, promql in probe_queries(window).items():
+        progress.step(f"probes: {metric}")
+        probe_samples[metric] = client.query_samples(promql, window.end)
+    probes = probe_rows(probe_samples)
+    waits = pool_waits(probes)
+    for section in sections:
+        for row in section.rows:
+            row.scale_up_seconds = waits.get((row.cluster, row.cloud, row.gpu))
+    return Report(client.display_url, window, step, time.time(), sections, prices, client.requests, probes)
 
 
 def _why_no_data(
@@ -233,6 +243,7 @@ def table_header(section: WorkloadSection, currency: str) -> list[str]:
         "mean GPU util. (%)",
         "GPU energy / result (J)",
         "GPU time / result (s)",
+        "billed time / result (s)",
         f"cost / result ({currency}, approx.)",
     ]
 
@@ -255,6 +266,7 @@ def table_rows(section: WorkloadSection) -> list[list[str]]:
                 fmt(r.gpu_utilization, 3),
                 fmt(r.energy_per_result, 2),
                 fmt(r.seconds_per_result, 2),
+                fmt(r.billed_seconds_per_result, 2),
                 approximate(cost, 2) if cost is not None else MISSING,
             ]
         )
@@ -279,6 +291,37 @@ def section_notes(section: WorkloadSection, currency: str) -> list[str]:
             reason = f": {r.price.source.strip()}" if r.price else ""
             notes.append(f"{r.gpu}@{r.cluster}: no {kind} price for {r.machine.label} in the price table{reason}.")
     return notes
+
+
+PROBE_HEADER = [
+    "cluster",
+    "cloud",
+    "card",
+    "probe runs",
+    "succeeded (%)",
+    "median time to first accelerator (s)",
+    "worst (s)",
+]
+
+
+def probe_table_rows(rows: list[ProbeRow]) -> list[list[str]]:
+    """The cells of the probes' table, one list per probed pool."""
+    return [
+        [
+            r.cluster or MISSING,
+            r.cloud or MISSING,
+            r.gpu or MISSING,
+            str(len(r.runs)),
+            fmt(100 * r.success_rate if r.success_rate is not None else None, 3),
+            fmt(r.median_wait, 4),
+            fmt(r.worst_wait, 4),
+        ]
+        for r in rows
+    ]
+
+
+NO_PROBES = "No probe ran in this window (the pools' probes: defaults.probe in the policy file)."
+PROBES_TITLE = "Time to first accelerator (probes)"
 
 
 def _markdown_table(header: list[str], rows: list[list[str]], numeric: range | None = None) -> str:
@@ -328,8 +371,13 @@ METHOD = [
     "mean GPU util. and GPU energy: the `gpufleet:*` GPU recording rules of the benchmark's own pods (joined "
     "on cluster, namespace, pod), over the pods' whole life including start-up and the linger after the run.",
     "GPU time / result: the time between the first and last sample of the run counter in each pod, divided "
-    "by the runs; cost / result: that time x the machine's hourly price x the share of the machine the pod "
-    "requests. It leaves out node scale-up and image pulls.",
+    "by the runs; billed time / result: that time plus, for each pod, the pool's median wait for a node as its "
+    "probes measured it in the window (scheduled run to running pod: scale-up and image pull), divided by the runs; "
+    "cost / result: the billed time x the machine's hourly price x the share of the machine the pod requests. "
+    "Idle time after a run, before the autoscaler removes the node, is not counted.",
+    "Time to first accelerator: each probe run's wait from its CronJob's scheduled time to its pod running "
+    "(`gpufleet_probe_scaleup_seconds`), the runs told apart by `gpufleet_probe_last_run_timestamp_seconds`; "
+    "succeeded: runs whose accelerator answered (`gpufleet_probe_success`).",
     "Prices are approximate, dated observations (fleet/report/prices.yaml); the date and source of each are below.",
 ]
 
@@ -358,6 +406,11 @@ def render_markdown(report: Report, images: dict[str, dict[str, str]]) -> str:
                 out += [f"![{wl.name}: {wl.spec.headline.metric} {alt}]({files[kind]})", ""]
         out += [_markdown_table(table_header(section, currency), table_rows(section)), ""]
         out += [f"- {note}" for note in section_notes(section, currency)] + [""]
+    out += [f"## {PROBES_TITLE}", ""]
+    if report.probes:
+        out += [_markdown_table(PROBE_HEADER, probe_table_rows(report.probes), numeric=range(3, 7)), ""]
+    else:
+        out += [NO_PROBES, ""]
     out += ["## Prices used", ""]
     used = prices_used(report)
     if used:
@@ -440,6 +493,11 @@ def render_html(report: Report, pngs: dict[str, dict[str, bytes]]) -> str:
         parts.append(_html_table(table_header(section, currency), table_rows(section)))
         notes = "".join(f"<li>{_inline_code(n)}</li>" for n in section_notes(section, currency))
         parts.append(f"<ul>{notes}</ul>")
+    parts.append(f"<h2>{PROBES_TITLE}</h2>")
+    if report.probes:
+        parts.append(_html_table(PROBE_HEADER, probe_table_rows(report.probes), numeric_from=3))
+    else:
+        parts.append(f"<p>{esc(NO_PROBES)}</p>")
     parts.append("<h2>Prices used</h2>")
     used = prices_used(report)
     if used:

@@ -3,6 +3,7 @@ the central alert rules (``rule_tests``), and mtail's one-shot runs with the par
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.model.prometheus import BENCHMARK_LAST_SAMPLE_RULE, central_alert_rules, to_yaml
+from fleet.model.spec import PROBE_DIR
 from fleet.model.workloads import MetricSpec
 from tests.conftest import require_tool
 
@@ -251,3 +253,23 @@ def one_shot(mtail: str, progs: Path, logs: Path) -> dict[Series, float]:
     )
     assert run.returncode == 0, run.stderr
     return parse_prometheus(run.stdout)
+
+
+# --- the pool probe ---
+
+
+def run_probe(
+    log: Path, job_name: str, accelerator: str = "nvidia.com/gpu", path: str | None = None, card: str = "t4"
+) -> int:
+    """The pool probe's real probe.sh with the pod's environment, its output appended to ``log`` as the benchmark
+    wrapper does; its exit status. ``path`` replaces PATH (to put a stand-in nvidia-smi first)."""
+    env = {
+        "PATH": path or os.environ["PATH"],
+        "BENCHMARK_JOB_NAME": job_name,
+        "BENCHMARK_GPU": card,
+        "BENCHMARK_ACCELERATOR": accelerator,
+    }
+    with log.open("a", encoding="utf-8") as out:
+        return subprocess.run(
+            ["/bin/sh", str(PROBE_DIR / "files" / "probe.sh")], env=env, stdout=out, stderr=subprocess.STDOUT
+        ).returncode

@@ -4,8 +4,6 @@ passes is shown with `true` standing in for nvidia-smi, and only there)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -14,23 +12,10 @@ import pytest
 from fleet.model.spec import PROBE_DIR
 from fleet.model.workloads import load_workload
 from tests.conftest import require_tool
-from tests.e2e.support import one_shot
+from tests.e2e.support import one_shot, run_probe
 
 pytestmark = pytest.mark.e2e
 PROBE = load_workload(PROBE_DIR)
-SCRIPT = PROBE_DIR / "files" / "probe.sh"
-
-
-def run_probe(log: Path, job_name: str, accelerator: str = "nvidia.com/gpu", path: str | None = None) -> int:
-    """probe.sh with the pod's environment, its output appended to ``log`` as the benchmark wrapper does."""
-    env = {
-        "PATH": path or os.environ["PATH"],
-        "BENCHMARK_JOB_NAME": job_name,
-        "BENCHMARK_GPU": "t4",
-        "BENCHMARK_ACCELERATOR": accelerator,
-    }
-    with log.open("a", encoding="utf-8") as out:
-        return subprocess.run(["/bin/sh", str(SCRIPT)], env=env, stdout=out, stderr=subprocess.STDOUT).returncode
 
 
 def probe_metrics(mtail: str, log: Path) -> dict:

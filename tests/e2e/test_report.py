@@ -7,6 +7,9 @@ The loopback fleet stands in for the central Prometheus after federation:
   in chunks over a few seconds, as a running benchmark would;
 * a GPU exporter (a thread) serving the leaf GPU recording rules (``gpufleet:*``, names from
   fleet/model/prometheus.py) for the benchmark pods of two of the three clusters, as federation delivers them;
+* one mtail per probed card with the pool probe's program (fleet/model/probe), fed by really running its probe.sh a
+  few times (a stand-in nvidia-smi, ``true`` or ``false``, decides whether the card answers: there is none here),
+  each run scraped before the next, as the probe's CronJob runs one pod at a time;
 * one ``prometheus`` scraping all of them every second: each mtail target carries the labels the
   PodMonitor adds (``workload``, ``gpu``, ``cluster``, ``cloud``: components/kubernetes/benchmark.py METRIC_LABELS,
   plus the operator's ``namespace`` and ``pod``); the GPU job keeps the exporter's labels
@@ -26,6 +29,7 @@ import functools
 import math
 import re
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -41,11 +45,13 @@ import pytest
 
 from components.kubernetes.benchmark import METRIC_LABELS
 from fleet.model.prometheus import leaf_external_labels
-from fleet.model.workloads import load_workloads
+from fleet.model.spec import PROBE_DIR
+from fleet.model.workloads import load_workload, load_workloads
 from fleet.report.costs import approximate, load_prices
 from fleet.report.queries import GPU_ENERGY, GPU_UTILIZATION, runs_counter
 from tests.conftest import ROOT, require_tool
 from tests.e2e.processes import Mtail, Process, Prometheus, TextExporter, free_port, wait_for
+from tests.e2e.support import run_probe
 
 pytestmark = pytest.mark.e2e
 
@@ -75,15 +81,16 @@ class Card:
     results: str  # "all", "all-but-last", "half" or "one" of the sample's results
     utilization: float | None  # GPU utilisation the exporter reports (None: no GPU metrics for this cluster)
     watts: float = 0.0
+    probe_runs: tuple[bool, ...] = ()  # whether each probe run of the pool finds its card (none: not probed)
 
 
 # The loopback fleet's own policy (tests/fixtures/report/fleet.yaml): its clusters and cards, so the report resolves
 # their machines (and prices) from it, whatever fleet the repository ships.
 REPORT_CLUSTERS = ROOT / "tests" / "fixtures" / "report" / "fleet.yaml"
 CARDS = (
-    Card("loop-aws", "aws", "t4", "Tesla T4", "all", utilization=62.5, watts=70.0),
+    Card("loop-aws", "aws", "t4", "Tesla T4", "all", utilization=62.5, watts=70.0, probe_runs=(True, False, True)),
     Card("loop-aws", "aws", "a10g", "NVIDIA A10G", "all-but-last", utilization=80.0, watts=150.0),
-    Card("loop-gke", "gcp", "l4", "NVIDIA L4", "half", utilization=41.0, watts=72.0),
+    Card("loop-gke", "gcp", "l4", "NVIDIA L4", "half", utilization=41.0, watts=72.0, probe_runs=(True, True)),
     Card("loop-site", "openstack", "v100", "Tesla V100-PCIE-32GB", "one", utilization=None),
 )
 # The shipped workloads this test knows how to cut into results (RESULT_LINE) and that the repository still has.
@@ -188,6 +195,63 @@ class GpuExporter:
         self.server.stop()
 
 
+PROBE = load_workload(PROBE_DIR)
+PROBE_LINE = re.compile(
+    r"^gpufleet probe .* scheduled=(?P<scheduled>\d+) started=(?P<started>\d+) success=(?P<ok>[01])$"
+)
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """One probe run as probe.sh printed it."""
+
+    started: int
+    wait: int
+    success: bool
+
+
+def probe_run(line: str) -> ProbeRun:
+    found = PROBE_LINE.match(line.strip())
+    assert found, line
+    started = int(found["started"])
+    return ProbeRun(started, started - int(found["scheduled"]), found["ok"] == "1")
+
+
+def feed_probes(tmp: Path, logs: dict[Card, Path], prometheus: Prometheus, deadline: float, running: list[Process]):
+    """Run each probed card's probe.sh once per entry of its ``probe_runs``, scheduled a few minutes earlier each
+    time; wait for Prometheus to scrape each run before the next (the CronJob runs one pod at a time)."""
+    answers = {}
+    for ok in (True, False):
+        folder = tmp / f"nvidia-smi-{ok}"
+        folder.mkdir(exist_ok=True)
+        (folder / "nvidia-smi").symlink_to("/bin/true" if ok else "/bin/false")
+        answers[ok] = f"{folder}:/usr/bin:/bin"
+    runs: dict[Card, list[ProbeRun]] = {card: [] for card in logs}
+    for i in range(max(len(card.probe_runs) for card in logs)):
+        for card, log in logs.items():
+            if i >= len(card.probe_runs):
+                continue
+            minute = int(time.time()) // 60 - 2 - 3 * i
+            status = run_probe(
+                log, f"probe-{card.gpu}-1a2b3c4d-{minute}", path=answers[card.probe_runs[i]], card=card.gpu
+            )
+            runs[card].append(probe_run(log.read_text(encoding="utf-8").splitlines()[-1]))
+            assert status == (0 if card.probe_runs[i] else 1)
+
+        def scraped(i: int = i) -> bool:
+            for card, done in runs.items():
+                if len(done) > i:
+                    sel = f'{{cluster="{card.cluster}",gpu="{card.gpu}"}}'
+                    got = prometheus.query(f"gpufleet_probe_last_run_timestamp_seconds{sel}")
+                    if not got or float(got[0]["value"][1]) != done[i].started:
+                        return False
+            return True
+
+        wait_for(f"probe run {i + 1} to be scraped", scraped, deadline, running)
+        time.sleep(1.05)  # the next run starts in a later second
+    return {(card.cluster, card.gpu): done for card, done in runs.items()}
+
+
 @dataclass
 class LoopbackFleet:
     """The running processes, the expected values per (workload, cluster, gpu) and the Prometheus URL."""
@@ -195,6 +259,7 @@ class LoopbackFleet:
     prometheus: Prometheus
     gpu: GpuExporter
     expected: dict[tuple[str, str, str], Expected]
+    probes: dict[tuple[str, str], list[ProbeRun]]  # the probe runs of each probed (cluster, gpu)
     prometheus_started: float  # Unix time just before Prometheus started (no scrape before it)
     scraped_since: float  # Unix time by which Prometheus had scraped every target once
     processes: list[Process] = field(default_factory=list)
@@ -204,7 +269,9 @@ class LoopbackFleet:
         return self.prometheus.url
 
 
-def _scrape_configs(mtails: dict[tuple[str, Card], Mtail], gpu: GpuExporter) -> list[dict[str, Any]]:
+def _scrape_configs(
+    mtails: dict[tuple[str, Card], Mtail], probes: dict[Card, Mtail], gpu: GpuExporter
+) -> list[dict[str, Any]]:
     jobs = []
     for (workload, card), mtail in mtails.items():
         # What the PodMonitor's podTargetLabels (METRIC_LABELS) and the operator's own relabelling put on the target.
@@ -212,8 +279,22 @@ def _scrape_configs(mtails: dict[tuple[str, Card], Mtail], gpu: GpuExporter) -> 
         assert set(values) == set(METRIC_LABELS)
         labels = values | {"namespace": NAMESPACE, "pod": pod_name(workload, card)}
         jobs.append({"targets": [mtail.address], "labels": labels})
+    # The probe pods' series without pod (the PodMonitor's relabelling drops it: one series per pool).
+    probe_jobs = [
+        {
+            "targets": [m.address],
+            "labels": {
+                "workload": PROBE.name,
+                "gpu": c.gpu,
+                "cluster": c.cluster,
+                "cloud": c.cloud,
+                "namespace": NAMESPACE,
+            },
+        }
+        for c, m in probes.items()
+    ]
     return [
-        {"job_name": "benchmarks", "static_configs": jobs},
+        {"job_name": "benchmarks", "static_configs": jobs + probe_jobs},
         {"job_name": "gpu-aggregates", "honor_labels": True, "static_configs": [{"targets": [gpu.address]}]},
     ]
 
@@ -245,18 +326,29 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str, budget: float
                 mtail = Mtail(mtail_exe, programs, live, tmp / "logs" / f"mtail-{name}-{card.cluster}-{card.gpu}.out")
                 running.append(mtail)
                 mtails[(name, card)] = mtail
+        probe_logs: dict[Card, Path] = {}
+        probe_mtails: dict[Card, Mtail] = {}
+        for card in (c for c in CARDS if c.probe_runs):
+            live = tmp / "logs" / f"probe-{card.cluster}-{card.gpu}.log"
+            live.touch()
+            probe_logs[card] = live
+            probe_mtails[card] = Mtail(
+                mtail_exe, PROBE.folder / "mtail", live, tmp / "logs" / f"mtail-probe-{card.cluster}-{card.gpu}.out"
+            )
+            running.append(probe_mtails[card])
         config = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
-            "scrape_configs": _scrape_configs(mtails, gpu),
+            "scrape_configs": _scrape_configs(mtails, probe_mtails, gpu),
         }
         prometheus_started = time.time()
         prometheus = Prometheus(prometheus_exe, tmp / "prometheus", config)
         running.append(prometheus)
-        wait_for("mtail to serve /metrics", lambda: all(m.serving() for m in mtails.values()), deadline, running)
+        every_mtail = [*mtails.values(), *probe_mtails.values()]
+        wait_for("mtail to serve /metrics", lambda: all(m.serving() for m in every_mtail), deadline, running)
         wait_for("prometheus to be ready", prometheus.ready, deadline, running)
         wait_for(
             "every target to be scraped",
-            lambda: len([u for u in prometheus.query("up == 1")]) == len(mtails) + 1,
+            lambda: len([u for u in prometheus.query("up == 1")]) == len(every_mtail) + 1,
             deadline,
             running,
         )
@@ -280,7 +372,8 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str, budget: float
             return True
 
         wait_for("Prometheus to hold every card's last result", all_results_in, deadline, running)
-        yield LoopbackFleet(prometheus, gpu, expected, prometheus_started, scraped_since, running)
+        probes = feed_probes(tmp, probe_logs, prometheus, deadline, running)
+        yield LoopbackFleet(prometheus, gpu, expected, probes, prometheus_started, scraped_since, running)
     finally:
         for proc in reversed(running):
             proc.stop()
@@ -396,13 +489,41 @@ def test_report_tables_hold_every_workload_card_and_value(fleet_report: dict[str
                 continue
             cost = float(row["cost / result (USD, approx.)"].replace(",", ""))
             seconds = float(row["GPU time / result (s)"].replace(",", ""))
-            assert cost == pytest.approx(price.spot * seconds / 3600, rel=0.12), row  # both shown to 2 digits
+            billed = float(row["billed time / result (s)"].replace(",", ""))
+            assert cost == pytest.approx(price.spot * billed / 3600, rel=0.12), row  # both shown to 2 digits
+            # the billed time adds the pool's median wait for a node (its probes) once per pod (one pod here)
+            runs = fleet.expected[(name, cluster, gpu)].runs
+            waits = [r.wait for r in fleet.probes.get((cluster, gpu), [])]
+            extra = statistics.median(waits) / runs if waits else 0.0
+            assert billed == pytest.approx(seconds + extra, rel=0.11, abs=0.01), (row, extra)  # each to 2 digits
         assert rows[("loop-site", "v100")]["cost / result (USD, approx.)"] == "—"  # no public price
     text = (out / "report.md").read_text(encoding="utf-8")
     assert "No GPU (DCGM) metrics for the benchmark pods of: v100@loop-site." in text
     for machine in ("g4dn.xlarge", "g5.xlarge"):  # every price used is cited with its source and date
         entry = prices.lookup("aws", machine)
         assert entry is not None and entry.source.strip() in text and entry.as_of.isoformat() in text
+
+
+def test_report_shows_time_to_first_accelerator_from_probe_series(fleet_report: dict[str, Any]) -> None:
+    """Per probed pool: the runs, the share that found its card, the median and worst wait, exactly as the runs of
+    the real probe.sh printed them (each scraped by Prometheus before the next run)."""
+    run, out, fleet = fleet_report["run"], fleet_report["out"], fleet_report["fleet"]
+    assert run.returncode == 0, run.stderr
+    text = (out / "report.md").read_text(encoding="utf-8")
+    rows = {(r["cluster"], r["card"]): r for r in markdown_tables(text)["Time to first accelerator (probes)"]}
+    assert set(rows) == set(fleet.probes) == {(c.cluster, c.gpu) for c in CARDS if c.probe_runs}
+    for (cluster, gpu), runs in fleet.probes.items():
+        row = rows[(cluster, gpu)]
+        card = next(c for c in CARDS if (c.cluster, c.gpu) == (cluster, gpu))
+        assert [r.success for r in runs] == list(card.probe_runs)
+        waits = [r.wait for r in runs]
+        assert row["cloud"] == card.cloud and row["probe runs"] == str(len(runs))
+        assert row["succeeded (%)"] == approximate(100 * sum(card.probe_runs) / len(runs), 3)
+        assert row["median time to first accelerator (s)"] == approximate(statistics.median(waits), 4)
+        assert row["worst (s)"] == approximate(max(waits), 4)
+    assert "probes: gpufleet_probe_success" in run.stderr  # the progress names the probe queries
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "<h2>Time to first accelerator (probes)</h2>" in page
 
 
 def test_report_writes_real_plots_and_a_self_contained_page(fleet_report: dict[str, Any]) -> None:

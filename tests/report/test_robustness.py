@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -37,7 +37,8 @@ Route = Callable[[], Reply]
 
 
 class FakePrometheus:
-    """An HTTP server on 127.0.0.1 (a free port) that answers each request with ``reply(path)``, one thread per
+    """An HTTP server on 127.0.0.1 (a free port) that answers each request with ``reply(target)`` (the request's
+    path and query string), one thread per
     connection, and records each request's path and headers. It stops by itself ``lifetime`` seconds after
     it started (``stop()`` stops it sooner), cutting off whatever it is still sending."""
 
@@ -75,10 +76,10 @@ class FakePrometheus:
                         return
                     head += data
                 request_line, *fields = head.split(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
-                path = urlsplit(request_line.split(" ")[1]).path
+                target = request_line.split(" ")[1]
                 headers = {k.strip().lower(): v.strip() for k, _, v in (f.partition(":") for f in fields)}
-                self.requests.append((path, headers))
-                for step in self._reply(path):
+                self.requests.append((urlsplit(target).path, headers))
+                for step in self._reply(target):
                     if not self._running():
                         return
                     if isinstance(step, bytes):
@@ -110,11 +111,15 @@ def api(data: Any) -> bytes:
 def healthy(query: Route | None = None, query_range: Route | None = None) -> Callable[[str], Reply]:
     """A Prometheus that answers well, except ``query`` and ``query_range`` when given."""
 
-    def reply(path: str) -> Reply:
+    def reply(target: str) -> Reply:
+        path = urlsplit(target).path
         if path == "/api/v1/status/buildinfo":
             return [api({"version": "3.0.0-fake"})]
         if path == "/api/v1/query":
-            return query() if query else [api(VECTOR)]
+            if query:
+                return query()
+            promql = parse_qs(urlsplit(target).query).get("query", [""])[0]
+            return [api(MATRIX if promql.endswith("]") else VECTOR)]  # raw samples of a range selector: a matrix
         if path == "/api/v1/query_range":
             return query_range() if query_range else [api(MATRIX)]
         return [http("404 page not found\n", "404 Not Found")]

@@ -1,0 +1,96 @@
+"""Time to first accelerator: the pool probes' runs in the report window (fleet/model/probe), per pool.
+
+Each probed pool writes one series per probe metric (the PodMonitor drops the probe pod's own labels), so the report
+reads the raw samples of the window (``metric[window]``) and tells the runs apart by their start time
+(``gpufleet_probe_last_run_timestamp_seconds``): a run is scraped several times while its pod lingers, and each
+scrape of a run carries the same start time. Success and wait of a run are the samples scraped with it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.model.pod_contract import PROBE_METRICS
+from fleet.report.queries import Window, card_key
+
+SCALE_UP, SUCCESS, LAST_RUN = PROBE_METRICS
+Card = tuple[str, str, str]  # (cluster, cloud, gpu)
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """One probe run: when it started, whether the accelerator answered, how long the pod waited (None: unknown)."""
+
+    started: float
+    success: bool
+    wait_seconds: float | None
+
+
+@dataclass
+class ProbeRow:
+    """A pool's probe runs in the window."""
+
+    cluster: str
+    cloud: str
+    gpu: str
+    runs: list[ProbeRun] = field(default_factory=list)
+
+    @property
+    def success_rate(self) -> float | None:
+        """Share of the runs whose accelerator answered (None without runs)."""
+        return sum(r.success for r in self.runs) / len(self.runs) if self.runs else None
+
+    @property
+    def waits(self) -> list[float]:
+        """The measured waits from scheduled run to running pod, in seconds (runs started by hand have none)."""
+        return [r.wait_seconds for r in self.runs if r.wait_seconds is not None]
+
+    @property
+    def median_wait(self) -> float | None:
+        """The median time to first accelerator."""
+        return statistics.median(self.waits) if self.waits else None
+
+    @property
+    def worst_wait(self) -> float | None:
+        """The longest time to first accelerator."""
+        return max(self.waits) if self.waits else None
+
+
+def probe_queries(window: Window) -> dict[str, str]:
+    """The three raw-sample queries of the window, by metric."""
+    return {metric: f"{metric}[{window.range}]" for metric in (LAST_RUN, SUCCESS, SCALE_UP)}
+
+
+def _by_time(series: list[dict[str, Any]]) -> dict[Card, dict[float, float]]:
+    """Samples per pool and scrape time (several series of one pool, e.g. from two federation jobs, merge)."""
+    out: dict[Card, dict[float, float]] = defaultdict(dict)
+    for s in series:
+        samples = out[card_key(s["metric"])]
+        for t, v in s["values"]:
+            samples[float(t)] = float(v)
+    return out
+
+
+def probe_rows(samples: Mapping[str, list[dict[str, Any]]]) -> list[ProbeRow]:
+    """The pools' runs from the raw samples of the three metrics (query results of :func:`probe_queries`)."""
+    started, success, wait = (_by_time(samples.get(m, [])) for m in (LAST_RUN, SUCCESS, SCALE_UP))
+    rows = []
+    for card in sorted(started):
+        runs: dict[float, ProbeRun] = {}
+        for t, start in sorted(started[card].items()):
+            ok = success.get(card, {}).get(t)
+            if ok is None:
+                continue  # scraped without its result: a later scrape of the same run has it
+            runs[start] = ProbeRun(start, ok == 1, wait.get(card, {}).get(t))
+        if runs:
+            rows.append(ProbeRow(*card, runs=[runs[s] for s in sorted(runs)]))
+    return rows
+
+
+def pool_waits(rows: list[ProbeRow]) -> dict[Card, float]:
+    """The median time to first accelerator of each pool that has one."""
+    return {(r.cluster, r.cloud, r.gpu): r.median_wait for r in rows if r.median_wait is not None}

@@ -1,0 +1,91 @@
+"""fleet/report/probes.py and the cost it adds: runs told apart by their start time, success rate, median and worst
+time to first accelerator, and the billed time per result that includes each pod's wait for a node."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet.model.pod_contract import PROBE_METRICS
+from fleet.report.costs import Machine, PriceEntry
+from fleet.report.model import CardRow
+from fleet.report.probes import pool_waits, probe_rows
+
+SCALE_UP, SUCCESS, LAST_RUN = PROBE_METRICS
+T4 = {"cluster": "alpha", "cloud": "gcp", "gpu": "t4", "job": "benchmarks/gpu-fleet-benchmarks"}
+L4 = {"cluster": "alpha", "cloud": "gcp", "gpu": "l4", "job": "benchmarks/gpu-fleet-benchmarks"}
+
+
+def matrix(labels: dict[str, str], points: list[tuple[float, float]]) -> dict:
+    return {"metric": labels, "values": [[t, str(v)] for t, v in points]}
+
+
+def samples(runs: dict[str, list[tuple[float, float, int, float | None]]]) -> dict[str, list[dict]]:
+    """Raw samples as Prometheus returns ``metric[window]``: per pool, (scrape time, start, success, wait)."""
+    pools = {"t4": T4, "l4": L4}
+    out: dict[str, list[dict]] = {LAST_RUN: [], SUCCESS: [], SCALE_UP: []}
+    for gpu, scrapes in runs.items():
+        labels = pools[gpu]
+        out[LAST_RUN].append(matrix(labels, [(t, start) for t, start, _, _ in scrapes]))
+        out[SUCCESS].append(matrix(labels, [(t, ok) for t, _, ok, _ in scrapes]))
+        waits = [(t, w) for t, _, _, w in scrapes if w is not None]
+        if waits:
+            out[SCALE_UP].append(matrix(labels, waits))
+    return out
+
+
+def test_runs_are_told_apart_by_their_start_and_counted_once() -> None:
+    # t4: three runs, each scraped two or three times while its pod lingered; the second failed after a long wait
+    t4 = [
+        (1000, 900, 1, 100),
+        (1030, 900, 1, 100),
+        (2000, 1500, 0, 480),
+        (2030, 1500, 0, 480),
+        (2060, 1500, 0, 480),
+        (3000, 2900, 1, 60),
+        (3030, 2900, 1, 60),
+    ]
+    # l4: one run started by hand (no wait known), one scheduled
+    l4 = [(1200, 1190, 1, None), (5000, 4700, 1, 300)]
+    rows = probe_rows(samples({"t4": t4, "l4": l4}))
+    by_gpu = {r.gpu: r for r in rows}
+    assert [(r.cluster, r.cloud, r.gpu) for r in rows] == [("alpha", "gcp", "l4"), ("alpha", "gcp", "t4")]
+    t4_row = by_gpu["t4"]
+    assert [r.started for r in t4_row.runs] == [900, 1500, 2900]
+    assert t4_row.success_rate == pytest.approx(2 / 3)
+    assert t4_row.median_wait == 100 and t4_row.worst_wait == 480
+    l4_row = by_gpu["l4"]
+    assert len(l4_row.runs) == 2 and l4_row.success_rate == 1
+    assert l4_row.waits == [300] and l4_row.median_wait == 300
+    assert pool_waits(rows) == {("alpha", "gcp", "t4"): 100, ("alpha", "gcp", "l4"): 300}
+
+
+def test_series_of_one_pool_merge_and_a_scrape_without_result_is_skipped() -> None:
+    data = samples({"t4": [(1000, 900, 1, 100)]})
+    # the same pool through a second federation job: more scrapes of another run
+    other = {**T4, "job": "federate-alpha"}
+    data[LAST_RUN].append(matrix(other, [(4000, 3600), (4030, 3600)]))
+    data[SUCCESS].append(matrix(other, [(4030, 0)]))  # the first scrape of that run came before its result
+    data[SCALE_UP].append(matrix(other, [(4030, 250)]))
+    (row,) = probe_rows(data)
+    assert [(r.started, r.success, r.wait_seconds) for r in row.runs] == [(900, True, 100), (3600, False, 250)]
+    assert row.median_wait == 175
+
+
+def test_no_probe_samples_no_rows() -> None:
+    assert probe_rows({}) == [] and pool_waits([]) == {}
+
+
+def test_the_billed_time_adds_each_pods_wait_and_the_cost_follows() -> None:
+    price = PriceEntry(
+        cloud="gcp", machine_type="g2-standard-4", region="us-central1", spot=0.36, on_demand=0.7,
+        as_of="2026-11-01", source="test",
+    )  # fmt: skip
+    machine = Machine("gcp", "g2-standard-4", "", gpus=1, spot=True)
+    row = CardRow("alpha", "gcp", "l4", 1.0, pods=2, runs=10, observed_seconds=1000, machine=machine, price=price)
+    assert row.billed_seconds_per_result == row.seconds_per_result == 100  # no probe: the running time alone
+    without = row.cost_per_result
+    row.scale_up_seconds = 300
+    assert row.seconds_per_result == 100
+    assert row.billed_seconds_per_result == (1000 + 2 * 300) / 10
+    assert row.cost_per_result == pytest.approx(0.36 * 160 / 3600)
+    assert without == pytest.approx(0.36 * 100 / 3600)

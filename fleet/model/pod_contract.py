@@ -3,9 +3,8 @@
 - Pool names: every cloud's GPU pool of a card is ``gpu-<card>`` (a node-group role on Magnum).
 - Benchmark pods: their labels (the PodMonitor selects them by ``app.kubernetes.io/part-of`` and turns
   ``METRIC_LABELS`` into metric labels), their namespaces, and the Pod Security labels of the fleet's namespaces.
-- Probes: one small CronJob per GPU pool (``probe-<card>`` in the benchmarks namespace) checks that a pod asking
-  for one accelerator gets it; its pods carry ``PROBE_PART_OF`` (their own PodMonitor selects them) and the
-  ``PROBE_METRIC_LABELS``, and report through the same mtail sidecar as benchmarks.
+- Probes: the fleet's own workload (fleet/model/probe), one CronJob per probed GPU pool, shaped like any benchmark;
+  ``PROBE_METRICS`` are the series its mtail program exports.
 - The mtail sidecar: the workload appends its output to ``LOG_DIR/<workload>.log`` on a shared ``emptyDir``. An
   init container creates that file empty before anything else starts, because mtail reads a file it sees for the
   first time from its end: lines written before mtail opened the file would be lost.
@@ -18,8 +17,6 @@ import re
 POOL_PREFIX = "gpu-"
 BENCHMARK_PART_OF = "gpu-fleet-benchmark"
 METRIC_LABELS = ("workload", "gpu", "cluster", "cloud")
-PROBE_PART_OF = "gpu-fleet-probe"
-PROBE_METRIC_LABELS = ("gpu", "cluster", "cloud")
 # The probe's metrics: pod creation (the CronJob's scheduled time) to running, 1 or 0, and when it ran.
 PROBE_METRICS = (
     "gpufleet_probe_scaleup_seconds",
@@ -39,11 +36,6 @@ _POOL_SUFFIX = re.compile(rf"^(?:.*-)?{POOL_PREFIX}([a-z0-9][a-z0-9-]*)$")
 def pool_name(card: str) -> str:
     """The name of ``card``'s GPU pool on every cloud (the node-group role on Magnum)."""
     return f"{POOL_PREFIX}{card}"
-
-
-def probe_name(card: str) -> str:
-    """The name of ``card``'s probe CronJob (in the benchmarks namespace)."""
-    return f"probe-{card}"
 
 
 def card_of_pool(name: str) -> str | None:

@@ -1,4 +1,5 @@
-"""Command line of gpu-fleet: ``python -m fleet validate | plan | render | schema | images | report | affected``.
+"""Command line of gpu-fleet: ``python -m fleet validate | plan | render | schema | images | report | affected |
+doctor``.
 
 Exit status: 0 fine, 1 the plan found mandatory violations or the engine would fail, 2 bad input.
 """
@@ -40,7 +41,7 @@ def _summary(fleet: Fleet) -> str:
             or "no cards"
         )
         lines.append(f"  {c.name:<20} {c.cloud:<9} {c.location:<15} {cards}")
-        lines.append(f"  {'':<20} runs {len(fleet.benchmarks(c))} benchmark(s)")
+        lines.append(f"  {'':<20} runs {len(fleet.benchmarks(c))} benchmark(s), {len(fleet.probes(c))} pool probe(s)")
     for w, cards in fleet.placements.items():
         lines.append(f"  workload {w}: {', '.join(cards)}")
     return "\n".join(lines)
@@ -54,7 +55,7 @@ def _checked_fleet(args: argparse.Namespace) -> Fleet:
 
     fleet = load_fleet(args.policy, args.workloads_dir)
     stacks = check_stacks(fleet, args.stacks_dir)
-    workload_problems, notes = check_workloads(fleet.workloads)
+    workload_problems, notes = check_workloads(fleet.deployed_workloads)
     for line in (*fleet.warnings, *stacks.warnings):
         print(f"warning: {line}", file=sys.stderr)
     for line in notes:
@@ -140,7 +141,7 @@ def _note_unpinned_images(fleet: Fleet) -> None:
     """Say once (not per stack) which of the fleet's own images the repository does not pin by digest yet."""
     from fleet.tools.image_delivery import image_jobs
 
-    unpinned = [job.name for job in image_jobs(fleet.workloads) if not job.digest]
+    unpinned = [job.name for job in image_jobs(fleet.deployed_workloads) if not job.digest]
     if unpinned:
         print(
             f"note: {len(unpinned)} image(s) the fleet copies or builds are pinned by tag only "
@@ -350,6 +351,14 @@ def _check_pins(
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Inspect the live cluster of ``--stack``, read-only, and print one table (fleet/tools/doctor.py): 0 when all is
+    well, 1 with each problem named and its likely fix, 2 on bad input."""
+    from fleet.tools.doctor import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="python -m fleet", description=__doc__.splitlines()[0])
@@ -415,6 +424,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=FORMATS, default="lines", help="output (default: lines, one stack a line)")
     p.add_argument("--repo", type=Path, default=ROOT, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_affected)
+    p = sub.add_parser("doctor", help="inspect a live cluster read-only: pools, GPU agents, benchmark Jobs, Prometheus")
+    common(p)
+    p.add_argument("--stack", required=True, metavar="NAME", help="the cluster (and Pulumi stack) to inspect")
+    p.add_argument(
+        "--kubeconfig", type=Path, metavar="FILE", help="default: pulumi stack output kubeconfig --show-secrets"
+    )
+    p.add_argument("--prometheus", metavar="URL", help="this cluster's Prometheus, through kubectl port-forward")
+    p.add_argument(
+        "--central-prometheus", metavar="URL", help="the central Prometheus (default on the central: --prometheus)"
+    )
+    p.add_argument("--timeout", type=float, default=15.0, help="seconds per request (default 15)")
+    p.set_defaults(func=cmd_doctor)
     return parser
 
 
@@ -426,5 +447,6 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
-        print(f"{len(exc.problems)} problem(s) found; nothing was planned or deployed", file=sys.stderr)
+        consequence = "nothing was checked" if args.func is cmd_doctor else "nothing was planned or deployed"
+        print(f"{len(exc.problems)} problem(s) found; {consequence}", file=sys.stderr)
         return EXIT_BAD_INPUT

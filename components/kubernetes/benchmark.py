@@ -112,13 +112,12 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
         {"name": "BENCHMARK_LOG", "value": log_file},
         {"name": "BENCHMARK_CLUSTER", "value": cluster.name},
         {"name": "BENCHMARK_GPU", "value": pool.card},
-        {"name": "BENCHMARK_ACCELERATOR", "value": pool.resource},
-        # The Job's name; a CronJob's Job carries its scheduled minute in it (the probe reads it: fleet/model/probe).
-        {
-            "name": "BENCHMARK_JOB_NAME",
-            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_NAME_LABEL}']"}},
-        },
     ]
+    if "accelerator" in spec.fleet_env:
+        env.append({"name": "BENCHMARK_ACCELERATOR", "value": pool.resource})
+    if "job_name" in spec.fleet_env:  # a CronJob's Job carries its scheduled minute in its name (fleet/model/probe)
+        job_label = f"metadata.labels['{JOB_NAME_LABEL}']"
+        env.append({"name": "BENCHMARK_JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": job_label}}})
     mounts = [{"name": "logs", "mountPath": pod_contract.LOG_DIR}, {"name": "home", "mountPath": HOME_DIR}]
     volumes: list[dict[str, Any]] = [
         {"name": "logs", "emptyDir": {}},

@@ -153,6 +153,11 @@ class WorkloadSpec(StrictModel):
     accelerator_kinds: list[str] = pydantic.Field(default=["nvidia.com/gpu"], min_length=1)
     resources: Resources
     env: dict[str, str] = {}
+    # What the fleet tells the pod beyond BENCHMARK_LOG, _CLUSTER and _GPU, only when asked (a new variable changes
+    # the pod spec, and so the Job's name: every benchmark would run again): `accelerator` sets
+    # BENCHMARK_ACCELERATOR (the pool's resource name), `job_name` sets BENCHMARK_JOB_NAME (the Job's name, which for
+    # a CronJob's run carries its scheduled minute).
+    fleet_env: list[Literal["accelerator", "job_name"]] = []
     # Environment variables whose values are credentials: they come from the Secret ``<name>-credentials`` in
     # the benchmark namespace (filled from the stack's secret config), never from this committed file.
     secret_env: list[str] = []
@@ -287,6 +292,21 @@ def load_workload(folder: Path) -> Workload:
     if problems:
         raise InputError(problems)
     return Workload(spec=spec, folder=folder, mtail_programs=programs, files=files)
+
+
+#: The pool probe, the fleet's own workload: workload.yaml, mtail/probe.mtail, files/probe.sh and a real sample.log.
+PROBE_DIR = Path(__file__).resolve().parent / "probe"
+
+
+def load_probe_workload() -> Workload:
+    """The pool probe (fleet/model/probe), which the fleet runs on every probed pool."""
+    return load_workload(PROBE_DIR)
+
+
+def with_probe(workloads: dict[str, Workload]) -> dict[str, Workload]:
+    """``workloads`` and the pool probe: every workload whose image the fleet copies or builds."""
+    probe = load_probe_workload()
+    return {**workloads, probe.name: probe}
 
 
 @lru_cache(maxsize=4)

@@ -270,7 +270,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_images(args: argparse.Namespace) -> int:
     """List what the images workflow copies and builds; with --pushed, check the digests it got are recorded."""
     from fleet.model.errors import Problem
-    from fleet.model.workloads import load_workloads
+    from fleet.model.workloads import load_workloads, with_probe
     from fleet.tools.image_delivery import image_jobs, job_problems, jobs_json
 
     def read_jobs() -> list[ImageJob]:
@@ -278,9 +278,10 @@ def cmd_images(args: argparse.Namespace) -> int:
 
         reload_images()
         load_workloads.cache_clear()
-        return image_jobs(load_workloads(args.workloads_dir))
+        return image_jobs(with_probe(load_workloads(args.workloads_dir)))
 
-    jobs = image_jobs(load_workloads(args.workloads_dir))
+    # The workloads' images and the pool probe's (fleet/model/probe), which every probed pool runs.
+    jobs = image_jobs(with_probe(load_workloads(args.workloads_dir)))
     record = read_jobs if args.record else None
     problems = job_problems(jobs)
     if problems:

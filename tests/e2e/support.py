@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.model.prometheus import BENCHMARK_LAST_SAMPLE_RULE, central_alert_rules, to_yaml
-from fleet.model.spec import PROBE_DIR
-from fleet.model.workloads import MetricSpec
+from fleet.model.workloads import PROBE_DIR, MetricSpec
 from tests.conftest import require_tool
 
 METRICS = [

@@ -647,7 +647,7 @@ def test_git_missing_is_a_message_not_a_traceback(
 
 def test_the_probes_files_reach_every_stack() -> None:
     """The probe is the fleet's own workload in fleet/model/probe: its script, program and spec are deployed."""
-    from fleet.model.spec import PROBE_DIR
+    from fleet.model.workloads import PROBE_DIR
 
     files = {str(p.relative_to(ROOT)) for p in PROBE_DIR.rglob("*") if p.is_file() and p.name != "sample.log"}
     assert {"fleet/model/probe/files/probe.sh", "fleet/model/probe/mtail/probe.mtail"} <= files

@@ -25,7 +25,7 @@ from components.kubernetes.images import (
     pinned_images,
     registry,
 )
-from fleet.model.workloads import WORKLOADS_DIR, load_workloads
+from fleet.model.workloads import WORKLOADS_DIR, load_workloads, with_probe
 from fleet.tools.cli import main
 from fleet.tools.image_delivery import (
     ImageJob,
@@ -150,7 +150,7 @@ def test_images_push_with_fake_tools_fails_until_the_digests_are_committed(tmp_p
     out = tmp_path / "pushed.json"
     status = main(["images", "--push", "buildah", "--out", str(out)])
     err = capsys.readouterr().err
-    jobs = image_jobs(load_workloads())
+    jobs = image_jobs(with_probe(load_workloads()))  # the pool probe's image too
     pushed = json.loads(out.read_text(encoding="utf-8"))
     assert set(pushed) == {j.target for j in jobs} and set(pushed.values()) == {DIGEST}
     calls = log.read_text(encoding="utf-8").splitlines()
@@ -319,3 +319,17 @@ def test_autoscaler_image_per_minor_from_the_fleets_registry_else_upstream_by_ta
         "repository": "registry.k8s.io/autoscaling/cluster-autoscaler",
         "tag": "v1.99.0",
     }
+
+
+def test_the_images_workflow_copies_the_pool_probes_image(capsys: pytest.CaptureFixture[str]) -> None:
+    """The probe (fleet/model/probe) runs on every probed pool: its image is copied like a workload's, and the
+    workflows run when its workload.yaml changes."""
+    from fleet.model.workloads import load_probe_workload
+
+    probe = load_probe_workload()
+    assert main(["images", "--format", "json"]) == 0
+    jobs = json.loads(capsys.readouterr().out)
+    (job,) = [j for j in jobs if j["name"] == probe.name]
+    assert job["target"] == probe.spec.image and job["source"] == probe.spec.upstream
+    for workflow in (ROOT / ".github" / "workflows" / "images.yml", ROOT / ".gitlab-ci.yml"):
+        assert "fleet/model/probe/workload.yaml" in workflow.read_text(encoding="utf-8"), workflow

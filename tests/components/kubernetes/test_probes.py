@@ -8,8 +8,7 @@ import pytest
 
 from components.kubernetes.benchmark import CRONJOB_TIME_ZONE, JOB_NAME_LABEL
 from fleet.model import pod_contract
-from fleet.model.spec import PROBE_DIR
-from fleet.model.workloads import load_workload
+from fleet.model.workloads import PROBE_DIR, load_workload
 from fleet.tools.plan import StackPlan
 from tests.helpers import by_type, plan_one
 
@@ -88,3 +87,19 @@ def test_the_pod_monitor_keeps_one_series_per_pool_for_probe_metrics(plan):
     for r in relabel:
         assert r["sourceLabels"] == ["__name__"] and r["replacement"] == "" and r["action"] == "replace"
         assert all(m.name.startswith(r["regex"].removesuffix(".+")) for m in PROBE.spec.metrics)
+
+
+def test_benchmarks_get_the_fleets_extra_variables_only_when_they_ask(tmp_path):
+    """A new variable would change every benchmark's pod spec, so its Job's name, and rerun it: only workloads that
+    list ``fleet_env`` (the probe) get BENCHMARK_ACCELERATOR and BENCHMARK_JOB_NAME."""
+    from tests.conftest import FIXTURES
+
+    plan = plan_one(
+        tmp_path, POLICY.replace("tpu-v5e: {probe", "tpu-v5e: {min_nodes: 0, probe") + "workloads:\n  tracker: [t4]\n",
+        "gke-probed", {"gcp:project": "proj-1"}, workloads_dir=FIXTURES / "fleet" / "workloads",
+    )  # fmt: skip
+    (job,) = by_type(plan, "kubernetes:batch/v1:Job")
+    names = {e["name"] for e in job.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert {"BENCHMARK_LOG", "BENCHMARK_GPU"} <= names
+    assert not names & {"BENCHMARK_ACCELERATOR", "BENCHMARK_JOB_NAME"}
+    assert PROBE.spec.fleet_env == ["accelerator", "job_name"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import kubernetes_validate
 import pytest
@@ -44,7 +45,7 @@ def test_every_shipped_stack_plans(fleet, plans):
 def test_jobs_are_exactly_the_policy_pairs(fleet, plans):
     for name, plan in plans.items():
         cluster = fleet.cluster(name)
-        expected = {(b.workload.name, b.pool.card): b for b in fleet.benchmarks(cluster) + fleet.probes(cluster)}
+        expected = {(b.workload.name, b.pool.card): b for b in fleet.workload_jobs(cluster)}
         got = {
             (r.inputs["metadata"]["labels"]["workload"], r.inputs["metadata"]["labels"]["gpu"]): r
             for r in jobs_of(plan)
@@ -141,7 +142,7 @@ def test_rendered_jobs_validate_against_the_kubernetes_schema(fleet, plans):
             }
             kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
             checked += 1
-    assert checked == sum(len(fleet.benchmarks(c) + fleet.probes(c)) for c in fleet.clusters.values())
+    assert checked == sum(len(fleet.workload_jobs(c)) for c in fleet.clusters.values())
 
 
 def test_schema_validation_can_fail(plans):
@@ -253,7 +254,7 @@ def test_every_probed_pool_is_watched_by_the_central_and_its_metrics_are_federat
     records = [r for g in rules["groups"] for r in g["rules"] if "record" in r]
     for record, attr in ((PROBE_STALE_RULE, "stale_after_seconds"), (PROBE_SCALE_UP_RULE, "scale_up_alert_seconds")):
         got = {(r["labels"]["cluster"], r["labels"]["gpu"]): r["expr"] for r in records if r["record"] == record}
-        assert got == {key: f"vector({getattr(probe, attr):g})" for key, probe in probed.items()}
+        assert got == {key: f"vector({math.ceil(getattr(probe, attr))})" for key, probe in probed.items()}
     alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
     assert alerts == {"ProbeFailed", "ProbeNotRun", "ProbeNeverReported", "ProbeSlowScaleUp"}
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pydantic
 
@@ -28,6 +29,20 @@ class Taint(StrictModel):
     def as_string(self) -> str:
         """``key=value:Effect``, the spelling AKS and kubectl use."""
         return f"{self.key}={self.value}:{self.effect}"
+
+    def tolerated_by(self, tolerations: Iterable[Mapping[str, Any]]) -> bool:
+        """Whether one of a pod's tolerations (``key``, ``operator``, ``value``, ``effect``; unset or None alike)
+        tolerates this taint, as Kubernetes decides it (k8s.io/api core/v1 toleration.go ToleratesTaint): the effect
+        and the key match when given, then ``Exists`` matches any value and ``Equal`` (the default) this one."""
+        for t in tolerations:
+            if t.get("effect") and t["effect"] != self.effect:
+                continue
+            if t.get("key") and t["key"] != self.key:
+                continue
+            operator = t.get("operator") or "Equal"
+            if operator == "Exists" or (operator == "Equal" and (t.get("value") or "") == self.value):
+                return True
+        return False
 
 
 class CloudFacts(StrictModel):

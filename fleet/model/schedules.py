@@ -1,42 +1,89 @@
-"""Cron schedules of CronJobs (benchmarks that repeat, pool probes): checked, and their longest gap between runs.
+"""Cron schedules of CronJobs (benchmarks that repeat, pool probes): checked as Kubernetes reads them, and their
+longest gap between runs.
 
-croniter parses the expressions: the same five-field syntax as Kubernetes CronJobs (minute, hour, day of month,
-month, day of week), with ranges, steps and names. The longest gap tells how long "no run" is normal, which the
-probe alerts need.
+Kubernetes parses a CronJob's schedule with robfig/cron's standard parser: five fields (minute, hour, day of month,
+month, day of week), each a list of numbers, ranges, steps, ``*`` or ``?``, with month and weekday names
+(kubernetes/kubernetes pkg/controller/cronjob uses github.com/robfig/cron/v3 ParseStandard; cron/v3 parser.go
+getField, getRange and the month and dow name tables). croniter, which computes the runs here, also accepts ``L``,
+``W``, ``#`` and ``H``, which Kubernetes refuses, so the syntax is checked first.
+
+The longest gap tells how long "no run" is normal, which the probe alerts need. Minute and hour do not depend on the
+date in cron, so every day a schedule runs, it runs at the same times: the longest gap is the longest between two
+runs of one day, or between the last run of a day and the first of the next day it runs.
 """
 
 from __future__ import annotations
 
 import functools
-from datetime import UTC, datetime
+import itertools
+import re
+from datetime import date, timedelta
 
 from croniter import croniter
 
-# Gaps are measured over one leap year from a fixed start (2028-01-01, a Saturday), so the result never depends on
-# the day the plan runs; at most this many runs are stepped through (a schedule every minute repeats far sooner).
-_START = datetime(2028, 1, 1, tzinfo=UTC)
-_HORIZON_SECONDS = 366 * 86400.0
-_MAX_RUNS = 2000
+# Days looked at from a fixed start (2028-01-01, a Saturday): eight years, two leap days among them (a schedule of
+# February 29 runs every four years), so the result never depends on the day the plan runs.
+_START = date(2028, 1, 1)
+_DAYS = 8 * 365 + 2
+_NAMES = {
+    *("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"),
+    *("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"),
+}
+_TOKEN = re.compile(r"^(\*|\?|[0-9]+|[A-Za-z]{3})$")
+
+
+def _check_syntax(expression: str) -> None:
+    fields = expression.split()
+    if len(fields) != 5:
+        raise ValueError(f"{expression!r} is not a 5-field cron schedule such as '0 3 * * 1'")
+    for field in fields:
+        for part in field.split(","):
+            base, slash, step = part.partition("/")
+            tokens = base.split("-")
+            bad = (slash and not step.isdigit()) or len(tokens) > 2
+            bad = bad or any(not _TOKEN.match(t) or (t.isalpha() and t.upper() not in _NAMES) for t in tokens)
+            if bad:
+                raise ValueError(
+                    f"{expression!r}: {part!r} is not Kubernetes' CronJob syntax (numbers, month and weekday names, "
+                    "*, ?, ranges a-b, lists a,b and steps /n; no L, W, # or H)"
+                )
+    if not croniter.is_valid(expression):
+        raise ValueError(f"{expression!r} is not a valid cron schedule (minute hour day-of-month month day-of-week)")
 
 
 def check_cron(expression: str) -> str:
-    """``expression`` if it is a five-field cron schedule Kubernetes accepts; ``ValueError`` saying why not."""
-    if len(expression.split()) != 5:
-        raise ValueError(f"{expression!r} is not a 5-field cron schedule such as '0 3 * * 1'")
-    if not croniter.is_valid(expression):
-        raise ValueError(f"{expression!r} is not a valid cron schedule (minute hour day-of-month month day-of-week)")
+    """``expression`` if it is a five-field cron schedule Kubernetes accepts and that runs at least once in eight
+    years; ``ValueError`` saying why not."""
+    longest_gap_seconds(expression)
     return expression
+
+
+def _values(field: list[int | str], everything: range) -> list[int]:
+    return list(everything) if field == ["*"] else [int(v) for v in field]
+
+
+def _runs_on(day: date, doms: list[int | str], months: list[int | str], dows: list[int | str]) -> bool:
+    """Whether a schedule with these expanded fields runs on ``day``: the month matches, and the day of month and
+    the weekday both match when either is ``*`` (or ``?``), either one otherwise (robfig/cron v3 dayMatches)."""
+    if months != ["*"] and day.month not in months:
+        return False
+    dom = doms == ["*"] or day.day in doms
+    dow = dows == ["*"] or (day.weekday() + 1) % 7 in dows  # cron: 0 is Sunday
+    return dom and dow if "*" in (doms[0], dows[0]) else dom or dow
 
 
 @functools.cache
 def longest_gap_seconds(expression: str) -> float:
-    """The longest time between two consecutive runs of the schedule, in seconds, over the runs of a year (a
-    schedule that runs less often gives the gap to its next run)."""
-    runs = croniter(check_cron(expression), _START)
-    longest, now = 0.0, runs.get_next(float)
-    for _ in range(_MAX_RUNS):
-        if now - _START.timestamp() > _HORIZON_SECONDS:
-            break
-        previous, now = now, runs.get_next(float)
-        longest = max(longest, now - previous)
-    return longest
+    """The longest time between two consecutive runs of the schedule, in seconds (``ValueError`` for a schedule
+    Kubernetes would refuse, or one that never runs)."""
+    _check_syntax(expression)
+    (minutes, hours, doms, months, dows), _ = croniter.expand(expression)
+    times = sorted(h * 3600 + m * 60 for h in _values(hours, range(24)) for m in _values(minutes, range(60)))
+    first, last = times[0], times[-1]
+    days = [d for d in range(_DAYS) if _runs_on(_START + timedelta(days=d), doms, months, dows)]
+    if not days:
+        raise ValueError(f"{expression!r} never runs (no such day in eight years)")
+    longest = max((b - a for a, b in itertools.pairwise(times)), default=0)
+    for a, b in itertools.pairwise(days):  # from the last run of a day to the first of the next day it runs
+        longest = max(longest, (b - a) * 86400 + first - last)
+    return float(longest)

@@ -19,13 +19,11 @@ from fleet.model.prometheus import duration_seconds
 from fleet.model.schedules import longest_gap_seconds
 from fleet.model.spec_schema import FleetFile, Monitoring, PoolSettings, ProbeDefaults
 from fleet.model.validation import validate_document
-from fleet.model.workloads import WORKLOADS_DIR, Workload, load_workload, load_workloads
+from fleet.model.workloads import WORKLOADS_DIR, Workload, load_probe_workload, load_workloads
 from fleet.model.yaml_source import YamlDocument, read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_FILE = ROOT / "policy" / "fleet.yaml"
-# The pool probe, the fleet's own workload: workload.yaml, mtail/probe.mtail, files/probe.sh and a real sample.log.
-PROBE_DIR = Path(__file__).resolve().parent / "probe"
 CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 GPU_LABEL = "gpu"
 
@@ -202,6 +200,10 @@ class Fleet:
             return []
         return [Benchmark(self.probe_workload, p, p.probe.schedule) for p in cluster.pools if p.probe is not None]
 
+    def workload_jobs(self, cluster: Cluster) -> list[Benchmark]:
+        """Every Job or CronJob of workloads on ``cluster``: the policy's benchmarks, then the pool probes."""
+        return self.benchmarks(cluster) + self.probes(cluster)
+
     @property
     def deployed_workloads(self) -> dict[str, Workload]:
         """Every workload that runs in the fleet's pods: the policy's workloads, and the probe when a pool is probed
@@ -256,6 +258,17 @@ class _Checker:
             self.report(
                 (*path, "central"),
                 f"a second central cluster: only one may hold the central Prometheus (first: {first})",
+            )
+
+    def check_monitoring(self) -> None:
+        """A pod's last samples must reach the central before the pod ends: the central federates each leaf every
+        federation_interval, and a benchmark or probe pod lingers LINGER_SECONDS after its last line."""
+        interval = duration_seconds(self.spec.monitoring.federation_interval)
+        if interval >= pod_contract.LINGER_SECONDS:
+            self.report(
+                ("monitoring", "federation_interval"),
+                f"{self.spec.monitoring.federation_interval} is not below the {pod_contract.LINGER_SECONDS} s a "
+                "benchmark or probe pod stays up after its result: the central could miss the result; use 60s or less",
             )
 
     def check_location(self, cloud: str, path: tuple[object, ...], region: str | None, zone: str | None) -> None:
@@ -354,10 +367,15 @@ class _Checker:
 
 
 def _probe(settings: PoolSettings, defaults: ProbeDefaults, min_nodes: int, probe: Workload) -> Probe | None:
-    """The pool's probe: on when the pool says so, else on exactly when the pool may scale to zero (a pool that
-    keeps a node has nothing to scale up, and a probe costs a node start each run)."""
+    """The pool's probe: on when the pool says so (``true``, or a schedule or threshold of its own), off with
+    ``false``, else on exactly when the pool may scale to zero (a pool that keeps a node has nothing to scale up, and
+    a probe costs a node start each run)."""
     own = settings.probe
-    if not (own.enabled if own.enabled is not None else min_nodes == 0):
+    # a pool that gives its probe a schedule or threshold wants it, whatever its minimum
+    wanted = (
+        own.enabled if own.enabled is not None else (min_nodes == 0 or bool(own.schedule or own.scale_up_alert_after))
+    )
+    if not wanted:
         return None
     schedule = own.schedule or defaults.schedule
     threshold = own.scale_up_alert_after or defaults.scale_up_alert_after
@@ -443,7 +461,7 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
         workloads = load_workloads(workloads_dir)
     except InputError as exc:
         problems.extend(exc.problems)
-    probe = load_workload(PROBE_DIR)
+    probe = load_probe_workload()
     if workloads and probe.name in workloads:
         problems.append(
             Problem(
@@ -457,6 +475,7 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     if spec is not None:
         checker = _Checker(doc, spec, catalogue, workloads or {})
         checker.check_clusters()
+        checker.check_monitoring()
         if workloads is not None:
             checker.check_workloads()
         problems.extend(checker.problems)

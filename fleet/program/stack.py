@@ -37,7 +37,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         preview_access(cluster.name, preview, pulumi.ResourceOptions(parent=infra, provider=component.provider))
     BenchmarkJobs(
         cluster,
-        fleet.benchmarks(cluster) + fleet.probes(cluster),
+        fleet.workload_jobs(cluster),
         infra.benchmark_namespace,
         opts=pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus]),
         credentials=settings.workload_secrets,

@@ -81,17 +81,6 @@ def _validate_bench_card(args: ResourceValidationArgs, report: ReportViolation) 
         )
 
 
-def _tolerates(tolerations: list[dict[str, Any]], key: str, value: str, effect: str) -> bool:
-    for t in tolerations:
-        if t.get("effect") not in (None, "", effect):
-            continue
-        if t.get("operator") == "Exists" and t.get("key") in (None, "", key):
-            return True
-        if t.get("key") == key and t.get("value", "") == value and t.get("operator", "Equal") == "Equal":
-            return True
-    return False
-
-
 @resource_policy(
     "benchmark-placement",
     "Benchmark pods that request an accelerator select their card's pool and tolerate its taints.",
@@ -114,7 +103,7 @@ def _validate_bench_placement(args: ResourceValidationArgs, report: ReportViolat
     if pool is None:
         return
     tolerations = list(pod.get("tolerations") or [])
-    missing = [t.as_string() for t in pool.pod_tolerations if not _tolerates(tolerations, t.key, t.value, t.effect)]
+    missing = [t.as_string() for t in pool.pod_tolerations if not t.tolerated_by(tolerations)]
     if missing:
         report(
             f"benchmark {args.name!r} does not tolerate {', '.join(missing)} of the {pool.card} pool, so it can "

@@ -26,7 +26,7 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
     if cluster is None:
         report(no_cluster(stack))
         return
-    expected = {(b.workload.name, b.pool.card): b for b in fleet().benchmarks(cluster) + fleet().probes(cluster)}
+    expected = {(b.workload.name, b.pool.card): b for b in fleet().workload_jobs(cluster)}
     found: dict[tuple[str, str], Any] = {}
     for r in resources:
         if r.resource_type not in BENCHMARK_TYPES:
@@ -42,8 +42,7 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
     for key in sorted(set(expected) - set(found)):
         report(
             f"the policy file places workload {key[0]} on card {key[1]} of {stack}, but the stack has no "
-            "benchmark Job/CronJob for it; create it with BenchmarkJobs(fleet.benchmarks(cluster) + "
-            "fleet.probes(cluster))"
+            "benchmark Job/CronJob for it; create it with BenchmarkJobs(fleet.workload_jobs(cluster))"
         )
     for key in sorted(set(found) - set(expected)):
         report(

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.spec import PROBE_DIR
-from fleet.model.workloads import load_workload
+from fleet.model.workloads import PROBE_DIR, load_workload
 from tests.conftest import require_tool
 from tests.e2e.support import one_shot, run_probe
 
@@ -52,11 +51,25 @@ def test_a_passing_check_and_a_job_started_by_hand(tmp_path: Path) -> None:
     assert "scheduled=unknown" in log.read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize(
+    "job_name", ["probe-manual-1", "probe-t4-1a2b3c4d-0000000008", "probe-t4-1a2b3c4d-99999999999"]
+)
+def test_a_job_name_that_holds_no_recent_scheduled_minute_gives_no_wait(tmp_path: Path, job_name: str) -> None:
+    """Made by hand (a name ending in digits, a leading zero, a time in the future): no scale-up time, no crash."""
+    mtail = require_tool("mtail")
+    log = tmp_path / "probe.log"
+    assert run_probe(log, job_name) == 1  # the check fails here (no GPU), and the probe says so: it still reports
+    assert "scheduled=unknown" in log.read_text(encoding="utf-8")
+    got = probe_metrics(mtail, log)
+    assert got["gpufleet_probe_success"] == 0 and "gpufleet_probe_scaleup_seconds" not in got
+
+
 @pytest.mark.parametrize("accelerator", ["google.com/tpu", "aws.amazon.com/neuron", "example.com/npu"])
 def test_other_accelerators_look_for_their_devices(tmp_path: Path, accelerator: str) -> None:
     log = tmp_path / "probe.log"
-    assert run_probe(log, "probe-tpu-v5e-1a2b3c4d-29000000", accelerator) == 1  # no such device here
-    assert f"accelerator={accelerator} scheduled=1740000000 " in log.read_text(encoding="utf-8")
+    minute = int(time.time()) // 60
+    assert run_probe(log, f"probe-tpu-v5e-1a2b3c4d-{minute}", accelerator) == 1  # no such device here
+    assert f"accelerator={accelerator} scheduled={minute * 60} " in log.read_text(encoding="utf-8")
 
 
 def test_the_shipped_sample_log_is_a_real_run(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@ located errors for bad schedules and thresholds, and how long "no result" is nor
 
 from __future__ import annotations
 
+import itertools
+import re
 import textwrap
 from pathlib import Path
 
@@ -11,8 +13,8 @@ import pytest
 from fleet.model.errors import InputError
 from fleet.model.pod_contract import active_deadline_seconds
 from fleet.model.schedules import check_cron, longest_gap_seconds
-from fleet.model.spec import PROBE_DIR, load_fleet
-from fleet.model.workloads import load_workload
+from fleet.model.spec import load_fleet
+from fleet.model.workloads import PROBE_DIR, load_workload
 from tests.helpers import GOOD
 
 # The longest a probe's run may take: its Job's deadline.
@@ -43,6 +45,13 @@ def test_probes_run_where_a_pool_scales_to_zero(tmp_path):
             assert pool.probe.schedule == "17 4 * * *" and pool.probe.scale_up_alert_seconds == 1200
 
 
+def test_a_pool_that_keeps_a_node_is_probed_when_it_gives_settings_and_not_with_false(tmp_path):
+    text = GOOD.replace("gpus: [t4]", "gpus: {t4: {probe: {schedule: '0 5 * * *'}}}")
+    assert fleet_of(tmp_path, text).cluster("cern-main").pool("t4").probe.schedule == "0 5 * * *"
+    text = GOOD.replace("gpus: [t4]", "gpus: {t4: {probe: {enabled: false, schedule: '0 5 * * *'}}}")
+    assert fleet_of(tmp_path, text).cluster("cern-main").pool("t4").probe is None
+
+
 def test_per_pool_settings_and_short_forms(tmp_path):
     text = GOOD.replace("gpus: [t4]", "gpus: {t4: {probe: true}}").replace(
         "gpus: [t4, l4]", "gpus: {t4: {probe: false}, l4: {probe: {schedule: '0 */6 * * *', scale_up_alert_after: 5m}}}"
@@ -68,6 +77,8 @@ def test_per_pool_settings_and_short_forms(tmp_path):
         (("gpus: [t4, l4]", "gpus: {t4: {probe: {every: 1h}}}"), "unknown key"),
         (("gpus: [t4, l4]", "gpus: {t4: {probe: maybe}}"), "clusters.gcp.gke-a.gpus.t4.probe"),
         (("  gpu_pool:", "  probe: {schedule: daily}\n  gpu_pool:"), "defaults.probe.schedule"),
+        (("gpus: [t4, l4]", "gpus: {t4: {probe: {schedule: '0 4 * * 1#1'}}}"), "no L, W, # or H"),
+        (("gpus: [t4, l4]", "gpus: {t4: {probe: {schedule: '0 0 31 2 *'}}}"), "never runs"),
     ],
 )
 def test_bad_probe_settings_are_located(tmp_path, change, fragment):
@@ -76,13 +87,83 @@ def test_bad_probe_settings_are_located(tmp_path, change, fragment):
 
 @pytest.mark.parametrize(
     ("schedule", "hours"),
-    [("17 4 * * *", 24), ("0 3 * * 1", 168), ("*/5 * * * *", 5 / 60), ("0 0 1 * *", 31 * 24), ("0 9-17 * * 1-5", 64)],
+    [
+        ("17 4 * * *", 24),
+        ("0 3 * * 1", 168),
+        ("*/5 * * * *", 5 / 60),
+        ("0 0 1 * *", 31 * 24),
+        ("0 9-17 * * 1-5", 64),  # Friday 17:00 to Monday 09:00
+        ("* * * 1,7 *", 153 * 24 + 1 / 60),  # 31 July 23:59 to 1 January 00:00
+        ("0 0 29 2 *", 4 * 365 * 24 + 24),  # leap days only
+        ("0 4 13 * 5", 168),  # the 13th or a Friday (both restricted: either one)
+        ("0 4 ? * mon-fri", 72),
+    ],
 )
 def test_longest_gap(schedule, hours):
     assert longest_gap_seconds(schedule) == pytest.approx(hours * 3600)
+
+
+@pytest.mark.parametrize(
+    "schedule", ["17 4 * * *", "0 9-17 * * 1-5", "0 4 13 * 5", "*/20 1,13 */3 * sun", "0 4 1 */2 *"]
+)
+def test_longest_gap_agrees_with_stepping_through_the_runs(schedule):
+    """croniter's own iteration over two years finds the same longest gap as the day-based computation."""
+    from datetime import UTC, datetime
+
+    from croniter import croniter
+
+    runs = croniter(schedule, datetime(2028, 1, 1, tzinfo=UTC))
+    times = [runs.get_next(float) for _ in range(4000)]
+    times = [t for t in times if t < datetime(2030, 1, 1, tzinfo=UTC).timestamp()] or times
+    stepped = max(b - a for a, b in itertools.pairwise(times))
+    assert longest_gap_seconds(schedule) == stepped
+
+
+@pytest.mark.parametrize(
+    ("schedule", "fragment"),
+    [
+        ("0 4 * * 1#1", "no L, W, # or H"),
+        ("0 0 L * *", "no L, W, # or H"),
+        ("H 4 * * *", "no L, W, # or H"),
+        ("0 4 * * MONX", "no L, W, # or H"),
+        ("0 4 1-2-3 * *", "no L, W, # or H"),
+        ("0 4 */x * *", "no L, W, # or H"),
+        ("61 4 * * *", "not a valid cron schedule"),
+        ("0 0 31 2 *", "never runs"),
+    ],
+)
+def test_schedules_kubernetes_would_refuse(schedule, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        check_cron(schedule)
 
 
 def test_check_cron():
     assert check_cron("0 3 * * 1") == "0 3 * * 1"
     with pytest.raises(ValueError, match="5-field"):
         check_cron("@daily")
+
+
+def test_a_federation_interval_as_long_as_a_pods_linger_is_refused(tmp_path):
+    text = GOOD.replace("clusters:", "monitoring: {federation_interval: 2m}\nclusters:", 1)
+    assert "monitoring.federation_interval: 2m is not below the 75 s" in problems(tmp_path, text)
+    fleet_of(tmp_path, GOOD.replace("clusters:", "monitoring: {federation_interval: 60s}\nclusters:", 1))
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerated"),
+    [
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, True),
+        ({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}, True),  # Equal is the default
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}, True),  # any effect
+        ({"operator": "Exists"}, True),  # everything
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "absent"}, False),
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, False),
+        ({"key": "google.com/tpu", "operator": "Exists"}, False),
+        ({"key": "nvidia.com/gpu", "operator": "Lt", "value": "present"}, False),
+    ],
+)
+def test_a_taint_is_tolerated_as_kubernetes_decides(toleration, tolerated):
+    """One implementation (catalogue.Taint.tolerated_by) serves the policy pack and fleet doctor."""
+    from fleet.model.catalogue import Taint
+
+    assert Taint(key="nvidia.com/gpu", value="present").tolerated_by([toleration]) is tolerated

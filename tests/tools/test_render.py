@@ -39,7 +39,7 @@ def test_every_stack_gets_its_files(rendered: Path) -> None:
         assert (root / "helm" / "kps.values.yaml").is_file(), name
         assert (root / "gateway" / "nginx.conf").is_file() is (not cluster.central), name
         jobs = list((root / "kubernetes").glob("Job_*")) + list((root / "kubernetes").glob("CronJob_*"))
-        assert len(jobs) == len(fleet.benchmarks(cluster) + fleet.probes(cluster)), name
+        assert len(jobs) == len(fleet.workload_jobs(cluster)), name
 
 
 def test_external_labels_are_unique_and_the_central_federates_every_leaf(rendered: Path) -> None:

@@ -9,11 +9,17 @@
 # cronjob_controllerv2.go getJobName, utils.go getTimeHashInMinutes), and the API server labels a Job's pod template
 # batch.kubernetes.io/job-name (pkg/registry/batch/job/strategy.go; Kubernetes 1.27+), which reaches the probe as
 # BENCHMARK_JOB_NAME through the downward API. A Job started by hand has no such time.
+# A Job made by hand may end in digits too (kubectl create job --from=cronjob/... probe-manual-1): a time that is
+# not within the day before the pod started is no scheduled time.
 started=$(date +%s)
 minute=${BENCHMARK_JOB_NAME##*-}
+scheduled=unknown
 case "$minute" in
-  '' | *[!0-9]*) scheduled=unknown ;;
-  *) scheduled=$((minute * 60)) ;;
+  '' | *[!0-9]*) ;;
+  *)
+    candidate=$(($(expr "$minute" + 0) * 60)) # expr: a leading zero is no octal number
+    if [ "$candidate" -le "$started" ] && [ $((started - candidate)) -le 86400 ]; then scheduled=$candidate; fi
+    ;;
 esac
 
 check() {

@@ -80,8 +80,6 @@ PROBE_RULES_FILE = "central-probe-alerts.yaml"
 #: acceptable scale-up, in seconds (labels cluster, cloud, gpu).
 PROBE_STALE_RULE = "gpufleet:probe_stale_after_seconds"
 PROBE_SCALE_UP_RULE = "gpufleet:probe_scaleup_alert_seconds"
-#: The probe alerts look this far back at least (longer when a probe runs less often).
-PROBE_MIN_LOOKBACK_SECONDS = 7 * 86400
 #: Names of the leaf recording rules that federation pulls for GPU data.
 GPU_RECORDING_RULES: tuple[str, ...] = tuple(
     rule["record"] for group in rule_file(LEAF_RULES_FILE)["groups"] for rule in group["rules"]
@@ -366,8 +364,8 @@ def _seconds(value: float) -> str:
 
 
 def probe_alert_rules(expectations: Sequence[ProbeExpectation]) -> dict[str, Any]:
-    """The central's probe rules: per probed pool, the two expectation records; then ProbeFailed, ProbeNotRun,
-    ProbeNeverReported and ProbeSlowScaleUp over the federated ``gpufleet_probe_*`` series
+    """The central's probe rules: per probed pool, the two expectation records (whole seconds); then each pool's last
+    run kept as state, and ProbeFailed, ProbeNotRun, ProbeNeverReported and ProbeSlowScaleUp over it
     (fleet/model/rules/central-probe-alerts.yaml).
 
     ``ValueError`` for no pool, or a pool given twice.
@@ -385,12 +383,8 @@ def probe_alert_rules(expectations: Sequence[ProbeExpectation]) -> dict[str, Any
             (PROBE_STALE_RULE, e.stale_after_seconds),
             (PROBE_SCALE_UP_RULE, e.scale_up_alert_seconds),
         ):
-            records.append({"record": record, "expr": f"vector({value:g})", "labels": dict(labels)})
-    longest = max(e.stale_after_seconds for e in expectations)
-    values = {
-        "lookback": _seconds(max(PROBE_MIN_LOOKBACK_SECONDS, longest + 86400)),
-        "never_reported_for": _seconds(longest),
-    }
+            records.append({"record": record, "expr": f"vector({math.ceil(value)})", "labels": dict(labels)})
+    values = {"never_reported_for": _seconds(max(e.stale_after_seconds for e in expectations))}
     alerts = fill(rule_file(PROBE_RULES_FILE), values, f"fleet/model/rules/{PROBE_RULES_FILE}")
     return {"groups": [{"name": "gpufleet-probe-expectations", "rules": records}, *alerts["groups"]]}
 

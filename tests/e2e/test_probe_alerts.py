@@ -36,43 +36,53 @@ def fired(alertname: str, pool: dict[str, str], severity: str, value: str) -> di
 
 
 def rule_tests() -> dict[str, Any]:
-    """t4's probe ran at 10m: its card came after 5 min and worked. l4's ran at 10m too: 15 min wait, no working
-    card. a10g's never reported. Each run's pod lived about 2 minutes (three samples a minute apart)."""
+    """Evaluated every 5 minutes (the week-long case stays fast). t4's probe ran at 10m: its card came after 5 min and
+    worked. l4's ran at 10m too: 15 min wait, no working card. a10g's never reported. Each run's samples are federated
+    twice (10m and 15m), then the pod is gone."""
     return {
         "rule_files": ["probes.yml"],
-        "evaluation_interval": "1m",
+        "evaluation_interval": "5m",
         "tests": [
             {
-                "name": "failed, slow, silent and never-seen pools",
-                "interval": "1m",
+                "name": "failed, slow, silent and never-seen pools, and a week later",
+                "interval": "5m",
                 "input_series": [
-                    series("gpufleet_probe_success", T4, "_x10 1x2"),
-                    series("gpufleet_probe_last_run_timestamp_seconds", T4, "_x10 600x2"),
-                    series("gpufleet_probe_scaleup_seconds", T4, "_x10 300x2"),
-                    series("gpufleet_probe_success", L4, "_x10 0x2"),
-                    series("gpufleet_probe_last_run_timestamp_seconds", L4, "_x10 600x2"),
-                    series("gpufleet_probe_scaleup_seconds", L4, "_x10 900x2"),
+                    series("gpufleet_probe_success", T4, "_x2 1x1"),
+                    series("gpufleet_probe_last_run_timestamp_seconds", T4, "_x2 600x1"),
+                    series("gpufleet_probe_scaleup_seconds", T4, "_x2 300x1"),
+                    series("gpufleet_probe_success", L4, "_x2 0x1"),
+                    series("gpufleet_probe_last_run_timestamp_seconds", L4, "_x2 600x1"),
+                    series("gpufleet_probe_scaleup_seconds", L4, "_x2 900x1"),
                 ],
                 "promql_expr_test": [
                     {
                         "expr": PROBE_STALE_RULE,
-                        "eval_time": "1m",
+                        "eval_time": "5m",
                         "exp_samples": [{"labels": PROBE_STALE_RULE + sel(p), "value": 7200} for p in (T4, L4, A10G)],
-                    }
+                    },
+                    {
+                        # a day after the runs, long after their pods (and their federated series) are gone
+                        "expr": "gpufleet:probe_last_run_timestamp_seconds:last",
+                        "eval_time": "1d",
+                        "exp_samples": [
+                            {"labels": "gpufleet:probe_last_run_timestamp_seconds:last" + sel(p), "value": 600}
+                            for p in (T4, L4)
+                        ],
+                    },
                 ],
                 "alert_rule_test": [
                     no_alert("ProbeFailed", "5m"),  # no run yet
                     {
-                        "eval_time": "15m",
+                        "eval_time": "20m",
                         "alertname": "ProbeFailed",
                         "exp_alerts": [fired("ProbeFailed", L4, "warning", "")],
                     },
                     {
-                        "eval_time": "15m",
+                        "eval_time": "20m",
                         "alertname": "ProbeSlowScaleUp",  # 900 s > 600 s; t4's 300 s is fine
                         "exp_alerts": [fired("ProbeSlowScaleUp", L4, "info", "15m 0s")],
                     },
-                    no_alert("ProbeNotRun", "15m"),
+                    no_alert("ProbeNotRun", "20m"),
                     no_alert("ProbeNotRun", "130m"),  # 7200 s after the run at 600 s: not more than 7200 yet
                     {
                         "eval_time": "150m",  # 9000 - 600 = 8400 s > 7200 s
@@ -82,27 +92,40 @@ def rule_tests() -> dict[str, Any]:
                             fired("ProbeNotRun", L4, "warning", "2h 20m 0s"),
                         ],
                     },
-                    # the last run of l4 failed and none came since: still failed long after its pod is gone
-                    {
-                        "eval_time": "150m",
-                        "alertname": "ProbeFailed",
-                        "exp_alerts": [fired("ProbeFailed", L4, "warning", "")],
-                    },
                     no_alert("ProbeNeverReported", "100m"),  # pending for 2h: a new pool has time to report
                     {
                         "eval_time": "150m",
                         "alertname": "ProbeNeverReported",
                         "exp_alerts": [fired("ProbeNeverReported", A10G, "warning", "")],
                     },
+                    # A week and an hour later nothing has aged out: still not run, still failed, still never seen.
+                    {
+                        "eval_time": "169h",  # 608400 - 600 = 607800 s
+                        "alertname": "ProbeNotRun",
+                        "exp_alerts": [
+                            fired("ProbeNotRun", T4, "warning", "7d 0h 50m 0s"),
+                            fired("ProbeNotRun", L4, "warning", "7d 0h 50m 0s"),
+                        ],
+                    },
+                    {
+                        "eval_time": "169h",
+                        "alertname": "ProbeFailed",
+                        "exp_alerts": [fired("ProbeFailed", L4, "warning", "")],
+                    },
+                    {
+                        "eval_time": "169h",
+                        "alertname": "ProbeNeverReported",
+                        "exp_alerts": [fired("ProbeNeverReported", A10G, "warning", "")],
+                    },
                 ],
             },
             {
-                "name": "a later successful run clears ProbeFailed",
-                "interval": "1m",
+                "name": "a later successful run clears ProbeFailed and ProbeSlowScaleUp",
+                "interval": "5m",
                 "input_series": [
-                    series("gpufleet_probe_success", L4, "_x10 0x2 _x20 1x2"),
-                    series("gpufleet_probe_last_run_timestamp_seconds", L4, "_x10 600x2 _x20 1980x2"),
-                    series("gpufleet_probe_scaleup_seconds", L4, "_x10 900x2 _x20 120x2"),
+                    series("gpufleet_probe_success", L4, "_x2 0x1 _x2 1x1"),
+                    series("gpufleet_probe_last_run_timestamp_seconds", L4, "_x2 600x1 _x2 1800x1"),
+                    series("gpufleet_probe_scaleup_seconds", L4, "_x2 900x1 _x2 120x1"),
                 ],
                 "alert_rule_test": [
                     {
@@ -112,6 +135,21 @@ def rule_tests() -> dict[str, Any]:
                     },
                     no_alert("ProbeFailed", "40m"),
                     no_alert("ProbeSlowScaleUp", "40m"),
+                    no_alert("ProbeFailed", "2d"),
+                ],
+            },
+            {
+                "name": "a pool no longer in the policy raises nothing, whatever state it left",
+                "interval": "5m",
+                "input_series": [
+                    series("gpufleet_probe_success", {**T4, "gpu": "k80"}, "_x2 0x1"),
+                    series("gpufleet_probe_last_run_timestamp_seconds", {**T4, "gpu": "k80"}, "_x2 600x1"),
+                    series("gpufleet_probe_scaleup_seconds", {**T4, "gpu": "k80"}, "_x2 9000x1"),
+                ],
+                "alert_rule_test": [
+                    no_alert("ProbeFailed", "20m"),
+                    no_alert("ProbeSlowScaleUp", "20m"),
+                    no_alert("ProbeNotRun", "1d"),
                 ],
             },
         ],

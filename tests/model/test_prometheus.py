@@ -374,19 +374,22 @@ def test_yaml_round_trip_keeps_order_and_match_key() -> None:
     assert yaml.safe_load(rules_text) == leaf_recording_rules()
 
 
-def test_probe_alert_rules_need_pools_once_each_and_look_back_past_the_longest_silence() -> None:
+def test_probe_alert_rules_need_pools_once_each_and_wait_the_longest_silence_for_a_pool_never_seen() -> None:
     from fleet.model.prometheus import ProbeExpectation, probe_alert_rules
 
-    daily = ProbeExpectation("alpha", "gcp", "t4", stale_after_seconds=90195, scale_up_alert_seconds=1200)
+    daily = ProbeExpectation("alpha", "gcp", "t4", stale_after_seconds=90195.5, scale_up_alert_seconds=1200)
     with pytest.raises(ValueError, match="no probed pool"):
         probe_alert_rules([])
     with pytest.raises(ValueError, match="the t4 pool of alpha is expected twice"):
         probe_alert_rules([daily, daily])
-    rules = probe_alert_rules([daily])
-    exprs = " ".join(r["expr"] for g in rules["groups"] for r in g["rules"])
-    assert "[604800s]" in exprs and "${" not in exprs  # 7 days at least
-    never = next(r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "ProbeNeverReported")
-    assert never["for"] == "90195s"
     monthly = ProbeExpectation("alpha", "gcp", "l4", stale_after_seconds=31 * 86400 + 3795, scale_up_alert_seconds=60)
-    exprs = " ".join(r["expr"] for g in probe_alert_rules([daily, monthly])["groups"] for r in g["rules"])
-    assert f"[{32 * 86400 + 3795}s]" in exprs  # a monthly probe: its silence plus a day
+    rules = probe_alert_rules([daily, monthly])
+    exprs = " ".join(r["expr"] for g in rules["groups"] for r in g["rules"])
+    assert "${" not in exprs and "vector(90196)" in exprs and f"vector({31 * 86400 + 3795})" in exprs  # no 1e+06
+    never = next(r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "ProbeNeverReported")
+    assert never["for"] == f"{31 * 86400 + 3795}s"
+    assert [g["name"] for g in rules["groups"]] == [
+        "gpufleet-probe-expectations",
+        "gpufleet-probe-state",
+        "gpufleet-probes",
+    ]

@@ -243,7 +243,7 @@ def table_header(section: WorkloadSection, currency: str) -> list[str]:
         "mean GPU util. (%)",
         "GPU energy / result (J)",
         "GPU time / result (s)",
-        "billed time / result (s)",
+        "est. billed time / result (s)",
         f"cost / result ({currency}, approx.)",
     ]
 
@@ -371,10 +371,12 @@ METHOD = [
     "mean GPU util. and GPU energy: the `gpufleet:*` GPU recording rules of the benchmark's own pods (joined "
     "on cluster, namespace, pod), over the pods' whole life including start-up and the linger after the run.",
     "GPU time / result: the time between the first and last sample of the run counter in each pod, divided "
-    "by the runs; billed time / result: that time plus, for each pod, the pool's median wait for a node as its "
-    "probes measured it in the window (scheduled run to running pod: scale-up and image pull), divided by the runs; "
-    "cost / result: the billed time x the machine's hourly price x the share of the machine the pod requests. "
-    "Idle time after a run, before the autoscaler removes the node, is not counted.",
+    "by the runs; est. billed time / result: an estimate, that time plus, for each pod, the pool's median wait for a "
+    "node as its probes measured it in the window (scheduled run to running pod: the controller's and autoscaler's "
+    "decisions, which are not billed, with the node's boot and image pull, which are), divided by the runs; "
+    "cost / result: the estimated billed time x the machine's hourly price x the share of the machine the pod "
+    "requests. Idle time after a run, before the autoscaler removes the node (10 minutes by default), is not "
+    "counted.",
     "Time to first accelerator: each probe run's wait from its CronJob's scheduled time to its pod running "
     "(`gpufleet_probe_scaleup_seconds`), the runs told apart by `gpufleet_probe_last_run_timestamp_seconds`; "
     "succeeded: runs whose accelerator answered (`gpufleet_probe_success`).",

@@ -59,6 +59,7 @@ from kubernetes.config import new_client_from_config
 from kubernetes.config.config_exception import ConfigException
 
 from fleet.model import pod_contract
+from fleet.model.catalogue import Taint
 from fleet.model.errors import InputError, Problem
 from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.spec import ROOT, Cluster, Fleet, GpuPool, load_fleet
@@ -94,6 +95,8 @@ PART_OF_SELECTOR = f"{PART_OF} in ({','.join(FLEET_PARTS)})"
 
 # A pod this young may simply not have been looked at by the scheduler or the autoscaler yet.
 GRACE_SECONDS = 120
+# A node this young may still be installing its driver and device plugin, so advertise no accelerator yet.
+NEW_NODE_SECONDS = 600
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 # --- upstream strings the diagnosis matches -------------------------------------------------------------------------
@@ -255,24 +258,16 @@ def pool_nodes(pool: GpuPool, nodes: Sequence[V1Node]) -> list[V1Node]:
     return [n for n in nodes if _matches(_labels(n), pool.node_selector)]
 
 
-def _tolerates(tolerations: Sequence[Any], taint: Any) -> bool:
-    """Whether a pod's tolerations tolerate a node taint (the rules of k8s.io/api core/v1 toleration.go)."""
-    for tol in tolerations:
-        if tol.effect and tol.effect != taint.effect:
-            continue
-        if not tol.key and tol.operator == "Exists":
-            return True
-        if tol.key != taint.key:
-            continue
-        if tol.operator == "Exists" or (tol.value or "") == (taint.value or ""):
-            return True
-    return False
-
-
 def _untolerated(pod: V1Pod, node: V1Node) -> list[Any]:
-    tolerations = (pod.spec.tolerations if pod.spec else None) or []
+    """The node's scheduling taints that none of the pod's tolerations tolerates."""
+    tolerations = [t.to_dict() for t in (pod.spec.tolerations if pod.spec else None) or []]
     taints = (node.spec.taints if node.spec else None) or []
-    return [t for t in taints if t.effect in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, t)]
+    return [
+        t
+        for t in taints
+        if t.effect in ("NoSchedule", "NoExecute")
+        and not Taint(key=t.key, value=t.value or "", effect=t.effect).tolerated_by(tolerations)
+    ]
 
 
 def _taint_text(taint: Any) -> str:
@@ -372,11 +367,15 @@ def _container_diagnoses(pod: V1Pod, ctx: Context) -> list[Diagnosis]:
 
 def _scale_up_diagnosis(pod: V1Pod, pool: GpuPool | None, ctx: Context) -> Diagnosis | None:
     """What the cluster-autoscaler last said about the pod, as a diagnosis (None when it said nothing)."""
-    events = [
-        e
-        for e in _events_for(ctx.snapshot.events, "Pod", pod.metadata.namespace, pod.metadata.name)
-        if e.reason in (NOT_TRIGGERED, TRIGGERED)
-    ]
+    events = _events_for(ctx.snapshot.events, "Pod", pod.metadata.namespace, pod.metadata.name)
+    return _autoscaler_said(events, pod.metadata.namespace, pod.metadata.name, pool, ctx)
+
+
+def _autoscaler_said(
+    events: Sequence[CoreV1Event], namespace: str, pod_name: str, pool: GpuPool | None, ctx: Context
+) -> Diagnosis | None:
+    """The cluster-autoscaler's last word among ``events`` (about one pod, oldest first), as a diagnosis."""
+    events = [e for e in events if e.reason in (NOT_TRIGGERED, TRIGGERED)]
     if not events:
         return None
     last = events[-1]
@@ -386,23 +385,30 @@ def _scale_up_diagnosis(pod: V1Pod, pool: GpuPool | None, ctx: Context) -> Diagn
     said = message.removeprefix("pod didn't trigger scale-up:").strip() or "no node group can take it"
     cause = f"the cluster-autoscaler will not add a node ({NOT_TRIGGERED}: {said})"
     if pool is None:
-        return Diagnosis(cause, f"{ctx.kubectl} -n {pod.metadata.namespace} describe pod {pod.metadata.name}")
+        return Diagnosis(cause, f"{ctx.kubectl} -n {namespace} describe pod {pod_name}")
     if MAX_SIZE_PATTERN.search(said):
         return Diagnosis(
             f"pool {pool.name} is at its maximum of {pool.max_nodes} node(s): {cause}",
             f"wait for the pods on it to finish, or raise max_nodes under {ctx.policy_key(pool)} in the policy file "
             f"(now {pool.max_nodes}), then {ctx.up}",
         )
-    if INSUFFICIENT_PATTERN.search(said):
+    # The reasons are summed over every node group, so only the pod's own resource blames the pool's template.
+    short = set(INSUFFICIENT_PATTERN.findall(said))
+    if pool.resource in short:
         return Diagnosis(
             f"the node template of pool {pool.name} has no {pool.resource}: {cause}", _template_fix(pool, ctx)
         )
+    if short:
+        return Diagnosis(
+            f"no node group has room for the pod's request of {', '.join(sorted(short))}: {cause}",
+            f"compare the workload's resources (workload.yaml) with the machine of pool {pool.name} "
+            f"({pool.machine_type or 'the site machine'}); {ctx.kubectl} -n {namespace} describe pod {pod_name}",
+        )
     if TAINT_PATTERN.search(said):
         return Diagnosis(
-            f"the node template of pool {pool.name} carries a taint its pods do not tolerate: {cause}",
-            f"if the cloud adds that taint, add it to spot_taints of {ctx.cluster.cloud} in "
-            "fleet/model/catalogue.yaml; "
-            f"else remove it from the node group; then {ctx.up}",
+            f"a node group carries a taint the pod does not tolerate (the message sums every group): {cause}",
+            f"{_autoscaler_logs(ctx)}; if the cloud adds that taint to pool {pool.name}, add it to spot_taints of "
+            f"{ctx.cluster.cloud} in fleet/model/catalogue.yaml, then {ctx.up}",
         )
     if SELECTOR_PATTERN.search(said):
         return Diagnosis(
@@ -614,6 +620,13 @@ def _quota_diagnosis(job: V1Job, ctx: Context) -> Diagnosis | None:
 # --- rows -----------------------------------------------------------------------------------------------------------
 
 
+def _node_age(ctx: Context, name: str) -> float:
+    """Seconds since the node ``name`` joined (its creation)."""
+    node = next(n for n in ctx.snapshot.nodes if n.metadata.name == name)
+    created = node.metadata.creation_timestamp
+    return (ctx.now - created).total_seconds() if created else float("inf")
+
+
 def pool_rows(ctx: Context) -> list[Row]:
     """One row per GPU pool: its nodes, Ready, and the accelerators they advertise."""
     rows = []
@@ -630,6 +643,12 @@ def pool_rows(ctx: Context) -> list[Row]:
             problems.append(f"node(s) {', '.join(not_ready)} not Ready")
             fixes.append(f"{ctx.kubectl} describe node {not_ready[0]} (conditions, kubelet)")
         empty = sorted(n.metadata.name for n in nodes if _node_ready(n) and _allocatable(n, pool.resource) == 0)
+        # A node that just joined advertises its cards only once its driver and device plugin are up (GKE installs
+        # the driver after the node is Ready): a wait, not yet a problem.
+        young = [n for n in empty if _node_age(ctx, n) < NEW_NODE_SECONDS]
+        if young:
+            state += f"; {', '.join(young)} joined less than {NEW_NODE_SECONDS // 60} min ago"
+            empty = [n for n in empty if n not in young]
         if empty:
             problems.append(f"node(s) {', '.join(empty)} advertise 0 {pool.resource}")
             fixes.append(_no_accelerator_fix(pool, ctx, empty[0]))
@@ -793,6 +812,35 @@ def _condition(job: V1Job, kind: str) -> Any:
     return None
 
 
+def _gone_pod_diagnosis(job: V1Job, ctx: Context) -> Diagnosis | None:
+    """For a failed Job whose pods are gone: what the cluster-autoscaler said about them (events outlive their pod,
+    an hour by default), or None."""
+    namespace, prefix = job.metadata.namespace, f"{job.metadata.name}-"
+    about = sorted(
+        (
+            e
+            for e in ctx.snapshot.events
+            if e.involved_object
+            and e.involved_object.kind == "Pod"
+            and (e.involved_object.name or "").startswith(prefix)
+            and (e.involved_object.namespace or namespace) == namespace
+        ),
+        key=_event_time,
+    )
+    if not about:
+        return None
+    pod_name = about[-1].involved_object.name
+    said = _autoscaler_said(about, namespace, pod_name, ctx.pool_of(_labels(job)), ctx)
+    if said is None:
+        return None
+    if said.waiting:  # a node was on its way when the deadline passed
+        return Diagnosis(
+            f"its pod {pod_name} never ran: {said.cause} when the Job's deadline passed",
+            f"the pool scales up slower than the Job's activeDeadlineSeconds allows; {_autoscaler_logs(ctx)}",
+        )
+    return Diagnosis(f"its pod {pod_name} never ran: {said.cause}", said.fix)
+
+
 def job_state(job: V1Job, ctx: Context) -> tuple[str, str, str]:
     """The state of one Job as (state, problem, fix): Complete, Running, Failed with why, or Pending with the
     diagnosis of its pod."""
@@ -814,6 +862,10 @@ def job_state(job: V1Job, ctx: Context) -> tuple[str, str, str]:
                     f"Job {name} failed ({reason}) while its pod was Pending: {'; '.join(d.cause for d in causes)}",
                     "; ".join(d.fix for d in causes if d.fix),
                 )
+        if last is None:  # the Job controller deleted the pod at the deadline: what was said about it remains
+            gone = _gone_pod_diagnosis(job, ctx)
+            if gone is not None:
+                return f"Failed ({failed.reason})", f"Job {name} failed ({reason}): {gone.cause}", gone.fix
         exited = ""
         for cs in (last.status.container_statuses if last and last.status else None) or []:
             ended = cs.state.terminated if cs.state else None
@@ -883,7 +935,7 @@ def benchmark_rows(ctx: Context) -> list[Row]:
     rows = []
     snap = ctx.snapshot
     probes = ctx.fleet.probes(ctx.cluster)
-    for bench in ctx.fleet.benchmarks(ctx.cluster) + probes:
+    for bench in ctx.fleet.workload_jobs(ctx.cluster):
         workload, card = bench.workload.name, bench.pool.card
         namespace = (
             pod_contract.ROOT_BENCHMARK_NAMESPACE

@@ -318,7 +318,7 @@ def healthy(fleet: Fleet, cluster: Cluster) -> World:
                 ),
             )
         )
-    for bench in fleet.benchmarks(cluster) + fleet.probes(cluster):
+    for bench in fleet.workload_jobs(cluster):
         namespace = namespace_of(fleet, bench.workload.name)
         labels = fleet_labels(cluster, bench.pool, bench.workload.name, pod_contract.BENCHMARK_PART_OF)
         base = f"{bench.workload.name}-{bench.pool.card}"
@@ -1180,7 +1180,7 @@ def test_the_names_the_doctor_looks_for_are_those_the_stack_creates(fleet):
     # every benchmark's Job or CronJob carries the labels the doctor matches
     objects = by_kind.get("Job", []) + by_kind.get("CronJob", [])
     assert fleet.probes(cluster)  # the fixture's leaf probes its pools
-    for bench in fleet.benchmarks(cluster) + fleet.probes(cluster):
+    for bench in fleet.workload_jobs(cluster):
         wanted = {
             doctor.PART_OF: pod_contract.BENCHMARK_PART_OF,
             "workload": bench.workload.name,
@@ -1200,3 +1200,69 @@ def test_the_table_marks_ok_fail_and_skip():
     assert "problem: it is broken" in text and "fix: mend it" in text and re.search(r"^c\s+skip\s+", text, re.M)
     assert text.endswith("3 check(s): 1 ok, 1 problem(s), 1 skipped")
     assert doctor.exit_status(rows) == 1 and doctor.exit_status([rows[0], rows[2]]) == 0
+
+
+def test_not_trigger_scale_up_for_memory_does_not_blame_the_pools_template(fleet, run_doctor):
+    """The autoscaler sums its reasons over every node group: only the pod's own accelerator blames the template."""
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[-1]
+    pod = make_pending(
+        world, fleet, cluster, pool, conditions=unschedulable("0/2 nodes are available: 2 Insufficient memory.")
+    )
+    world.events.append(
+        event(pod, doctor.NOT_TRIGGERED, "pod didn't trigger scale-up: 3 Insufficient memory", "cluster-autoscaler")
+    )
+    row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
+    assert "FAIL" in row and "no node group has room for the pod's request of memory" in row
+    assert "node template" not in row and "workload.yaml" in row
+
+
+def test_a_probe_whose_pod_never_got_a_node_says_why_after_its_deadline(fleet, run_doctor):
+    """At the deadline the Job controller deletes the Pending pod; the autoscaler's events about it remain."""
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[-1]
+    run = next(
+        j for j in world.jobs if j.metadata.labels["workload"] == "probe" and j.metadata.labels["gpu"] == pool.card
+    )
+    run.status = k8s.V1JobStatus(
+        failed=1,
+        start_time=ago(4000),
+        conditions=[
+            k8s.V1JobCondition(
+                type="Failed",
+                status="True",
+                reason="DeadlineExceeded",
+                message="Job was active longer than specified deadline",
+            )
+        ],
+    )
+    gone = job_pod(run, phase="Pending")
+    world.pods = [p for p in world.pods if p.metadata.labels.get("job-name") != run.metadata.name]
+    world.events.append(
+        event(
+            gone,
+            doctor.NOT_TRIGGERED,
+            f"pod didn't trigger scale-up: 1 Insufficient {pool.resource}, 2 node(s) didn't match Pod's node "
+            "affinity/selector",
+            "cluster-autoscaler",
+        )
+    )
+    result = run_doctor(world, cluster.name)
+    assert result.status == 1
+    row = row_of(result.out, f"probe of pool {pool.name}")
+    assert "FAIL" in row and "DeadlineExceeded" in row and f"its pod {gone.metadata.name} never ran" in row
+    assert f"node template of pool {pool.name} has no {pool.resource}" in row and "logs job/" not in row
+
+
+def test_a_node_that_just_joined_without_its_cards_is_a_wait(fleet, run_doctor):
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[0]
+    name = world.nodes[1].metadata.name
+    world.nodes[1] = gpu_node(pool, name, allocatable=0)
+    world.nodes[1].metadata.creation_timestamp = ago(120)
+    result = run_doctor(world, cluster.name)
+    row = row_of(result.out, f"pool {pool.name} ")
+    assert result.status == 0 and "ok" in row and f"{name} joined less than 10 min ago" in row

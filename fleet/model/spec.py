@@ -17,7 +17,7 @@ from fleet.model.catalogue import CLOUDS, Accelerator, Catalogue, CloudFacts, Of
 from fleet.model.errors import InputError, Problem
 from fleet.model.prometheus import duration_seconds
 from fleet.model.schedules import longest_gap_seconds
-from fleet.model.spec_schema import FleetFile, Monitoring, PoolSettings, ProbeDefaults
+from fleet.model.spec_schema import FleetFile, Monitoring, PoolSettings, ProbeDefaults, RunnerSettings
 from fleet.model.validation import validate_document
 from fleet.model.workloads import WORKLOADS_DIR, Workload, load_probe_workload, load_workloads
 from fleet.model.yaml_source import YamlDocument, read_yaml
@@ -143,6 +143,25 @@ class Cluster:
 
 
 @dataclass(frozen=True)
+class Runner:
+    """A GitLab CI runner of one card's pool: each CI job it runs requests ``accelerators`` of the pool's cards."""
+
+    pool: GpuPool
+    gitlab_url: str
+    tags: tuple[str, ...]
+    concurrency: int
+    accelerators: int
+    cpu_limit: str
+    memory_limit: str
+    run_untagged: bool
+
+    @property
+    def name(self) -> str:
+        """The runner's name in the cluster: ``gitlab-runner-<card>``."""
+        return f"gitlab-runner-{self.pool.card}"
+
+
+@dataclass(frozen=True)
 class Benchmark:
     """One (workload, card) pair that runs on a cluster."""
 
@@ -165,6 +184,8 @@ class Fleet:
     warnings: tuple[str, ...] = ()
     # The pool probe (fleet/model/probe), run on every probed pool; None only in fleets built by hand.
     probe_workload: Workload | None = field(default=None, repr=False)
+    # The GitLab CI runners of each cluster (policy file: runners)
+    runners: dict[str, tuple[Runner, ...]] = field(default_factory=dict)
 
     @property
     def central(self) -> Cluster:
@@ -199,6 +220,10 @@ class Fleet:
         if self.probe_workload is None:
             return []
         return [Benchmark(self.probe_workload, p, p.probe.schedule) for p in cluster.pools if p.probe is not None]
+
+    def runners_of(self, cluster: Cluster) -> tuple[Runner, ...]:
+        """The GitLab CI runners of ``cluster`` (policy file: runners.clusters)."""
+        return self.runners.get(cluster.name, ())
 
     def workload_jobs(self, cluster: Cluster) -> list[Benchmark]:
         """Every Job or CronJob of workloads on ``cluster``: the policy's benchmarks, then the pool probes."""
@@ -259,6 +284,32 @@ class _Checker:
                 (*path, "central"),
                 f"a second central cluster: only one may hold the central Prometheus (first: {first})",
             )
+
+    def check_runners(self) -> None:
+        """Runners only on clusters of the policy, for cards they offer, asking for no more cards than a node has."""
+        clusters = {name: (cloud, c) for cloud, cs in self.spec.clusters.items() for name, c in cs.items()}
+        raw = (self.doc.data.get("runners") or {}).get("clusters") or {}
+        for name, cards in self.spec.runners.clusters.items():
+            where = ("runners", "clusters", name)
+            if name not in clusters:
+                self.report(where, f"no cluster named {name!r} (clusters: {', '.join(clusters)})")
+                continue
+            cloud, cluster = clusters[name]
+            for card, settings in cards.items():
+                at = (*where, raw[name].index(card)) if isinstance(raw.get(name), list) else (*where, card)
+                if card not in cluster.gpus:
+                    self.report(
+                        at,
+                        f"cluster {name} offers no {card} (its cards: {', '.join(cluster.gpus) or 'none'}); add the "
+                        f"card under clusters.{cloud}.{name}.gpus or remove the runner",
+                    )
+                    continue
+                offer = self.catalogue.offer(card, cloud) if cloud != "existing" else None
+                if offer is not None and settings.accelerators > offer.count:
+                    self.report(
+                        (*at, "accelerators") if not isinstance(raw.get(name), list) else at,
+                        f"a CI job asks for {settings.accelerators} {card}, but {offer.machine_type} has {offer.count}",
+                    )
 
     def check_monitoring(self) -> None:
         """A pod's last samples must reach the central before the pod ends: the central federates each leaf every
@@ -440,7 +491,23 @@ def _resolve(
         if p.enabled
     }
     schedules = {name: p.schedule for name, p in spec.workloads.items()}
-    return Fleet(file, clusters, placements, schedules, spec.monitoring, workloads, probe_workload=probe)
+    runners = {
+        name: tuple(_runner(clusters[name].pool(card), spec.runners.gitlab_url, r) for card, r in cards.items())
+        for name, cards in spec.runners.clusters.items()
+    }
+    return Fleet(
+        file, clusters, placements, schedules, spec.monitoring, workloads, probe_workload=probe, runners=runners
+    )
+
+
+def _runner(pool: GpuPool, gitlab_url: str, settings: RunnerSettings) -> Runner:
+    """A card's runner with its defaults: tags ``gpu-fleet``, the card, and its kind (``gpu``, ``tpu``, ...)."""
+    kind = "gpu" if pool.resource.endswith("/gpu") else pool.resource.rsplit("/", 1)[-1]
+    tags = tuple(settings.tags) or ("gpu-fleet", pool.card, kind)
+    return Runner(
+        pool, gitlab_url, tags, settings.concurrency, settings.accelerators, settings.cpu_limit,
+        settings.memory_limit, settings.run_untagged,
+    )  # fmt: skip
 
 
 def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_DIR) -> Fleet:
@@ -476,6 +543,7 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
         checker = _Checker(doc, spec, catalogue, workloads or {})
         checker.check_clusters()
         checker.check_monitoring()
+        checker.check_runners()
         if workloads is not None:
             checker.check_workloads()
         problems.extend(checker.problems)

@@ -6,11 +6,13 @@ are checked in ``fleet.model.spec`` where the catalogue and the workload folders
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pydantic
 
 from fleet.model.catalogue import Cloud
+from fleet.model.quantity import parse_quantity
 from fleet.model.schedules import check_cron
 from fleet.model.validation import StrictModel
 
@@ -180,6 +182,63 @@ class Placement(StrictModel):
         return None if value is None else check_cron(value)
 
 
+# A label value (a GitLab runner tag): letters, digits and - _ . as GitLab accepts, short.
+RUNNER_TAG = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+
+
+class RunnerSettings(StrictModel):
+    """One card's GitLab CI runner on a cluster: what CI jobs it picks up and what each job gets."""
+
+    tags: list[str] = pydantic.Field(
+        default_factory=list, description="Job tags it runs (default: gpu-fleet, the card, and gpu or tpu)."
+    )
+    concurrency: int = pydantic.Field(default=2, ge=1, le=100, description="CI jobs at once, each on its own card(s).")
+    accelerators: int = pydantic.Field(default=1, ge=1, le=8, description="Cards each CI job requests.")
+    cpu_limit: str = pydantic.Field(default="4", description="CPU limit of a CI job's build container.")
+    memory_limit: str = pydantic.Field(default="16Gi", description="Memory limit of a CI job's build container.")
+    run_untagged: bool = pydantic.Field(default=False, description="Also run jobs without tags.")
+
+    @pydantic.field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str]) -> list[str]:
+        bad = [t for t in value if not re.match(RUNNER_TAG, t)]
+        if bad:
+            raise ValueError(f"{bad} are not runner tags (letters, digits, - _ . ; at most 63 characters)")
+        if len(set(value)) != len(value):
+            raise ValueError("a tag is listed twice")
+        return value
+
+    @pydantic.field_validator("cpu_limit", "memory_limit", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any) -> str:
+        text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+        parse_quantity(text)
+        return text
+
+
+class Runners(StrictModel):
+    """GitLab CI runners on the fleet's pools: the GitLab they serve and, per cluster, the cards that get one."""
+
+    gitlab_url: str = pydantic.Field(
+        default="https://gitlab.com",
+        pattern=r"^https://[^\s/]+(/[^\s]*)?$",
+        description="The GitLab the runners serve.",
+    )
+    clusters: dict[str, dict[str, RunnerSettings]] = pydantic.Field(
+        default_factory=dict, description="Cluster -> card -> runner settings (or a list of cards)."
+    )
+
+    @pydantic.field_validator("clusters", mode="before")
+    @classmethod
+    def _list_form(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                name: ({card: {} for card in cards} if isinstance(cards, list) else cards or {})
+                for name, cards in value.items()
+            }
+        return value
+
+
 class Monitoring(StrictModel):
     """Prometheus settings shared by every cluster."""
 
@@ -197,6 +256,7 @@ class FleetFile(StrictModel):
     monitoring: Monitoring = Monitoring()
     clusters: dict[Cloud, dict[str, ClusterSettings]]
     workloads: dict[str, Placement] = pydantic.Field(default_factory=dict)
+    runners: Runners = Runners()
 
     @pydantic.field_validator("clusters", mode="before")
     @classmethod
@@ -221,6 +281,10 @@ def json_schema() -> dict[str, Any]:
     defs["PoolSettings"]["properties"]["probe"] = {
         "anyOf": [{"type": "boolean"}, {"$ref": "#/$defs/ProbeSettings"}],
         "description": probe.get("description", ""),
+    }
+    runner_clusters = defs["Runners"]["properties"]["clusters"]
+    runner_clusters["additionalProperties"] = {
+        "anyOf": [cards, {"type": "object", "additionalProperties": {"$ref": "#/$defs/RunnerSettings"}}]
     }
     schema["properties"]["workloads"]["additionalProperties"] = {
         "anyOf": [{"const": "all"}, cards, {"$ref": "#/$defs/Placement"}]

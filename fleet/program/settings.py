@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 NAMESPACE = "gpu-fleet"
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD_SECRETS = "workloadSecrets"
+RUNNER_TOKENS = "runnerTokens"
 # Set by the offline plan (fleet/tools/plan.py): the stack file it read, so problems point into it.
 STACK_FILE_KEY = "stackFile"
 # Set by the offline plan: bad input goes up as an ``InputError`` instead of a Pulumi run error.
@@ -161,6 +162,8 @@ class StackSettings:
     storage_class: str | None = None
     # workload -> {environment variable: credential}; read from secret config only, never printed
     workload_secrets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    # card -> the GitLab runner authentication token (glrt-...) of that card's runner; secret config only
+    runner_tokens: dict[str, str] = field(default_factory=dict, repr=False)
     # Who may reach the cluster's API endpoint (empty: any address, with a warning), and whether it has a
     # private endpoint only.
     api_allowed_cidrs: list[str] = field(default_factory=list)
@@ -202,16 +205,22 @@ class StackSettings:
         if storage_class is not None and not storage_class.strip():
             problems.append(config_problem(f"{NAMESPACE}:storageClass", "must name a StorageClass"))
         secrets: dict[str, dict[str, str]] = {}
-        secrets_key = f"{NAMESPACE}:{WORKLOAD_SECRETS}"
-        try:
-            secrets = _workload_secrets(config_value(cfg, WORKLOAD_SECRETS))
-        except ValueError as exc:
-            problems.append(config_problem(secrets_key, str(exc)))
-        else:
+        tokens: dict[str, str] = {}
+        for name, read in ((WORKLOAD_SECRETS, _workload_secrets), (RUNNER_TOKENS, _runner_tokens)):
+            secrets_key = f"{NAMESPACE}:{name}"
+            try:
+                value = read(config_value(cfg, name))
+            except ValueError as exc:
+                problems.append(config_problem(secrets_key, str(exc)))
+                continue
             problems += [
                 config_problem(secrets_key, plain_secret_message(secrets_key, leaf), *leaf)
                 for leaf in plain_in_stack_file(secrets_key)
             ]
+            if name == WORKLOAD_SECRETS:
+                secrets = value
+            else:
+                tokens = value
         if problems:
             raise InputError(problems)
         return StackSettings(
@@ -222,6 +231,7 @@ class StackSettings:
             federation_source_ranges=ranges,
             storage_class=storage_class,
             workload_secrets=secrets,
+            runner_tokens=tokens,
             api_allowed_cidrs=api_cidrs,
             private_api_endpoint=str(private).lower() == "true",
             preview_principal=(cfg.get("previewPrincipal") or "").strip() or None,
@@ -234,16 +244,32 @@ class StackSettings:
         )
 
 
-def _workload_secrets(value: Any) -> dict[str, dict[str, str]]:
-    """``gpu-fleet:workloadSecrets``, checked: a secret mapping of workload -> {variable: value}."""
-    key = f"{NAMESPACE}:{WORKLOAD_SECRETS}"
-    if value is None:
-        return {}
+def _require_secret(name: str, each: str) -> str:
+    """The key of ``gpu-fleet:<name>``; ``ValueError`` with the command to set it when it is not secret config."""
+    key = f"{NAMESPACE}:{name}"
     if not is_config_secret(key):
         raise ValueError(
             f"holds credentials in plain text in the stack file: remove it and set each value with "
-            f"pulumi config set --secret --path '{key}.<workload>.<VARIABLE>' <value>"
+            f"pulumi config set --secret --path '{key}.{each}' <value>"
         )
+    return key
+
+
+def _runner_tokens(value: Any) -> dict[str, str]:
+    """``gpu-fleet:runnerTokens``, checked: a secret mapping of card -> runner authentication token."""
+    if value is None:
+        return {}
+    _require_secret(RUNNER_TOKENS, "<card>")
+    if not isinstance(value, dict) or not all(isinstance(v, str) and v.strip() for v in value.values()):
+        raise ValueError("must map each card to its runner's authentication token (a string)")
+    return {str(card): token.strip() for card, token in value.items()}
+
+
+def _workload_secrets(value: Any) -> dict[str, dict[str, str]]:
+    """``gpu-fleet:workloadSecrets``, checked: a secret mapping of workload -> {variable: value}."""
+    if value is None:
+        return {}
+    _require_secret(WORKLOAD_SECRETS, "<workload>.<VARIABLE>")
     if not isinstance(value, dict) or not all(
         isinstance(vars_, dict) and all(isinstance(v, str) for v in vars_.values()) for vars_ in value.values()
     ):

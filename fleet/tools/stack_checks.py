@@ -19,6 +19,7 @@ from fleet.model.yaml_source import YamlDocument, read_yaml
 from fleet.program.settings import (
     API_RANGES,
     NAMESPACE,
+    RUNNER_TOKENS,
     WORKLOAD_SECRETS,
     check_source_ranges,
     decode_config_text,
@@ -69,6 +70,9 @@ SETTINGS: dict[str, Setting] = {
     "protect": Setting("bool", meaning="protect the cluster against deletion", default=True),
     "storageClass": Setting("string", meaning="StorageClass of the central Prometheus volume"),
     WORKLOAD_SECRETS: Setting("secret-map", meaning="workload credentials, set with --secret --path"),
+    RUNNER_TOKENS: Setting(
+        "secret-map", meaning="GitLab runner authentication tokens by card, set with --secret --path"
+    ),
     "policyFile": Setting("string", meaning="another policy file than policy/fleet.yaml"),
     "workloadsDir": Setting("string", meaning="another workloads folder than workloads/"),
     "magnum": Setting("magnum", frozenset({"openstack"}), "Magnum site settings"),
@@ -103,8 +107,9 @@ PROJECT_CONFIG_MARKER = "# Every gpu-fleet:* stack setting Pulumi's project sche
 PROJECT_CONFIG_HEADER = (
     PROJECT_CONFIG_MARKER + " (type, default, description; secrets\n"
     "# marked), so `pulumi config` knows them. Generated from fleet/tools/stack_checks.py SETTINGS: `python -m fleet\n"
-    "# schema` rewrites it and the tests fail when it is stale. gpu-fleet:magnum and gpu-fleet:workloadSecrets are\n"
-    "# mappings, which the schema cannot type (pulumi/pulumi sdk/go/common/workspace/project.json).\n"
+    "# schema` rewrites it and the tests fail when it is stale. gpu-fleet:magnum, gpu-fleet:workloadSecrets and\n"
+    "# gpu-fleet:runnerTokens are mappings, which the schema cannot type\n"
+    "# (pulumi/pulumi sdk/go/common/workspace/project.json).\n"
 )
 
 

@@ -45,7 +45,7 @@ def test_pulumi_yaml_declares_every_setting_it_can_type():
     declared = PROJECT["config"]
     assert declared == project_config()
     mappings = {name for name, s in SETTINGS.items() if s.declaration() is None}
-    assert mappings == {"magnum", "workloadSecrets"}  # the schema has no object type
+    assert mappings == {"magnum", "workloadSecrets", "runnerTokens"}  # the schema has no object type
     assert set(declared) == {f"{NAMESPACE}:{name}" for name in SETTINGS} - {f"{NAMESPACE}:{m}" for m in mappings}
     for key, declaration in declared.items():
         assert key.startswith(f"{PROJECT['name']}:"), key  # only project keys may declare a type

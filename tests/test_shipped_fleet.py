@@ -69,7 +69,7 @@ def test_job_pods_select_the_pool_request_the_card_and_tolerate_taints(fleet, pl
             limits = pod["containers"][0]["resources"]["limits"]
             assert int(limits[pool.resource]) >= 1 and "cpu" in limits and "memory" in limits
             tolerations = {(t["key"], t["value"], t["effect"]) for t in pod["tolerations"]}
-            assert ("nvidia.com/gpu", "present", "NoSchedule") in tolerations
+            assert (pool.resource, "present", "NoSchedule") in tolerations  # the card's taint
             if cluster.cloud == "azure":
                 assert ("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule") in tolerations
             for key in METRIC_LABELS:
@@ -165,7 +165,7 @@ def test_every_gpu_pool_keeps_the_fleet_invariants(fleet, plans):
                 assert view.min_nodes >= 1  # Magnum cannot scale a GPU group up from zero
                 continue
             assert view.labels["gpu"] == pool.card
-            assert "nvidia.com/gpu=present:NoSchedule" in view.taints
+            assert f"{pool.resource}=present:NoSchedule" in view.taints
             assert view.spot == pool.spot
             assert view.min_nodes == 0
 

@@ -69,7 +69,7 @@ class ChartImage:
     name: str
     chart: str
     values: str  # dotted path of the chart's image block
-    layout: str  # "split" (registry + repository) or "joined" (repository holds the registry)
+    layout: str  # "split" (registry + repository), "joined" (repository holds the registry), "split-image"
     digest_as: str  # "sha" (hex), "sha-full" / "digest" (sha256:<hex>), "tag" (<tag>@sha256:<hex>)
     image: str
     upstream: str
@@ -81,6 +81,9 @@ class ChartImage:
         if self.layout == "split":
             registry_host, repository = name.split("/", 1)
             block = {"registry": registry_host, "repository": repository, "tag": tag}
+        elif self.layout == "split-image":
+            registry_host, repository = name.split("/", 1)
+            block = {"registry": registry_host, "image": repository, "tag": tag}
         else:
             block = {"repository": name, "tag": tag}
         if self.digest:

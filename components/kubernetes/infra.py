@@ -28,6 +28,7 @@ from components.kubernetes.network_policy import (
     ports,
 )
 from components.kubernetes.pod_security import EXCEPTION_ANNOTATION, namespace_labels
+from components.kubernetes.runners import RUNNER_METRICS_PORT, RUNNER_PART_OF
 from fleet.model import pod_contract, prometheus
 from fleet.model.spec import Cluster, Fleet
 from fleet.program.settings import StackSettings
@@ -40,6 +41,10 @@ ROOT_BENCHMARK_NS = pod_contract.ROOT_BENCHMARK_NAMESPACE
 # The node agents: the node exporter (host network, PID namespace and file system) and dcgm-exporter (host
 # paths and SYS_ADMIN for profiling metrics) need the `privileged` level, so they live apart from the rest.
 NODE_AGENTS_NS = "node-agents"
+# GitLab CI runners (components/kubernetes/runners.py), where the policy gives a cluster runners: their managers, and
+# the CI jobs they start.
+CI_RUNNERS_NS = "ci-runners"
+CI_BUILDS_NS = "ci-builds"
 # Pod Security level of each fleet namespace, and why a namespace enforces less than `restricted`. The monitoring
 # pods meet `restricted` with the charts' defaults: the operator gives Prometheus, Alertmanager and the config
 # reloader no privilege escalation, no capabilities and a read-only root (prometheus-operator v0.86.2,
@@ -52,6 +57,12 @@ POD_SECURITY = {
     MONITORING_NS: ("restricted", ""),
     BENCHMARK_NS: ("restricted", ""),
     ROOT_BENCHMARK_NS: ("baseline", "benchmark images that run only as root (workload.yaml needs_root)"),
+    CI_RUNNERS_NS: ("restricted", ""),
+    CI_BUILDS_NS: (
+        "baseline",
+        "CI jobs run their users' images, many of which run as root; baseline still refuses privileged containers, "
+        "host namespaces, host paths and added capabilities",
+    ),
     NODE_AGENTS_NS: (
         "privileged",
         "node-exporter reads the host's network, PID namespace and file system; dcgm-exporter mounts the kubelet's "
@@ -100,6 +111,15 @@ def gpu_node_affinity(cluster: Cluster) -> dict[str, Any]:
         if pool.accelerator.is_nvidia
     ]
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def federated_selectors(fleet: Fleet) -> list[str]:
+    """What the central pulls from every leaf (and each leaf's gateway lets through): the metrics of every workload
+    that runs in the fleet's pods, the GPU aggregates and, when the fleet has CI runners, theirs."""
+    runners = any(fleet.runners.values())
+    return prometheus.match_selectors(
+        prometheus.workload_metrics(fleet.deployed_workloads), extra=prometheus.RUNNER_SERIES if runners else ()
+    )
 
 
 def probe_expectations(fleet: Fleet) -> list[prometheus.ProbeExpectation]:
@@ -332,6 +352,16 @@ def namespace_network_policies(
         None,
         opts,
     )
+    if CI_RUNNERS_NS in namespaces:  # the runner managers' metrics (components/kubernetes/runners.py)
+        allow_ingress(
+            f"{cluster}-{CI_RUNNERS_NS}-allow-prometheus",
+            "allow-prometheus",
+            namespaces[CI_RUNNERS_NS],
+            {"app.kubernetes.io/part-of": RUNNER_PART_OF},
+            scraper,
+            ports(RUNNER_METRICS_PORT),
+            opts,
+        )
     for ns in (BENCHMARK_NS, ROOT_BENCHMARK_NS):
         if ns not in namespaces:
             continue
@@ -373,7 +403,15 @@ class InfraStack(pulumi.ComponentResource):
         wanted = [MONITORING_NS, NODE_AGENTS_NS, BENCHMARK_NS]
         if any(b.workload.spec.needs_root for b in fleet.benchmarks(cluster)):
             wanted.append(ROOT_BENCHMARK_NS)
+        if fleet.runners_of(cluster):
+            wanted += [CI_RUNNERS_NS, CI_BUILDS_NS]
         namespaces = {ns: fleet_namespace(name, ns, child) for ns in wanted}
+        # where the GitLab runners and their CI jobs go (None: the cluster has no runner)
+        self.ci_namespaces: tuple[pulumi.Output[str], pulumi.Output[str]] | None = (
+            (namespaces[CI_RUNNERS_NS].metadata["name"], namespaces[CI_BUILDS_NS].metadata["name"])
+            if CI_RUNNERS_NS in namespaces
+            else None
+        )
         self.benchmark_namespace = namespaces[BENCHMARK_NS].metadata["name"]
         self.root_benchmark_namespace = (
             namespaces[ROOT_BENCHMARK_NS].metadata["name"] if ROOT_BENCHMARK_NS in namespaces else None
@@ -471,7 +509,7 @@ class InfraStack(pulumi.ComponentResource):
                 monitoring_ns,
                 PROMETHEUS_URL,
                 settings.federation_source_ranges,
-                prometheus.match_selectors(prometheus.workload_metrics(fleet.deployed_workloads)),
+                federated_selectors(fleet),
                 opts=child,
                 node_selector=cluster.system_selector,
             )
@@ -529,7 +567,7 @@ class InfraStack(pulumi.ComponentResource):
         child: pulumi.ResourceOptions,
     ) -> tuple[list[pulumi.Output[dict[str, Any]]], list[str]]:
         """One Secret and one federation scrape job per other cluster, learned through its stack's outputs."""
-        selectors = prometheus.match_selectors(prometheus.workload_metrics(fleet.deployed_workloads))
+        selectors = federated_selectors(fleet)
         jobs = []
         secrets = []
         for leaf in fleet.clusters.values():

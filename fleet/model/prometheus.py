@@ -84,6 +84,15 @@ PROBE_SCALE_UP_RULE = "gpufleet:probe_scaleup_alert_seconds"
 GPU_RECORDING_RULES: tuple[str, ...] = tuple(
     rule["record"] for group in rule_file(LEAF_RULES_FILE)["groups"] for rule in group["rules"]
 )
+#: What the central federates of the GitLab runners' own metrics (gitlab-runner commands/builds_helper.go and
+#: helpers/prometheus/failures_collector.go): jobs started, jobs failed by reason, and the job duration histogram's
+#: sum and count (its buckets stay on the leaf).
+RUNNER_SERIES: tuple[str, ...] = (
+    "gitlab_runner_jobs_total",
+    "gitlab_runner_failed_jobs_total",
+    "gitlab_runner_job_duration_seconds_sum",
+    "gitlab_runner_job_duration_seconds_count",
+)
 #: Central recording rule: per (cluster, workload, gpu), the timestamp of the newest benchmark sample.
 BENCHMARK_LAST_SAMPLE_RULE = "gpufleet:benchmark_last_sample_timestamp_seconds:max"
 
@@ -130,7 +139,7 @@ def series_names(metric: MetricSpec) -> list[str]:
     return [metric.name]
 
 
-def match_selectors(metrics: Iterable[MetricSpec], gpu_aggregates: bool = True) -> list[str]:
+def match_selectors(metrics: Iterable[MetricSpec], gpu_aggregates: bool = True, extra: Iterable[str] = ()) -> list[str]:
     """The ``match[]`` selectors of a federation job: one bare metric name per selected series name.
 
     Covers each declared benchmark metric (histograms as ``_bucket``, ``_sum`` and ``_count``) and, unless
@@ -145,6 +154,10 @@ def match_selectors(metrics: Iterable[MetricSpec], gpu_aggregates: bool = True) 
             names.add(name)
     if gpu_aggregates:
         names.update(GPU_RECORDING_RULES)
+    for name in extra:  # series named as such (the runners' metrics)
+        if not METRIC_NAME.match(name):
+            raise ValueError(f"{name!r} is not a valid Prometheus metric name")
+        names.add(name)
     return sorted(names)
 
 

@@ -11,6 +11,7 @@ from components.clusters.cluster import GpuCluster
 from components.kubernetes.benchmark import BenchmarkJobs
 from components.kubernetes.infra import InfraStack
 from components.kubernetes.preview_access import preview_access
+from components.kubernetes.runners import GitLabRunners
 from fleet.model.errors import InputError
 from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached
 from fleet.model.workloads import WORKLOADS_DIR
@@ -43,6 +44,16 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         credentials=settings.workload_secrets,
         root_namespace=infra.root_benchmark_namespace,
     )
+    runners = fleet.runners_of(cluster)
+    if runners and infra.ci_namespaces is not None:
+        GitLabRunners(
+            cluster,
+            runners,
+            infra.ci_namespaces,
+            settings.runner_tokens,
+            opts=pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus]),
+        )
+        pulumi.export("ci_runners", {r.pool.card: {"tags": list(r.tags), "gitlab": r.gitlab_url} for r in runners})
     pulumi.export("cluster", cluster.name)
     pulumi.export("cloud", cluster.cloud)
     pulumi.export("location", cluster.location)

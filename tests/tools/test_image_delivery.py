@@ -285,6 +285,7 @@ def test_chart_images_come_from_the_fleets_registry_with_the_upstream_tag():
         ("split", "sha-full", {"registry": "reg.io", "repository": "team/app", "tag": "v1", "sha": DIGEST}),
         ("split", "digest", {"registry": "reg.io", "repository": "team/app", "tag": "v1", "digest": DIGEST}),
         ("joined", "tag", {"repository": "reg.io/team/app", "tag": f"v1@{DIGEST}"}),
+        ("split-image", "tag", {"registry": "reg.io", "image": "team/app", "tag": f"v1@{DIGEST}"}),  # gitlab-runner
     ],
 )
 def test_chart_image_blocks_give_the_digest_as_each_chart_takes_it(layout, digest_as, expected):

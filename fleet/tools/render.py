@@ -7,7 +7,9 @@
 * ``prometheus/prometheus.yml`` and ``prometheus/rules/<name>.yml``: what the program hands the cluster's
   Prometheus through kube-prometheus-stack: external labels, intervals, the additional scrape jobs (the
   central's federation jobs) and the rule files (the operator adds its own jobs for the monitors);
-* ``gateway/nginx.conf``: the mTLS federation gateway of a leaf cluster.
+* ``gateway/nginx.conf``: the mTLS federation gateway of a leaf cluster;
+* ``gitlab-runner/<release>.config.toml``: each GitLab runner's ``[[runners]]`` configuration (the chart adds the
+  global section: concurrency, the metrics listener).
 
 Secrets never reach the disk: every secret value is written as ``[secret]`` (certificate *paths* are plain).
 
@@ -32,6 +34,7 @@ from fleet.tools.mock_engine import Registration
 from fleet.tools.plan import StackPlan
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+RUNNER_CHART = "gitlab-runner"  # components/kubernetes/runners.py
 KUBERNETES = "kubernetes:"
 PROMETHEUS_RELEASE = "kps"  # components.infra.RELEASE: the kube-prometheus-stack release of every cluster
 GATEWAY_CONF_KEY = "nginx.conf"
@@ -93,6 +96,8 @@ def rendered_files(plan: StackPlan) -> dict[str, str]:
             files[f"helm/{_file_part(release)}.values.yaml"] = header + to_yaml(values)
             if release == PROMETHEUS_RELEASE:
                 files.update(_prometheus_files(values))
+            if inputs.get("chart") == RUNNER_CHART:
+                files[f"gitlab-runner/{_file_part(release)}.config.toml"] = values["runners"]["config"]
         elif _is_kubernetes_object(reg):
             manifest = kubernetes_manifest(reg)
             meta = manifest.get("metadata", {})

@@ -17,10 +17,13 @@ HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def release_images(values: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
-    """The image blocks (mappings with a ``repository``) in a Helm release's values, with their dotted paths."""
+    """The image blocks (mappings with a ``repository``, or a ``registry`` and an ``image``) in a Helm release's
+    values, with their dotted paths."""
     found: list[tuple[str, dict[str, Any]]] = []
     if isinstance(values, dict):
-        if isinstance(values.get("repository"), str):
+        if isinstance(values.get("repository"), str) or (
+            isinstance(values.get("registry"), str) and isinstance(values.get("image"), str)
+        ):
             found.append((path, values))
         for key, value in values.items():
             found += release_images(value, f"{path}.{key}" if path else str(key))
@@ -43,8 +46,9 @@ def _validate_digests(args: ResourceValidationArgs, report: ReportViolation) -> 
         values = plain(args.props).get("values") or {}
         for path, block in release_images(values):
             if not _block_pinned(block):
+                name = block.get("repository") or block.get("image")
                 report(
-                    f"{subject(args)}: chart image {path} ({block.get('repository')}:{block.get('tag')}) is not pinned "
+                    f"{subject(args)}: chart image {path} ({name}:{block.get('tag')}) is not pinned "
                     "by digest: record it (python -m fleet images --push ... --record; "
                     "components/kubernetes/images.yaml)"
                 )

@@ -58,6 +58,7 @@ def test_pack_lists_every_policy_with_a_description(session):
         "namespace-default-deny-ingress",
         "benchmark-set-matches-policy",
         "cluster-protected",
+        "ci-runner-placement",
     } <= set(policies)
     assert all(len(p.description) > 30 for p in policies.values())
 

@@ -42,6 +42,24 @@ def test_every_stack_gets_its_files(rendered: Path) -> None:
         assert len(jobs) == len(fleet.workload_jobs(cluster)), name
 
 
+def test_each_runners_config_toml_parses_and_puts_jobs_on_its_cards_pool(rendered: Path) -> None:
+    """Derived from the policy: one config.toml per runner of the runners section, which a TOML parser reads, with
+    the pool's selector, its tolerations and the card requested by the CI job's build container."""
+    import tomllib
+
+    fleet = load_fleet(POLICY_FILE)
+    for name, cluster in fleet.clusters.items():
+        files = {p.name: p for p in (rendered / name).glob("gitlab-runner/*.config.toml")}
+        assert set(files) == {f"{r.name}.config.toml" for r in fleet.runners_of(cluster)}, name
+        for runner in fleet.runners_of(cluster):
+            (entry,) = tomllib.loads(files[f"{runner.name}.config.toml"].read_text(encoding="utf-8"))["runners"]
+            kube, pool = entry["kubernetes"], runner.pool
+            assert kube["node_selector"] == pool.node_selector
+            assert kube["node_tolerations"] == {f"{t.key}={t.value}": t.effect for t in pool.pod_tolerations}
+            (build,) = yaml.safe_load(kube["pod_spec"][0]["patch"])["containers"]
+            assert build["resources"]["limits"] == {pool.resource: runner.accelerators}
+
+
 def test_external_labels_are_unique_and_the_central_federates_every_leaf(rendered: Path) -> None:
     fleet = load_fleet(POLICY_FILE)
     labels = {}

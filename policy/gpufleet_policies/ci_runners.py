@@ -1,0 +1,102 @@
+"""GitLab CI runners (Helm releases of the gitlab-runner chart): the CI jobs they start run on the runner's card
+pool, tolerate its taints, request its card, and have cpu and memory limits, as benchmark pods do.
+
+The job pods are made by the runner, not by Pulumi, so the pack checks what makes them: the ``[[runners]]`` TOML in
+the release's ``runners.config`` (components/kubernetes/runners.py writes it).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import yaml
+from pulumi_policy import ReportViolation, ResourceValidationArgs
+
+from .registry import resource_policy
+from .resources import cluster_of, plain, subject
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+RUNNER_CHART = "gitlab-runner"
+ADVANCED_POD_SPEC = "FF_USE_ADVANCED_POD_SPEC_CONFIGURATION=true"
+
+
+def _requested(patches: list[dict[str, Any]], resource: str) -> int:
+    """How many of ``resource`` the ``build`` container requests (limits) through the pod_spec patches."""
+    count = 0
+    for patch in patches:
+        try:
+            body = yaml.safe_load(str(patch.get("patch") or "")) or {}
+        except yaml.YAMLError:
+            continue
+        if patch.get("patch_type", "strategic") not in ("", "strategic") or not isinstance(body, dict):
+            continue
+        for container in body.get("containers") or []:
+            if isinstance(container, dict) and container.get("name") == "build":
+                limits = (container.get("resources") or {}).get("limits") or {}
+                count = max(count, int(limits.get(resource) or 0))
+    return count
+
+
+def _runner_problems(entry: dict[str, Any], pool: Any) -> list[str]:
+    """What keeps one ``[[runners]]`` entry's job pods off the card's pool, or unbounded."""
+    kube = entry.get("kubernetes") or {}
+    problems = []
+    selector = kube.get("node_selector") or {}
+    if any(selector.get(k) != v for k, v in pool.node_selector.items()):
+        want = ", ".join(f"{k}={v}" for k, v in pool.node_selector.items())
+        problems.append(f"[runners.kubernetes.node_selector] must select the {pool.card} pool ({want})")
+    tolerations = [
+        {"key": k.split("=", 1)[0], "value": k.split("=", 1)[1] if "=" in k else "", "effect": effect}
+        for k, effect in (kube.get("node_tolerations") or {}).items()
+    ]
+    missing = [t.as_string() for t in pool.pod_tolerations if not t.tolerated_by(tolerations)]
+    if missing:
+        problems.append(f"[runners.kubernetes.node_tolerations] lacks {', '.join(missing)} of the {pool.card} pool")
+    if _requested(kube.get("pod_spec") or [], pool.resource) < 1:
+        problems.append(
+            f"the CI job's build container requests no {pool.resource} (a strategic [[runners.kubernetes.pod_spec]] "
+            "patch of its resources): jobs would share cards, or land on a node without one"
+        )
+    elif ADVANCED_POD_SPEC not in (entry.get("environment") or []):
+        problems.append(f"pod_spec patches apply only with {ADVANCED_POD_SPEC} in the runner's environment")
+    for key in ("cpu_limit", "memory_limit"):
+        if not kube.get(key):
+            problems.append(f"[runners.kubernetes] has no {key}: a CI job could starve the node")
+    if kube.get("privileged"):
+        problems.append("[runners.kubernetes] privileged is true: CI jobs must not run privileged")
+    return problems
+
+
+@resource_policy(
+    "ci-runner-placement",
+    "GitLab runners' CI jobs run on the runner's card pool: they select it, tolerate its taints, request the card "
+    "(so two jobs never share one) and have cpu and memory limits; never privileged.",
+)
+def _validate_runner(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != HELM_RELEASE:
+        return
+    props = plain(args.props)
+    if props.get("chart") != RUNNER_CHART:
+        return
+    values = props.get("values") or {}
+    card = (values.get("podLabels") or {}).get("gpu", "")
+    cluster = cluster_of(args.urn)
+    if cluster is None:
+        return  # other policies name the stack that is no cluster
+    try:
+        pool = cluster.pool(card)
+    except KeyError:
+        report(f"{subject(args)}: serves card {card!r} (podLabels.gpu), which cluster {cluster.name} does not offer")
+        return
+    text = str((values.get("runners") or {}).get("config") or "")
+    try:
+        entries = tomllib.loads(text).get("runners") or []
+    except tomllib.TOMLDecodeError as exc:
+        report(f"{subject(args)}: runners.config is not TOML ({exc})")
+        return
+    if not entries:
+        report(f"{subject(args)}: runners.config has no [[runners]] entry")
+    for entry in entries:
+        for problem in _runner_problems(entry, pool):
+            report(f"{subject(args)}: {problem}")

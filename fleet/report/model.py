@@ -9,6 +9,7 @@ from fleet.model.workloads import Workload
 from fleet.report.costs import Machine, PriceEntry, PriceTable, cost_per_result, per_result
 from fleet.report.probes import ProbeRow
 from fleet.report.queries import Window, WorkloadQueries
+from fleet.report.runners import RunnerRow
 
 Card = tuple[str, str, str]  # (cluster, cloud, gpu)
 
@@ -97,3 +98,4 @@ class Report:
     prices: PriceTable
     queries_sent: int = 0
     probes: list[ProbeRow] = field(default_factory=list)  # time to first accelerator, per probed pool
+    runners: list[RunnerRow] = field(default_factory=list)  # CI jobs per card

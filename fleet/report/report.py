@@ -49,6 +49,7 @@ from fleet.report.queries import (
     window_from,
     workload_queries,
 )
+from fleet.report.runners import RunnerRow, runner_queries, runner_rows
 
 MISSING = "—"
 
@@ -105,7 +106,8 @@ def _by_card(samples: list[dict[str, Any]]) -> dict[Card, float]:
 
 def count_queries(workloads: list[Workload], window: Window) -> int:
     """How many requests :func:`gather` sends at most (for the progress line)."""
-    return 1 + len(probe_queries(window)) + sum(len(workload_queries(w.spec, window).instant()) + 3 for w in workloads)
+    extra = len(probe_queries(window)) + len(runner_queries(window))
+    return 1 + extra + sum(len(workload_queries(w.spec, window).instant()) + 3 for w in workloads)
 
 
 def gather(
@@ -171,7 +173,14 @@ def gather(
     for section in sections:
         for row in section.rows:
             row.scale_up_seconds = waits.get((row.cluster, row.cloud, row.gpu))
-    return Report(client.display_url, window, step, time.time(), sections, prices, client.requests, probes)
+    runner_answers = {}
+    for name, promql in runner_queries(window).items():
+        progress.step(f"CI runners: {name.replace('_', ' ')}")
+        runner_answers[name] = client.query(promql, window.end)
+    return Report(
+        client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
+        runner_rows(runner_answers),
+    )  # fmt: skip
 
 
 def _why_no_data(
@@ -320,6 +329,27 @@ def probe_table_rows(rows: list[ProbeRow]) -> list[list[str]]:
     ]
 
 
+RUNNER_HEADER = ["cluster", "cloud", "card", "CI jobs", "failed", "failed (%)", "mean job duration (s)"]
+
+
+def runner_table_rows(rows: list[RunnerRow]) -> list[list[str]]:
+    """The cells of the CI runners' table, one list per card."""
+    return [
+        [
+            r.cluster or MISSING,
+            r.cloud or MISSING,
+            r.gpu or MISSING,
+            fmt(r.jobs, 3),
+            fmt(r.failed, 3),
+            fmt(100 * r.failed_share if r.failed_share is not None else None, 3),
+            fmt(r.mean_seconds, 4),
+        ]
+        for r in rows
+    ]
+
+
+NO_RUNNERS = "No CI job ran on the fleet's GitLab runners in this window (policy file: runners)."
+RUNNERS_TITLE = "CI jobs per card (GitLab runners)"
 NO_PROBES = "No probe ran in this window (the pools' probes: defaults.probe in the policy file)."
 PROBES_TITLE = "Time to first accelerator (probes)"
 
@@ -380,6 +410,9 @@ METHOD = [
     "Time to first accelerator: each probe run's wait from its CronJob's scheduled time to its pod running "
     "(`gpufleet_probe_scaleup_seconds`), the runs told apart by `gpufleet_probe_last_run_timestamp_seconds`; "
     "succeeded: runs whose accelerator answered (`gpufleet_probe_success`).",
+    "CI jobs per card: `increase()` over the window of each GitLab runner's `gitlab_runner_jobs_total` and "
+    "`gitlab_runner_failed_jobs_total`, and its job duration histogram's sum over its count (increase() "
+    "extrapolates to the window's edges, so counts may show fractions).",
     "Prices are approximate, dated observations (fleet/report/prices.yaml); the date and source of each are below.",
 ]
 
@@ -413,6 +446,11 @@ def render_markdown(report: Report, images: dict[str, dict[str, str]]) -> str:
         out += [_markdown_table(PROBE_HEADER, probe_table_rows(report.probes), numeric=range(3, 7)), ""]
     else:
         out += [NO_PROBES, ""]
+    out += [f"## {RUNNERS_TITLE}", ""]
+    if report.runners:
+        out += [_markdown_table(RUNNER_HEADER, runner_table_rows(report.runners), numeric=range(3, 7)), ""]
+    else:
+        out += [NO_RUNNERS, ""]
     out += ["## Prices used", ""]
     used = prices_used(report)
     if used:
@@ -500,6 +538,11 @@ def render_html(report: Report, pngs: dict[str, dict[str, bytes]]) -> str:
         parts.append(_html_table(PROBE_HEADER, probe_table_rows(report.probes), numeric_from=3))
     else:
         parts.append(f"<p>{esc(NO_PROBES)}</p>")
+    parts.append(f"<h2>{RUNNERS_TITLE}</h2>")
+    if report.runners:
+        parts.append(_html_table(RUNNER_HEADER, runner_table_rows(report.runners), numeric_from=3))
+    else:
+        parts.append(f"<p>{esc(NO_RUNNERS)}</p>")
     parts.append("<h2>Prices used</h2>")
     used = prices_used(report)
     if used:

@@ -84,11 +84,20 @@ GATEWAY = "federation-gateway"
 # charts/kube-prometheus-stack/templates/prometheus/service.yaml, _helpers.tpl, values.yaml prometheus.service.port).
 PROMETHEUS_SERVICE = "kps-prometheus"
 PROMETHEUS_PORT = 9090
-# The PodMonitor of the benchmark and probe pods (components/kubernetes/benchmark.py), in the benchmarks namespace.
-# The operator labels every target of a PodMonitor without spec.jobLabel with job="<namespace>/<name>"
-# (prometheus-operator v0.86.2, pkg/prometheus/promcfg.go generatePodMonitorConfig: the relabeling with
-# target_label "job" and replacement fmt.Sprintf("%s/%s", m.GetNamespace(), m.GetName())).
-POD_MONITORS = ("gpu-fleet-benchmarks",)
+# The fleet's PodMonitors (namespace, name): the benchmark and probe pods' (components/kubernetes/benchmark.py) and
+# the GitLab runners' (components/kubernetes/runners.py), with what serves the metrics in their pods. The operator
+# labels every target of a PodMonitor without spec.jobLabel with job="<namespace>/<name>" (prometheus-operator
+# v0.86.2, pkg/prometheus/promcfg.go generatePodMonitorConfig: the relabeling with target_label "job" and replacement
+# fmt.Sprintf("%s/%s", m.GetNamespace(), m.GetName())).
+POD_MONITORS = (
+    (pod_contract.BENCHMARK_NAMESPACE, "gpu-fleet-benchmarks"),
+    ("ci-runners", "gpu-fleet-runners"),
+)
+# What must listen in a pod of each PodMonitor, and the container to read the logs of.
+MONITOR_SERVERS = {
+    "gpu-fleet-benchmarks": (f"mtail on port {pod_contract.METRICS_PORT_NAME} ({pod_contract.METRICS_PORT})", "mtail"),
+    "gpu-fleet-runners": ("the runner on port metrics (9252, the chart's metrics.enabled)", ""),
+}
 FLEET_PARTS = (pod_contract.BENCHMARK_PART_OF,)
 PART_OF = "app.kubernetes.io/part-of"
 PART_OF_SELECTOR = f"{PART_OF} in ({','.join(FLEET_PARTS)})"
@@ -1021,8 +1030,8 @@ def _unreachable_row(what: str, url: str, error: Exception, forward: str) -> Row
 def pod_monitor_rows(url: str | None, timeout: float, forward: str, kubectl: str = "kubectl") -> list[Row]:
     """``up`` of the PodMonitors' targets on this cluster's Prometheus: none is fine (no pod runs), any 0 is not."""
     rows = []
-    for monitor in POD_MONITORS:
-        job = f"{pod_contract.BENCHMARK_NAMESPACE}/{monitor}"
+    for monitor_namespace, monitor in POD_MONITORS:
+        job = f"{monitor_namespace}/{monitor}"
         what = f"PodMonitor {job}: targets up"
         if url is None:
             rows.append(
@@ -1040,17 +1049,18 @@ def pod_monitor_rows(url: str | None, timeout: float, forward: str, kubectl: str
             continue
         down_series = [r["metric"] for r in result if float(r["value"][1]) == 0]
         down = sorted(m.get("pod") or m.get("instance", "?") for m in down_series)
-        namespace = (down_series[0].get("namespace") if down_series else None) or pod_contract.BENCHMARK_NAMESPACE
+        namespace = (down_series[0].get("namespace") if down_series else None) or monitor_namespace
         state = f"{len(result) - len(down)} up, {len(down)} down" if result else "0 targets (no pod runs now)"
         if down:
+            server, logs_of = MONITOR_SERVERS[monitor]
+            container = f" -c {logs_of}" if logs_of else ""
             rows.append(
                 Row(
                     what,
                     state,
                     f"Prometheus cannot scrape pod(s) {', '.join(down)} (up 0)",
-                    f"mtail must listen on port {pod_contract.METRICS_PORT_NAME} ({pod_contract.METRICS_PORT}): "
-                    f"{kubectl} -n {namespace} logs {down[0]} -c mtail; the NetworkPolicy allow-prometheus of its "
-                    f"namespace must admit the {MONITORING_NS} namespace",
+                    f"{server} must listen: {kubectl} -n {namespace} logs {down[0]}{container}; the NetworkPolicy "
+                    f"allow-prometheus of its namespace must admit the {MONITORING_NS} namespace",
                 )
             )
         else:

@@ -82,7 +82,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     exporter = TextExporter(lambda: "# TYPE fixture_up gauge\nfixture_up 1\n")
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there: a gateway that does not answer
     broken_jobs = [
-        pod_monitor_job(doctor.POD_MONITORS[0], {exporter.address: LIVE_POD, dead: DEAD_POD}),
+        pod_monitor_job(doctor.POD_MONITORS[0][1], {exporter.address: LIVE_POD, dead: DEAD_POD}),
         *(
             federation_job(leaf, dead if leaf is down_leaf else exporter.address)
             for leaf in leaves
@@ -147,8 +147,8 @@ def test_the_central_names_the_leaf_that_does_not_answer_and_the_one_not_federat
 def test_pod_monitor_targets_down_are_named_by_pod(servers: Servers):
     fleet, central = servers.fleet, servers.fleet.central
     found = rows_by_what(doctor.prometheus_rows(fleet, central, central.name, servers.broken.url, None, timeout=5))
-    (monitor,) = doctor.POD_MONITORS
-    row = found[f"PodMonitor benchmarks/{monitor}: targets up"]
+    namespace, monitor = doctor.POD_MONITORS[0]
+    row = found[f"PodMonitor {namespace}/{monitor}: targets up"]
     assert row.status == "FAIL" and row.state == "1 up, 1 down", row
     assert DEAD_POD in row.problem and LIVE_POD not in row.problem and "-c mtail" in row.fix
 

@@ -166,6 +166,44 @@ def expected_values(mtail: str, programs: Path, log: Path, workload: str) -> Exp
     return Expected(head[0], runs)
 
 
+# The GitLab runners of two cards, as the central holds their federated counters: jobs start at a steady rate, a
+# fixed share fails, and every job takes the same time, so the report's failed share and mean duration are exact
+# whatever increase() extrapolates.
+RUNNER_CARDS = {("loop-aws", "aws", "t4"): (2.0, 0.25, 42.5), ("loop-gke", "gcp", "l4"): (1.0, 0.0, 300.0)}
+
+
+class RunnerExporter:
+    """Serves gitlab_runner_jobs_total, _failed_jobs_total and the job duration's sum and count per card, growing
+    with the time since it started (jobs per second, failed share, seconds per job in RUNNER_CARDS)."""
+
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.server = TextExporter(self.exposition)
+        self.address = self.server.address
+
+    def exposition(self) -> str:
+        elapsed = time.time() - self.started
+        lines = [
+            "# TYPE gitlab_runner_jobs_total counter",
+            "# TYPE gitlab_runner_failed_jobs_total counter",
+            "# TYPE gitlab_runner_job_duration_seconds histogram",
+        ]
+        for (cluster, cloud, gpu), (per_second, failed, seconds) in RUNNER_CARDS.items():
+            jobs = per_second * elapsed
+            base = f'cluster="{cluster}",cloud="{cloud}",gpu="{gpu}",runner="abc123",system_id="s_1"'
+            lines += [
+                f"gitlab_runner_jobs_total{{{base}}} {jobs:.3f}",
+                f'gitlab_runner_failed_jobs_total{{{base},failure_reason="script_failure"}} {failed * jobs:.3f}',
+                f'gitlab_runner_job_duration_seconds_bucket{{{base},le="+Inf"}} {jobs:.3f}',
+                f"gitlab_runner_job_duration_seconds_sum{{{base}}} {seconds * jobs:.3f}",
+                f"gitlab_runner_job_duration_seconds_count{{{base}}} {jobs:.3f}",
+            ]
+        return "\n".join(lines) + "\n"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
 class GpuExporter:
     """Serves the leaf GPU recording rules for the benchmark pods, as the central holds them after federation:
     a constant utilisation and an energy counter growing at a constant power since the exporter started."""
@@ -318,6 +356,7 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str, budget: float
     workloads = {name: wl for name, wl in load_workloads().items() if name in KNOWN}
     running: list[Process] = []
     gpu = GpuExporter([(card, pod_name(w, card)) for w in workloads for card in CARDS if card.utilization is not None])
+    runners = RunnerExporter()
     try:
         mtails: dict[tuple[str, Card], Mtail] = {}
         feeds: dict[Path, list[str]] = {}
@@ -349,7 +388,10 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str, budget: float
             running.append(probe_mtails[card])
         config = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
-            "scrape_configs": _scrape_configs(mtails, probe_mtails, gpu),
+            "scrape_configs": [
+                *_scrape_configs(mtails, probe_mtails, gpu),
+                {"job_name": "runners", "honor_labels": True, "static_configs": [{"targets": [runners.address]}]},
+            ],
         }
         prometheus_started = time.time()
         prometheus = Prometheus(prometheus_exe, tmp / "prometheus", config)
@@ -359,7 +401,7 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str, budget: float
         wait_for("prometheus to be ready", prometheus.ready, deadline, running)
         wait_for(
             "every target to be scraped",
-            lambda: len([u for u in prometheus.query("up == 1")]) == len(every_mtail) + 1,
+            lambda: len([u for u in prometheus.query("up == 1")]) == len(every_mtail) + 2,
             deadline,
             running,
         )
@@ -389,6 +431,7 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str, budget: float
         for proc in reversed(running):
             proc.stop()
         gpu.stop()
+        runners.stop()
 
 
 def run_report(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -537,6 +580,24 @@ def test_report_shows_time_to_first_accelerator_from_probe_series(fleet_report: 
         assert "pod" not in series["metric"] and "instance" not in series["metric"], series
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "<h2>Time to first accelerator (probes)</h2>" in page
+
+
+def test_report_counts_ci_jobs_per_card_from_the_runners_series(fleet_report: dict[str, Any]) -> None:
+    run, out = fleet_report["run"], fleet_report["out"]
+    assert run.returncode == 0, run.stderr
+    text = (out / "report.md").read_text(encoding="utf-8")
+    rows = {(r["cluster"], r["card"]): r for r in markdown_tables(text)["CI jobs per card (GitLab runners)"]}
+    assert set(rows) == {(cluster, gpu) for cluster, _, gpu in RUNNER_CARDS}
+    seen = fleet_report["report_ended"] - fleet_report["fleet"].prometheus_started
+    for (cluster, cloud, gpu), (per_second, failed, seconds) in RUNNER_CARDS.items():
+        row = rows[(cluster, gpu)]
+        assert row["cloud"] == cloud
+        jobs = float(row["CI jobs"].replace(",", ""))
+        assert 0 < jobs <= per_second * seen * 1.2, row  # increase() over what Prometheus saw, extrapolated a little
+        assert row["failed (%)"] == approximate(100 * failed, 3) if failed else row["failed (%)"] in ("0", "—"), row
+        assert row["mean job duration (s)"] == approximate(seconds, 4), row
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "<h2>CI jobs per card (GitLab runners)</h2>" in page
 
 
 def test_report_writes_real_plots_and_a_self_contained_page(fleet_report: dict[str, Any]) -> None:

@@ -1175,8 +1175,8 @@ def test_the_names_the_doctor_looks_for_are_those_the_stack_creates(fleet):
         (doctor.GATEWAY, doctor.MONITORING_NS)
     }
     monitors = {(m["metadata"]["namespace"], m["metadata"]["name"]) for m in by_kind["PodMonitor"]}
-    assert (pod_contract.BENCHMARK_NAMESPACE, doctor.POD_MONITORS[0]) in monitors
-    assert {name for _, name in monitors} <= set(doctor.POD_MONITORS)
+    assert doctor.POD_MONITORS[0] in monitors
+    assert monitors <= set(doctor.POD_MONITORS) and set(doctor.MONITOR_SERVERS) == {n for _, n in doctor.POD_MONITORS}
     # every benchmark's Job or CronJob carries the labels the doctor matches
     objects = by_kind.get("Job", []) + by_kind.get("CronJob", [])
     assert fleet.probes(cluster)  # the fixture's leaf probes its pools

@@ -275,3 +275,21 @@ def test_the_plan_is_the_same_from_run_to_run(fleet, plans):
         urns = [r.urn for r in plan.registrations]
         assert urns == sorted(urns), name
         assert json.dumps(again[name].as_dict(), sort_keys=True) == json.dumps(plan.as_dict(), sort_keys=True), name
+
+
+def test_one_runner_release_per_runner_of_the_policy(fleet, plans):
+    """Derived from the policy's runners section: one gitlab-runner release per (cluster, card), its concurrency and
+    GitLab as the policy says, its runners' metrics federated."""
+    for name, plan in plans.items():
+        cluster = fleet.cluster(name)
+        releases = {
+            r.inputs["name"]: r.inputs["values"]
+            for r in plan.registrations
+            if r.type == "kubernetes:helm.sh/v3:Release" and r.inputs["chart"] == "gitlab-runner"
+        }
+        runners = {r.name: r for r in fleet.runners_of(cluster)}
+        assert set(releases) == set(runners), name
+        for release, values in releases.items():
+            runner = runners[release]
+            assert values["concurrent"] == runner.concurrency and values["gitlabUrl"] == runner.gitlab_url
+            assert values["podLabels"]["gpu"] == runner.pool.card

@@ -28,6 +28,7 @@ import pulumi_kubernetes as k8s
 from components.clusters.taints import toleration
 from components.kubernetes.images import image
 from components.kubernetes.network_policy import egress_allow_list
+from components.kubernetes.pod_monitor import pod_monitor
 from components.kubernetes.pod_security import container_security, pod_security
 from fleet.model import pod_contract
 from fleet.model.spec import Benchmark, Cluster
@@ -271,28 +272,17 @@ class BenchmarkJobs(pulumi.ComponentResource):
             programs_cm, files_cm = config_maps[wl.name]
             key = (wl.name, bench.pool.card)
             self.jobs[key] = self._job(cluster, bench, home, programs_cm, files_cm, job_opts)
-        monitor_spec: dict[str, Any] = {}
-        if any(wl.spec.needs_root for wl in workloads.values()):
-            monitor_spec["namespaceSelector"] = {"matchNames": [namespace, root_namespace]}
-        self.pod_monitor = k8s.apiextensions.CustomResource(
+        both = [namespace, root_namespace] if any(wl.spec.needs_root for wl in workloads.values()) else None
+        self.pod_monitor = pod_monitor(
             f"{cluster.name}-benchmark-podmonitor",
-            api_version="monitoring.coreos.com/v1",
-            kind="PodMonitor",
-            metadata={"name": "gpu-fleet-benchmarks", "namespace": namespace},
-            spec={
-                **monitor_spec,
-                "selector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}},
-                "podMetricsEndpoints": [
-                    {
-                        "port": pod_contract.METRICS_PORT_NAME,
-                        "path": "/metrics",
-                        "interval": "30s",
-                        "metricRelabelings": PROBE_SERIES_RELABELINGS,
-                    }
-                ],
-                "podTargetLabels": list(METRIC_LABELS),
-            },
-            opts=child,
+            "gpu-fleet-benchmarks",
+            namespace,
+            {"app.kubernetes.io/part-of": PART_OF},
+            pod_contract.METRICS_PORT_NAME,
+            METRIC_LABELS,
+            child,
+            namespaces=both,
+            metricRelabelings=PROBE_SERIES_RELABELINGS,
         )
         self.register_outputs({"jobs": {f"{w}/{c}": j.metadata["name"] for (w, c), j in self.jobs.items()}})  # type: ignore[attr-defined]
 

@@ -33,6 +33,7 @@ import tomli_w
 import yaml
 
 from components.kubernetes.images import helm_release
+from components.kubernetes.pod_monitor import pod_monitor
 from fleet.model.spec import Cluster, Runner
 
 RUNNER_PART_OF = "gpu-fleet-runner"
@@ -199,16 +200,13 @@ class GitLabRunners(pulumi.ComponentResource):
             self.releases[card] = helm_release(
                 f"{cluster.name}-{runner.name}", "gitlab-runner", runner.name, runners_ns, values, child
             )
-        k8s.apiextensions.CustomResource(
+        pod_monitor(
             f"{cluster.name}-ci-runners-podmonitor",
-            api_version="monitoring.coreos.com/v1",
-            kind="PodMonitor",
-            metadata={"name": "gpu-fleet-runners", "namespace": runners_ns},
-            spec={
-                "selector": {"matchLabels": {"app.kubernetes.io/part-of": RUNNER_PART_OF}},
-                "podMetricsEndpoints": [{"port": RUNNER_METRICS_PORT_NAME, "path": "/metrics", "interval": "30s"}],
-                "podTargetLabels": ["gpu"],
-            },
-            opts=child,
+            "gpu-fleet-runners",
+            runners_ns,
+            {"app.kubernetes.io/part-of": RUNNER_PART_OF},
+            RUNNER_METRICS_PORT_NAME,
+            ["gpu"],
+            child,
         )
         self.register_outputs({"runners": sorted(cards)})

@@ -43,8 +43,8 @@ ROOT_BENCHMARK_NS = pod_contract.ROOT_BENCHMARK_NAMESPACE
 NODE_AGENTS_NS = "node-agents"
 # GitLab CI runners (components/kubernetes/runners.py), where the policy gives a cluster runners: their managers, and
 # the CI jobs they start.
-CI_RUNNERS_NS = "ci-runners"
-CI_BUILDS_NS = "ci-builds"
+CI_RUNNERS_NS = pod_contract.RUNNER_NAMESPACE
+CI_BUILDS_NS = pod_contract.CI_JOB_NAMESPACE
 # Pod Security level of each fleet namespace, and why a namespace enforces less than `restricted`. The monitoring
 # pods meet `restricted` with the charts' defaults: the operator gives Prometheus, Alertmanager and the config
 # reloader no privilege escalation, no capabilities and a read-only root (prometheus-operator v0.86.2,

@@ -8,7 +8,9 @@ common/config.go at v19.3.0, which agree):
 * the Kubernetes executor has no setting for an extended resource: the job pod is patched with
   ``[[runners.kubernetes.pod_spec]]`` (a strategic merge patch of the ``build`` container's resources; docs
   configuration/gpus.md), which needs the feature flag ``FF_USE_ADVANCED_POD_SPEC_CONFIGURATION`` (off by default,
-  "Beta"; docs configuration/feature-flags.md). A ``merge`` patch would replace the container list;
+  "Beta"; docs configuration/feature-flags.md). It is set in ``[runners.feature_flags]``, which a CI job's own
+  variables cannot override (they can override a flag set through ``environment``). A ``merge`` patch would replace
+  the container list;
 * ``node_selector`` is a table and ``node_tolerations`` a table of ``"key=value" = "Effect"`` (docs
   executors/kubernetes); ``poll_timeout`` (default 180 s) is how long the runner waits for the job pod to start,
   which a pool scaling up from zero can exceed;
@@ -19,7 +21,8 @@ common/config.go at v19.3.0, which agree):
   ``runner-token`` key of the Secret ``runners.secret`` names; the chart mounts ``runner-registration-token`` too.
 
 The token comes from the stack's secret config ``gpu-fleet:runnerTokens.<card>`` into a Kubernetes Secret; without
-it the plan warns with the command to set it, and the runner's pod waits for the Secret.
+it the plan warns with the command to set it and the runner's pod waits for the Secret (the release is not awaited,
+so the deploy does not fail meanwhile).
 """
 
 from __future__ import annotations
@@ -34,16 +37,17 @@ import yaml
 
 from components.kubernetes.images import helm_release
 from components.kubernetes.pod_monitor import pod_monitor
+from fleet.model import pod_contract
 from fleet.model.spec import Cluster, Runner
 
-RUNNER_PART_OF = "gpu-fleet-runner"
+RUNNER_PART_OF = pod_contract.RUNNER_PART_OF
 RUNNER_METRICS_PORT = 9252
 RUNNER_METRICS_PORT_NAME = "metrics"
 # What the runner waits for a CI job's pod to start: long enough for a node to scale up from zero and pull an image.
 POLL_TIMEOUT_SECONDS = 1800
 # The image of a CI job that names none (jobs name their own, such as nvidia/cuda): Docker Hub's official Ubuntu.
 DEFAULT_JOB_IMAGE = "docker.io/library/ubuntu:24.04"
-ADVANCED_POD_SPEC = "FF_USE_ADVANCED_POD_SPEC_CONFIGURATION"
+ADVANCED_POD_SPEC = pod_contract.ADVANCED_POD_SPEC_FLAG
 # What the runner needs in the job namespace (gitlab-runner docs executors/kubernetes, "Configure runner API
 # permissions"): its job pods, exec and attach into them, their logs, the Secrets and Services of a job.
 JOB_NAMESPACE_RULES = [
@@ -80,11 +84,13 @@ def runner_config(cluster: Cluster, runner: Runner, jobs_namespace: str) -> dict
     return {
         "runners": [
             {
-                "environment": [f"{ADVANCED_POD_SPEC}=true"],
+                "feature_flags": {ADVANCED_POD_SPEC: True},
                 "kubernetes": {
                     "namespace": jobs_namespace,
                     "image": DEFAULT_JOB_IMAGE,
                     "privileged": False,
+                    "cpu_request": runner.cpu_request,
+                    "memory_request": runner.memory_request,
                     "cpu_limit": runner.cpu_limit,
                     "memory_limit": runner.memory_limit,
                     "poll_timeout": POLL_TIMEOUT_SECONDS,
@@ -122,7 +128,14 @@ def release_values(
         "rbac": {"create": True, "rules": JOB_NAMESPACE_RULES},
         "serviceAccount": {"create": True},
         "metrics": {"enabled": True, "portName": RUNNER_METRICS_PORT_NAME, "port": RUNNER_METRICS_PORT},
-        "podLabels": {"app.kubernetes.io/part-of": RUNNER_PART_OF, "gpu": runner.pool.card},
+        # the labels the PodMonitor copies onto the runner's metrics (RUNNER_METRIC_LABELS): on a leaf federation
+        # would add cluster and cloud, but a runner on the central is never federated
+        "podLabels": {
+            "app.kubernetes.io/part-of": RUNNER_PART_OF,
+            "gpu": runner.pool.card,
+            "cluster": cluster.name,
+            "cloud": cluster.cloud,
+        },
         "podSecurityContext": {
             "runAsUser": 100,
             "runAsNonRoot": True,
@@ -173,40 +186,51 @@ class GitLabRunners(pulumi.ComponentResource):
         self.releases: dict[str, pulumi.Resource] = {}
         for runner in runners:
             card = runner.pool.card
+            depends: list[pulumi.Resource] = []
             if card in tokens:
-                k8s.core.v1.Secret(
-                    f"{cluster.name}-{runner.name}-token",
-                    metadata={
-                        "name": runner.name,
-                        "namespace": runners_ns,
-                        "labels": {"app.kubernetes.io/part-of": RUNNER_PART_OF, "gpu": card},
-                    },
-                    type="Opaque",
-                    string_data={
-                        "runner-token": pulumi.Output.secret(tokens[card]),
-                        "runner-registration-token": "",
-                    },
-                    opts=child,
+                depends.append(
+                    k8s.core.v1.Secret(
+                        f"{cluster.name}-{runner.name}-token",
+                        metadata={
+                            "name": runner.name,
+                            "namespace": runners_ns,
+                            "labels": {"app.kubernetes.io/part-of": RUNNER_PART_OF, "gpu": card},
+                        },
+                        type="Opaque",
+                        string_data={
+                            "runner-token": pulumi.Output.secret(tokens[card]),
+                            "runner-registration-token": "",
+                        },
+                        opts=child,
+                    )
                 )
             else:
                 tags = ", ".join(runner.tags)
                 pulumi.log.warn(
-                    f"{cluster.name}: the {card} runner has no token, so it waits: create a runner in GitLab "
+                    f"{cluster.name}: the {card} runner waits for its token: create a runner in GitLab "
                     f"({runner.gitlab_url}) with the tags {tags}, then {token_command(cluster, runner)}"
                 )
             values = pulumi.Output.from_input(jobs_ns).apply(
                 lambda ns, r=runner: release_values(cluster, r, ns, r.name, cluster.system_selector)
             )
+            # Not awaited: without its token Secret the runner's pod waits (the chart mounts it), and Helm would fail
+            # the deploy after its timeout; `fleet doctor` tells which runner has no pod.
             self.releases[card] = helm_release(
-                f"{cluster.name}-{runner.name}", "gitlab-runner", runner.name, runners_ns, values, child
+                f"{cluster.name}-{runner.name}",
+                pod_contract.RUNNER_CHART,
+                runner.name,
+                runners_ns,
+                values,
+                pulumi.ResourceOptions(parent=self, depends_on=depends),
+                skip_await=True,
             )
         pod_monitor(
             f"{cluster.name}-ci-runners-podmonitor",
-            "gpu-fleet-runners",
+            pod_contract.RUNNER_POD_MONITOR,
             runners_ns,
             {"app.kubernetes.io/part-of": RUNNER_PART_OF},
             RUNNER_METRICS_PORT_NAME,
-            ["gpu"],
+            pod_contract.RUNNER_METRIC_LABELS,
             child,
         )
         self.register_outputs({"runners": sorted(cards)})

@@ -44,6 +44,16 @@ def card_of_pool(name: str) -> str | None:
     return match.group(1) if match else None
 
 
+# GitLab CI runners (components/kubernetes/runners.py): the chart, where the runners and their CI jobs run, the
+# PodMonitor of the runners, the label their pods carry, and the runner feature flag that applies pod_spec patches.
+RUNNER_CHART = "gitlab-runner"
+RUNNER_NAMESPACE = "ci-runners"
+CI_JOB_NAMESPACE = "ci-builds"
+RUNNER_POD_MONITOR = "gpu-fleet-runners"
+RUNNER_PART_OF = "gpu-fleet-runner"
+RUNNER_METRIC_LABELS = ("gpu", "cluster", "cloud")
+ADVANCED_POD_SPEC_FLAG = "FF_USE_ADVANCED_POD_SPEC_CONFIGURATION"
+
 LOG_DIR = "/var/log/benchmark"
 PROGRAMS_DIR = "/etc/mtail"
 METRICS_PORT = 3903

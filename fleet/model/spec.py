@@ -151,9 +151,10 @@ class Runner:
     tags: tuple[str, ...]
     concurrency: int
     accelerators: int
+    cpu_request: str
+    memory_request: str
     cpu_limit: str
     memory_limit: str
-    run_untagged: bool
 
     @property
     def name(self) -> str:
@@ -407,14 +408,30 @@ class _Checker:
                     f"(clusters {', '.join(offering)}) has {offer.count}",
                 )
 
-    def warnings(self, placements: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
-        """Placements no cluster can run: allowed, but most likely a mistake."""
+    def warnings(self, placements: dict[str, tuple[str, ...]], fleet: Fleet) -> tuple[str, ...]:
+        """Placements no cluster can run, runners whose jobs cannot all run at once: allowed, but most likely a
+        mistake."""
         offered = {card for clusters in self.spec.clusters.values() for c in clusters.values() for card in c.gpus}
-        return tuple(
+        found = [
             str(self.doc.problem(("workloads", name), f"no cluster offers any of its cards ({', '.join(cards)})"))
             for name, cards in placements.items()
             if not set(cards) & offered
-        )
+        ]
+        for cluster, runners in fleet.runners.items():
+            for r in runners:
+                room = r.pool.max_nodes * r.pool.accelerators_per_node
+                if r.concurrency * r.accelerators > room:
+                    found.append(
+                        str(
+                            self.doc.problem(
+                                ("runners", "clusters", cluster),
+                                f"the {r.pool.card} runner takes {r.concurrency} jobs of {r.accelerators} card(s) at "
+                                f"once, but its pool holds {room} at most (max_nodes {r.pool.max_nodes}): the others "
+                                "wait, then fail after the runner's poll timeout; lower concurrency or raise max_nodes",
+                            )
+                        )
+                    )
+        return tuple(found)
 
 
 def _probe(settings: PoolSettings, defaults: ProbeDefaults, min_nodes: int, probe: Workload) -> Probe | None:
@@ -505,8 +522,8 @@ def _runner(pool: GpuPool, gitlab_url: str, settings: RunnerSettings) -> Runner:
     kind = "gpu" if pool.resource.endswith("/gpu") else pool.resource.rsplit("/", 1)[-1]
     tags = tuple(settings.tags) or ("gpu-fleet", pool.card, kind)
     return Runner(
-        pool, gitlab_url, tags, settings.concurrency, settings.accelerators, settings.cpu_limit,
-        settings.memory_limit, settings.run_untagged,
+        pool, gitlab_url, tags, settings.concurrency, settings.accelerators, settings.cpu_request,
+        settings.memory_request, settings.cpu_limit, settings.memory_limit,
     )  # fmt: skip
 
 
@@ -550,7 +567,7 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     if problems or spec is None or workloads is None:
         raise InputError(problems)
     fleet = _resolve(spec, catalogue, workloads, probe, doc.file)
-    return dataclasses.replace(fleet, warnings=checker.warnings(fleet.placements))
+    return dataclasses.replace(fleet, warnings=checker.warnings(fleet.placements, fleet))
 
 
 @lru_cache(maxsize=8)

@@ -194,9 +194,10 @@ class RunnerSettings(StrictModel):
     )
     concurrency: int = pydantic.Field(default=2, ge=1, le=100, description="CI jobs at once, each on its own card(s).")
     accelerators: int = pydantic.Field(default=1, ge=1, le=8, description="Cards each CI job requests.")
+    cpu_request: str = pydantic.Field(default="1", description="CPU a CI job's build container is sure to get.")
+    memory_request: str = pydantic.Field(default="4Gi", description="Memory a CI job's build container is sure to get.")
     cpu_limit: str = pydantic.Field(default="4", description="CPU limit of a CI job's build container.")
-    memory_limit: str = pydantic.Field(default="16Gi", description="Memory limit of a CI job's build container.")
-    run_untagged: bool = pydantic.Field(default=False, description="Also run jobs without tags.")
+    memory_limit: str = pydantic.Field(default="12Gi", description="Memory limit of a CI job's build container.")
 
     @pydantic.field_validator("tags")
     @classmethod
@@ -208,12 +209,20 @@ class RunnerSettings(StrictModel):
             raise ValueError("a tag is listed twice")
         return value
 
-    @pydantic.field_validator("cpu_limit", "memory_limit", mode="before")
+    @pydantic.field_validator("cpu_request", "memory_request", "cpu_limit", "memory_limit", mode="before")
     @classmethod
     def _quantity(cls, value: Any) -> str:
         text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
         parse_quantity(text)
         return text
+
+    @pydantic.model_validator(mode="after")
+    def _requests_within_limits(self) -> RunnerSettings:
+        for kind in ("cpu", "memory"):
+            request, limit = getattr(self, f"{kind}_request"), getattr(self, f"{kind}_limit")
+            if parse_quantity(request) > parse_quantity(limit):
+                raise ValueError(f"{kind}_request {request} is above {kind}_limit {limit}")
+        return self
 
 
 class Runners(StrictModel):

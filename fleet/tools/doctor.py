@@ -91,12 +91,12 @@ PROMETHEUS_PORT = 9090
 # fmt.Sprintf("%s/%s", m.GetNamespace(), m.GetName())).
 POD_MONITORS = (
     (pod_contract.BENCHMARK_NAMESPACE, "gpu-fleet-benchmarks"),
-    ("ci-runners", "gpu-fleet-runners"),
+    (pod_contract.RUNNER_NAMESPACE, pod_contract.RUNNER_POD_MONITOR),
 )
 # What must listen in a pod of each PodMonitor, and the container to read the logs of.
 MONITOR_SERVERS = {
     "gpu-fleet-benchmarks": (f"mtail on port {pod_contract.METRICS_PORT_NAME} ({pod_contract.METRICS_PORT})", "mtail"),
-    "gpu-fleet-runners": ("the runner on port metrics (9252, the chart's metrics.enabled)", ""),
+    pod_contract.RUNNER_POD_MONITOR: ("the runner on port metrics (9252, the chart's metrics.enabled)", ""),
 }
 FLEET_PARTS = (pod_contract.BENCHMARK_PART_OF,)
 PART_OF = "app.kubernetes.io/part-of"
@@ -1027,10 +1027,14 @@ def _unreachable_row(what: str, url: str, error: Exception, forward: str) -> Row
     )
 
 
-def pod_monitor_rows(url: str | None, timeout: float, forward: str, kubectl: str = "kubectl") -> list[Row]:
-    """``up`` of the PodMonitors' targets on this cluster's Prometheus: none is fine (no pod runs), any 0 is not."""
+def pod_monitor_rows(
+    url: str | None, timeout: float, forward: str, kubectl: str = "kubectl", runners: int = 0
+) -> list[Row]:
+    """``up`` of the PodMonitors' targets on this cluster's Prometheus: for benchmarks none is fine (no pod runs),
+    for the cluster's ``runners`` (long-lived managers) fewer targets is a problem; any 0 is one."""
     rows = []
-    for monitor_namespace, monitor in POD_MONITORS:
+    monitors = [m for m in POD_MONITORS if runners or m[1] != pod_contract.RUNNER_POD_MONITOR]
+    for monitor_namespace, monitor in monitors:
         job = f"{monitor_namespace}/{monitor}"
         what = f"PodMonitor {job}: targets up"
         if url is None:
@@ -1051,6 +1055,17 @@ def pod_monitor_rows(url: str | None, timeout: float, forward: str, kubectl: str
         down = sorted(m.get("pod") or m.get("instance", "?") for m in down_series)
         namespace = (down_series[0].get("namespace") if down_series else None) or monitor_namespace
         state = f"{len(result) - len(down)} up, {len(down)} down" if result else "0 targets (no pod runs now)"
+        if monitor == pod_contract.RUNNER_POD_MONITOR and len(result) < runners:
+            rows.append(
+                Row(
+                    what,
+                    f"{len(result)} of {runners} runner(s) scraped",
+                    "a runner of the policy has no running pod: without its token Secret its pod waits",
+                    "pulumi config set --stack <stack> --secret --path 'gpu-fleet:runnerTokens.<card>' <glrt-...>, "
+                    f"then pulumi up; {kubectl} -n {monitor_namespace} get pods",
+                )
+            )
+            continue
         if down:
             server, logs_of = MONITOR_SERVERS[monitor]
             container = f" -c {logs_of}" if logs_of else ""
@@ -1138,7 +1153,7 @@ def prometheus_rows(
     kubectl = kubectl_for_stack(stack, kubeconfig)
     here = port_forward_command(kubectl, PROMETHEUS_PORT)
     central = fleet.central
-    rows = pod_monitor_rows(prometheus, timeout, here, kubectl)
+    rows = pod_monitor_rows(prometheus, timeout, here, kubectl, runners=len(fleet.runners_of(cluster)))
     if cluster.central:
         url, forward = central_prometheus or prometheus, here
     else:

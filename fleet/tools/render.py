@@ -29,12 +29,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fleet.model import pod_contract
 from fleet.model.prometheus import to_yaml
 from fleet.tools.mock_engine import Registration
 from fleet.tools.plan import StackPlan
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-RUNNER_CHART = "gitlab-runner"  # components/kubernetes/runners.py
 KUBERNETES = "kubernetes:"
 PROMETHEUS_RELEASE = "kps"  # components.infra.RELEASE: the kube-prometheus-stack release of every cluster
 GATEWAY_CONF_KEY = "nginx.conf"
@@ -96,7 +96,7 @@ def rendered_files(plan: StackPlan) -> dict[str, str]:
             files[f"helm/{_file_part(release)}.values.yaml"] = header + to_yaml(values)
             if release == PROMETHEUS_RELEASE:
                 files.update(_prometheus_files(values))
-            if inputs.get("chart") == RUNNER_CHART:
+            if inputs.get("chart") == pod_contract.RUNNER_CHART:
                 files[f"gitlab-runner/{_file_part(release)}.config.toml"] = values["runners"]["config"]
         elif _is_kubernetes_object(reg):
             manifest = kubernetes_manifest(reg)

@@ -13,12 +13,14 @@ from typing import Any
 import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
+from fleet.model import pod_contract
+from fleet.model.quantity import parse_quantity
+
 from .registry import resource_policy
 from .resources import cluster_of, plain, subject
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-RUNNER_CHART = "gitlab-runner"
-ADVANCED_POD_SPEC = "FF_USE_ADVANCED_POD_SPEC_CONFIGURATION=true"
+FLAG = pod_contract.ADVANCED_POD_SPEC_FLAG
 
 
 def _requested(patches: list[dict[str, Any]], resource: str) -> int:
@@ -34,7 +36,10 @@ def _requested(patches: list[dict[str, Any]], resource: str) -> int:
         for container in body.get("containers") or []:
             if isinstance(container, dict) and container.get("name") == "build":
                 limits = (container.get("resources") or {}).get("limits") or {}
-                count = max(count, int(limits.get(resource) or 0))
+                try:
+                    count = max(count, int(parse_quantity(str(limits.get(resource) or 0))))
+                except ValueError:
+                    continue  # not a quantity: no request
     return count
 
 
@@ -58,8 +63,11 @@ def _runner_problems(entry: dict[str, Any], pool: Any) -> list[str]:
             f"the CI job's build container requests no {pool.resource} (a strategic [[runners.kubernetes.pod_spec]] "
             "patch of its resources): jobs would share cards, or land on a node without one"
         )
-    elif ADVANCED_POD_SPEC not in (entry.get("environment") or []):
-        problems.append(f"pod_spec patches apply only with {ADVANCED_POD_SPEC} in the runner's environment")
+    elif (entry.get("feature_flags") or {}).get(FLAG) is not True:
+        problems.append(
+            f"pod_spec patches apply only with {FLAG} = true in [runners.feature_flags] (a flag set in the runner's "
+            "environment, a CI job's own variables can turn off)"
+        )
     for key in ("cpu_limit", "memory_limit"):
         if not kube.get(key):
             problems.append(f"[runners.kubernetes] has no {key}: a CI job could starve the node")
@@ -77,7 +85,7 @@ def _validate_runner(args: ResourceValidationArgs, report: ReportViolation) -> N
     if args.resource_type != HELM_RELEASE:
         return
     props = plain(args.props)
-    if props.get("chart") != RUNNER_CHART:
+    if props.get("chart") != pod_contract.RUNNER_CHART:
         return
     values = props.get("values") or {}
     card = (values.get("podLabels") or {}).get("gpu", "")

@@ -171,5 +171,16 @@ def test_a_healthy_central_with_no_benchmark_pod_running_exits_0(servers: Server
     rows = doctor.prometheus_rows(fleet, central, central.name, servers.healthy.url, None, timeout=5)
     assert doctor.exit_status(rows) == 0, doctor.render_table(rows)
     monitors = [r for r in rows if r.what.startswith("PodMonitor")]
-    assert [r.state for r in monitors] == ["0 targets (no pod runs now)"] * len(doctor.POD_MONITORS)
+    assert not fleet.runners_of(central)  # the fixture's central has no runner: only the benchmarks' monitor
+    assert [r.state for r in monitors] == ["0 targets (no pod runs now)"]
     assert all(r.status == "ok" for r in rows)
+
+
+def test_a_cluster_whose_runner_has_no_pod_is_told_to_set_its_token(servers: Servers):
+    """A runner manager is long-lived: no target for it means it never started (no token Secret)."""
+    fleet = servers.fleet
+    leaf = next(c for c in fleet.clusters.values() if fleet.runners_of(c))
+    rows = doctor.prometheus_rows(fleet, leaf, leaf.name, servers.healthy.url, None, timeout=5)
+    (row,) = [r for r in rows if r.what == "PodMonitor ci-runners/gpu-fleet-runners: targets up"]
+    assert row.status == "FAIL" and row.state == f"0 of {len(fleet.runners_of(leaf))} runner(s) scraped"
+    assert "gpu-fleet:runnerTokens" in row.fix

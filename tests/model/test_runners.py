@@ -45,7 +45,8 @@ def test_runners_resolve_with_their_defaults(tmp_path):
     )
     (gke,) = fleet.runners_of(fleet.cluster("gke-a"))
     assert (gke.pool.card, gke.concurrency, gke.accelerators) == ("l4", 2, 1)
-    assert gke.tags == ("gpu-fleet", "l4", "gpu") and (gke.cpu_limit, gke.memory_limit) == ("4", "16Gi")
+    assert gke.tags == ("gpu-fleet", "l4", "gpu") and (gke.cpu_limit, gke.memory_limit) == ("4", "12Gi")
+    assert (gke.cpu_request, gke.memory_request) == ("1", "4Gi")
     assert gke.name == "gitlab-runner-l4"
     assert fleet.runners_of(fleet.cluster("cern-main")) == ()
 
@@ -63,6 +64,7 @@ def test_runners_resolve_with_their_defaults(tmp_path):
         ("    gke-a: {l4: {tags: ['a b']}}\n", "are not runner tags"),
         ("    gke-a: {l4: {memory_limit: lots}}\n", "is not a Kubernetes quantity"),
         ("    gke-a: {l4: {gpus: 1}}\n", "unknown key"),
+        ("    gke-a: {l4: {cpu_request: 8}}\n", "cpu_request 8 is above cpu_limit 4"),
     ],
 )
 def test_runner_mistakes_are_located(tmp_path, runners, fragment):
@@ -73,3 +75,12 @@ def test_runner_mistakes_are_located(tmp_path, runners, fragment):
 def test_the_gitlab_url_must_be_https(tmp_path):
     text = GOOD.replace("workloads: {}\n", "workloads: {}\nrunners: {gitlab_url: 'http://gitlab.lab'}\n")
     assert "runners.gitlab_url" in problems(tmp_path, text)
+
+
+def test_a_runner_whose_jobs_cannot_all_run_at_once_is_a_warning(tmp_path):
+    fleet = load(
+        tmp_path,
+        GOOD.replace("workloads: {}\n", "workloads: {}\nrunners: {clusters: {eks-a: {t4: {concurrency: 5}}}}\n"),
+    )
+    (warning,) = [w for w in fleet.warnings if "runners.clusters.eks-a" in w]
+    assert "takes 5 jobs of 1 card(s) at once, but its pool holds 3 at most (max_nodes 3)" in warning

@@ -45,7 +45,11 @@ def test_the_fleets_runners_pass(plans, session, stack):
         ),
         (lambda r: r["kubernetes"].pop("pod_spec"), "requests no nvidia.com/gpu"),
         (lambda r: r["kubernetes"]["pod_spec"][0].update(patch_type="merge"), "requests no nvidia.com/gpu"),
-        (lambda r: r.update(environment=[]), "FF_USE_ADVANCED_POD_SPEC_CONFIGURATION=true"),
+        (lambda r: r.pop("feature_flags"), "FF_USE_ADVANCED_POD_SPEC_CONFIGURATION = true in [runners.feature_flags]"),
+        (
+            lambda r: [r.pop("feature_flags"), r.update(environment=["FF_USE_ADVANCED_POD_SPEC_CONFIGURATION=true"])],
+            "a CI job's own variables can turn off",
+        ),
         (lambda r: r["kubernetes"].pop("memory_limit"), "no memory_limit"),
         (lambda r: r["kubernetes"].update(privileged=True), "privileged is true"),
     ],

@@ -29,7 +29,7 @@ runners:
   clusters:
     aks-ci:
       t4: {concurrency: 3, tags: [cuda, t4]}
-      a100: {cpu_limit: 8, memory_limit: 64Gi, run_untagged: true}
+      a100: {cpu_limit: 8, memory_limit: 64Gi}
 """
 CONFIG = {"azure-native:location": "westeurope", "azure-native:subscriptionId": "11111111-2222-3333-4444-555555555555"}
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -82,10 +82,11 @@ def test_the_config_toml_parses_and_puts_jobs_on_the_cards_pool_requesting_it(pl
     (build,) = yaml.safe_load(patch["patch"])["containers"]
     assert build["name"] == "build"
     assert build["resources"] == {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}}
-    assert f"{ADVANCED_POD_SPEC}=true" in runner["environment"]
+    assert runner["feature_flags"] == {ADVANCED_POD_SPEC: True} and "environment" not in runner
     assert kube["namespace"] == "ci-builds" and kube["privileged"] is False
     assert kube["poll_timeout"] == POLL_TIMEOUT_SECONDS
-    assert (kube["cpu_limit"], kube["memory_limit"]) == (("4", "16Gi") if card == "t4" else ("8", "64Gi"))
+    assert (kube["cpu_limit"], kube["memory_limit"]) == (("4", "12Gi") if card == "t4" else ("8", "64Gi"))
+    assert (kube["cpu_request"], kube["memory_request"]) == ("1", "4Gi")  # below the limits: the pod fits a node
 
 
 def test_the_token_is_a_secret_and_appears_nowhere_in_plain_text(plan):
@@ -103,14 +104,16 @@ def test_the_token_is_a_secret_and_appears_nowhere_in_plain_text(plan):
 
 def test_a_runner_without_a_token_gets_no_secret_and_a_warning_with_the_command(plan):
     assert not [r for r in by_type(plan, SECRET) if r.name.endswith("gitlab-runner-a100-token")]
-    (warning,) = [f.message for f in plan.findings if "a100 runner has no token" in f.message]
+    release = one(plan, RELEASE, "aks-ci-gitlab-runner-a100")
+    assert release.inputs["skipAwait"] is True  # its pod waits for the Secret; the deploy does not fail
+    (warning,) = [f.message for f in plan.findings if "a100 runner waits for its token" in f.message]
     assert "with the tags gpu-fleet, a100, gpu" in warning
     assert "pulumi config set --stack aks-ci --secret --path 'gpu-fleet:runnerTokens.a100' <glrt-...>" in warning
 
 
 def test_the_runners_are_scraped_and_their_namespaces_fenced(plan):
     (monitor,) = [r for r in by_type(plan, "kubernetes:monitoring.coreos.com/v1:PodMonitor") if "runners" in r.name]
-    assert monitor.inputs["spec"]["podTargetLabels"] == ["gpu"]
+    assert monitor.inputs["spec"]["podTargetLabels"] == ["gpu", "cluster", "cloud"]
     assert monitor.inputs["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
     namespaces = {
         r.inputs["metadata"]["name"]: r.inputs["metadata"] for r in by_type(plan, "kubernetes:core/v1:Namespace")

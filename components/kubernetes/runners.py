@@ -9,7 +9,8 @@ common/config.go at v19.3.0, which agree):
   ``[[runners.kubernetes.pod_spec]]`` (a strategic merge patch of the ``build`` container's resources; docs
   configuration/gpus.md), which needs the feature flag ``FF_USE_ADVANCED_POD_SPEC_CONFIGURATION`` (off by default,
   "Beta"; docs configuration/feature-flags.md). It is set in ``[runners.feature_flags]``, which a CI job's own
-  variables cannot override (they can override a flag set through ``environment``). A ``merge`` patch would replace
+  variables cannot override ("runner setting takes precedence if defined", common/build_settings.go at v19.3.0;
+  a job variable overrides only the default, and so a flag set through ``environment``). A ``merge`` patch would replace
   the container list;
 * ``node_selector`` is a table and ``node_tolerations`` a table of ``"key=value" = "Effect"`` (docs
   executors/kubernetes); ``poll_timeout`` (default 180 s) is how long the runner waits for the job pod to start,

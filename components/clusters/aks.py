@@ -160,6 +160,11 @@ class AksCluster(GpuCluster):
                 "network_policy": "cilium",
             },
             api_server_access_profile=self._api_access(),
+            # The policy's scale_down_after, in whole minutes as AKS takes it (both default to 10m).
+            auto_scaler_profile={
+                "scale_down_unneeded_time": cluster.scale_down_after,
+                "scale_down_delay_after_add": cluster.scale_down_after,
+            },
             agent_pool_profiles=[
                 {
                     "name": SYSTEM_POOL_NAME,

@@ -20,8 +20,15 @@ COMMON_ARGS: dict[str, Any] = {
 
 
 def cluster_autoscaler(
-    resource_name: str, release: str, cloud_values: dict[str, Any], opts: pulumi.ResourceOptions
+    resource_name: str,
+    release: str,
+    cloud_values: dict[str, Any],
+    opts: pulumi.ResourceOptions,
+    scale_down_after: str,
 ) -> k8s.helm.v3.Release:
-    """The pinned cluster-autoscaler chart in kube-system with the cloud's values and the fleet's common flags."""
-    values = {**cloud_values, "extraArgs": {**COMMON_ARGS, **cloud_values.get("extraArgs", {})}}
+    """The pinned cluster-autoscaler chart in kube-system with the cloud's values, the fleet's common flags, and the
+    policy's ``scale_down_after`` as how long an unneeded node, or a new one, is kept (cluster-autoscaler FAQ:
+    --scale-down-unneeded-time and --scale-down-delay-after-add, both 10m by default)."""
+    scale_down = {"scale-down-unneeded-time": scale_down_after, "scale-down-delay-after-add": scale_down_after}
+    values = {**cloud_values, "extraArgs": {**COMMON_ARGS, **scale_down, **cloud_values.get("extraArgs", {})}}
     return helm_release(resource_name, "cluster-autoscaler", release, NAMESPACE, values, opts)

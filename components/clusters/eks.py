@@ -541,4 +541,5 @@ class EksCluster(GpuCluster):
             AUTOSCALER_SA_NAME,
             values,
             pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[self.system_node_group, policy]),
+            scale_down_after=cluster.scale_down_after,
         )

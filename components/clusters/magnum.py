@@ -322,6 +322,7 @@ class MagnumCluster(GpuCluster):
             GPU_AUTOSCALER,
             values,
             pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=list(self.gpu_pools.values())),
+            scale_down_after=cluster.scale_down_after,
         )
 
     def _node_group(self, cluster: Cluster, pool: GpuPool) -> containerinfra.NodeGroup:

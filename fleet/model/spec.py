@@ -123,6 +123,8 @@ class Cluster:
     pools: tuple[GpuPool, ...]
     facts: CloudFacts
     description: str = ""
+    # how long an unneeded node (and a new one) is kept before the autoscaler removes it (policy: defaults.gpu_pool)
+    scale_down_after: str = "10m"
 
     @property
     def location(self) -> str:
@@ -496,6 +498,7 @@ def _resolve(
                 pools=tuple(pools),
                 facts=facts,
                 description=settings.description,
+                scale_down_after=defaults.gpu_pool.scale_down_after,
             )
 
     def every_card_of(workload: str) -> tuple[str, ...]:

@@ -78,6 +78,14 @@ class GpuPoolDefaults(StrictModel):
     min_nodes: int = pydantic.Field(default=0, ge=0, le=MAX_POOL_NODES)
     max_nodes: int = pydantic.Field(default=4, ge=1, le=MAX_POOL_NODES)
     spot: bool = True
+    scale_down_after: str = pydantic.Field(
+        default="5m",
+        pattern=r"^[1-9][0-9]{0,3}m$",
+        description=(
+            "How long a node stays unneeded (and after a scale-up) before the autoscaler removes it, in whole minutes "
+            "(the clouds' default is 10m); GKE takes a profile instead (docs/clouds.md)."
+        ),
+    )
 
 
 class ProbeDefaults(StrictModel):

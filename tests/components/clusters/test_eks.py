@@ -229,6 +229,8 @@ def test_autoscaler_release_uses_the_cluster_provider_and_a_pinned_chart(plan):
         "balance-similar-node-groups": True,
         "skip-nodes-with-system-pods": False,
         "expander": "least-waste",
+        "scale-down-unneeded-time": "5m",  # defaults.gpu_pool.scale_down_after
+        "scale-down-delay-after-add": "5m",
     }
     assert values["nodeSelector"] == {"role": "system"}
 

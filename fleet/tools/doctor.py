@@ -62,6 +62,7 @@ from fleet.model import pod_contract
 from fleet.model.catalogue import Taint
 from fleet.model.errors import InputError, Problem
 from fleet.model.prometheus import FEDERATE_JOB_PREFIX
+from fleet.model.quantity import parse_quantity
 from fleet.model.spec import ROOT, Cluster, Fleet, GpuPool, load_fleet
 
 # Where the infra stack puts things (components/kubernetes/infra.py: MONITORING_NS, NODE_AGENTS_NS, RELEASE; the
@@ -202,10 +203,11 @@ def _matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
 
 
 def _quantity(value: Any) -> int:
-    """A whole-number Kubernetes quantity such as ``"4"`` (accelerators are counted in units); 0 otherwise."""
+    """A Kubernetes quantity as a whole count (accelerators are counted in units, ``"4"``, or ``"1k"``); 0 when
+    absent or not a quantity."""
     try:
-        return int(str(value))
-    except (TypeError, ValueError):
+        return int(parse_quantity(str(value))) if value is not None else 0
+    except ValueError:
         return 0
 
 

@@ -146,18 +146,14 @@ def match_selectors(metrics: Iterable[MetricSpec], gpu_aggregates: bool = True, 
     ``gpu_aggregates`` is false, the leaf's GPU recording rules (:data:`GPU_RECORDING_RULES`). Bare names
     can never match everything. The list is sorted and deduplicated, so the rendered config is stable.
     """
-    names: set[str] = set()
-    for metric in metrics:
-        for name in series_names(metric):
-            if not METRIC_NAME.match(name):
-                raise ValueError(f"{name!r} is not a valid Prometheus metric name")
-            names.add(name)
-    if gpu_aggregates:
-        names.update(GPU_RECORDING_RULES)
-    for name in extra:  # series named as such (the runners' metrics)
+    wanted = [name for metric in metrics for name in series_names(metric)]
+    wanted += extra  # series named as such (the runners' metrics)
+    for name in wanted:
         if not METRIC_NAME.match(name):
             raise ValueError(f"{name!r} is not a valid Prometheus metric name")
-        names.add(name)
+    names = set(wanted)
+    if gpu_aggregates:
+        names.update(GPU_RECORDING_RULES)
     return sorted(names)
 
 

@@ -410,13 +410,13 @@ class _Checker:
                     f"(clusters {', '.join(offering)}) has {offer.count}",
                 )
 
-    def warnings(self, placements: dict[str, tuple[str, ...]], fleet: Fleet) -> tuple[str, ...]:
+    def warnings(self, fleet: Fleet) -> tuple[str, ...]:
         """Placements no cluster can run, runners whose jobs cannot all run at once: allowed, but most likely a
         mistake."""
         offered = {card for clusters in self.spec.clusters.values() for c in clusters.values() for card in c.gpus}
         found = [
             str(self.doc.problem(("workloads", name), f"no cluster offers any of its cards ({', '.join(cards)})"))
-            for name, cards in placements.items()
+            for name, cards in fleet.placements.items()
             if not set(cards) & offered
         ]
         for cluster, runners in fleet.runners.items():
@@ -522,7 +522,7 @@ def _resolve(
 
 def _runner(pool: GpuPool, gitlab_url: str, settings: RunnerSettings) -> Runner:
     """A card's runner with its defaults: tags ``gpu-fleet``, the card, and its kind (``gpu``, ``tpu``, ...)."""
-    kind = "gpu" if pool.resource.endswith("/gpu") else pool.resource.rsplit("/", 1)[-1]
+    kind = pool.resource.rsplit("/", 1)[-1]
     tags = tuple(settings.tags) or ("gpu-fleet", pool.card, kind)
     return Runner(
         pool, gitlab_url, tags, settings.concurrency, settings.accelerators, settings.cpu_request,
@@ -570,7 +570,7 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     if problems or spec is None or workloads is None:
         raise InputError(problems)
     fleet = _resolve(spec, catalogue, workloads, probe, doc.file)
-    return dataclasses.replace(fleet, warnings=checker.warnings(fleet.placements, fleet))
+    return dataclasses.replace(fleet, warnings=checker.warnings(fleet))
 
 
 @lru_cache(maxsize=8)

@@ -354,6 +354,15 @@ NO_PROBES = "No probe ran in this window (the pools' probes: defaults.probe in t
 PROBES_TITLE = "Time to first accelerator (probes)"
 
 
+def fleet_tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """The report's tables beside the workloads' (title, header, rows, what to say without rows): the probes' time to
+    first accelerator and the runners' CI jobs. Their numeric columns start at the fourth."""
+    return [
+        (PROBES_TITLE, PROBE_HEADER, probe_table_rows(report.probes), NO_PROBES),
+        (RUNNERS_TITLE, RUNNER_HEADER, runner_table_rows(report.runners), NO_RUNNERS),
+    ]
+
+
 def _markdown_table(header: list[str], rows: list[list[str]], numeric: range | None = None) -> str:
     """A Markdown table; the ``numeric`` columns (default: from the fifth on) are right-aligned."""
 
@@ -441,16 +450,9 @@ def render_markdown(report: Report, images: dict[str, dict[str, str]]) -> str:
                 out += [f"![{wl.name}: {wl.spec.headline.metric} {alt}]({files[kind]})", ""]
         out += [_markdown_table(table_header(section, currency), table_rows(section)), ""]
         out += [f"- {note}" for note in section_notes(section, currency)] + [""]
-    out += [f"## {PROBES_TITLE}", ""]
-    if report.probes:
-        out += [_markdown_table(PROBE_HEADER, probe_table_rows(report.probes), numeric=range(3, 7)), ""]
-    else:
-        out += [NO_PROBES, ""]
-    out += [f"## {RUNNERS_TITLE}", ""]
-    if report.runners:
-        out += [_markdown_table(RUNNER_HEADER, runner_table_rows(report.runners), numeric=range(3, 7)), ""]
-    else:
-        out += [NO_RUNNERS, ""]
+    for title, header, rows, empty in fleet_tables(report):
+        table = _markdown_table(header, rows, numeric=range(3, len(header))) if rows else empty
+        out += [f"## {title}", "", table, ""]
     out += ["## Prices used", ""]
     used = prices_used(report)
     if used:
@@ -533,16 +535,9 @@ def render_html(report: Report, pngs: dict[str, dict[str, bytes]]) -> str:
         parts.append(_html_table(table_header(section, currency), table_rows(section)))
         notes = "".join(f"<li>{_inline_code(n)}</li>" for n in section_notes(section, currency))
         parts.append(f"<ul>{notes}</ul>")
-    parts.append(f"<h2>{PROBES_TITLE}</h2>")
-    if report.probes:
-        parts.append(_html_table(PROBE_HEADER, probe_table_rows(report.probes), numeric_from=3))
-    else:
-        parts.append(f"<p>{esc(NO_PROBES)}</p>")
-    parts.append(f"<h2>{RUNNERS_TITLE}</h2>")
-    if report.runners:
-        parts.append(_html_table(RUNNER_HEADER, runner_table_rows(report.runners), numeric_from=3))
-    else:
-        parts.append(f"<p>{esc(NO_RUNNERS)}</p>")
+    for title, header, rows, empty in fleet_tables(report):
+        parts.append(f"<h2>{title}</h2>")
+        parts.append(_html_table(header, rows, numeric_from=3) if rows else f"<p>{esc(empty)}</p>")
     parts.append("<h2>Prices used</h2>")
     used = prices_used(report)
     if used:

@@ -66,6 +66,18 @@ class CloudFacts(StrictModel):
     source: str
 
 
+# Clouds whose cluster components build the sweep pools of other machine sizes (components/clusters/gke.py, eks.py)
+SWEEP_POOL_CLOUDS = ("gcp", "aws")
+
+
+class Machine(StrictModel):
+    """A machine type carrying ``count`` cards (one of an offer's other sizes)."""
+
+    machine_type: str
+    count: int = pydantic.Field(ge=1)
+    source: str
+
+
 class Offer(StrictModel):
     """One card on one cloud: the machine that carries it, or the fact that it was retired."""
 
@@ -79,6 +91,8 @@ class Offer(StrictModel):
     note: str = ""
     alternatives: list[str] = []
     source: str
+    # the same card on machines with other card counts, for the scaling sweeps (fleet/model/sweeps.py)
+    machines: list[Machine] = []
 
     @pydantic.model_validator(mode="after")
     def _complete(self) -> Offer:
@@ -86,7 +100,15 @@ class Offer(StrictModel):
             raise ValueError("an available offer needs a machine_type")
         if self.status == "retired" and (self.retired_on is None or not self.alternatives):
             raise ValueError("a retired offer needs retired_on and alternatives")
+        counts = [self.count, *(m.count for m in self.machines)]
+        if len(set(counts)) != len(counts):
+            raise ValueError(f"machines must each hold a different number of cards (counts {counts})")
         return self
+
+    def sizes(self) -> list[Machine]:
+        """Every machine of this card on this cloud, the offer's own first, then by card count."""
+        own = Machine(machine_type=self.machine_type, count=self.count, source=self.source)
+        return [own, *sorted(self.machines, key=lambda m: m.count)]
 
 
 class Accelerator(StrictModel):
@@ -96,6 +118,8 @@ class Accelerator(StrictModel):
     memory_gib: int
     resource: str
     node_labels: dict[str, str] = {}
+    # a pod takes every card of its machine (TPU VMs): a sweep point needs a machine of exactly its size
+    whole_host: bool = False
     offers: dict[Cloud, Offer]
 
     @property
@@ -127,6 +151,11 @@ class Catalogue(StrictModel):
                         or alt_acc.offers[cloud].status != "available"
                     ):
                         raise ValueError(f"{card} on {cloud}: alternative {alt!r} is not available on {cloud}")
+                if offer.machines and cloud not in SWEEP_POOL_CLOUDS:
+                    raise ValueError(
+                        f"{card} on {cloud}: other machine sizes are built as sweep pools only on "
+                        f"{', '.join(SWEEP_POOL_CLOUDS)}"
+                    )
         return self
 
     def offer(self, card: str, cloud: str) -> Offer | None:

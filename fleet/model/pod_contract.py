@@ -24,6 +24,12 @@ PROBE_METRICS = (
     "gpufleet_probe_last_run_timestamp_seconds",
 )
 BENCHMARK_NAMESPACE = "benchmarks"
+# The training operator and the gang admission of the scaling sweeps (components/kubernetes/training.py), only on
+# clusters that run a sweep; and the LocalQueue their jobs name (label kueue.x-k8s.io/queue-name).
+TRAINER_NAMESPACE = "kubeflow-system"
+KUEUE_NAMESPACE = "kueue-system"
+SWEEP_QUEUE = "sweeps"
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 # Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): Pod Security `baseline`.
 ROOT_BENCHMARK_NAMESPACE = "benchmarks-root"
 POD_SECURITY_LABEL_PREFIX = "pod-security.kubernetes.io"

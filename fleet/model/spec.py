@@ -18,6 +18,7 @@ from fleet.model.errors import InputError, Problem
 from fleet.model.prometheus import duration_seconds
 from fleet.model.schedules import longest_gap_seconds
 from fleet.model.spec_schema import FleetFile, Monitoring, PoolSettings, ProbeDefaults, RunnerSettings
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT, ClusterSweeps, SweepPoint, plan_cluster
 from fleet.model.validation import validate_document
 from fleet.model.workloads import WORKLOADS_DIR, Workload, load_probe_workload, load_workloads
 from fleet.model.yaml_source import YamlDocument, read_yaml
@@ -55,11 +56,18 @@ class GpuPool:
     spot: bool
     cloud_facts: CloudFacts
     probe: Probe | None = None  # None: this pool is not probed
+    count: int = 0  # cards per machine when not the offer's (a sweep pool's machine size)
+    sweep: bool = False  # a sweep pool: another machine size of the card, for scaling-sweep jobs only
 
     @property
     def name(self) -> str:
-        """Pool name suffix, the same on every cloud: ``gpu-<card>``."""
-        return pod_contract.pool_name(self.card)
+        """Pool name suffix, the same on every cloud: ``gpu-<card>``; a sweep pool's ``gpu-<card>-x<count>``."""
+        return pod_contract.pool_name(self.card) + (f"-x{self.count}" if self.sweep else "")
+
+    @property
+    def key(self) -> str:
+        """The pool's key in the components' and stack outputs: the card, ``<card>-x<count>`` for a sweep pool."""
+        return self.name.removeprefix(pod_contract.POOL_PREFIX)
 
     @property
     def resource(self) -> str:
@@ -69,13 +77,17 @@ class GpuPool:
     @property
     def accelerators_per_node(self) -> int:
         """Cards per machine."""
-        return self.offer.count if self.offer else 1
+        return self.count or (self.offer.count if self.offer else 1)
 
     @property
     def labels(self) -> dict[str, str]:
         """Kubernetes node labels of the pool: ``gpu=<card>`` plus what the card and cloud need."""
         offer_labels = self.offer.node_labels if self.offer else {}
-        return {GPU_LABEL: self.card, **self.accelerator.node_labels, **offer_labels}
+        return {GPU_LABEL: self.card, **self.accelerator.node_labels, **offer_labels, **self._sweep_label}
+
+    @property
+    def _sweep_label(self) -> dict[str, str]:
+        return {CARDS_PER_NODE_LABEL: str(self.count)} if self.sweep else {}
 
     @property
     def needs_device_plugin(self) -> bool:
@@ -86,12 +98,14 @@ class GpuPool:
     @property
     def node_selector(self) -> dict[str, str]:
         """The node label a pod selects to run on this pool (``gpu=<card>``; the role label on Magnum)."""
-        return {k: v.replace("{card}", self.card) for k, v in self.cloud_facts.pool_selector.items()}
+        own = {k: v.replace("{card}", self.card) for k, v in self.cloud_facts.pool_selector.items()}
+        return {**own, **self._sweep_label}
 
     @property
     def taints(self) -> tuple[Taint, ...]:
-        """Taints we declare on the pool: the accelerator taint (cloud spot taints are added by clouds)."""
-        return (self.accelerator.taint,)
+        """Taints we declare on the pool: the accelerator taint, and on a sweep pool the sweep taint (cloud spot
+        taints are added by clouds)."""
+        return (self.accelerator.taint, SWEEP_TAINT) if self.sweep else (self.accelerator.taint,)
 
     @property
     def pod_tolerations(self) -> tuple[Taint, ...]:
@@ -125,6 +139,15 @@ class Cluster:
     description: str = ""
     # how long an unneeded node (and a new one) is kept before the autoscaler removes it (policy: defaults.gpu_pool)
     scale_down_after: str = "10m"
+    # pools of other machine sizes for the scaling sweeps (fleet/model/sweeps.py)
+    sweep_pools: tuple[GpuPool, ...] = ()
+    # an existing ReadWriteMany claim for the sweep jobs' checkpoints (policy: checkpoint_claim)
+    checkpoint_claim: str | None = None
+
+    @property
+    def all_pools(self) -> tuple[GpuPool, ...]:
+        """The card pools, then the sweep pools: every GPU node pool the cluster has."""
+        return self.pools + self.sweep_pools
 
     @property
     def location(self) -> str:
@@ -189,6 +212,9 @@ class Fleet:
     probe_workload: Workload | None = field(default=None, repr=False)
     # The GitLab CI runners of each cluster (policy file: runners)
     runners: dict[str, tuple[Runner, ...]] = field(default_factory=dict)
+    # Sweeping workloads and their points (policy file: workloads.<name>.scale), and each cluster's sweep jobs
+    scales: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    sweeps: dict[str, ClusterSweeps] = field(default_factory=dict)
 
     @property
     def central(self) -> Cluster:
@@ -209,6 +235,8 @@ class Fleet:
         """The (workload, card) pairs the policy places on ``cluster``: offered by it and allowed for the workload."""
         out = []
         for workload, cards in self.placements.items():
+            if workload in self.scales:  # a sweep runs as distributed jobs instead (sweep_points)
+                continue
             wl = self.workloads[workload]
             for pool in cluster.pools:
                 # `all` may name a card whose machines hold fewer accelerators than a pod asks for: not a pair (an
@@ -223,6 +251,10 @@ class Fleet:
         if self.probe_workload is None:
             return []
         return [Benchmark(self.probe_workload, p, p.probe.schedule) for p in cluster.pools if p.probe is not None]
+
+    def sweep_points(self, cluster: Cluster) -> tuple[SweepPoint, ...]:
+        """The distributed jobs of the scaling sweeps on ``cluster``, one per point and card."""
+        return self.sweeps[cluster.name].points if cluster.name in self.sweeps else ()
 
     def runners_of(self, cluster: Cluster) -> tuple[Runner, ...]:
         """The GitLab CI runners of ``cluster`` (policy file: runners.clusters)."""
@@ -380,6 +412,12 @@ class _Checker:
                     path, f"no workload definition {name!r} (expected workloads/{name}/workload.yaml; defined: {have})"
                 )
             raw = self.doc.data["workloads"][name]
+            if placement.scale is not None and wl is not None and wl.spec.distributed is None:
+                self.report(
+                    (*path, "scale"),
+                    f"{name} cannot run as one job over many accelerators: a sweep needs `distributed` in "
+                    f"{name}/workload.yaml (see workloads/3dgan-jax)",
+                )
             for i, card in enumerate(placement.gpus):
                 where = (*path, *((i,) if isinstance(raw, list) else ("gpus", i)))
                 if card == "all":
@@ -393,7 +431,7 @@ class _Checker:
                         f"{name} runs on {', '.join(wl.spec.accelerator_kinds)} (accelerator_kinds in its "
                         f"workload.yaml), but {card} is a {acc.resource} card",
                     )
-                elif wl:
+                elif wl and placement.scale is None:
                     self.check_accelerators_fit(where, wl, card)
 
     def check_accelerators_fit(self, where: tuple[object, ...], wl: Workload, card: str) -> None:
@@ -419,6 +457,27 @@ class _Checker:
             for name, cards in fleet.placements.items()
             if not set(cards) & offered
         ]
+        for cluster, sweeps in fleet.sweeps.items():
+            for workload, card, n, why in sweeps.left_out:
+                found.append(
+                    str(
+                        self.doc.problem(
+                            ("workloads", workload, "scale"),
+                            f"{cluster} leaves out the point {n} on {card}: {why}",
+                        )
+                    )
+                )
+            where = fleet.clusters[cluster]
+            if sweeps.points and where.checkpoint_claim is None:
+                found.append(
+                    str(
+                        self.doc.problem(
+                            ("clusters", where.cloud, cluster),
+                            f"{cluster} runs sweep jobs without checkpoint_claim: a job restarted after a preemption "
+                            "starts again from its first epoch",
+                        )
+                    )
+                )
         for cluster, runners in fleet.runners.items():
             for r in runners:
                 room = r.pool.max_nodes * r.pool.accelerators_per_node
@@ -499,6 +558,7 @@ def _resolve(
                 facts=facts,
                 description=settings.description,
                 scale_down_after=defaults.gpu_pool.scale_down_after,
+                checkpoint_claim=settings.checkpoint_claim,
             )
 
     def every_card_of(workload: str) -> tuple[str, ...]:
@@ -515,9 +575,16 @@ def _resolve(
         name: tuple(_runner(clusters[name].pool(card), spec.runners.gitlab_url, r) for card, r in cards.items())
         for name, cards in spec.runners.clusters.items()
     }
+    scales = {name: tuple(p.scale) for name, p in spec.workloads.items() if p.enabled and p.scale is not None}
+    sweeps = {name: plan_cluster(c.pools, scales, placements, workloads) for name, c in clusters.items()}
+    sweeps = {name: s for name, s in sweeps.items() if s.points or s.left_out}
+    for name, planned in sweeps.items():
+        clusters[name] = dataclasses.replace(clusters[name], sweep_pools=planned.pools)
+    # the sweep points hold the pools of the clusters before the sweep pools were added: same pools, same values
     return Fleet(
-        file, clusters, placements, schedules, spec.monitoring, workloads, probe_workload=probe, runners=runners
-    )
+        file, clusters, placements, schedules, spec.monitoring, workloads, probe_workload=probe, runners=runners,
+        scales=scales, sweeps=sweeps,
+    )  # fmt: skip
 
 
 def _runner(pool: GpuPool, gitlab_url: str, settings: RunnerSettings) -> Runner:

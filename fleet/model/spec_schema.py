@@ -30,6 +30,10 @@ DEFAULT_PROBE_SCHEDULE = "17 4 * * *"
 DEFAULT_PROBE_SCALE_UP_ALERT = "20m"
 
 
+# the largest sweep point: 128 accelerators as in the original study, with room
+MAX_SWEEP_ACCELERATORS = 1024
+
+
 class ProbeSettings(StrictModel):
     """One pool's probe: on or off (``probe: false``), and its own schedule or scale-up threshold."""
 
@@ -139,6 +143,14 @@ class ClusterSettings(StrictModel):
     kubernetes_version: str | None = pydantic.Field(default=None, pattern=r"^1\.[0-9]{2}$")
     system_pool: SystemPool | None = None
     description: str = ""
+    checkpoint_claim: str | None = pydantic.Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description=(
+            "An existing ReadWriteMany PersistentVolumeClaim in the benchmarks namespace where sweep jobs keep their "
+            "checkpoints (a subdirectory each); without it a restarted sweep job starts again from its first epoch."
+        ),
+    )
 
     @pydantic.field_validator("gpus", mode="before")
     @classmethod
@@ -165,6 +177,13 @@ class Placement(StrictModel):
     gpus: list[str] = pydantic.Field(description="Card names, or ['all'].")
     schedule: str | None = pydantic.Field(default=None, description="Cron schedule: run as a CronJob instead of a Job.")
     enabled: bool = True
+    scale: list[int] | None = pydantic.Field(
+        default=None,
+        description=(
+            "A scaling sweep (distributed workloads only): the total accelerator counts, one distributed job each, "
+            "instead of one single-card Job per card."
+        ),
+    )
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -188,6 +207,26 @@ class Placement(StrictModel):
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
         return None if value is None else check_cron(value)
+
+    @pydantic.field_validator("scale")
+    @classmethod
+    def _points(cls, value: list[int] | None) -> list[int] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("give at least one accelerator count, such as [1, 2, 4, 8]")
+        bad = [n for n in value if n < 1 or n > MAX_SWEEP_ACCELERATORS]
+        if bad:
+            raise ValueError(f"{bad}: a point is a total accelerator count from 1 to {MAX_SWEEP_ACCELERATORS}")
+        if sorted(set(value)) != value:
+            raise ValueError(f"{value}: list each count once, smallest first (the speed-up is against the first)")
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _sweep_not_scheduled(self) -> Placement:
+        if self.scale is not None and self.schedule is not None:
+            raise ValueError("a sweep (scale) runs once per deployment: remove schedule, or scale")
+        return self
 
 
 # A label value (a GitLab runner tag): letters, digits and - _ . as GitLab accepts, short.

@@ -136,6 +136,30 @@ class EgressRule(StrictModel):
         return v
 
 
+# The labels a distributed workload's epoch counters carry: the job's accelerator count, the worker (process) and the
+# JobSet restart attempt, so that the report can tell per-epoch time per accelerator count (fleet/report/scaling.py).
+SWEEP_LABELS = ("accelerators", "worker", "attempt")
+
+
+class Distributed(StrictModel):
+    """How a workload runs as one distributed training job over many accelerators (a scaling sweep point)."""
+
+    framework: Literal["jax"] = pydantic.Field(
+        description="Kubeflow Trainer ML policy of the job's runtime (the fleet's TrainingRuntime)."
+    )
+    restarts: int = pydantic.Field(
+        default=3, ge=0, le=20, description="Times the whole job restarts after a worker fails (JobSet maxRestarts)."
+    )
+    epoch_seconds: str = pydantic.Field(description="Counter of timed epoch seconds, by accelerators/worker/attempt.")
+    epochs: str = pydantic.Field(description="Counter of timed epochs, by accelerators/worker/attempt.")
+    env_by_kind: dict[str, dict[str, str]] = pydantic.Field(
+        default_factory=dict, description="Extra environment per accelerator kind (e.g. JAX_PLATFORMS)."
+    )
+    checkpoint_dir: str = pydantic.Field(
+        default="", description="Where the code saves and resumes (GPUFLEET_CHECKPOINT_DIR); empty: no checkpoints."
+    )
+
+
 class WorkloadSpec(StrictModel):
     """What ``workload.yaml`` holds."""
 
@@ -176,6 +200,8 @@ class WorkloadSpec(StrictModel):
     egress: list[EgressRule] = []
     metrics: list[MetricSpec] = pydantic.Field(min_length=1)
     headline: Headline
+    # Set for code that runs as one job over many accelerators and nodes: the policy may then give it a `scale`.
+    distributed: Distributed | None = None
 
     @pydantic.field_validator("name")
     @classmethod
@@ -222,6 +248,25 @@ class WorkloadSpec(StrictModel):
         unknown = sorted(set(v.match) - set(metrics[v.metric].labels))
         if unknown:
             raise ValueError(f"headline match uses {unknown}, which are not labels of {v.metric!r}")
+        return v
+
+    @pydantic.field_validator("distributed")
+    @classmethod
+    def _sweep_counters(cls, v: Distributed | None, info: pydantic.ValidationInfo) -> Distributed | None:
+        metrics = {m.name: m for m in info.data.get("metrics", [])}
+        if v is None or not metrics:
+            return v
+        for key in ("epoch_seconds", "epochs"):
+            name = getattr(v, key)
+            metric = metrics.get(name)
+            if metric is None or metric.type != "counter" or not set(SWEEP_LABELS) <= set(metric.labels):
+                raise ValueError(
+                    f"{key}: {name!r} must be a declared counter with the labels {', '.join(SWEEP_LABELS)}"
+                )
+        kinds = set(info.data.get("accelerator_kinds", []))
+        unknown = sorted(set(v.env_by_kind) - kinds)
+        if unknown:
+            raise ValueError(f"env_by_kind names {unknown}, which are not among accelerator_kinds")
         return v
 
 

@@ -12,6 +12,7 @@ from pulumi.runtime import rpc
 from components.kubernetes.benchmark import METRIC_LABELS
 from fleet.model.pool_view import gpu_pool_views
 from fleet.model.spec import POLICY_FILE, load_fleet
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from fleet.program.stack_config import load_stack_config
 from fleet.tools.plan import plan_fleet
 
@@ -155,10 +156,11 @@ def test_schema_validation_can_fail(plans):
 def test_every_gpu_pool_keeps_the_fleet_invariants(fleet, plans):
     for name, plan in plans.items():
         cluster = fleet.cluster(name)
-        views = {v.card: v for v in gpu_pool_views(plan.registrations)}
-        assert set(views) == {p.card for p in cluster.pools}, name
-        for pool in cluster.pools:
-            view = views[pool.card]
+        # a card's own pool, and its sweep pools (told apart by their cards-per-node label)
+        views = {(v.card, v.labels.get(CARDS_PER_NODE_LABEL)): v for v in gpu_pool_views(plan.registrations)}
+        assert set(views) == {(p.card, p.labels.get(CARDS_PER_NODE_LABEL)) for p in cluster.all_pools}, name
+        for pool in cluster.all_pools:
+            view = views[(pool.card, pool.labels.get(CARDS_PER_NODE_LABEL))]
             assert (view.min_nodes, view.max_nodes) == (pool.min_nodes, pool.max_nodes)
             assert view.machine_type == pool.machine_type
             if cluster.cloud == "openstack":
@@ -192,7 +194,7 @@ def test_every_cluster_gets_the_infra_stack(fleet, plans):
                 "requiredDuringSchedulingIgnoredDuringExecution"
             ]["nodeSelectorTerms"]
             selected = [{e["key"]: e["values"][0] for e in t["matchExpressions"]} for t in terms]
-            assert selected == [p.node_selector for p in cluster.pools], name
+            assert selected == [p.node_selector for p in cluster.all_pools if p.accelerator.is_nvidia], name
         kinds = {r.type for r in plan.registrations}
         assert {"kubernetes:core/v1:ResourceQuota", "kubernetes:core/v1:LimitRange"} <= kinds
         # the fleet's own services stay on the system pool (on Magnum, GPU nodes carry no taint to keep them off)

@@ -27,7 +27,8 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
     Outputs, the same on every cloud:
       - ``kubeconfig``: a secret kubeconfig for the cluster;
       - ``provider``: the ``pulumi_kubernetes.Provider`` every in-cluster resource must use;
-      - ``gpu_pools``: the native node-pool resource of each card (the escape hatch to the cloud's API);
+      - ``gpu_pools``: the native node-pool resource of each card, and of each sweep pool as ``<card>-x<count>``
+        (the escape hatch to the cloud's API);
       - ``cluster_name``: the cloud's name for the cluster.
     """
 
@@ -73,7 +74,7 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
             {
                 "kubeconfig": self.kubeconfig,
                 "cluster_name": self.cluster_name,
-                "gpu_pools": {pool.card: pool.name for pool in cluster.pools},
+                "gpu_pools": {pool.key: pool.name for pool in cluster.all_pools},
             }
         )
 

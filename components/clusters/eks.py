@@ -208,7 +208,7 @@ class EksCluster(GpuCluster):
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
-        pools = {pool.card: self._gpu_node_group(cluster, pool) for pool in cluster.pools}
+        pools = {pool.key: self._gpu_node_group(cluster, pool) for pool in cluster.all_pools}
         if cluster.central:
             self._ebs_csi_driver(cluster)
         kubeconfig = exec_kubeconfig(

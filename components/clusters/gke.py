@@ -141,7 +141,7 @@ class GkeCluster(GpuCluster):
             },
             opts=self.child(self.gcp_provider, ignore_changes=["nodeCount", "initialNodeCount"]),
         )
-        pools = {pool.card: self._gpu_pool(cluster, pool) for pool in cluster.pools}
+        pools = {pool.key: self._gpu_pool(cluster, pool) for pool in cluster.all_pools}
         kubeconfig = exec_kubeconfig(
             cluster.name,
             self.cluster.endpoint,
@@ -241,7 +241,7 @@ class GkeCluster(GpuCluster):
             [
                 {
                     "type": offer.accelerator_type,
-                    "count": offer.count,
+                    "count": pool.accelerators_per_node,
                     "gpu_driver_installation_config": {"gpu_driver_version": "LATEST"},
                 }
             ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -70,8 +70,17 @@ def spec_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def _config_map_data(workload: Workload) -> tuple[dict[str, str], dict[str, str]]:
-    return dict(workload.mtail_programs), dict(workload.files)
+def config_maps(
+    cluster: Cluster, workload: Workload, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> tuple[str, str | None]:
+    """The workload's mtail programs and files as immutable ConfigMaps in ``namespace``: their names (files: None
+    when it has none)."""
+    prefix = f"{cluster.name}-{workload.name}"
+    programs, files = dict(workload.mtail_programs), dict(workload.files)
+    return (
+        hashed_config_map(prefix, workload.name, "mtail", programs, namespace, opts),
+        hashed_config_map(prefix, workload.name, "files", files, namespace, opts) if files else None,
+    )
 
 
 def pod_labels(cluster: Cluster, bench: Benchmark) -> dict[str, str]:
@@ -97,8 +106,20 @@ def workload_script() -> str:
     )
 
 
-def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str | None) -> dict[str, Any]:
-    """The pod spec of one benchmark (Kubernetes API field names)."""
+def pod_spec(
+    cluster: Cluster,
+    bench: Benchmark,
+    programs_cm: str,
+    files_cm: str | None,
+    *,
+    accelerators: int | None = None,
+    extra_env: Sequence[dict[str, Any]] = (),
+    extra_volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
+    container_name: str = "workload",
+) -> dict[str, Any]:
+    """The pod spec of one benchmark (Kubernetes API field names). A sweep job's pods (components/kubernetes/sweeps.py)
+    take ``accelerators`` cards each instead of the workload's own count, more variables and (volume, mount) pairs, and
+    the container name their operator wants."""
     spec = bench.workload.spec
     pool = bench.pool
     log_file = pod_contract.log_file(spec.name)
@@ -119,6 +140,7 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
     if "job_name" in spec.fleet_env:  # a CronJob's Job carries its scheduled minute in its name (fleet/model/probe)
         job_label = f"metadata.labels['{JOB_NAME_LABEL}']"
         env.append({"name": "BENCHMARK_JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": job_label}}})
+    env += extra_env
     mounts = [{"name": "logs", "mountPath": pod_contract.LOG_DIR}, {"name": "home", "mountPath": HOME_DIR}]
     volumes: list[dict[str, Any]] = [
         {"name": "logs", "emptyDir": {}},
@@ -136,6 +158,9 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
             )
         else:
             volumes.append({"name": vol.name, "emptyDir": {"sizeLimit": vol.size_limit} if vol.size_limit else {}})
+    for volume, mount in extra_volumes:
+        volumes.append(volume)
+        mounts.append(mount)
     small = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
     return {
         "restartPolicy": "Never",
@@ -177,7 +202,7 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
         ],
         "containers": [
             {
-                "name": "workload",
+                "name": container_name,
                 "image": spec.image,
                 "command": ["/bin/sh", "-c", workload_script(), "benchmark", *spec.command, *spec.args],
                 "env": env,
@@ -186,7 +211,7 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
                     "limits": {
                         "cpu": resources.cpu_limit,
                         "memory": resources.memory_limit,
-                        pool.resource: str(spec.accelerators),
+                        pool.resource: str(accelerators or spec.accelerators),
                     },
                 },
                 "volumeMounts": mounts,
@@ -198,7 +223,7 @@ def pod_spec(cluster: Cluster, bench: Benchmark, programs_cm: str, files_cm: str
     }
 
 
-def _hashed_config_map(
+def hashed_config_map(
     resource_prefix: str,
     workload: str,
     kind: str,
@@ -239,7 +264,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
         super().__init__(self.TYPE, f"{cluster.name}-benchmarks", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.jobs: dict[tuple[str, str], pulumi.Resource] = {}
-        config_maps: dict[str, tuple[str, str | None]] = {}
+        maps: dict[str, tuple[str, str | None]] = {}
         workloads = {b.workload.name: b.workload for b in benchmarks}
         homes: dict[str, pulumi.Input[str]] = {}
         for wl in workloads.values():
@@ -260,16 +285,11 @@ class BenchmarkJobs(pulumi.ComponentResource):
         for bench in benchmarks:
             wl = bench.workload
             home = homes[wl.name]
-            if wl.name not in config_maps:
-                programs, files = _config_map_data(wl)
-                prefix = f"{cluster.name}-{wl.name}"
-                config_maps[wl.name] = (
-                    _hashed_config_map(prefix, wl.name, "mtail", programs, home, child),
-                    _hashed_config_map(prefix, wl.name, "files", files, home, child) if files else None,
-                )
+            if wl.name not in maps:
+                maps[wl.name] = config_maps(cluster, wl, home, child)
             secret = [secrets[wl.name]] if wl.name in secrets else None
             job_opts = pulumi.ResourceOptions(parent=self, depends_on=secret)
-            programs_cm, files_cm = config_maps[wl.name]
+            programs_cm, files_cm = maps[wl.name]
             key = (wl.name, bench.pool.card)
             self.jobs[key] = self._job(cluster, bench, home, programs_cm, files_cm, job_opts)
         both = [namespace, root_namespace] if any(wl.spec.needs_root for wl in workloads.values()) else None

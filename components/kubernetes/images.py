@@ -206,12 +206,14 @@ def helm_release(
             if isinstance(values, dict)
             else pulumi.Output.from_input(values).apply(lambda v: merged(v, images))
         )
+    # an OCI registry holds the chart itself: oci://<repo>/<chart>, no repository (pulumi/pulumi-kubernetes#1892)
+    oci = pinned.repo.startswith("oci://")
     return k8s.helm.v3.Release(
         resource_name,
         name=release,
-        chart=pinned.name,
+        chart=f"{pinned.repo}/{pinned.name}" if oci else pinned.name,
         version=pinned.version,
-        repository_opts={"repo": pinned.repo},
+        repository_opts=None if oci else {"repo": pinned.repo},
         namespace=namespace,
         values=values,
         opts=opts,

@@ -29,6 +29,8 @@ from components.kubernetes.network_policy import (
 )
 from components.kubernetes.pod_security import EXCEPTION_ANNOTATION, namespace_labels
 from components.kubernetes.runners import RUNNER_METRICS_PORT, RUNNER_PART_OF
+from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
+from components.kubernetes.training import TrainingOperators
 from fleet.model import pod_contract, prometheus
 from fleet.model.spec import Cluster, Fleet
 from fleet.program.settings import StackSettings
@@ -45,6 +47,12 @@ NODE_AGENTS_NS = "node-agents"
 # the CI jobs they start.
 CI_RUNNERS_NS = pod_contract.RUNNER_NAMESPACE
 CI_BUILDS_NS = pod_contract.CI_JOB_NAMESPACE
+# Kubeflow Trainer with JobSet, and Kueue: their controllers meet `restricted` with the charts' defaults (non-root
+# RuntimeDefault pod contexts, no privilege escalation, every capability dropped: kubeflow-trainer 2.3.0
+# manager.securityContext, jobset 0.12.0 podSecurityContext/securityContext, kueue 0.19.2
+# controllerManager.manager.podSecurityContext/containerSecurityContext).
+TRAINER_NS = pod_contract.TRAINER_NAMESPACE
+KUEUE_NS = pod_contract.KUEUE_NAMESPACE
 # Pod Security level of each fleet namespace, and why a namespace enforces less than `restricted`. The monitoring
 # pods meet `restricted` with the charts' defaults: the operator gives Prometheus, Alertmanager and the config
 # reloader no privilege escalation, no capabilities and a read-only root (prometheus-operator v0.86.2,
@@ -58,6 +66,8 @@ POD_SECURITY = {
     BENCHMARK_NS: ("restricted", ""),
     ROOT_BENCHMARK_NS: ("baseline", "benchmark images that run only as root (workload.yaml needs_root)"),
     CI_RUNNERS_NS: ("restricted", ""),
+    TRAINER_NS: ("restricted", ""),
+    KUEUE_NS: ("restricted", ""),
     CI_BUILDS_NS: (
         "baseline",
         "CI jobs run their users' images, many of which run as root; baseline still refuses privileged containers, "
@@ -90,7 +100,7 @@ PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
 def gpu_tolerations(cluster: Cluster) -> list[dict[str, str]]:
     """Tolerations for DaemonSets that must run on every GPU node: each accelerator taint and spot taint."""
     seen: dict[str, dict[str, str]] = {}
-    for pool in cluster.pools:
+    for pool in cluster.all_pools:
         for taint in pool.pod_tolerations:
             seen[taint.as_string()] = toleration(taint)
     return list(seen.values())
@@ -107,7 +117,7 @@ def gpu_node_affinity(cluster: Cluster) -> dict[str, Any]:
                 {"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.node_selector.items())
             ]
         }
-        for pool in cluster.pools
+        for pool in cluster.all_pools
         if pool.accelerator.is_nvidia
     ]
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
@@ -137,7 +147,7 @@ def probe_expectations(fleet: Fleet) -> list[prometheus.ProbeExpectation]:
 def benchmark_quota(cluster: Cluster) -> dict[str, str]:
     """ResourceQuota of the benchmark namespace: accelerators up to what the pools can hold at most."""
     totals: dict[str, int] = defaultdict(int)
-    for pool in cluster.pools:
+    for pool in cluster.all_pools:
         totals[pool.resource] += pool.max_nodes * pool.accelerators_per_node
     hard = {f"requests.{res}": str(n) for res, n in sorted(totals.items())}
     hard.update({"count/jobs.batch": "200", "count/cronjobs.batch": "50", "pods": "200"})
@@ -362,6 +372,17 @@ def namespace_network_policies(
             ports(RUNNER_METRICS_PORT),
             opts,
         )
+    for ns in (TRAINER_NS, KUEUE_NS):  # the API server calls the controllers' admission webhooks
+        if ns in namespaces:
+            allow_ingress(
+                f"{cluster}-{ns}-allow-webhooks",
+                "allow-webhooks",
+                namespaces[ns],
+                None,
+                None,
+                ports(TRAINING_WEBHOOK_PORT),
+                opts,
+            )
     for ns in (BENCHMARK_NS, ROOT_BENCHMARK_NS):
         if ns not in namespaces:
             continue
@@ -405,6 +426,9 @@ class InfraStack(pulumi.ComponentResource):
             wanted.append(ROOT_BENCHMARK_NS)
         if fleet.runners_of(cluster):
             wanted += [CI_RUNNERS_NS, CI_BUILDS_NS]
+        sweeps = fleet.sweep_points(cluster)
+        if sweeps:
+            wanted += [TRAINER_NS, KUEUE_NS]
         namespaces = {ns: fleet_namespace(name, ns, child) for ns in wanted}
         # where the GitLab runners and their CI jobs go (None: the cluster has no runner)
         self.ci_namespaces: tuple[pulumi.Output[str], pulumi.Output[str]] | None = (
@@ -423,6 +447,19 @@ class InfraStack(pulumi.ComponentResource):
             if ns in namespaces:
                 suffix = "benchmark" if ns == BENCHMARK_NS else "benchmark-root"
                 benchmark_limits(f"{name}-{suffix}", cluster, namespaces[ns].metadata["name"], child)
+        # the training operator and gang admission of the scaling sweeps (None: the cluster runs no sweep)
+        self.training: TrainingOperators | None = None
+        if sweeps:
+            self.training = TrainingOperators(
+                cluster,
+                sweeps,
+                (
+                    namespaces[TRAINER_NS].metadata["name"],
+                    namespaces[KUEUE_NS].metadata["name"],
+                    self.benchmark_namespace,
+                ),
+                opts=child,
+            )
         monitoring_ns = namespaces[MONITORING_NS].metadata["name"]
         agents_ns = namespaces[NODE_AGENTS_NS].metadata["name"]
         scrape_configs, secrets = (
@@ -449,9 +486,9 @@ class InfraStack(pulumi.ComponentResource):
             child,
             timeout=900,
         )
-        nvidia_pools = [p for p in cluster.pools if p.accelerator.is_nvidia]
+        nvidia_pools = [p for p in cluster.all_pools if p.accelerator.is_nvidia]
         tolerations = gpu_tolerations(cluster)
-        if any(p.needs_device_plugin for p in cluster.pools):
+        if any(p.needs_device_plugin for p in cluster.all_pools):
             helm_release(
                 f"{name}-nvidia-device-plugin",
                 "nvidia-device-plugin",

@@ -12,6 +12,7 @@ from components.kubernetes.benchmark import BenchmarkJobs
 from components.kubernetes.infra import InfraStack
 from components.kubernetes.preview_access import preview_access
 from components.kubernetes.runners import GitLabRunners
+from components.kubernetes.sweeps import SweepJobs
 from fleet.model.errors import InputError
 from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached
 from fleet.model.workloads import WORKLOADS_DIR
@@ -44,6 +45,17 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         credentials=settings.workload_secrets,
         root_namespace=infra.root_benchmark_namespace,
     )
+    sweeps = fleet.sweep_points(cluster)
+    if sweeps and infra.training is not None:
+        SweepJobs(
+            cluster,
+            sweeps,
+            infra.benchmark_namespace,
+            opts=pulumi.ResourceOptions(
+                providers=[component.provider],
+                depends_on=[infra.prometheus, infra.training.trainer, infra.training.local_queue],
+            ),
+        )
     runners = fleet.runners_of(cluster)
     if runners and infra.ci_namespaces is not None:
         GitLabRunners(
@@ -58,7 +70,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     pulumi.export("cloud", cluster.cloud)
     pulumi.export("location", cluster.location)
     pulumi.export("central", cluster.central)
-    pulumi.export("gpu_pools", {pool.card: f"{cluster.name}-{pool.name}" for pool in cluster.pools})
+    pulumi.export("gpu_pools", {pool.key: f"{cluster.name}-{pool.name}" for pool in cluster.all_pools})
     pulumi.export("kubeconfig", component.kubeconfig)
     if cluster.central:
         pulumi.export("grafana_admin_password", infra.grafana_admin_password)

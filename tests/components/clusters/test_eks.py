@@ -265,7 +265,7 @@ def test_shipped_eks_stacks_plan_under_the_strict_engine():
     for cluster in (c for c in fleet.clusters.values() if c.cloud == "aws"):
         plan = plan_stack(cluster.name, POLICY_FILE, STACKS_DIR)
         groups = {g.inputs["nodeGroupName"] for g in by_type(plan, NODE_GROUP)}
-        assert groups == {"system"} | {pool.name for pool in cluster.pools}
+        assert groups == {"system"} | {pool.name for pool in cluster.all_pools}
         releases = {r.inputs["name"] for r in by_type(plan, "kubernetes:helm.sh/v3:Release")}
         assert "cluster-autoscaler" in releases
         # the AL2023 NVIDIA AMI has no device plugin

@@ -1,0 +1,167 @@
+"""The training operator and gang admission of the scaling sweeps, on clusters that run a sweep only.
+
+- **Kubeflow Trainer** 2.3.0 (chart ``kubeflow-trainer``, with its JobSet 0.12.0 subchart) runs each sweep point as a
+  ``TrainJob`` (``trainer.kubeflow.org/v1alpha1``): a JobSet of ``numNodes`` pods, one process per node, with the
+  ``jax`` policy's variables (components/kubernetes/sweeps.py). Trainer v2 is the maintained line; the v1 TFJob
+  operator is kept on a release branch and Kueue deprecates its TFJob integration (docs/design/scaling-sweeps.md).
+- **Kueue** 0.19.2 admits a job only when its quota fits all of its pods, and with ``waitForPodsReady`` evicts and
+  requeues a job whose pods are not all running within the scale-up allowance, so a job's workers start together or
+  not at all; ``blockAdmission`` admits one job at a time until its pods are ready, so two half-started jobs never
+  hold each other's nodes. The quota of each sweep pool is what the pool can hold at most (``max_nodes`` machines),
+  so the sweep's points queue and run one after another when a pool is too small for all at once.
+- Kueue's ProvisioningRequest admission check is not used: on GKE it needs queued-provisioning (flex-start) node
+  pools, which take no Spot VMs, and EKS and AKS have no managed ProvisioningRequest support (docs/sweeps.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.kubernetes.images import helm_release
+from fleet.model import pod_contract
+from fleet.model.spec import Cluster, GpuPool
+from fleet.model.sweeps import SweepPoint
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"  # v1beta1 is served but deprecated at 0.19.2 (CRD bases)
+CLUSTER_QUEUE = "gpu-fleet-sweeps"
+# The frameworks Kueue manages here: TrainJob, and the JobSets it creates (kueue 0.19.2 integrations.frameworks).
+KUEUE_FRAMEWORKS = ("trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset")
+# The webhook port of all three controllers, which the API server calls (kueue and trainer config webhook.port,
+# jobset templates/controller/deployment.yaml containerPort).
+WEBHOOK_PORT = 9443
+# Kueue gates the sweep jobs by accelerators; CPU and memory must be covered too (a request of a resource the
+# ClusterQueue does not cover is not admitted), with quotas no sweep pool reaches: the nodes bound them.
+UNBOUNDED = {"cpu": "10000", "memory": "100Ti"}
+
+
+def kueue_configuration() -> dict[str, Any]:
+    """Kueue's manager configuration (the chart takes it as one YAML string, replacing its default entirely)."""
+    allowance = f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": WEBHOOK_PORT},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        # all workers running within the scale-up allowance, or the job is evicted and requeued (5 times at most)
+        "waitForPodsReady": {
+            "timeout": allowance,
+            "recoveryTimeout": allowance,
+            "blockAdmission": True,
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5, "backoffBaseSeconds": 60},
+        },
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+    }
+
+
+def flavor_name(pool: GpuPool) -> str:
+    """The Kueue ResourceFlavor of a pool: its pool name (``gpu-l4``, ``gpu-l4-x8``)."""
+    return pool.name
+
+
+def sweep_pools(points: Sequence[SweepPoint]) -> list[GpuPool]:
+    """The pools the points run on, each once, in the order first used."""
+    seen: dict[str, GpuPool] = {}
+    for point in points:
+        seen.setdefault(point.pool.name, point.pool)
+    return list(seen.values())
+
+
+def cluster_queue_spec(points: Sequence[SweepPoint], benchmark_namespace: str) -> dict[str, Any]:
+    """The ClusterQueue of the sweeps: one flavor per pool, its accelerators capped at what the pool holds."""
+    pools = sweep_pools(points)
+    resources = sorted({p.resource for p in pools})
+    flavors = []
+    for pool in pools:
+        quota = {r: "0" for r in resources}
+        quota[pool.resource] = str(pool.max_nodes * pool.accelerators_per_node)
+        quota.update(UNBOUNDED)
+        flavors.append(
+            {
+                "name": flavor_name(pool),
+                "resources": [{"name": r, "nominalQuota": q} for r, q in sorted(quota.items())],
+            }
+        )
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": benchmark_namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{"coveredResources": sorted([*UNBOUNDED, *resources]), "flavors": flavors}],
+    }
+
+
+class TrainingOperators(pulumi.ComponentResource):
+    """Kubeflow Trainer (with JobSet) and Kueue, plus the sweeps' queue: the flavors, ClusterQueue and LocalQueue."""
+
+    TYPE = "gpufleet:index:TrainingOperators"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        points: Sequence[SweepPoint],
+        namespaces: tuple[pulumi.Input[str], pulumi.Input[str], pulumi.Input[str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        """``namespaces``: the trainer's, Kueue's and the benchmarks' (where the jobs and their LocalQueue go)."""
+        super().__init__(self.TYPE, f"{cluster.name}-training", None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        trainer_ns, kueue_ns, benchmark_ns = namespaces
+        system = cluster.system_selector
+        self.trainer = helm_release(
+            f"{cluster.name}-kubeflow-trainer",
+            "kubeflow-trainer",
+            "kubeflow-trainer",
+            trainer_ns,
+            {
+                "manager": {"nodeSelector": system},
+                "jobset": {"install": True, "controller": {"nodeSelector": system}},
+            },
+            child,
+            timeout=900,
+        )
+        self.kueue = helm_release(
+            f"{cluster.name}-kueue",
+            "kueue",
+            "kueue",
+            kueue_ns,
+            {
+                "controllerManager": {"nodeSelector": system},
+                "managerConfig": {
+                    "controllerManagerConfigYaml": yaml.safe_dump(kueue_configuration(), sort_keys=False)
+                },
+            },
+            child,
+            timeout=900,
+        )
+        after = pulumi.ResourceOptions(parent=self, depends_on=[self.kueue])
+        for pool in sweep_pools(points):
+            k8s.apiextensions.CustomResource(
+                f"{cluster.name}-flavor-{pool.name}",
+                api_version=KUEUE_API,
+                kind="ResourceFlavor",
+                metadata={"name": flavor_name(pool), "labels": {"app.kubernetes.io/part-of": "gpu-fleet"}},
+                spec={"nodeLabels": pool.node_selector},
+                opts=after,
+            )
+        k8s.apiextensions.CustomResource(
+            f"{cluster.name}-cluster-queue",
+            api_version=KUEUE_API,
+            kind="ClusterQueue",
+            metadata={"name": CLUSTER_QUEUE, "labels": {"app.kubernetes.io/part-of": "gpu-fleet"}},
+            spec=cluster_queue_spec(points, pod_contract.BENCHMARK_NAMESPACE),
+            opts=after,
+        )
+        self.local_queue = k8s.apiextensions.CustomResource(
+            f"{cluster.name}-local-queue",
+            api_version=KUEUE_API,
+            kind="LocalQueue",
+            metadata={"name": pod_contract.SWEEP_QUEUE, "namespace": benchmark_ns},
+            spec={"clusterQueue": CLUSTER_QUEUE},
+            opts=after,
+        )
+        self.register_outputs({})

@@ -1,0 +1,206 @@
+"""Scaling sweeps under the mock engine (components/kubernetes/training.py, sweeps.py, the GKE and EKS sweep pools):
+one TrainJob per point with the right accelerator count, Trainer and Kueue only where a sweep runs, the queue's
+quotas, the workers' pods and their fencing."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from components.kubernetes.images import chart, chart_images
+from components.kubernetes.sweeps import ANCESTOR_LABEL, NODE, RESTART_ATTEMPT_LABEL
+from components.kubernetes.training import CLUSTER_QUEUE, KUEUE_FRAMEWORKS
+from fleet.model import pod_contract
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT
+from fleet.tools.plan import StackPlan
+from tests.helpers import SHIPPED_WORKLOADS, by_type, one, plan_one
+
+POLICY = """
+defaults:
+  gpu_pool: {max_nodes: 2}
+clusters:
+  gcp:
+    gke-sweep:
+      zone: us-central1-a
+      gpus: [l4, tpu-v5e, t4]
+      checkpoint_claim: sweep-checkpoints
+  aws:
+    eks-sweep:
+      region: us-east-1
+      gpus: [l4]
+    eks-plain:
+      region: us-east-1
+      central: true
+      gpus: [t4]
+workloads:
+  3dgan-jax:
+    gpus: [l4, tpu-v5e]
+    scale: [1, 4, 16]
+"""
+GKE = {"gcp:project": "sweep-project", "gcp:zone": "us-central1-a"}
+AWS = {"aws:region": "us-east-1"}
+RELEASE = "kubernetes:helm.sh/v3:Release"
+TRAINJOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
+RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+
+
+@pytest.fixture(scope="module")
+def gke(tmp_path_factory: pytest.TempPathFactory) -> StackPlan:
+    return plan_one(tmp_path_factory.mktemp("gke"), POLICY, "gke-sweep", GKE, workloads_dir=SHIPPED_WORKLOADS)
+
+
+@pytest.fixture(scope="module")
+def eks(tmp_path_factory: pytest.TempPathFactory) -> StackPlan:
+    return plan_one(tmp_path_factory.mktemp("eks"), POLICY, "eks-sweep", AWS, workloads_dir=SHIPPED_WORKLOADS)
+
+
+def jobs(plan: StackPlan) -> dict[tuple[str, int], tuple[dict, dict]]:
+    """(card, accelerators) -> (TrainJob inputs, its TrainingRuntime's inputs)."""
+    runtimes = {r.inputs["metadata"]["name"]: r.inputs for r in by_type(plan, RUNTIME)}
+    out = {}
+    for job in by_type(plan, TRAINJOB):
+        labels = job.inputs["metadata"]["labels"]
+        runtime = runtimes[job.inputs["spec"]["runtimeRef"]["name"]]
+        pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        node = next(c for c in pod["containers"] if c["name"] == NODE)
+        per_node = int(next(v for k, v in node["resources"]["limits"].items() if "/" in k))
+        total = per_node * job.inputs["spec"]["trainer"]["numNodes"]
+        out[(labels["gpu"], total)] = (job.inputs, runtime)
+    return out
+
+
+def test_one_trainjob_per_point_with_the_total_accelerator_count(gke):
+    assert sorted(jobs(gke)) == [("l4", 1), ("l4", 4), ("l4", 16), ("tpu-v5e", 1), ("tpu-v5e", 4)]
+    job, runtime = jobs(gke)[("l4", 16)]
+    assert job["spec"]["trainer"]["numNodes"] == 2 and runtime["spec"]["mlPolicy"] == {"numNodes": 2, "jax": {}}
+    assert job["spec"]["runtimeRef"] == {
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "TrainingRuntime",
+        "name": runtime["metadata"]["name"],
+    }
+    assert job["metadata"]["labels"][pod_contract.QUEUE_NAME_LABEL] == pod_contract.SWEEP_QUEUE
+    registration = next(r for r in by_type(gke, TRAINJOB) if r.inputs is job)
+    assert set(registration.ignore_changes) == {"spec.suspend", "spec.runtimePatches"}  # Kueue's own changes
+
+
+def test_the_workers_pod_is_the_benchmark_pod_on_the_points_pool(gke):
+    _, runtime = jobs(gke)[("l4", 16)]
+    template = runtime["spec"]["template"]["spec"]
+    assert template["failurePolicy"] == {"maxRestarts": 3, "restartStrategy": "Recreate"}
+    (replicated,) = template["replicatedJobs"]
+    assert replicated["name"] == NODE and replicated["replicas"] == 1
+    assert replicated["template"]["metadata"]["labels"] == {ANCESTOR_LABEL: "trainer"}
+    pod = replicated["template"]["spec"]["template"]
+    assert pod["metadata"]["labels"]["app.kubernetes.io/part-of"] == pod_contract.BENCHMARK_PART_OF
+    spec = pod["spec"]
+    assert spec["nodeSelector"] == {"gpu": "l4", CARDS_PER_NODE_LABEL: "8"}
+    assert {"key": SWEEP_TAINT.key, "operator": "Equal", "value": "present", "effect": "NoSchedule"} in spec[
+        "tolerations"
+    ]
+    node = next(c for c in spec["containers"] if c["name"] == NODE)
+    assert node["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    env = {e["name"]: e for e in node["env"]}
+    assert env["JAX_PLATFORMS"]["value"] == "cuda"
+    assert env["GPUFLEET_RESTART_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        f"metadata.labels['{RESTART_ATTEMPT_LABEL}']"
+    )
+    assert env["GPUFLEET_CHECKPOINT_DIR"]["value"] == "/checkpoints"
+    claim = next(v for v in spec["volumes"] if v["name"] == "checkpoints")
+    assert claim["persistentVolumeClaim"] == {"claimName": "sweep-checkpoints"}
+    mount = next(m for m in node["volumeMounts"] if m["name"] == "checkpoints")
+    assert mount["subPathExpr"] == "$(GPUFLEET_JOBSET)"
+    assert [c["name"] for c in spec["initContainers"]] == ["prepare-log", "mtail"]
+    assert spec["securityContext"]["runAsNonRoot"] is True and spec["automountServiceAccountToken"] is False
+
+
+def test_a_tpu_point_takes_whole_vms_and_the_tpu_platform(gke):
+    _, runtime = jobs(gke)[("tpu-v5e", 1)]
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    node = next(c for c in pod["containers"] if c["name"] == NODE)
+    assert node["resources"]["limits"]["google.com/tpu"] == "1"
+    assert {e["name"]: e.get("value") for e in node["env"]}["JAX_PLATFORMS"] == "tpu"
+    assert pod["nodeSelector"] == {"gpu": "tpu-v5e", CARDS_PER_NODE_LABEL: "1"}
+
+
+def test_gke_builds_a_sweep_pool_per_machine_size(gke):
+    pools = {r.inputs["name"]: r.inputs for r in by_type(gke, NODE_POOL)}
+    assert {"gpu-l4-x4", "gpu-l4-x8", "gpu-tpu-v5e-x1"} <= set(pools)
+    x8 = pools["gpu-l4-x8"]
+    assert x8["nodeConfig"]["machineType"] == "g2-standard-96"
+    assert x8["nodeConfig"]["guestAccelerators"][0]["count"] == 8
+    assert x8["autoscaling"]["totalMinNodeCount"] == 0 and x8["autoscaling"]["totalMaxNodeCount"] == 2
+    assert {"key": SWEEP_TAINT.key, "value": "present", "effect": "NO_SCHEDULE"} in x8["nodeConfig"]["taints"]
+    assert x8["nodeConfig"]["spot"] is True and x8["nodeConfig"]["labels"][CARDS_PER_NODE_LABEL] == "8"
+    tpu = pools["gpu-tpu-v5e-x1"]
+    assert tpu["nodeConfig"]["machineType"] == "ct5lp-hightpu-1t" and not tpu["nodeConfig"].get("guestAccelerators")
+    # the card pool itself keeps its one-card machine and no sweep taint
+    own = pools["gpu-l4"]["nodeConfig"]
+    assert own["guestAccelerators"][0]["count"] == 1 and SWEEP_TAINT.key not in str(own["taints"])
+
+
+def test_eks_sweep_node_groups_scale_from_zero_with_their_card_count(eks):
+    groups = {r.inputs["nodeGroupName"]: r.inputs for r in by_type(eks, "aws:eks/nodeGroup:NodeGroup")}
+    assert groups["gpu-l4-x8"]["instanceTypes"] == ["g6.48xlarge"]
+    assert groups["gpu-l4-x8"]["scalingConfig"]["minSize"] == 0
+    tags = {r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in by_type(eks, "aws:autoscaling/tag:Tag")}
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] in {"1", "4", "8"}
+    x8 = [r for r in by_type(eks, "aws:autoscaling/tag:Tag") if "gpu-l4-x8" in r.name]
+    x8_tags = {r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in x8}
+    assert x8_tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "8"
+    assert x8_tags[f"k8s.io/cluster-autoscaler/node-template/taint/{SWEEP_TAINT.key}"] == "present:NoSchedule"
+    assert x8_tags[f"k8s.io/cluster-autoscaler/node-template/label/{CARDS_PER_NODE_LABEL}"] == "8"
+
+
+def test_trainer_and_kueue_are_pinned_and_only_where_a_sweep_runs(gke, tmp_path):
+    releases = {r.inputs["name"]: r.inputs for r in by_type(gke, RELEASE)}
+    for name in ("kubeflow-trainer", "kueue"):
+        pinned = chart(name)
+        assert releases[name]["chart"] == f"{pinned.repo}/{name}" and pinned.repo.startswith("oci://")
+        assert releases[name]["version"] == pinned.version and "repositoryOpts" not in releases[name]
+    trainer = releases["kubeflow-trainer"]["values"]
+    images = {i.name: i for i in chart_images("kubeflow-trainer")}
+    assert trainer["image"]["repository"] == images["trainer-controller-manager"].image.split("/", 1)[1].split(":")[0]
+    assert trainer["jobset"]["image"]["repository"] == images["jobset"].image.rsplit(":", 1)[0]
+    assert trainer["jobset"]["install"] is True
+    config = yaml.safe_load(releases["kueue"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
+    assert config["integrations"]["frameworks"] == list(KUEUE_FRAMEWORKS)
+    wait = config["waitForPodsReady"]
+    assert wait["blockAdmission"] is True and wait["timeout"] == f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
+    plain = plan_one(
+        tmp_path,
+        POLICY.replace("central: true", "central: false").replace("eks-sweep:", "eks-sweep:\n      central: true"),
+        "eks-plain",
+        AWS,
+        workloads_dir=SHIPPED_WORKLOADS,
+    )
+    assert not {"kubeflow-trainer", "kueue"} & {r.inputs["name"] for r in by_type(plain, RELEASE)}
+    assert not by_type(plain, TRAINJOB)
+
+
+def test_the_queue_caps_each_pool_at_what_it_holds(gke):
+    flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_type(gke, KUEUE + "ResourceFlavor")}
+    assert flavors["gpu-l4-x8"] == {"nodeLabels": {"gpu": "l4", CARDS_PER_NODE_LABEL: "8"}}
+    (queue,) = by_type(gke, KUEUE + "ClusterQueue")
+    assert queue.inputs["metadata"]["name"] == CLUSTER_QUEUE
+    (group,) = queue.inputs["spec"]["resourceGroups"]
+    assert set(group["coveredResources"]) == {"cpu", "memory", "nvidia.com/gpu", "google.com/tpu"}
+    quota = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
+    assert quota["gpu-l4-x8"]["nvidia.com/gpu"] == "16" and quota["gpu-l4-x8"]["google.com/tpu"] == "0"
+    assert quota["gpu-l4"]["nvidia.com/gpu"] == "2"  # the card pool: max_nodes 2 of one card
+    assert quota["gpu-tpu-v5e"]["google.com/tpu"] == "8"
+    (local,) = by_type(gke, KUEUE + "LocalQueue")
+    assert local.inputs["metadata"]["name"] == pod_contract.SWEEP_QUEUE
+    assert local.inputs["spec"] == {"clusterQueue": CLUSTER_QUEUE}
+
+
+def test_workers_of_a_job_reach_each_other_and_nothing_else(gke):
+    job, _ = jobs(gke)[("l4", 16)]
+    name = job["metadata"]["name"]
+    policy = one(gke, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "gke-sweep-3dgan-jax-l4-n16-workers")
+    selector = {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": name}}
+    assert policy.inputs["spec"]["podSelector"] == selector
+    assert policy.inputs["spec"]["ingress"] == [{"from": [{"podSelector": selector}]}]
+    assert policy.inputs["spec"]["egress"] == [{"to": [{"podSelector": selector}]}]

@@ -9,11 +9,14 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from fleet.model import pod_contract
 from fleet.model.spec import GpuPool
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
 from .registry import resource_policy
-from .resources import all_containers, cluster_of, fleet, no_cluster, plain, pod_template, stack_of
+from .resources import TRAINING_RUNTIME, all_containers, cluster_of, fleet, no_cluster, plain, pod_template, stack_of
 
-BENCHMARK_TYPES = ("kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob")
+JOB_TYPES = ("kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob")
+# a sweep job's workers are benchmark pods too (their TrainingRuntime holds the pod template)
+BENCHMARK_TYPES = (*JOB_TYPES, TRAINING_RUNTIME)
 # The pod contract the components build to (fleet/model/pod_contract.py, which both import).
 PART_OF = pod_contract.BENCHMARK_PART_OF
 METRIC_LABELS = pod_contract.METRIC_LABELS
@@ -41,14 +44,16 @@ def _benchmark(args: ResourceValidationArgs) -> tuple[dict[str, Any], dict[str, 
 
 
 def _expected_pool(args: ResourceValidationArgs, template: dict[str, Any]) -> GpuPool | None:
+    """The pool of the pod's card: the card's own pool, or the sweep pool of the size its selector names."""
     cluster = cluster_of(args.urn)
     card = ((template.get("metadata") or {}).get("labels") or {}).get("gpu", "")
     if cluster is None:
         return None
-    try:
-        return cluster.pool(card)
-    except KeyError:
-        return None
+    size = ((template.get("spec") or {}).get("nodeSelector") or {}).get(CARDS_PER_NODE_LABEL)
+    for pool in cluster.all_pools:
+        if pool.card == card and pool.labels.get(CARDS_PER_NODE_LABEL) == size:
+            return pool
+    return None
 
 
 @resource_policy(

@@ -7,7 +7,7 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from .benchmark_pods import BENCHMARK_TYPES, PART_OF
+from .benchmark_pods import JOB_TYPES, PART_OF
 from .registry import stack_policy
 from .resources import cluster_of, fleet, no_cluster, plain, pod_template, stack_of
 
@@ -29,7 +29,7 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
     expected = {(b.workload.name, b.pool.card): b for b in fleet().workload_jobs(cluster)}
     found: dict[tuple[str, str], Any] = {}
     for r in resources:
-        if r.resource_type not in BENCHMARK_TYPES:
+        if r.resource_type not in JOB_TYPES:  # sweep jobs: sweeps.py
             continue
         _, template = pod_template(plain(r.props), r.resource_type)
         labels = (template.get("metadata") or {}).get("labels") or {}

@@ -9,6 +9,7 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs
 from fleet.model import pod_contract
 from fleet.model.pool_view import POOL_TYPES, PoolView
 from fleet.model.spec import GpuPool
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
 from .registry import resource_policy
 from .resources import cluster_of, fleet, no_cluster, plain, stack_of
@@ -35,15 +36,17 @@ def _policy_pool(args: ResourceValidationArgs, report: ReportViolation) -> tuple
     cluster = cluster_of(args.urn)
     if cluster is None:
         return None  # reported by gpu-pool-allowed-card
-    try:
-        return view, cluster.pool(card)
-    except KeyError:
-        return None  # reported by gpu-pool-allowed-card
+    size = view.labels.get(CARDS_PER_NODE_LABEL)  # a sweep pool's machine size; None on a card's own pool
+    for pool in cluster.all_pools:
+        if pool.card == card and pool.labels.get(CARDS_PER_NODE_LABEL) == size:
+            return view, pool
+    return None  # reported by gpu-pool-allowed-card, or an unknown sweep size: gpu-pool-sweep-size
 
 
 @resource_policy(
     "gpu-pool-allowed-card",
-    "GPU node pools exist only for cards the policy file gives the stack's cluster.",
+    "GPU node pools exist only for cards the policy file gives the stack's cluster (sweep pools: only the machine "
+    "sizes its sweep points need).",
 )
 def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _pool(args)
@@ -61,6 +64,16 @@ def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation
             f"pool {args.name!r} is for card {card!r}, which {fleet().file} does not give cluster {stack!r} "
             f"(its cards: {', '.join(cards) or 'none'}); add {card} to the cluster's gpus in the policy file "
             "or remove the pool"
+        )
+        return
+    view, _ = found
+    size = view.labels.get(CARDS_PER_NODE_LABEL)
+    sizes = sorted(p.labels[CARDS_PER_NODE_LABEL] for p in cluster.sweep_pools if p.card == card)
+    if size is not None and size not in sizes:
+        report(
+            f"pool {args.name!r} is a {card} sweep pool of {size} cards per node, which no sweep point of "
+            f"{fleet().file} needs on {stack!r} (sweep pools of {card} there: {', '.join(sizes) or 'none'}); "
+            "build sweep pools from Cluster.sweep_pools"
         )
 
 

@@ -50,7 +50,10 @@ def plain(value: Any) -> Any:
     return value
 
 
-# The pod-bearing kinds and where their pod template is (the CronJob's inside its job template).
+TRAINING_RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
+TRAIN_JOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
+# The pod-bearing kinds and where their pod template is (the CronJob's inside its job template; a list index picks
+# an item).
 POD_BEARING = {
     "kubernetes:core/v1:Pod": (),
     "kubernetes:batch/v1:Job": ("spec", "template"),
@@ -58,6 +61,8 @@ POD_BEARING = {
     "kubernetes:apps/v1:Deployment": ("spec", "template"),
     "kubernetes:apps/v1:StatefulSet": ("spec", "template"),
     "kubernetes:apps/v1:DaemonSet": ("spec", "template"),
+    # a sweep job's workers: the Job template of the runtime's (only) replicated job (components/kubernetes/sweeps.py)
+    TRAINING_RUNTIME: ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template"),
     "kubernetes:apps/v1:ReplicaSet": ("spec", "template"),
     "kubernetes:core/v1:ReplicationController": ("spec", "template"),
 }
@@ -73,7 +78,11 @@ def pod_template(props: dict[str, Any], resource_type: str) -> tuple[dict[str, A
     owner: Any = {}
     node: Any = props
     for key in path:
-        owner, node = node, (node or {}).get(key) or {}
+        if isinstance(key, int):
+            items = node if isinstance(node, list) else []
+            owner, node = node, items[key] if len(items) > key else {}
+        else:
+            owner, node = node, (node or {}).get(key) or {}
     return (owner if path else {}), node
 
 

@@ -107,7 +107,7 @@ def test_plan_fails_a_program_whose_gpu_pools_lose_their_taint(
     status, output = _broken_plan(capsys, "fix-gke")
     assert status == 1, output
     assert "gpu-pool-accelerator-taint" in output and "fix-gke-gpu-t4" in output, output
-    pools = load_fleet(POLICY, WORKLOADS).cluster("fix-gke").pools
+    pools = load_fleet(POLICY, WORKLOADS).cluster("fix-gke").all_pools
     assert f"{len(pools)} mandatory violation(s)" in output, output  # one per GPU pool
 
 

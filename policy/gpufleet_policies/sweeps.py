@@ -1,0 +1,149 @@
+"""Scaling sweeps: each sweep point of the policy file is one queued TrainJob with its total accelerator count on a
+pool that can hold it, and the training operator and Kueue run exactly where sweeps run.
+
+The workers' pods themselves (placement, limits, sidecar, labels, images, Pod Security) are checked as benchmark pods
+(benchmark_pods.py, pod_security.py): the pack reads them from the TrainingRuntime each TrainJob names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
+
+from fleet.model import pod_contract
+from fleet.model.quantity import parse_quantity
+from fleet.model.spec import Cluster
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL
+
+from .registry import resource_policy, stack_policy
+from .resources import TRAIN_JOB, TRAINING_RUNTIME, cluster_of, fleet, no_cluster, plain, pod_template, stack_of
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+OPERATOR_CHARTS = ("kubeflow-trainer", "kueue")
+
+
+@resource_policy(
+    "sweep-job-queued",
+    "Sweep TrainJobs name the sweeps' LocalQueue, so Kueue admits all of a job's workers together or none.",
+)
+def _validate_queued(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != TRAIN_JOB:
+        return
+    props = plain(args.props)
+    labels = (props.get("metadata") or {}).get("labels") or {}
+    queue = labels.get(pod_contract.QUEUE_NAME_LABEL)
+    if queue != pod_contract.SWEEP_QUEUE:
+        report(
+            f"TrainJob {args.name!r} has {pod_contract.QUEUE_NAME_LABEL}={queue!r}, not {pod_contract.SWEEP_QUEUE!r}: "
+            "without Kueue its workers start one by one as nodes come, and a half-started job holds GPU nodes while "
+            "it waits; label it as components/kubernetes/sweeps.py does"
+        )
+    ref = (props.get("spec") or {}).get("runtimeRef") or {}
+    if ref.get("kind") != "TrainingRuntime" or not ref.get("name"):
+        report(
+            f"TrainJob {args.name!r} must name its own TrainingRuntime (runtimeRef kind TrainingRuntime), which "
+            "holds the workers' pod; got {ref!r}"
+        )
+
+
+def _workers(runtime: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """(numNodes, worker pod spec) of a TrainingRuntime's inputs."""
+    _, template = pod_template(runtime, TRAINING_RUNTIME)
+    nodes = ((runtime.get("spec") or {}).get("mlPolicy") or {}).get("numNodes") or 1
+    return int(nodes), template.get("spec") or {}
+
+
+def _cards(pod: dict[str, Any], resource: str) -> int:
+    """Cards of ``resource`` the pod's containers ask for."""
+    total = 0
+    for container in pod.get("containers") or []:
+        limits = (container.get("resources") or {}).get("limits") or {}
+        if limits.get(resource):
+            total += int(parse_quantity(str(limits[resource])))
+    return total
+
+
+def _found_points(cluster: Cluster, resources: list[Any], report: ReportViolation) -> dict[tuple[str, str, int], Any]:
+    """(workload, card, total accelerators) -> TrainJob of the stack, checking each job against its pool."""
+    runtimes = {
+        (plain(r.props).get("metadata") or {}).get("name"): plain(r.props)
+        for r in resources
+        if r.resource_type == TRAINING_RUNTIME
+    }
+    found: dict[tuple[str, str, int], Any] = {}
+    for r in resources:
+        if r.resource_type != TRAIN_JOB:
+            continue
+        props = plain(r.props)
+        labels = (props.get("metadata") or {}).get("labels") or {}
+        runtime = runtimes.get(((props.get("spec") or {}).get("runtimeRef") or {}).get("name"))
+        if runtime is None:
+            report(f"TrainJob {r.name} names no TrainingRuntime of this stack", r.urn)
+            continue
+        nodes, pod = _workers(runtime)
+        nodes = int(((props.get("spec") or {}).get("trainer") or {}).get("numNodes") or nodes)
+        card, workload = labels.get("gpu", ""), labels.get("workload", "")
+        size = (pod.get("nodeSelector") or {}).get(CARDS_PER_NODE_LABEL)
+        pool = next(
+            (p for p in cluster.all_pools if p.card == card and p.labels.get(CARDS_PER_NODE_LABEL) == size), None
+        )
+        if pool is None:
+            report(f"TrainJob {r.name} runs {card} on no pool of {cluster.name} (cards per node {size})", r.urn)
+            continue
+        per_node = _cards(pod, pool.resource)
+        whole = pool.accelerator.whole_host
+        if per_node > pool.accelerators_per_node or (whole and per_node != pool.accelerators_per_node):
+            report(
+                f"TrainJob {r.name} asks {per_node} {card} per worker on {pool.machine_type}, which has "
+                f"{pool.accelerators_per_node}{' (a TPU job takes whole machines)' if whole else ''}",
+                r.urn,
+            )
+        if nodes > pool.max_nodes:
+            report(
+                f"TrainJob {r.name} needs {nodes} nodes but pool {pool.name} has max_nodes {pool.max_nodes}: "
+                "Kueue would never admit it",
+                r.urn,
+            )
+        found[(workload, card, nodes * per_node)] = r
+    return found
+
+
+@stack_policy(
+    "sweep-set-matches-policy",
+    "The stack's TrainJobs are exactly the policy file's sweep points for the cluster, each on a pool that holds it, "
+    "and Kubeflow Trainer and Kueue are deployed exactly where a sweep runs.",
+)
+def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> None:
+    resources = list(args.resources)
+    if not resources:
+        return
+    stack = stack_of(resources[0].urn)
+    cluster = cluster_of(resources[0].urn)
+    if cluster is None:
+        report(no_cluster(stack))
+        return
+    expected = {(p.workload.name, p.card, p.accelerators) for p in fleet().sweep_points(cluster)}
+    found = _found_points(cluster, resources, report)
+    for workload, card, n in sorted(expected - set(found)):
+        report(
+            f"the policy file sweeps {workload} over {n} {card} on {stack}, but the stack has no TrainJob with that "
+            "many accelerators; create them with SweepJobs(fleet.sweep_points(cluster))"
+        )
+    for key in sorted(set(found) - expected):
+        workload, card, n = key
+        report(
+            f"TrainJob {found[key].name} runs {workload} on {n} {card}, which is not a sweep point of the policy file "
+            f"on {stack}; remove it or add the point to the workload's scale",
+            found[key].urn,
+        )
+    charts = {
+        str((plain(r.props) or {}).get("chart", "")).rsplit("/", 1)[-1]
+        for r in resources
+        if r.resource_type == HELM_RELEASE
+    }
+    for name in OPERATOR_CHARTS:
+        if expected and name not in charts:
+            report(f"{stack} runs sweep jobs but has no {name} release: nothing would admit or run them")
+        if not expected and name in charts:
+            report(f"{stack} runs no sweep but deploys {name}: remove the release (TrainingOperators)")

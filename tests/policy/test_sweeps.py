@@ -1,0 +1,109 @@
+"""policy/gpufleet_policies/sweeps.py and the sweep side of the pool and benchmark-pod policies, on the fixture
+fleet's own sweep (fix-gke: sweeper on l4 over 1, 2 and 8 cards); each rule fails once."""
+
+from __future__ import annotations
+
+import copy
+
+from fleet.model.spec import load_fleet
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL
+from tests.policy.support import GKE_POOL, POLICY, WORKLOADS, assert_violation, check, only
+
+TRAIN_JOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
+RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+SET = "sweep-set-matches-policy"
+
+
+def of_type(regs, type_):
+    return [r for r in regs if r.type == type_]
+
+
+def worker_pod(runtime) -> dict:
+    return runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+
+
+def test_the_fixture_sweep_is_planned_and_passes(plans, session):
+    regs = plans["fix-gke"].registrations
+    fleet = load_fleet(POLICY, WORKLOADS)
+    points = fleet.sweep_points(fleet.cluster("fix-gke"))
+    assert len(of_type(regs, TRAIN_JOB)) == len(points) == 3
+    findings = session.analyze_registrations(copy.deepcopy(regs))
+    assert not [f for f in findings if f.level == "mandatory"], [(f.policy, f.message) for f in findings]
+    # no sweep elsewhere: no operator there either
+    assert not of_type(plans["fix-eks"].registrations, TRAIN_JOB)
+    assert not {"kueue", "kubeflow-trainer"} & {
+        r.inputs["name"] for r in of_type(plans["fix-eks"].registrations, RELEASE)
+    }
+
+
+def test_a_trainjob_outside_the_queue_is_refused(plans, session):
+    job = copy.deepcopy(of_type(plans["fix-gke"].registrations, TRAIN_JOB)[0])
+    del job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    assert_violation(check(session, job), "sweep-job-queued", "without Kueue its workers start one by one")
+    job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "sweeps"
+    job.inputs["spec"]["runtimeRef"]["kind"] = "ClusterTrainingRuntime"
+    assert_violation(check(session, job), "sweep-job-queued", "must name its own TrainingRuntime")
+
+
+def test_a_missing_point_and_an_extra_one_are_found(plans, session):
+    regs = copy.deepcopy(plans["fix-gke"].registrations)
+    jobs = of_type(regs, TRAIN_JOB)
+    regs.remove(jobs[0])
+    findings = only(session.analyze_registrations(regs), SET)
+    assert any("sweeps sweeper over" in f.message and "has no TrainJob with that many" in f.message for f in findings)
+    regs = copy.deepcopy(plans["fix-gke"].registrations)
+    biggest = next(j for j in of_type(regs, TRAIN_JOB) if "-n8-" in j.inputs["metadata"]["name"])
+    biggest.inputs["spec"]["trainer"]["numNodes"] = 2  # 2 nodes of 8 cards
+    findings = only(session.analyze_registrations(regs), SET)
+    assert any("runs sweeper on 16 l4, which is not a sweep point" in f.message for f in findings)
+
+
+def test_a_job_bigger_than_its_pool_is_found(plans, session):
+    regs = copy.deepcopy(plans["fix-gke"].registrations)
+    runtime = next(
+        r for r in of_type(regs, RUNTIME) if worker_pod(r)["spec"]["nodeSelector"].get(CARDS_PER_NODE_LABEL) == "2"
+    )
+    node = next(c for c in worker_pod(runtime)["spec"]["containers"] if c["name"] == "node")
+    node["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    job = next(
+        j
+        for j in of_type(regs, TRAIN_JOB)
+        if j.inputs["spec"]["runtimeRef"]["name"] == runtime.inputs["metadata"]["name"]
+    )
+    job.inputs["spec"]["trainer"]["numNodes"] = 3
+    findings = only(session.analyze_registrations(regs), SET)
+    messages = "\n".join(f.message for f in findings)
+    assert "asks 4 l4 per worker on g2-standard-24, which has 2" in messages
+    assert "needs 3 nodes but pool gpu-l4-x2 has max_nodes 1" in messages
+
+
+def test_operators_exactly_where_sweeps_run(plans, session):
+    regs = copy.deepcopy(plans["fix-gke"].registrations)
+    regs = [r for r in regs if not (r.type == RELEASE and r.inputs["name"] == "kueue")]
+    assert_violation(only(session.analyze_registrations(regs), SET), SET, "fix-gke runs sweep jobs but has no kueue")
+    regs = copy.deepcopy(plans["fix-eks"].registrations)
+    kueue = copy.deepcopy(
+        next(r for r in of_type(plans["fix-gke"].registrations, RELEASE) if r.inputs["name"] == "kueue")
+    )
+    kueue.urn = kueue.urn.replace("fix-gke", "fix-eks")
+    regs.append(kueue)
+    assert_violation(only(session.analyze_registrations(regs), SET), SET, "fix-eks runs no sweep but deploys kueue")
+
+
+def test_a_sweep_pool_of_a_size_no_point_needs_is_refused(plans, session):
+    pool = copy.deepcopy(
+        next(r for r in of_type(plans["fix-gke"].registrations, GKE_POOL) if r.inputs["name"] == "gpu-l4-x8")
+    )
+    pool.inputs["nodeConfig"]["labels"][CARDS_PER_NODE_LABEL] = "4"
+    assert_violation(check(session, pool), "gpu-pool-allowed-card", "sweep pool of 4 cards per node", "2, 8")
+
+
+def test_sweep_workers_are_checked_as_benchmark_pods(plans, session):
+    runtime = copy.deepcopy(next(r for r in of_type(plans["fix-gke"].registrations, RUNTIME)))
+    pod = worker_pod(runtime)["spec"]
+    pod["tolerations"] = []
+    pod["securityContext"] = {}
+    findings = check(session, runtime)
+    assert_violation(findings, "benchmark-placement", "does not tolerate")
+    assert only(findings, "pod-security-restricted")

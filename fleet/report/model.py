@@ -10,6 +10,7 @@ from fleet.report.costs import Machine, PriceEntry, PriceTable, cost_per_result,
 from fleet.report.probes import ProbeRow
 from fleet.report.queries import Window, WorkloadQueries
 from fleet.report.runners import RunnerRow
+from fleet.report.scaling import ScalingRow
 
 Card = tuple[str, str, str]  # (cluster, cloud, gpu)
 
@@ -99,3 +100,4 @@ class Report:
     queries_sent: int = 0
     probes: list[ProbeRow] = field(default_factory=list)  # time to first accelerator, per probed pool
     runners: list[RunnerRow] = field(default_factory=list)  # CI jobs per card
+    scaling: dict[str, list[ScalingRow]] = field(default_factory=dict)  # per sweeping workload: its sweep points

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import EngFormatter, ScalarFormatter
 
 from fleet.report.costs import approximate
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from fleet.report.model import WorkloadSection
+    from fleet.report.scaling import ScalingRow
 
 SIZE_INCHES = (10.0, 5.0)
 DPI = 100
@@ -129,6 +130,41 @@ def series_chart(section: WorkloadSection, path: Path) -> None:
     if section.series:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def scaling_chart(workload: str, rows: list[ScalingRow], path: Path) -> None:
+    """Time per epoch (left) and speed-up (right) against the job's accelerator count, one line per (card, cluster),
+    GPUs and TPUs on the same axes, each with its ideal (linear) line dashed from its smallest point."""
+    colours = _colours(sorted({r.gpu for r in rows}))
+    fig, (left, right) = plt.subplots(1, 2, figsize=SIZE_INCHES, dpi=DPI)
+    lines: dict[tuple[str, str, str], list[ScalingRow]] = {}
+    for r in rows:
+        lines.setdefault((r.cluster, r.cloud, r.gpu), []).append(r)
+    for (cluster, cloud, gpu), points in sorted(lines.items()):
+        points.sort(key=lambda r: r.accelerators)
+        counts = [r.accelerators for r in points]
+        base = points[0]
+        label = f"{gpu} @ {cluster} ({cloud})"
+        colour = colours[gpu]
+        left.plot(counts, [r.seconds_per_epoch for r in points], marker="o", color=colour, label=label)
+        ideal = [base.seconds_per_epoch * base.accelerators / n for n in counts]
+        left.plot(counts, ideal, "--", color=colour, alpha=0.5)
+        right.plot(counts, [r.speedup for r in points], marker="o", color=colour, label=label)
+        right.plot(counts, [n / base.accelerators for n in counts], "--", color=colour, alpha=0.5)
+    for ax, what in ((left, "time per epoch (s)"), (right, "speed-up over the smallest point")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2 if ax is right else 10)
+        ax.xaxis.set_major_formatter(ScalarFormatter())  # 1, 2, 4 rather than powers of two
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.set_xlabel("accelerators in the job")
+        ax.set_ylabel(what)
+        ax.grid(alpha=0.3, which="both")
+    left.set_title(f"{workload}: time per epoch (dashed: ideal)", fontsize=10)
+    right.set_title(f"{workload}: speed-up (dashed: linear)", fontsize=10)
+    right.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)

@@ -50,6 +50,7 @@ from fleet.report.queries import (
     workload_queries,
 )
 from fleet.report.runners import RunnerRow, runner_queries, runner_rows
+from fleet.report.scaling import ScalingRow, scaling_queries, scaling_rows
 
 MISSING = "—"
 
@@ -104,10 +105,19 @@ def _by_card(samples: list[dict[str, Any]]) -> dict[Card, float]:
     return out
 
 
-def count_queries(workloads: list[Workload], window: Window) -> int:
+def sweeping(workload: Workload, fleet: Fleet | None) -> bool:
+    """Whether the report shows ``workload`` as a scaling sweep (the policy gives it a scale) instead of per card."""
+    return workload.spec.distributed is not None and fleet is not None and workload.name in fleet.scales
+
+
+def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None = None) -> int:
     """How many requests :func:`gather` sends at most (for the progress line)."""
     extra = len(probe_queries(window)) + len(runner_queries(window))
-    return 1 + extra + sum(len(workload_queries(w.spec, window).instant()) + 3 for w in workloads)
+    per_workload = [
+        len(scaling_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 3
+        for w in workloads
+    ]
+    return 1 + extra + sum(per_workload)
 
 
 def gather(
@@ -121,7 +131,14 @@ def gather(
     """Query Prometheus for every workload; raises ``PrometheusError`` when a request fails."""
     step = choose_step(window.seconds)
     sections = []
-    for wl in workloads:
+    scaling: dict[str, list[ScalingRow]] = {}
+    for wl in (w for w in workloads if sweeping(w, fleet)):
+        answers = {}
+        for name, promql in scaling_queries(wl, window).items():
+            progress.step(f"{wl.name}: sweep epoch {name}")
+            answers[name] = client.query(promql, window.end)
+        scaling[wl.name] = scaling_rows(wl, answers, fleet, prices)
+    for wl in (w for w in workloads if not sweeping(w, fleet)):
         queries = workload_queries(wl.spec, window)
         section = WorkloadSection(wl, queries, runs_counter(wl.spec))
         sections.append(section)
@@ -179,7 +196,7 @@ def gather(
         runner_answers[name] = client.query(promql, window.end)
     return Report(
         client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
-        runner_rows(runner_answers),
+        runner_rows(runner_answers), scaling,
     )  # fmt: skip
 
 
@@ -381,7 +398,63 @@ def prices_used(report: Report) -> list[PriceEntry]:
         for r in section.rows:
             if r.price is not None and r.price_per_hour is not None:
                 seen.setdefault(r.price.key, r.price)
+    for rows in report.scaling.values():
+        for s in rows:
+            if s.price is not None and s.cost_per_epoch is not None:
+                seen.setdefault(s.price.key, s.price)
     return list(seen.values())
+
+
+def scaling_header(currency: str) -> list[str]:
+    """The column titles of a sweep's table."""
+    return [
+        "cluster",
+        "cloud",
+        "card",
+        "machine",
+        "accelerators",
+        "nodes",
+        "epochs",
+        "time / epoch (s)",
+        "speed-up",
+        "efficiency (%)",
+        "restarts",
+        f"cost / epoch ({currency}, approx.)",
+    ]
+
+
+def scaling_table_rows(rows: list[ScalingRow]) -> list[list[str]]:
+    """The cells of a sweep's table, one list per point."""
+    return [
+        [
+            r.cluster or MISSING,
+            r.cloud or MISSING,
+            r.gpu or MISSING,
+            r.machine or MISSING,
+            str(r.accelerators),
+            str(r.nodes) if r.nodes is not None else MISSING,
+            fmt_count(r.epochs),
+            fmt(r.seconds_per_epoch, 4),
+            fmt(r.speedup, 3),
+            fmt(100 * r.efficiency, 3),
+            str(r.restarts),
+            approximate(r.cost_per_epoch, 2) if r.cost_per_epoch is not None else MISSING,
+        ]
+        for r in rows
+    ]
+
+
+NO_SWEEP = "No sweep job reported an epoch in this window (policy file: the workload's scale)."
+
+
+def scaling_sections(report: Report) -> list[tuple[str, str, list[str], list[list[str]], str]]:
+    """Each sweeping workload's section (workload, title, header, rows, what to say without rows); numeric columns
+    start at the fifth."""
+    currency = report.prices.currency
+    return [
+        (name, f"Scaling: {name}", scaling_header(currency), scaling_table_rows(rows), NO_SWEEP)
+        for name, rows in report.scaling.items()
+    ]
 
 
 def prices_table(used: list[PriceEntry], currency: str) -> tuple[list[str], list[list[str]]]:
@@ -422,6 +495,11 @@ METHOD = [
     "CI jobs per card: `increase()` over the window of each GitLab runner's `gitlab_runner_jobs_total` and "
     "`gitlab_runner_failed_jobs_total`, and its job duration histogram's sum over its count (increase() "
     "extrapolates to the window's edges, so counts may show fractions).",
+    "Scaling: for each sweep job (one per accelerator count), each worker's timed epoch seconds and epochs "
+    "(the workload's `distributed` counters, their highest value in the window, summed over restart attempts); time "
+    "/ epoch is the slowest worker's seconds per epoch; speed-up is the smallest point's time over this one's and "
+    "efficiency the speed-up over the ratio of accelerator counts; restarts is the highest JobSet restart attempt; "
+    "cost / epoch is the time x the machine's hourly price x the job's nodes (the sweep point of the policy file).",
     "Prices are approximate, dated observations (fleet/report/prices.yaml); the date and source of each are below.",
 ]
 
@@ -450,6 +528,11 @@ def render_markdown(report: Report, images: dict[str, dict[str, str]]) -> str:
                 out += [f"![{wl.name}: {wl.spec.headline.metric} {alt}]({files[kind]})", ""]
         out += [_markdown_table(table_header(section, currency), table_rows(section)), ""]
         out += [f"- {note}" for note in section_notes(section, currency)] + [""]
+    for name, title, header, rows, empty in scaling_sections(report):
+        out += [f"## {title}", ""]
+        if rows and "scaling" in images.get(name, {}):
+            out += [f"![{name}: time per epoch and speed-up against accelerators]({images[name]['scaling']})", ""]
+        out += [_markdown_table(header, rows) if rows else empty, ""]
     for title, header, rows, empty in fleet_tables(report):
         table = _markdown_table(header, rows, numeric=range(3, len(header))) if rows else empty
         out += [f"## {title}", "", table, ""]
@@ -535,6 +618,14 @@ def render_html(report: Report, pngs: dict[str, dict[str, bytes]]) -> str:
         parts.append(_html_table(table_header(section, currency), table_rows(section)))
         notes = "".join(f"<li>{_inline_code(n)}</li>" for n in section_notes(section, currency))
         parts.append(f"<ul>{notes}</ul>")
+    for name, title, header, rows, empty in scaling_sections(report):
+        parts.append(f'<h2 id="scaling-{esc(name)}">{esc(title)}</h2>')
+        data = pngs.get(name, {}).get("scaling")
+        if rows and data:
+            encoded = base64.b64encode(data).decode("ascii")
+            alt = f"{esc(name)}: time per epoch and speed-up against accelerators"
+            parts.append(f'<img alt="{alt}" src="data:image/png;base64,{encoded}">')
+        parts.append(_html_table(header, rows) if rows else f"<p>{esc(empty)}</p>")
     for title, header, rows, empty in fleet_tables(report):
         parts.append(f"<h2>{title}</h2>")
         parts.append(_html_table(header, rows, numeric_from=3) if rows else f"<p>{esc(empty)}</p>")
@@ -562,7 +653,7 @@ def render_html(report: Report, pngs: dict[str, dict[str, bytes]]) -> str:
 
 def write_report(report: Report, out: Path) -> list[Path]:
     """Draw the plots and write index.html, report.md and the PNGs into ``out``; the files written."""
-    from fleet.report.plots import bar_chart, series_chart  # matplotlib is imported only when plotting
+    from fleet.report.plots import bar_chart, scaling_chart, series_chart  # matplotlib only when plotting
 
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -576,6 +667,13 @@ def write_report(report: Report, out: Path) -> list[Path]:
             draw(section, path)
             names.setdefault(section.name, {})[kind] = path.name
             pngs.setdefault(section.name, {})[kind] = path.read_bytes()
+            written.append(path)
+    for name, rows in report.scaling.items():
+        if rows:
+            path = out / f"{name}-scaling.png"
+            scaling_chart(name, rows, path)
+            names.setdefault(name, {})["scaling"] = path.name
+            pngs.setdefault(name, {})["scaling"] = path.read_bytes()
             written.append(path)
     (out / "report.md").write_text(render_markdown(report, names), encoding="utf-8")
     (out / "index.html").write_text(render_html(report, pngs), encoding="utf-8")
@@ -639,7 +737,7 @@ def build(
         raise ReportError(f"no workload is defined under {args.workloads_dir}", bad_input=True)
     fleet = load_fleet(args.policy, args.workloads_dir)
     prices = load_prices(args.prices)
-    progress = Progress(count_queries(workloads, window), stream)
+    progress = Progress(count_queries(workloads, window, fleet), stream)
     client.deadline = time.monotonic() + (budget if budget is not None else progress.total * args.timeout)
     try:
         progress.step(f"connecting to {client.display_url}")

@@ -11,7 +11,8 @@ from its checkpoint, as JobSet restarts a job after a preemption. The output of 
 appended to sample.log in that order; the mtail program's lines carry the point and the worker.
 
 Needs a Python with ``jax==0.10.2`` (CPU): ``python -m venv /tmp/jax && /tmp/jax/bin/pip install jax==0.10.2``,
-then ``/tmp/jax/bin/python workloads/3dgan-jax/record_sample.py``. It takes several minutes on two cores.
+then ``/tmp/jax/bin/python workloads/3dgan-jax/record_sample.py`` on an otherwise idle machine (another load slows
+the one-worker point and inflates the speed-ups). It takes about 11 minutes on two cores.
 """
 
 from __future__ import annotations

@@ -63,6 +63,10 @@ class CloudFacts(StrictModel):
     # Whether a new cluster has a default StorageClass; where not, a stack that needs a volume (the central
     # Prometheus) must name one in gpu-fleet:storageClass.
     default_storage_class: bool
+    # GPU sharing a pool can have here (policy: sharing): time-slicing (the cloud's own, or our device plugin's
+    # configuration selected by a node label), and MIG partitions the cloud creates for a pool itself.
+    time_slicing: bool = False
+    mig_partitioning: bool = False
     source: str
 
 
@@ -93,6 +97,9 @@ class Offer(StrictModel):
     source: str
     # the same card on machines with other card counts, for the scaling sweeps (fleet/model/sweeps.py)
     machines: list[Machine] = []
+    # MIG profiles the cloud can partition this card into, each with the instances one card holds
+    mig_profiles: dict[str, int] = {}
+    mig_source: str = ""
 
     @pydantic.model_validator(mode="after")
     def _complete(self) -> Offer:
@@ -100,6 +107,8 @@ class Offer(StrictModel):
             raise ValueError("an available offer needs a machine_type")
         if self.status == "retired" and (self.retired_on is None or not self.alternatives):
             raise ValueError("a retired offer needs retired_on and alternatives")
+        if self.mig_profiles and not self.mig_source:
+            raise ValueError("mig_profiles need their mig_source")
         counts = [self.count, *(m.count for m in self.machines)]
         if len(set(counts)) != len(counts):
             raise ValueError(f"machines must each hold a different number of cards (counts {counts})")

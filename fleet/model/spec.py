@@ -43,6 +43,27 @@ class Probe:
     stale_after_seconds: float
 
 
+# The node label naming the device plugin's configuration a node uses (NVIDIA/k8s-device-plugin v0.17.1 README,
+# "Updating Per-Node Configuration With a Node Label"; the chart's config-manager reads it), and the fleet's own label
+# telling how a pool's cards are shared.
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+SHARING_LABEL = "gpu-fleet.io/sharing"
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """How a pool's cards are shared: ``units`` pods per card, by time-slicing or as MIG instances of ``profile``."""
+
+    kind: str  # "time-slicing" or "mig"
+    units: int  # pods per card: the time slices, or the profile's instances per card
+    profile: str = ""  # the MIG profile
+
+    @property
+    def name(self) -> str:
+        """``time-slicing-4`` or ``mig-1g.5gb``: the device plugin configuration's name and the sharing label."""
+        return f"time-slicing-{self.units}" if self.kind == "time-slicing" else f"mig-{self.profile}"
+
+
 @dataclass(frozen=True)
 class GpuPool:
     """One autoscaled node pool of one card in one cluster, with every default applied."""
@@ -58,6 +79,18 @@ class GpuPool:
     probe: Probe | None = None  # None: this pool is not probed
     count: int = 0  # cards per machine when not the offer's (a sweep pool's machine size)
     sweep: bool = False  # a sweep pool: another machine size of the card, for scaling-sweep jobs only
+    sharing: Sharing | None = None  # None: each pod gets whole cards
+
+    @property
+    def units_per_node(self) -> int:
+        """What a node advertises of ``resource``: its cards, times the pods per card when they are shared."""
+        return self.accelerators_per_node * (self.sharing.units if self.sharing else 1)
+
+    @property
+    def device_plugin_config(self) -> str:
+        """The device plugin configuration a node of this pool uses (``default``: whole cards, MIG by the plugin's
+        single strategy off)."""
+        return self.sharing.name if self.sharing else "default"
 
     @property
     def name(self) -> str:
@@ -83,7 +116,10 @@ class GpuPool:
     def labels(self) -> dict[str, str]:
         """Kubernetes node labels of the pool: ``gpu=<card>`` plus what the card and cloud need."""
         offer_labels = self.offer.node_labels if self.offer else {}
-        return {GPU_LABEL: self.card, **self.accelerator.node_labels, **offer_labels, **self._sweep_label}
+        shared = {SHARING_LABEL: self.sharing.name} if self.sharing else {}
+        if self.sharing and self.needs_device_plugin:  # our plugin picks its configuration by this label
+            shared[DEVICE_PLUGIN_CONFIG_LABEL] = self.sharing.name
+        return {GPU_LABEL: self.card, **self.accelerator.node_labels, **offer_labels, **self._sweep_label, **shared}
 
     @property
     def _sweep_label(self) -> dict[str, str]:
@@ -379,6 +415,10 @@ class _Checker:
         if lo > hi:
             self.report(where, f"min_nodes {lo} is above max_nodes {hi}")
         if cloud == "existing":
+            if pool.sharing is not None:
+                self.report(
+                    (*where, "sharing"), "an existing cluster's nodes are not the fleet's to configure: no sharing"
+                )
             return
         offer = acc.offers.get(cloud)  # type: ignore[call-overload]
         if offer is None:
@@ -390,6 +430,30 @@ class _Checker:
                 f"{card} ({acc.model}) was retired on {cloud} on {offer.retired_on} ({offer.note}); "
                 f"use one of: {', '.join(offer.alternatives)}",
             )
+        elif pool.sharing is not None:
+            self.check_sharing(cloud, where, card, acc, offer, pool)
+
+    def check_sharing(
+        self, cloud: str, where: tuple[object, ...], card: str, acc: Accelerator, offer: Offer, pool: PoolSettings
+    ) -> None:
+        """A shared pool: an NVIDIA card, on a cloud that can share it that way, with a MIG profile the card has."""
+        sharing = pool.sharing
+        assert sharing is not None
+        facts = self.catalogue.clouds[cloud]  # type: ignore[index]
+        at = (*where, "sharing") if not isinstance(where[-1], int) else where
+        if not acc.is_nvidia:
+            self.report(at, f"{card} is a {acc.resource} accelerator: only NVIDIA GPUs are shared")
+        elif sharing.time_slicing is not None and not facts.time_slicing:
+            self.report(
+                at, f"{facts.title} pools cannot be time-sliced: their nodes carry no label of ours to configure them"
+            )
+        elif sharing.time_slicing is not None and offer.ami_type.startswith("BOTTLEROCKET"):
+            self.report(at, f"{offer.ami_type} brings its own device plugin, which takes no time-slicing configuration")
+        elif sharing.mig is not None and not facts.mig_partitioning:
+            self.report(at, f"{facts.title} cannot partition GPUs into MIG instances itself; use time_slicing")
+        elif sharing.mig is not None and sharing.mig not in offer.mig_profiles:
+            have = ", ".join(offer.mig_profiles) or "none: the card has no MIG"
+            self.report(at, f"{card} on {cloud} has no MIG profile {sharing.mig} (its profiles: {have})")
 
     def check_workloads(self) -> None:
         known_cards = self.catalogue.accelerators
@@ -480,7 +544,7 @@ class _Checker:
                 )
         for cluster, runners in fleet.runners.items():
             for r in runners:
-                room = r.pool.max_nodes * r.pool.accelerators_per_node
+                room = r.pool.max_nodes * r.pool.units_per_node
                 if r.concurrency * r.accelerators > room:
                     found.append(
                         str(
@@ -493,6 +557,17 @@ class _Checker:
                         )
                     )
         return tuple(found)
+
+
+def _sharing(settings: PoolSettings, offer: Offer | None) -> Sharing | None:
+    """The pool's sharing, resolved: the pods per card of its time-slicing or of its MIG profile."""
+    wanted = settings.sharing
+    if wanted is None:
+        return None
+    if wanted.time_slicing is not None:
+        return Sharing("time-slicing", wanted.time_slicing)
+    assert wanted.mig is not None and offer is not None  # the checker refused a profile the offer lacks
+    return Sharing("mig", offer.mig_profiles[wanted.mig], wanted.mig)
 
 
 def _probe(settings: PoolSettings, defaults: ProbeDefaults, min_nodes: int, probe: Workload) -> Probe | None:
@@ -532,6 +607,7 @@ def _resolve(
                 min_nodes = pool.min_nodes if pool.min_nodes is not None else floor
                 pools.append(
                     GpuPool(
+                        sharing=_sharing(pool, offer),
                         card=card,
                         accelerator=acc,
                         offer=offer,

@@ -98,6 +98,9 @@ def plan_cluster(
             whole_host = pool.accelerator.whole_host
             for n in scale:
                 placed = place(n, sizes, whole_host, pool.max_nodes)
+                if placed is not None and pool.sharing and placed.machine.machine_type == own.machine_type:
+                    left_out.append((name, pool.card, n, f"the {pool.card} pool is shared ({pool.sharing.name})"))
+                    continue
                 if placed is None:
                     counts = "/".join(str(m.count) for m in sorted(sizes, key=lambda m: m.count))
                     rule = "a job takes whole machines" if whole_host else f"max_nodes {pool.max_nodes}"
@@ -120,5 +123,5 @@ def plan_cluster(
 def sweep_pool(pool: GpuPool, machine: Machine) -> GpuPool:
     """The sweep pool of ``pool``'s card on ``machine``: from zero, never probed, the card pool's spot setting."""
     return dataclasses.replace(
-        pool, machine_type=machine.machine_type, count=machine.count, sweep=True, min_nodes=0, probe=None
+        pool, machine_type=machine.machine_type, count=machine.count, sweep=True, min_nodes=0, probe=None, sharing=None
     )

@@ -1,0 +1,104 @@
+"""GPU sharing in the model (policy: a pool's ``sharing``): pods per card, the labels that select the device plugin's
+configuration, and every combination the clouds or cards cannot do refused with its location."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fleet.model.catalogue import load_catalogue
+from fleet.model.errors import InputError
+from fleet.model.spec import DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL, Sharing, load_fleet
+from tests.helpers import SHIPPED_WORKLOADS
+
+POLICY = """\
+clusters:
+  azure:
+    aks-s:
+      region: eastus
+      central: true
+      gpus:
+        t4: {{sharing: {{time_slicing: 4}}}}
+        a100: {{sharing: {{mig: 2g.20gb}}, max_nodes: 3}}
+  gcp:
+    gke-s:
+      zone: us-central1-a
+      gpus:
+        a100: {{sharing: {{mig: 1g.5gb}}}}
+        l4: {l4}
+workloads:
+  3dgan-jax: {{gpus: [l4], scale: [1, 2]}}
+"""
+
+
+def fleet_of(tmp_path: Path, policy: str):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(textwrap.dedent(policy), encoding="utf-8")
+    return load_fleet(path, SHIPPED_WORKLOADS)
+
+
+def test_pods_per_card_come_from_the_slices_or_the_profile(tmp_path):
+    fleet = fleet_of(tmp_path, POLICY.format(l4="{sharing: {time_slicing: 3}}"))
+    aks, gke = fleet.clusters["aks-s"], fleet.clusters["gke-s"]
+    profiles = load_catalogue().accelerators["a100"].offers
+    assert aks.pool("t4").sharing == Sharing("time-slicing", 4) and aks.pool("t4").units_per_node == 4
+    assert aks.pool("a100").sharing == Sharing("mig", profiles["azure"].mig_profiles["2g.20gb"], "2g.20gb")
+    assert gke.pool("a100").units_per_node == profiles["gcp"].mig_profiles["1g.5gb"] == 7
+    # our device plugin (AKS) picks its configuration by node label; GKE's own plugin needs none
+    assert aks.pool("t4").labels[DEVICE_PLUGIN_CONFIG_LABEL] == "time-slicing-4"
+    assert aks.pool("t4").labels[SHARING_LABEL] == "time-slicing-4"
+    assert DEVICE_PLUGIN_CONFIG_LABEL not in gke.pool("a100").labels
+    assert gke.pool("a100").labels[SHARING_LABEL] == "mig-1g.5gb"
+
+
+def test_a_shared_pool_runs_no_sweep_point_and_its_sweep_pools_are_whole(tmp_path):
+    fleet = fleet_of(tmp_path, POLICY.format(l4="{sharing: {time_slicing: 3}}"))
+    gke = fleet.clusters["gke-s"]
+    points = {p.accelerators: p.pool for p in fleet.sweep_points(gke)}
+    assert set(points) == {2} and points[2].sharing is None  # 1 would be a time slice of the shared pool
+    assert any("leaves out the point 1 on l4: the l4 pool is shared (time-slicing-3)" in w for w in fleet.warnings)
+
+
+@pytest.mark.parametrize(
+    ("l4", "extra", "message"),
+    [
+        (
+            "{sharing: {mig: 1g.5gb}}",
+            "",
+            "l4 on gcp has no MIG profile 1g.5gb (its profiles: none: the card has no MIG)",
+        ),
+        ("{sharing: {time_slicing: 1}}", "", "greater than or equal to 2"),
+        ("{sharing: {time_slicing: 49}}", "", "less than or equal to 48"),
+        ("{sharing: {time_slicing: 2, mig: 1g.5gb}}", "", "give exactly one of time_slicing"),
+        ("{sharing: {}}", "", "give exactly one of time_slicing"),
+        ("{sharing: {mig: 1G.5GB}}", "", "string should match pattern"),
+        (
+            "{}",
+            "  aws:\n    eks-s:\n      region: us-east-1\n      gpus: {a10g: {sharing: {mig: 1g.5gb}}}\n",
+            "Amazon EKS cannot partition GPUs into MIG instances itself; use time_slicing",
+        ),
+        (
+            "{}",
+            "  openstack:\n    mag-s:\n      region: site\n      gpus: {t4: {sharing: {time_slicing: 2}}}\n",
+            "OpenStack Magnum (CERN) pools cannot be time-sliced",
+        ),
+        (
+            "{}",
+            "  existing:\n    lab-s:\n      gpus: {a100: {sharing: {time_slicing: 2}}}\n",
+            "an existing cluster's nodes are not the fleet's to configure",
+        ),
+        (
+            "{}",
+            "  aws:\n    eks-s:\n      region: us-east-1\n      gpus: {trn1: {sharing: {time_slicing: 2}}}\n",
+            "only NVIDIA GPUs are shared",
+        ),
+    ],
+)
+def test_sharing_that_cannot_be_built_is_refused(tmp_path, l4, extra, message):
+    policy = POLICY.format(l4=l4).replace("workloads:", extra + "workloads:")
+    with pytest.raises(InputError) as err:
+        fleet_of(tmp_path, policy)
+    text = str(err.value).lower()
+    assert message.lower() in text and "fleet.yaml:" in text and "sharing" in text

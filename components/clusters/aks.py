@@ -73,6 +73,15 @@ def azurecli_kubeconfig(text: str) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
+def mig_profile(pool: GpuPool) -> dict[str, str]:
+    """The agent pool's ``gpu_instance_profile`` for a MIG pool: MIG<slices>g of the profile (``2g.20gb`` ->
+    ``MIG2g``; pulumi_azure_native containerservice GPUInstanceProfile MIG1g ... MIG7g); fixed once the pool exists
+    (MicrosoftDocs/azure-aks-docs articles/aks/gpu-multi-instance.md)."""
+    if pool.sharing is None or pool.sharing.kind != "mig":
+        return {}
+    return {"gpu_instance_profile": f"MIG{pool.sharing.profile.split('g.', 1)[0]}g"}
+
+
 class AksCluster(GpuCluster):
     """An AKS cluster in its own resource group, with a system pool and one spot GPU pool per card.
 
@@ -304,5 +313,6 @@ class AksCluster(GpuCluster):
             node_taints=[aks_taint(t) for t in (*pool.taints, *spot_taints)],
             tags={"gpu-fleet-cluster": cluster.name, "gpu-fleet-card": pool.card},
             **spot,  # type: ignore[arg-type]
+            **mig_profile(pool),
             opts=self.child(self.azure_provider, ignore_changes=["count"]),
         )

@@ -418,7 +418,9 @@ class EksCluster(GpuCluster):
             labels.update(cluster.facts.spot_node_labels)  # EKS labels spot nodes eks.amazonaws.com/capacityType
         template = {f"{NODE_TEMPLATE}/label/{k}": v for k, v in labels.items()}
         template.update({f"{NODE_TEMPLATE}/taint/{t.key}": autoscaler_tag_value(t) for t in pool.taints})
-        template[f"{NODE_TEMPLATE}/resources/{pool.resource}"] = str(pool.accelerators_per_node)
+        # what a node advertises: its cards, times the time slices of a shared pool (the tag overrides the instance
+        # type's GPU count: kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws aws_manager.go, README)
+        template[f"{NODE_TEMPLATE}/resources/{pool.resource}"] = str(pool.units_per_node)
         asg_name = group.resources[0].autoscaling_groups[0].name  # type: ignore[index]
         for key, value in template.items():
             aws.autoscaling.Tag(

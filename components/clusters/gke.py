@@ -62,6 +62,19 @@ def autoscaling_profile(cluster: Cluster) -> str:
     return "OPTIMIZE_UTILIZATION" if int(cluster.scale_down_after[:-1]) < int(DEFAULT_SCALE_DOWN[:-1]) else "BALANCED"
 
 
+def gpu_sharing(pool: GpuPool) -> dict[str, Any]:
+    """The guest accelerator's sharing (pulumi_gcp 10.2.0 NodePoolNodeConfigGuestAcceleratorArgs): time-sharing
+    with N clients per GPU, or MIG partitions of the profile's size; GKE's device plugin then advertises each client or
+    partition as one nvidia.com/gpu (GKE docs "Time-sharing GPUs on GKE", "Running multi-instance GPUs")."""
+    if pool.sharing is None:
+        return {}
+    if pool.sharing.kind == "mig":
+        return {"gpu_partition_size": pool.sharing.profile}
+    return {
+        "gpu_sharing_config": {"gpu_sharing_strategy": "TIME_SHARING", "max_shared_clients_per_gpu": pool.sharing.units}
+    }
+
+
 class GkeCluster(GpuCluster):
     """A GKE Standard cluster with the default pool removed, workload identity, and GPU pools.
 
@@ -243,6 +256,7 @@ class GkeCluster(GpuCluster):
                     "type": offer.accelerator_type,
                     "count": pool.accelerators_per_node,
                     "gpu_driver_installation_config": {"gpu_driver_version": "LATEST"},
+                    **gpu_sharing(pool),
                 }
             ]
             if offer.accelerator_type

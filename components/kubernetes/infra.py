@@ -13,6 +13,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
+import yaml
 
 from components.clusters.taints import toleration
 from components.kubernetes.benchmark import PART_OF as BENCHMARK_PART_OF
@@ -32,7 +33,7 @@ from components.kubernetes.runners import RUNNER_METRICS_PORT, RUNNER_PART_OF
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from components.kubernetes.training import TrainingOperators
 from fleet.model import pod_contract, prometheus
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.spec import Cluster, Fleet, Sharing
 from fleet.program.settings import StackSettings
 from fleet.program.stack_config import SECRET_PLACEHOLDER
 
@@ -106,6 +107,38 @@ def gpu_tolerations(cluster: Cluster) -> list[dict[str, str]]:
     return list(seen.values())
 
 
+def device_plugin_config(sharing: Sharing | None) -> dict[str, Any]:
+    """One configuration of the NVIDIA device plugin (NVIDIA/k8s-device-plugin v0.17.1 api/config/v1, README "With
+    CUDA Time-Slicing"): whole cards, N time slices per card (a pod asking more than one slice is refused, as NVIDIA
+    recommends: it would not get more GPU), or the MIG instances of a node, each a ``nvidia.com/gpu`` (single
+    strategy, as AKS's MIG pools want)."""
+    config: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": "none"}}
+    if sharing is not None and sharing.kind == "mig":
+        config["flags"]["migStrategy"] = "single"
+    elif sharing is not None:
+        resources = [{"name": "nvidia.com/gpu", "replicas": sharing.units}]
+        config["sharing"] = {"timeSlicing": {"failRequestsGreaterThanOne": True, "resources": resources}}
+    return config
+
+
+def device_plugin_sharing(cluster: Cluster) -> dict[str, Any]:
+    """The device plugin chart's ``config`` values where a pool we run the plugin on is shared: one named
+    configuration per kind of sharing plus ``default``, which a node takes unless its label
+    ``nvidia.com/device-plugin.config`` names another (the chart's config-manager reads it); {} otherwise, so an
+    unshared cluster's plugin runs as before."""
+    shared = {p.sharing.name: p.sharing for p in cluster.all_pools if p.sharing and p.needs_device_plugin}
+    if not shared:
+        return {}
+    configs = {"default": device_plugin_config(None)}
+    configs.update({name: device_plugin_config(sharing) for name, sharing in sorted(shared.items())})
+    return {
+        "config": {
+            "default": "default",
+            "map": {name: yaml.safe_dump(config, sort_keys=False) for name, config in configs.items()},
+        }
+    }
+
+
 def gpu_node_affinity(cluster: Cluster) -> dict[str, Any]:
     """Node affinity onto any GPU pool of the cluster, from each pool's own selector label.
 
@@ -148,7 +181,7 @@ def benchmark_quota(cluster: Cluster) -> dict[str, str]:
     """ResourceQuota of the benchmark namespace: accelerators up to what the pools can hold at most."""
     totals: dict[str, int] = defaultdict(int)
     for pool in cluster.all_pools:
-        totals[pool.resource] += pool.max_nodes * pool.accelerators_per_node
+        totals[pool.resource] += pool.max_nodes * pool.units_per_node
     hard = {f"requests.{res}": str(n) for res, n in sorted(totals.items())}
     hard.update({"count/jobs.batch": "200", "count/cronjobs.batch": "50", "pods": "200"})
     return hard
@@ -494,7 +527,7 @@ class InfraStack(pulumi.ComponentResource):
                 "nvidia-device-plugin",
                 "nvidia-device-plugin",
                 "kube-system",
-                {"tolerations": tolerations, "affinity": gpu_node_affinity(cluster)},
+                {"tolerations": tolerations, "affinity": gpu_node_affinity(cluster), **device_plugin_sharing(cluster)},
                 child,
             )
         if nvidia_pools:

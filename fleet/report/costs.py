@@ -99,13 +99,15 @@ class Machine:
     cloud: str
     machine_type: str
     accelerator_type: str
-    gpus: int  # accelerators per machine
+    gpus: int  # what a pod's accelerators are counted against: the machine's cards, times the pods per shared card
     spot: bool
+    sharing: str = ""  # the pool's sharing (time-slicing-4, mig-1g.5gb); empty: whole cards
 
     @property
     def label(self) -> str:
-        """``machine_type`` plus the accelerator when the cloud attaches it separately."""
-        return f"{self.machine_type} + {self.accelerator_type}" if self.accelerator_type else self.machine_type
+        """``machine_type`` plus the accelerator when the cloud attaches it separately, and the sharing if any."""
+        name = f"{self.machine_type} + {self.accelerator_type}" if self.accelerator_type else self.machine_type
+        return f"{name} ({self.sharing})" if self.sharing else name
 
 
 def machine_for(
@@ -117,7 +119,8 @@ def machine_for(
         for pool in found.pools:
             if pool.card == card and pool.machine_type:
                 accelerator = pool.offer.accelerator_type if pool.offer else ""
-                return Machine(found.cloud, pool.machine_type, accelerator, pool.accelerators_per_node, pool.spot)
+                sharing = pool.sharing.name if pool.sharing else ""
+                return Machine(found.cloud, pool.machine_type, accelerator, pool.units_per_node, pool.spot, sharing)
     offer = (catalogue or load_catalogue()).offer(card, cloud)
     if offer is None or offer.status != "available" or not offer.machine_type:
         return None

@@ -489,6 +489,9 @@ METHOD = [
     "cost / result: the estimated billed time x the machine's hourly price x the share of the machine the pod "
     "requests. Idle time after a run, before the autoscaler removes the node (10 minutes by default), is not "
     "counted.",
+    "Shared cards: a pool whose cards are time-sliced or split into MIG instances shows it beside its machine "
+    "(`time-slicing-2`, `mig-1g.5gb`), and a pod there pays for its slice or instance of the card; the same card "
+    "whole on another cluster is the row to compare it with (the sharing penalty).",
     "Time to first accelerator: each probe run's wait from its CronJob's scheduled time to its pod running "
     "(`gpufleet_probe_scaleup_seconds`), the runs told apart by `gpufleet_probe_last_run_timestamp_seconds`; "
     "succeeded: runs whose accelerator answered (`gpufleet_probe_success`).",

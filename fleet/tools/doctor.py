@@ -457,7 +457,7 @@ def _template_fix(pool: GpuPool, ctx: Context) -> str:
     if cloud == "aws":
         return (
             f"the pool's Auto Scaling group needs the tag k8s.io/cluster-autoscaler/node-template/resources/"
-            f"{pool.resource}={pool.accelerators_per_node} (components/clusters/eks.py sets it): {ctx.up}, then "
+            f"{pool.resource}={pool.units_per_node} (components/clusters/eks.py sets it): {ctx.up}, then "
             f"{_autoscaler_logs(ctx)}"
         )
     if cloud == "openstack":

@@ -31,10 +31,11 @@ def test_every_entry_is_dated_sourced_and_a_machine_of_the_catalogue() -> None:
     assert table.currency == "USD" and table.entries
     catalogue = load_catalogue()
     offered = {
-        (cloud, offer.machine_type, offer.accelerator_type)
+        (cloud, machine.machine_type, offer.accelerator_type)
         for acc in catalogue.accelerators.values()
         for cloud, offer in acc.offers.items()
         if offer.status == "available"
+        for machine in offer.sizes()  # the pool's machine and the sweeps' other sizes
     }
     for key, entry in table.entries.items():
         assert entry.source.strip() and isinstance(entry.as_of, datetime.date), key
@@ -165,3 +166,19 @@ def test_approximate(value: float, digits: int, text: str) -> None:
 
 def test_the_shipped_table_is_the_default() -> None:
     assert PRICES_FILE.name == "prices.yaml" and PRICES_FILE.parent.name == "report"
+
+
+def test_a_shared_pool_counts_a_pod_against_the_slices_of_its_machine(tmp_path: Path) -> None:
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(
+        "clusters:\n  gcp:\n    gke-sh:\n      zone: us-central1-a\n      central: true\n"
+        "      gpus: {t4: {sharing: {time_slicing: 4}}, a100: {sharing: {mig: 1g.5gb}}}\n",
+        encoding="utf-8",
+    )
+    fleet = load_fleet(policy, tmp_path)
+    t4 = machine_for("gke-sh", "gcp", "t4", fleet)
+    a100 = machine_for("gke-sh", "gcp", "a100", fleet)
+    assert t4 is not None and a100 is not None
+    assert (t4.gpus, t4.label) == (4, "n1-standard-4 + nvidia-tesla-t4 (time-slicing-4)")
+    assert (a100.gpus, a100.sharing) == (7, "mig-1g.5gb")  # seven 1g.5gb instances of one A100 40GB
+    assert machine_share(1, t4.gpus) == 0.25  # a pod pays for its quarter of the card

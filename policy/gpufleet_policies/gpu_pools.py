@@ -27,7 +27,7 @@ def _pool(args: ResourceValidationArgs) -> tuple[PoolView, str] | None:
     return (view, card) if card else None
 
 
-def _policy_pool(args: ResourceValidationArgs, report: ReportViolation) -> tuple[PoolView, GpuPool] | None:
+def policy_pool(args: ResourceValidationArgs, report: ReportViolation) -> tuple[PoolView, GpuPool] | None:
     """The pool and what the policy file says about it; None (nothing to check) for system pools or unknown cards."""
     found = _pool(args)
     if not found:
@@ -82,7 +82,7 @@ def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation
     "GPU node pools carry the gpu=<card> node label (and the card's other node labels) pods select them by.",
 )
 def _validate_card_label(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    found = _policy_pool(args, report)
+    found = policy_pool(args, report)
     if not found or args.resource_type == MAGNUM_POOL:  # Magnum node groups cannot set Kubernetes labels
         return
     view, pool = found
@@ -100,7 +100,7 @@ def _validate_card_label(args: ResourceValidationArgs, report: ReportViolation) 
     "GPU node pools carry the accelerator taint, so only pods that ask for the card land on them.",
 )
 def _validate_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    found = _policy_pool(args, report)
+    found = policy_pool(args, report)
     if not found or args.resource_type == MAGNUM_POOL:  # Magnum node groups cannot declare taints
         return
     view, pool = found
@@ -119,7 +119,7 @@ def _validate_taint(args: ResourceValidationArgs, report: ReportViolation) -> No
     "opted into 0) and maximum size.",
 )
 def _validate_size(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    found = _policy_pool(args, report)
+    found = policy_pool(args, report)
     if not found:
         return
     view, pool = found
@@ -146,7 +146,7 @@ def _validate_size(args: ResourceValidationArgs, report: ReportViolation) -> Non
     "GPU node pools use spot capacity unless the policy file says otherwise.",
 )
 def _validate_spot(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    found = _policy_pool(args, report)
+    found = policy_pool(args, report)
     if not found or args.resource_type == MAGNUM_POOL:  # no spot capacity on Magnum
         return
     view, pool = found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,3 +273,33 @@ def run_probe(
         return subprocess.run(
             ["/bin/sh", str(PROBE_DIR / "files" / "probe.sh")], env=env, stdout=out, stderr=subprocess.STDOUT
         ).returncode
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def markdown_tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """The rows of each workload's table in report.md, by workload (``## name`` sections)."""
+    tables: dict[str, list[dict[str, str]]] = {}
+    section = ""
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section, header = line[3:].strip(), None
+        elif line.startswith("| ") and section:
+            cells = [c.strip() for c in line.strip()[1:-1].split(" | ")]
+            if header is None:
+                header = cells
+            elif not set(cells[0]) <= set("-: "):
+                tables.setdefault(section, []).append(dict(zip(header, cells, strict=True)))
+        else:
+            header = None if not line.startswith("|") else header
+    return tables
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk (fails if it is not a PNG)."""
+    assert data[:8] == PNG_MAGIC, data[:8]
+    assert data[12:16] == b"IHDR", data[12:16]
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height

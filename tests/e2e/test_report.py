@@ -30,7 +30,6 @@ import math
 import re
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -50,13 +49,12 @@ from fleet.report.costs import approximate, load_prices
 from fleet.report.queries import GPU_ENERGY, GPU_UTILIZATION, runs_counter
 from tests.conftest import ROOT, require_tool
 from tests.e2e.processes import Mtail, Process, Prometheus, TextExporter, free_port, wait_for
-from tests.e2e.support import run_probe
+from tests.e2e.support import markdown_tables, png_size, run_probe
 
 pytestmark = pytest.mark.e2e
 
 BUDGET_S = 40.0
 NAMESPACE = "benchmarks"
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PLOT_SIZE = (1000, 500)  # fleet/report/plots.py: 10 x 5 inches at 100 dpi
 
 # The lines of each sample log that end one result (the run counter's lines): a card that ran fewer
@@ -445,33 +443,6 @@ def run_report(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[s
         timeout=timeout,
         cwd=ROOT,
     )
-
-
-def markdown_tables(text: str) -> dict[str, list[dict[str, str]]]:
-    """The rows of each workload's table in report.md, by workload (``## name`` sections)."""
-    tables: dict[str, list[dict[str, str]]] = {}
-    section = ""
-    header: list[str] | None = None
-    for line in text.splitlines():
-        if line.startswith("## "):
-            section, header = line[3:].strip(), None
-        elif line.startswith("| ") and section:
-            cells = [c.strip() for c in line.strip()[1:-1].split(" | ")]
-            if header is None:
-                header = cells
-            elif not set(cells[0]) <= set("-: "):
-                tables.setdefault(section, []).append(dict(zip(header, cells, strict=True)))
-        else:
-            header = None if not line.startswith("|") else header
-    return tables
-
-
-def png_size(data: bytes) -> tuple[int, int]:
-    """Width and height from a PNG's IHDR chunk (fails if it is not a PNG)."""
-    assert data[:8] == PNG_MAGIC, data[:8]
-    assert data[12:16] == b"IHDR", data[12:16]
-    width, height = struct.unpack(">II", data[16:24])
-    return width, height
 
 
 @pytest.fixture(scope="module")

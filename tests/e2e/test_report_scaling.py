@@ -25,7 +25,7 @@ from fleet.report.costs import approximate, load_prices
 from fleet.report.report import fmt
 from tests.conftest import ROOT, require_tool
 from tests.e2e.processes import Mtail, Prometheus, wait_for
-from tests.e2e.test_report import markdown_tables, png_size
+from tests.e2e.support import markdown_tables, png_size
 
 pytestmark = pytest.mark.e2e
 

@@ -259,19 +259,24 @@ class BenchmarkJobs(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         credentials: Mapping[str, Mapping[str, str]] | None = None,
         root_namespace: pulumi.Input[str] | None = None,
+        sweeping: Sequence[Workload] = (),
     ):
-        """``root_namespace``: where the benchmarks of workloads that need root run (``needs_root``)."""
+        """``root_namespace``: where the benchmarks of workloads that need root run (``needs_root``). ``sweeping``: the
+        workloads of the cluster's sweep jobs (components/kubernetes/sweeps.py), whose credentials Secret and egress
+        policy are made here too, like any benchmark's."""
         super().__init__(self.TYPE, f"{cluster.name}-benchmarks", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.jobs: dict[tuple[str, str], pulumi.Resource] = {}
         maps: dict[str, tuple[str, str | None]] = {}
         workloads = {b.workload.name: b.workload for b in benchmarks}
+        workloads.update({wl.name: wl for wl in sweeping})
         homes: dict[str, pulumi.Input[str]] = {}
         for wl in workloads.values():
             if wl.spec.needs_root and root_namespace is None:
                 raise ValueError(f"{cluster.name}: {wl.name} needs root, but the cluster has no {ROOT_NAMESPACE_NAME}")
             homes[wl.name] = root_namespace if wl.spec.needs_root else namespace  # type: ignore[assignment]
         secrets = self._credentials(cluster, list(workloads.values()), credentials or {}, homes, child)
+        self.secrets = secrets
         for wl in workloads.values():
             if wl.spec.egress:
                 egress_allow_list(

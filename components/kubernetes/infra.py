@@ -30,8 +30,8 @@ from components.kubernetes.network_policy import (
 )
 from components.kubernetes.pod_security import EXCEPTION_ANNOTATION, namespace_labels
 from components.kubernetes.runners import RUNNER_METRICS_PORT, RUNNER_PART_OF
+from components.kubernetes.training import KUEUE_VISIBILITY_PORT, TrainingOperators
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
-from components.kubernetes.training import TrainingOperators
 from fleet.model import pod_contract, prometheus
 from fleet.model.spec import Cluster, Fleet, Sharing
 from fleet.program.settings import StackSettings
@@ -405,7 +405,11 @@ def namespace_network_policies(
             ports(RUNNER_METRICS_PORT),
             opts,
         )
-    for ns in (TRAINER_NS, KUEUE_NS):  # the API server calls the controllers' admission webhooks
+    # the API server calls the controllers' admission webhooks, and Kueue's visibility API
+    for ns, numbers in (
+        (TRAINER_NS, (TRAINING_WEBHOOK_PORT,)),
+        (KUEUE_NS, (TRAINING_WEBHOOK_PORT, KUEUE_VISIBILITY_PORT)),
+    ):
         if ns in namespaces:
             allow_ingress(
                 f"{cluster}-{ns}-allow-webhooks",
@@ -413,7 +417,7 @@ def namespace_network_policies(
                 namespaces[ns],
                 None,
                 None,
-                ports(TRAINING_WEBHOOK_PORT),
+                ports(*numbers),
                 opts,
             )
     for ns in (BENCHMARK_NS, ROOT_BENCHMARK_NS):

@@ -32,7 +32,7 @@ from components.kubernetes.benchmark import config_maps, pod_labels, pod_spec, s
 from components.kubernetes.network_policy import network_policy
 from fleet.model import pod_contract
 from fleet.model.spec import Benchmark, Cluster
-from fleet.model.sweeps import SweepPoint
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SweepPoint
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 # The trainer step's container and replicated job (kubeflow/trainer v2.3.0 pkg/constants Node; the JAX policy's
@@ -41,12 +41,23 @@ NODE = "node"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # the JobSet is named after the TrainJob
+# unique per JobSet object (kubernetes-sigs/jobset v0.12.0 api/jobset/v1alpha2 JobSetUIDKey, on every pod): a job
+# created again under the same name starts from no checkpoint
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 CHECKPOINT_VOLUME = "checkpoints"
+MAX_TRAINJOB_NAME = pod_contract.MAX_TRAINJOB_NAME
 
 
 def point_name(point: SweepPoint) -> str:
-    """The point's TrainJob name before its hash: ``<workload>-<card>-n<accelerators>``."""
-    return f"{point.workload.name}-{point.card}-n{point.accelerators}"
+    """The point's TrainJob name before its hash: ``sweep-<workload>-<card>-n<accelerators>`` (a letter first, as the
+    TrainJob's name must start with one; workload names may start with a digit)."""
+    return f"sweep-{point.workload.name}-{point.card}-n{point.accelerators}"
+
+
+def trainjob_name(point: SweepPoint, digest: str) -> str:
+    """The point's name and the hash of its spec, cut to ``MAX_TRAINJOB_NAME`` characters."""
+    keep = MAX_TRAINJOB_NAME - len(digest) - 1
+    return f"{point_name(point)[:keep].rstrip('-')}-{digest}"
 
 
 def sweep_pod_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_cm: str | None) -> dict[str, Any]:
@@ -56,6 +67,7 @@ def sweep_pod_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_
     attempt = f"metadata.labels['{RESTART_ATTEMPT_LABEL}']"
     env = [{"name": k, "value": v} for k, v in sorted(distributed.env_by_kind.get(point.pool.resource, {}).items())]
     env.append({"name": "GPUFLEET_RESTART_ATTEMPT", "valueFrom": {"fieldRef": {"fieldPath": attempt}}})
+    env.append({"name": "GPUFLEET_ACCELERATORS", "value": str(point.accelerators)})  # the point, in the metrics
     volumes: list[tuple[dict[str, Any], dict[str, Any]]] = []
     if distributed.checkpoint_dir:
         env.append({"name": "GPUFLEET_CHECKPOINT_DIR", "value": distributed.checkpoint_dir})
@@ -66,12 +78,12 @@ def sweep_pod_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_
         )
         mount = {"name": CHECKPOINT_VOLUME, "mountPath": distributed.checkpoint_dir}
         if cluster.checkpoint_claim:
-            mount["subPathExpr"] = "$(GPUFLEET_JOBSET)"  # one directory per job, named after it
-            jobset = f"metadata.labels['{JOBSET_NAME_LABEL}']"
+            mount["subPathExpr"] = "$(GPUFLEET_JOBSET)"  # one directory per JobSet object
+            jobset = f"metadata.labels['{JOBSET_UID_LABEL}']"
             env.append({"name": "GPUFLEET_JOBSET", "valueFrom": {"fieldRef": {"fieldPath": jobset}}})
         volumes.append(({"name": CHECKPOINT_VOLUME, **source}, mount))
     bench = Benchmark(point.workload, point.pool, None)
-    return pod_spec(
+    spec = pod_spec(
         cluster,
         bench,
         programs_cm,
@@ -81,6 +93,16 @@ def sweep_pod_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_
         extra_volumes=volumes,
         container_name=NODE,
     )
+    if not point.pool.sweep:
+        # the card's own pool: its selector (gpu=<card>) also matches the sweep pools' nodes and Kueue flavors, which
+        # carry the card label too; Kueue matches a pod's required node affinity against each flavor's labels, so this
+        # keeps the job on (and its quota in) the card's own pool
+        off_sweeps = {"key": CARDS_PER_NODE_LABEL, "operator": "DoesNotExist"}
+        terms = [{"matchExpressions": [off_sweeps]}]
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        }
+    return spec
 
 
 def runtime_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_cm: str | None) -> dict[str, Any]:
@@ -141,9 +163,9 @@ class SweepJobs(pulumi.ComponentResource):
                 maps[wl.name] = config_maps(cluster, wl, namespace, child)
             spec = runtime_spec(cluster, point, *maps[wl.name])
             # runtime and job are immutable in the parts that matter: a changed point is a new pair
-            name = f"{point_name(point)}-{spec_hash([spec, point.nodes])}"
+            name = trainjob_name(point, spec_hash([spec, point.nodes]))
             labels = pod_labels(cluster, Benchmark(wl, point.pool, None))
-            resource = f"{cluster.name}-{point_name(point)}"
+            resource = f"{cluster.name}-{wl.name}-{point.card}-n{point.accelerators}"
             runtime = k8s.apiextensions.CustomResource(
                 f"{resource}-runtime",
                 api_version=TRAINER_API,

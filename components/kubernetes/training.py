@@ -32,8 +32,11 @@ CLUSTER_QUEUE = "gpu-fleet-sweeps"
 # The frameworks Kueue manages here: TrainJob, and the JobSets it creates (kueue 0.19.2 integrations.frameworks).
 KUEUE_FRAMEWORKS = ("trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset")
 # The webhook port of all three controllers, which the API server calls (kueue and trainer config webhook.port,
-# jobset templates/controller/deployment.yaml containerPort).
+# jobset templates/controller/deployment.yaml containerPort), and Kueue's visibility API server, which the chart
+# always registers as an APIService (kueue 0.19.2 templates/visibility/apiservice_v1beta{1,2}.yaml, service.yaml;
+# VisibilityOnDemand is on by default): unreachable, it breaks API discovery for kubectl, Helm and namespace deletion.
 WEBHOOK_PORT = 9443
+KUEUE_VISIBILITY_PORT = 8082
 # Kueue gates the sweep jobs by accelerators; CPU and memory must be covered too (a request of a resource the
 # ClusterQueue does not cover is not admitted), with quotas no sweep pool reaches: the nodes bound them.
 UNBOUNDED = {"cpu": "10000", "memory": "100Ti"}
@@ -49,6 +52,11 @@ def kueue_configuration() -> dict[str, Any]:
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": WEBHOOK_PORT},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        # Kueue's Job webhooks (failurePolicy Fail) only where sweep jobs go: the chart takes this selector for them
+        # (kueue 0.19.2 templates/webhook/manifests.yaml), so Jobs elsewhere never wait on Kueue
+        "managedJobsNamespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": pod_contract.BENCHMARK_NAMESPACE}
+        },
         # all workers running within the scale-up allowance, or the job is evicted and requeued (5 times at most)
         "waitForPodsReady": {
             "timeout": allowance,

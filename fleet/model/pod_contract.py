@@ -30,6 +30,11 @@ TRAINER_NAMESPACE = "kubeflow-system"
 KUEUE_NAMESPACE = "kueue-system"
 SWEEP_QUEUE = "sweeps"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+# A TrainJob's name: a DNS-1035 label (trainer v2.3.0 trainjob CRD rule ^[a-z]([-a-z0-9]*[a-z0-9])?$), short enough
+# that JobSet's child Job and pod names, <name>-node-<index>-<index>-<5 chars>, stay within 63 characters
+# (jobset v0.12.0 pkg/webhooks/jobset_webhook.go).
+TRAINJOB_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+MAX_TRAINJOB_NAME = 48
 # Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): Pod Security `baseline`.
 ROOT_BENCHMARK_NAMESPACE = "benchmarks-root"
 POD_SECURITY_LABEL_PREFIX = "pod-security.kubernetes.io"

@@ -482,6 +482,12 @@ class _Checker:
                     f"{name} cannot run as one job over many accelerators: a sweep needs `distributed` in "
                     f"{name}/workload.yaml (see workloads/3dgan-jax)",
                 )
+            elif placement.scale is not None and wl is not None and wl.spec.needs_root:
+                self.report(
+                    (*path, "scale"),
+                    f"{name} needs root (needs_root in its workload.yaml), but sweep jobs run under Pod Security "
+                    "`restricted` in the benchmarks namespace: build its image to run as a user first",
+                )
             for i, card in enumerate(placement.gpus):
                 where = (*path, *((i,) if isinstance(raw, list) else ("gpus", i)))
                 if card == "all":

@@ -103,7 +103,13 @@ def plan_cluster(
                     continue
                 if placed is None:
                     counts = "/".join(str(m.count) for m in sorted(sizes, key=lambda m: m.count))
-                    rule = "a job takes whole machines" if whole_host else f"max_nodes {pool.max_nodes}"
+                    largest = max(m.count for m in sizes)
+                    if whole_host:
+                        rule = "a job takes whole machines"
+                    elif n % largest:
+                        rule = f"not a whole number of {largest}-card machines"
+                    else:
+                        rule = f"{n // largest} nodes, above max_nodes {pool.max_nodes}"
                     left_out.append((name, pool.card, n, f"machines of {counts} cards, {rule}"))
                     continue
                 target = pool

@@ -37,15 +37,16 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     preview = component.preview_user()
     if preview:
         preview_access(cluster.name, preview, pulumi.ResourceOptions(parent=infra, provider=component.provider))
-    BenchmarkJobs(
+    sweeps = fleet.sweep_points(cluster)
+    benchmarks = BenchmarkJobs(
         cluster,
         fleet.workload_jobs(cluster),
         infra.benchmark_namespace,
         opts=pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus]),
         credentials=settings.workload_secrets,
         root_namespace=infra.root_benchmark_namespace,
+        sweeping=list({p.workload.name: p.workload for p in sweeps}.values()),
     )
-    sweeps = fleet.sweep_points(cluster)
     if sweeps and infra.training is not None:
         SweepJobs(
             cluster,
@@ -53,9 +54,11 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
             infra.benchmark_namespace,
             opts=pulumi.ResourceOptions(
                 providers=[component.provider],
-                depends_on=[infra.prometheus, infra.training.trainer, infra.training.local_queue],
+                depends_on=[
+                    infra.prometheus, infra.training.trainer, infra.training.local_queue, *benchmarks.secrets.values()
+                ],
             ),
-        )
+        )  # fmt: skip
     runners = fleet.runners_of(cluster)
     if runners and infra.ci_namespaces is not None:
         GitLabRunners(

@@ -138,7 +138,7 @@ def series_chart(section: WorkloadSection, path: Path) -> None:
 def scaling_chart(workload: str, rows: list[ScalingRow], path: Path) -> None:
     """Time per epoch (left) and speed-up (right) against the job's accelerator count, one line per (card, cluster),
     GPUs and TPUs on the same axes, each with its ideal (linear) line dashed from its smallest point."""
-    colours = _colours(sorted({r.gpu for r in rows}))
+    colours = _colours(sorted({f"{r.gpu} @ {r.cluster}" for r in rows}))  # one colour per line: a card on two clusters
     fig, (left, right) = plt.subplots(1, 2, figsize=SIZE_INCHES, dpi=DPI)
     lines: dict[tuple[str, str, str], list[ScalingRow]] = {}
     for r in rows:
@@ -148,7 +148,7 @@ def scaling_chart(workload: str, rows: list[ScalingRow], path: Path) -> None:
         counts = [r.accelerators for r in points]
         base = points[0]
         label = f"{gpu} @ {cluster} ({cloud})"
-        colour = colours[gpu]
+        colour = colours[f"{gpu} @ {cluster}"]
         left.plot(counts, [r.seconds_per_epoch for r in points], marker="o", color=colour, label=label)
         ideal = [base.seconds_per_epoch * base.accelerators / n for n in counts]
         left.plot(counts, ideal, "--", color=colour, alpha=0.5)

@@ -26,7 +26,8 @@ from fleet.report.costs import PriceEntry, PriceTable
 from fleet.report.queries import Window, selector
 
 POINT = ("cluster", "cloud", "gpu", "accelerators")
-BY = "cluster, cloud, gpu, accelerators, worker, attempt"
+# per pod too: a point run again in the window (a Kueue re-admission keeps the attempt) is another pod, added, not maxed
+BY = "cluster, cloud, gpu, accelerators, worker, attempt, namespace, pod"
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ from fleet.model.errors import InputError, Problem
 from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.quantity import parse_quantity
 from fleet.model.spec import ROOT, Cluster, Fleet, GpuPool, load_fleet
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
 # Where the infra stack puts things (components/kubernetes/infra.py: MONITORING_NS, NODE_AGENTS_NS, RELEASE; the
 # Helm release names of the device plugin and dcgm-exporter; components/kubernetes/gateway.py: GATEWAY_NAME). Kept
@@ -265,8 +266,13 @@ def _capacity(node: V1Node, resource: str) -> int:
 
 
 def pool_nodes(pool: GpuPool, nodes: Sequence[V1Node]) -> list[V1Node]:
-    """The nodes of ``pool``: those carrying every label of its node selector."""
-    return [n for n in nodes if _matches(_labels(n), pool.node_selector)]
+    """The nodes of ``pool``: those carrying every label of its node selector; a card's own pool does not count the
+    nodes of its sweep pools, which carry the same card label and their size (fleet/model/sweeps.py)."""
+    return [
+        n
+        for n in nodes
+        if _matches(_labels(n), pool.node_selector) and (pool.sweep or CARDS_PER_NODE_LABEL not in _labels(n))
+    ]
 
 
 def _untolerated(pod: V1Pod, node: V1Node) -> list[Any]:
@@ -513,7 +519,7 @@ def _scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: C
             )
     if SELECTOR_PATTERN.search(message) and pool is not None:
         wanted = (pod.spec.node_selector if pod.spec else None) or pool.node_selector
-        known = [p.node_selector for p in ctx.cluster.pools]
+        known = [p.node_selector for p in ctx.cluster.all_pools]
         stray = sorted(
             n.metadata.name
             for n in nodes
@@ -641,7 +647,7 @@ def _node_age(ctx: Context, name: str) -> float:
 def pool_rows(ctx: Context) -> list[Row]:
     """One row per GPU pool: its nodes, Ready, and the accelerators they advertise."""
     rows = []
-    for pool in ctx.cluster.pools:
+    for pool in ctx.cluster.all_pools:
         nodes = pool_nodes(pool, ctx.snapshot.nodes)
         what = f"pool {pool.name} ({_selector_text(pool.node_selector)})"
         total = sum(_allocatable(n, pool.resource) for n in nodes)

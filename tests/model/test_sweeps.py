@@ -3,6 +3,7 @@ left out, and the policy errors around ``scale``."""
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -154,3 +155,21 @@ def test_bad_scale_is_refused_with_its_location(tmp_path, placement, message):
 def test_a_bad_checkpoint_claim_name_is_refused(tmp_path):
     with pytest.raises(InputError, match="checkpoint_claim"):
         fleet_of(tmp_path, POLICY.format(claim="checkpoint_claim: Not_A_Name"))
+
+
+def test_a_workload_that_needs_root_cannot_sweep(tmp_path):
+    workloads = tmp_path / "workloads"
+    shutil.copytree(SHIPPED_WORKLOADS / "3dgan-jax", workloads / "3dgan-jax")
+    spec = workloads / "3dgan-jax" / "workload.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8") + "needs_root: writes beside its image\n", encoding="utf-8")
+    path = tmp_path / "fleet.yaml"
+    path.write_text(POLICY.format(claim=""), encoding="utf-8")
+    with pytest.raises(InputError, match=r"needs root .* Pod Security `restricted`"):
+        load_fleet(path, workloads)
+
+
+def test_left_out_points_say_why(tmp_path):
+    fleet = fleet_of(tmp_path, POLICY.format(claim="").replace("[1, 2, 4, 8, 16]", "[1, 12, 24]"))
+    text = "\n".join(fleet.warnings)
+    assert "the point 12 on l4: machines of 1/2/4/8 cards, not a whole number of 8-card machines" in text
+    assert "the point 24 on l4: machines of 1/2/4/8 cards, 3 nodes, above max_nodes 2" in text

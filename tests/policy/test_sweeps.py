@@ -107,3 +107,11 @@ def test_sweep_workers_are_checked_as_benchmark_pods(plans, session):
     findings = check(session, runtime)
     assert_violation(findings, "benchmark-placement", "does not tolerate")
     assert only(findings, "pod-security-restricted")
+
+
+def test_a_trainjob_named_with_a_leading_digit_is_refused(plans, session):
+    job = copy.deepcopy(of_type(plans["fix-gke"].registrations, TRAIN_JOB)[0])
+    job.inputs["metadata"]["name"] = "3dgan-jax-l4-n1-0a1b2c3d"
+    assert_violation(check(session, job), "sweep-job-queued", "a DNS-1035 label (a letter first)")
+    job.inputs["metadata"]["name"] = "sweep-" + "x" * 50
+    assert_violation(check(session, job), "sweep-job-queued", "at most 48 characters")

@@ -1266,3 +1266,12 @@ def test_a_node_that_just_joined_without_its_cards_is_a_wait(fleet, run_doctor):
     result = run_doctor(world, cluster.name)
     row = row_of(result.out, f"pool {pool.name} ")
     assert result.status == 0 and "ok" in row and f"{name} joined less than 10 min ago" in row
+
+
+def test_a_cards_pool_does_not_count_its_sweep_pools_nodes(fleet):
+    cluster = next(c for c in fleet.clusters.values() if c.sweep_pools)
+    sweep = cluster.sweep_pools[0]
+    own = cluster.pool(sweep.card)
+    nodes = [gpu_node(own, "own-1"), gpu_node(sweep, "sweep-1")]
+    assert [n.metadata.name for n in doctor.pool_nodes(own, nodes)] == ["own-1"]
+    assert [n.metadata.name for n in doctor.pool_nodes(sweep, nodes)] == ["sweep-1"]

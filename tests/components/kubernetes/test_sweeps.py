@@ -4,12 +4,15 @@ quotas, the workers' pods and their fencing."""
 
 from __future__ import annotations
 
+import shutil
+from types import SimpleNamespace
+
 import pytest
 import yaml
 
 from components.kubernetes.images import chart, chart_images
-from components.kubernetes.sweeps import ANCESTOR_LABEL, NODE, RESTART_ATTEMPT_LABEL
-from components.kubernetes.training import CLUSTER_QUEUE, KUEUE_FRAMEWORKS
+from components.kubernetes.sweeps import ANCESTOR_LABEL, NODE, RESTART_ATTEMPT_LABEL, trainjob_name
+from components.kubernetes.training import CLUSTER_QUEUE, KUEUE_FRAMEWORKS, KUEUE_VISIBILITY_PORT, WEBHOOK_PORT
 from fleet.model import pod_contract
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT
 from fleet.tools.plan import StackPlan
@@ -204,3 +207,55 @@ def test_workers_of_a_job_reach_each_other_and_nothing_else(gke):
     assert policy.inputs["spec"]["podSelector"] == selector
     assert policy.inputs["spec"]["ingress"] == [{"from": [{"podSelector": selector}]}]
     assert policy.inputs["spec"]["egress"] == [{"to": [{"podSelector": selector}]}]
+
+
+def test_trainjob_names_are_dns_1035_labels_short_enough_for_jobsets_pods(gke):
+    names = [r.inputs["metadata"]["name"] for r in by_type(gke, TRAINJOB)]
+    assert names and all(
+        pod_contract.TRAINJOB_NAME.match(n) and len(n) <= pod_contract.MAX_TRAINJOB_NAME for n in names
+    )
+    # a workload name may start with a digit and be 40 characters long
+    point = SimpleNamespace(workload=SimpleNamespace(name="3" + "d" * 39), card="tpu-v5e", accelerators=128)
+    name = trainjob_name(point, "0a1b2c3d")  # type: ignore[arg-type]
+    assert pod_contract.TRAINJOB_NAME.match(name) and len(name) <= pod_contract.MAX_TRAINJOB_NAME
+    assert name.startswith("sweep-3ddd") and name.endswith("-0a1b2c3d")
+
+
+def test_kueue_is_reachable_by_the_api_server_and_scoped_to_the_benchmarks(gke):
+    policies = {r.name: r.inputs["spec"] for r in by_type(gke, "kubernetes:networking.k8s.io/v1:NetworkPolicy")}
+    ports = {p["port"] for p in policies["gke-sweep-kueue-system-allow-webhooks"]["ingress"][0]["ports"]}
+    assert ports == {WEBHOOK_PORT, KUEUE_VISIBILITY_PORT}
+    release = next(r for r in by_type(gke, RELEASE) if r.inputs["name"] == "kueue")
+    config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["managedJobsNamespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": pod_contract.BENCHMARK_NAMESPACE}
+    }
+
+
+def test_a_point_on_the_cards_own_pool_keeps_off_the_sweep_pools(gke):
+    _, own = jobs(gke)[("l4", 1)]
+    pod = own["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": CARDS_PER_NODE_LABEL, "operator": "DoesNotExist"}]}]
+    node = next(c for c in pod["containers"] if c["name"] == NODE)
+    assert {e["name"]: e.get("value") for e in node["env"]}["GPUFLEET_ACCELERATORS"] == "1"
+    _, big = jobs(gke)[("l4", 16)]
+    assert (
+        "affinity" not in big["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    )
+
+
+def test_a_sweeping_workloads_credentials_and_egress_are_made(tmp_path):
+    workloads = tmp_path / "workloads"
+    shutil.copytree(SHIPPED_WORKLOADS / "3dgan-jax", workloads / "3dgan-jax")
+    spec = workloads / "3dgan-jax" / "workload.yaml"
+    text = spec.read_text(encoding="utf-8")
+    extra = "secret_env: [DATA_TOKEN]\negress:\n  - cidr: 188.184.0.0/16\n    ports: [443]\n"
+    spec.write_text(text.replace("timeout_seconds:", extra + "timeout_seconds:"), encoding="utf-8")
+    config = {**GKE, "gpu-fleet:workloadSecrets": {"3dgan-jax": {"DATA_TOKEN": {"secure": "v1:c2VjcmV0"}}}}
+    plan = plan_one(tmp_path, POLICY, "gke-sweep", config, workloads_dir=workloads)
+    assert [r.name for r in by_type(plan, "kubernetes:core/v1:Secret") if "3dgan-jax" in r.name] == [
+        "gke-sweep-3dgan-jax-credentials"
+    ]
+    egress = one(plan, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "gke-sweep-3dgan-jax-egress")
+    assert egress.inputs["spec"]["podSelector"]["matchLabels"]["workload"] == "3dgan-jax"

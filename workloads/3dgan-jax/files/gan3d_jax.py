@@ -21,7 +21,8 @@ Each process prints one line per timed epoch for the mtail sidecar:
 
     gan3d-jax epoch=2 seconds=4.8123 steps=8 accelerators=4 worker=1 attempt=0 d_loss=... g_loss=...
 
-``accelerators`` is the job's device count, ``worker`` the process, ``attempt`` the JobSet restart attempt
+``accelerators`` is the job's size (``GPUFLEET_ACCELERATORS``, the sweep point; JAX's device count when unset),
+``worker`` the process, ``attempt`` the JobSet restart attempt
 (``GPUFLEET_RESTART_ATTEMPT``). The first step of a run compiles and is timed apart (``gan3d-jax compile``). With
 ``--checkpoint-dir``, worker 0 saves the weights after every epoch and a restarted job resumes after the last saved
 epoch (``gan3d-jax resumed``).
@@ -240,7 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     distributed_setup(jax)
     worker, devices, local = jax.process_index(), jax.device_count(), jax.local_device_count()
     attempt = os.environ.get("GPUFLEET_RESTART_ATTEMPT", "0")
-    tags = {"accelerators": devices, "worker": worker, "attempt": attempt}
+    # the job's size as the fleet counts it (its cards or chips), else JAX's devices (the CPU recording)
+    size = os.environ.get("GPUFLEET_ACCELERATORS", str(devices))
+    tags = {"accelerators": size, "worker": worker, "attempt": attempt}
     global_batch = args.batch_per_device * devices
     steps = max(1, args.samples_per_epoch // global_batch)
     platform = jax.devices()[0].platform

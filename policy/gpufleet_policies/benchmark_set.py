@@ -9,7 +9,7 @@ from pulumi_policy import ReportViolation, StackValidationArgs
 
 from .benchmark_pods import JOB_TYPES, PART_OF
 from .registry import stack_policy
-from .resources import cluster_of, fleet, no_cluster, plain, pod_template, stack_of
+from .resources import fleet, plain, pod_template, stack_cluster
 
 
 @stack_policy(
@@ -18,14 +18,10 @@ from .resources import cluster_of, fleet, no_cluster, plain, pod_template, stack
     "and its probe CronJobs exactly its probed pools.",
 )
 def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) -> None:
-    resources = list(args.resources)
-    if not resources:
+    found_stack = stack_cluster(args, report)
+    if found_stack is None:
         return
-    stack = stack_of(resources[0].urn)
-    cluster = cluster_of(resources[0].urn)
-    if cluster is None:
-        report(no_cluster(stack))
-        return
+    resources, stack, cluster = found_stack
     expected = {(b.workload.name, b.pool.card): b for b in fleet().workload_jobs(cluster)}
     found: dict[tuple[str, str], Any] = {}
     for r in resources:

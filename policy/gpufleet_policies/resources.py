@@ -111,3 +111,17 @@ def all_containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
 def subject(args: ResourceValidationArgs) -> str:
     """How a message names the resource: its kind and name (``Job 'fix-eks-debug'``)."""
     return f"{args.resource_type.rsplit(':', 1)[-1]} {args.name!r}"
+
+
+def stack_cluster(args: Any, report: Any) -> tuple[list[Any], str, Cluster] | None:
+    """A stack policy's resources, stack name and cluster; None (reported when the stack is no cluster of the policy
+    file) when there is nothing to check."""
+    resources = list(args.resources)
+    if not resources:
+        return None
+    stack = stack_of(resources[0].urn)
+    cluster = cluster_of(resources[0].urn)
+    if cluster is None:
+        report(no_cluster(stack))
+        return None
+    return resources, stack, cluster

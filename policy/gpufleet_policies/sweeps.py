@@ -18,7 +18,14 @@ from fleet.model.spec import Cluster
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
 from .registry import resource_policy, stack_policy
-from .resources import TRAIN_JOB, TRAINING_RUNTIME, cluster_of, fleet, no_cluster, plain, pod_template, stack_of
+from .resources import (
+    TRAIN_JOB,
+    TRAINING_RUNTIME,
+    fleet,
+    plain,
+    pod_template,
+    stack_cluster,
+)
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 OPERATOR_CHARTS = ("kubeflow-trainer", "kueue")
@@ -123,14 +130,10 @@ def _found_points(cluster: Cluster, resources: list[Any], report: ReportViolatio
     "and Kubeflow Trainer and Kueue are deployed exactly where a sweep runs.",
 )
 def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> None:
-    resources = list(args.resources)
-    if not resources:
+    found_stack = stack_cluster(args, report)
+    if found_stack is None:
         return
-    stack = stack_of(resources[0].urn)
-    cluster = cluster_of(resources[0].urn)
-    if cluster is None:
-        report(no_cluster(stack))
-        return
+    resources, stack, cluster = found_stack
     expected = {(p.workload.name, p.card, p.accelerators) for p in fleet().sweep_points(cluster)}
     found = _found_points(cluster, resources, report)
     for workload, card, n in sorted(expected - set(found)):

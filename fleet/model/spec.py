@@ -179,6 +179,8 @@ class Cluster:
     sweep_pools: tuple[GpuPool, ...] = ()
     # an existing ReadWriteMany claim for the sweep jobs' checkpoints (policy: checkpoint_claim)
     checkpoint_claim: str | None = None
+    # the account its GPU time is billed to, unless a workload names its own (policy: billing_account)
+    billing_account: str = "default"
 
     @property
     def all_pools(self) -> tuple[GpuPool, ...]:
@@ -251,6 +253,8 @@ class Fleet:
     # Sweeping workloads and their points (policy file: workloads.<name>.scale), and each cluster's sweep jobs
     scales: dict[str, tuple[int, ...]] = field(default_factory=dict)
     sweeps: dict[str, ClusterSweeps] = field(default_factory=dict)
+    # workloads billed to an account of their own instead of their cluster's (policy: workloads.<name>.billing_account)
+    billing_accounts: dict[str, str] = field(default_factory=dict)
 
     @property
     def central(self) -> Cluster:
@@ -641,6 +645,7 @@ def _resolve(
                 description=settings.description,
                 scale_down_after=defaults.gpu_pool.scale_down_after,
                 checkpoint_claim=settings.checkpoint_claim,
+                billing_account=settings.billing_account,
             )
 
     def every_card_of(workload: str) -> tuple[str, ...]:
@@ -666,6 +671,7 @@ def _resolve(
     return Fleet(
         file, clusters, placements, schedules, spec.monitoring, workloads, probe_workload=probe, runners=runners,
         scales=scales, sweeps=sweeps,
+        billing_accounts={n: p.billing_account for n, p in spec.workloads.items() if p.billing_account},
     )  # fmt: skip
 
 

@@ -30,6 +30,10 @@ DEFAULT_PROBE_SCHEDULE = "17 4 * * *"
 DEFAULT_PROBE_SCALE_UP_ALERT = "20m"
 
 
+# A billing account as a Prometheus label value and a name people type: letters, digits, - _ .
+BILLING_ACCOUNT = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+DEFAULT_BILLING_ACCOUNT = "default"
+
 # the largest sweep point: 128 accelerators as in the original study, with room
 MAX_SWEEP_ACCELERATORS = 1024
 
@@ -169,6 +173,11 @@ class ClusterSettings(StrictModel):
     kubernetes_version: str | None = pydantic.Field(default=None, pattern=r"^1\.[0-9]{2}$")
     system_pool: SystemPool | None = None
     description: str = ""
+    billing_account: str = pydantic.Field(
+        default=DEFAULT_BILLING_ACCOUNT,
+        pattern=BILLING_ACCOUNT,
+        description="The account the cluster's GPU time is billed to (the accounting rules' billing_account label).",
+    )
     checkpoint_claim: str | None = pydantic.Field(
         default=None,
         pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -203,6 +212,11 @@ class Placement(StrictModel):
     gpus: list[str] = pydantic.Field(description="Card names, or ['all'].")
     schedule: str | None = pydantic.Field(default=None, description="Cron schedule: run as a CronJob instead of a Job.")
     enabled: bool = True
+    billing_account: str | None = pydantic.Field(
+        default=None,
+        pattern=BILLING_ACCOUNT,
+        description="The account this workload's GPU time is billed to, instead of its cluster's.",
+    )
     scale: list[int] | None = pydantic.Field(
         default=None,
         description=(

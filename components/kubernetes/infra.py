@@ -32,7 +32,7 @@ from components.kubernetes.pod_security import EXCEPTION_ANNOTATION, namespace_l
 from components.kubernetes.runners import RUNNER_METRICS_PORT, RUNNER_PART_OF
 from components.kubernetes.training import KUEUE_VISIBILITY_PORT, TrainingOperators
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
-from fleet.model import pod_contract, prometheus
+from fleet.model import accounting, pod_contract, prometheus
 from fleet.model.spec import Cluster, Fleet, Sharing
 from fleet.program.settings import StackSettings
 from fleet.program.stack_config import SECRET_PLACEHOLDER
@@ -160,9 +160,8 @@ def federated_selectors(fleet: Fleet) -> list[str]:
     """What the central pulls from every leaf (and each leaf's gateway lets through): the metrics of every workload
     that runs in the fleet's pods, the GPU aggregates and, when the fleet has CI runners, theirs."""
     runners = any(fleet.runners.values())
-    return prometheus.match_selectors(
-        prometheus.workload_metrics(fleet.deployed_workloads), extra=prometheus.RUNNER_SERIES if runners else ()
-    )
+    extra = [*accounting.ACCOUNTING_RULES, *(prometheus.RUNNER_SERIES if runners else ())]
+    return prometheus.match_selectors(prometheus.workload_metrics(fleet.deployed_workloads), extra=extra)
 
 
 def probe_expectations(fleet: Fleet) -> list[prometheus.ProbeExpectation]:
@@ -259,6 +258,8 @@ def prometheus_values(
     }
     system = cluster.system_selector
     rules: dict[str, Any] = {"gpufleet-gpu-aggregates": prometheus.leaf_recording_rules()}
+    if cluster.all_pools:  # GPU card-hours billed, used and idle per billing account (fleet/model/accounting.py)
+        rules[accounting.GROUP] = accounting.accounting_rules(cluster, fleet)
     if cluster.central:
         claim: dict[str, Any] = {
             "accessModes": ["ReadWriteOnce"],
@@ -299,6 +300,9 @@ def prometheus_values(
             "admissionWebhooks": {"patch": {"nodeSelector": system}},
         }
         values["kube-state-metrics"] = {"nodeSelector": system}
+    if cluster.all_pools:  # the node and pod labels the accounting rules join on
+        ksm = values.setdefault("kube-state-metrics", {})
+        ksm["metricLabelsAllowlist"] = accounting.metric_labels_allowlist(cluster)
     return values
 
 

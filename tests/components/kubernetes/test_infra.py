@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from pulumi.runtime import rpc
 
-from components.kubernetes.infra import alertmanager_config, parse_alert_receiver
+from components.kubernetes.infra import alertmanager_config, federated_selectors, parse_alert_receiver
+from fleet.model.accounting import ACCOUNTING_RULES, GROUP
+from fleet.model.spec import load_fleet
 from fleet.tools.cli import main
 from fleet.tools.plan import StackPlan
 from tests.helpers import MAGNUM_SITE, by_type, plan_one, write_policy
@@ -210,3 +212,19 @@ def test_bad_alert_receivers_are_refused_without_showing_them(text, fragment):
     with pytest.raises(ValueError, match=re.escape(fragment)) as caught:
         parse_alert_receiver(text)
     assert text not in str(caught.value)
+
+
+def test_accounting_rules_and_their_labels_reach_the_leaf_and_the_central(tmp_path):
+    """Each cluster with GPU pools records its card-hours (fleet/model/accounting.py) from kube-state-metrics with the
+    node and pod labels it joins on allowlisted; the central federates the records."""
+    policy = "clusters:\n  aws:\n    eks-acc:\n      region: us-east-1\n      central: true\n"
+    policy += "      billing_account: lab\n      gpus: [t4]\n"
+    plan = plan_one(tmp_path, policy, "eks-acc", {"aws:region": "us-east-1"})
+    (release,) = [r for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kps"]
+    values = release.inputs["values"]
+    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == ["nodes=[gpu]", "pods=[workload]"]
+    group = values["additionalPrometheusRulesMap"][GROUP]["groups"][0]
+    billed = [r for r in group["rules"] if r["record"] == "gpufleet:billed_cards"]
+    assert billed[0]["labels"]["billing_account"] == "lab"
+    fleet = load_fleet(tmp_path / "fleet.yaml", tmp_path / "no-workloads")
+    assert set(ACCOUNTING_RULES) <= set(federated_selectors(fleet))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fleet.model.workloads import Workload
+from fleet.report.accounting import AccountRow
 from fleet.report.costs import Machine, PriceEntry, PriceTable, cost_per_result, per_result
 from fleet.report.probes import ProbeRow
 from fleet.report.queries import Window, WorkloadQueries
@@ -101,3 +102,4 @@ class Report:
     probes: list[ProbeRow] = field(default_factory=list)  # time to first accelerator, per probed pool
     runners: list[RunnerRow] = field(default_factory=list)  # CI jobs per card
     scaling: dict[str, list[ScalingRow]] = field(default_factory=dict)  # per sweeping workload: its sweep points
+    accounting: list[AccountRow] = field(default_factory=list)  # card-hours per billing account and pool

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from fleet.model.prometheus import duration_seconds
 from fleet.model.spec import Fleet, load_fleet
 from fleet.model.workloads import Workload, load_workloads
+from fleet.report.accounting import AccountRow, accounting_queries, accounting_rows
 from fleet.report.costs import (
     PriceEntry,
     PriceTable,
@@ -112,7 +114,7 @@ def sweeping(workload: Workload, fleet: Fleet | None) -> bool:
 
 def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None = None) -> int:
     """How many requests :func:`gather` sends at most (for the progress line)."""
-    extra = len(probe_queries(window)) + len(runner_queries(window))
+    extra = len(probe_queries(window)) + len(runner_queries(window)) + len(accounting_queries(window, 60))
     per_workload = [
         len(scaling_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 3
         for w in workloads
@@ -194,9 +196,15 @@ def gather(
     for name, promql in runner_queries(window).items():
         progress.step(f"CI runners: {name.replace('_', ' ')}")
         runner_answers[name] = client.query(promql, window.end)
+    # the records arrive every federation interval: the integrals' resolution
+    resolution = duration_seconds(fleet.monitoring.federation_interval) if fleet else 60.0
+    account_answers = {}
+    for name, promql in accounting_queries(window, resolution).items():
+        progress.step(f"accounting: {name} card-hours")
+        account_answers[name] = client.query(promql, window.end)
     return Report(
         client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
-        runner_rows(runner_answers), scaling,
+        runner_rows(runner_answers), scaling, accounting_rows(account_answers, fleet, prices),
     )  # fmt: skip
 
 
@@ -365,6 +373,39 @@ def runner_table_rows(rows: list[RunnerRow]) -> list[list[str]]:
     ]
 
 
+ACCOUNT_HEADER = [
+    "billing account",
+    "cluster",
+    "card (pool)",
+    "billed (card-h)",
+    "used (card-h)",
+    "idle (card-h)",
+    "idle (%)",
+    "lost to preemption (card-h)",
+    "cost (USD, approx.)",
+]
+
+
+def account_table_rows(rows: list[AccountRow]) -> list[list[str]]:
+    """The cells of the accounting table, one list per (account, pool)."""
+    return [
+        [
+            r.billing_account or MISSING,
+            r.cluster or MISSING,
+            f"{r.gpu} ({r.pool})" if r.pool else r.gpu or MISSING,
+            fmt(r.billed, 4),
+            fmt(r.used, 4),
+            fmt(r.idle, 4),
+            fmt(100 * r.idle_share if r.idle_share is not None else None, 3),
+            fmt(r.lost, 4),
+            approximate(r.cost, 2) if r.cost is not None else MISSING,
+        ]
+        for r in rows
+    ]
+
+
+NO_ACCOUNTING = "No GPU card-hours were recorded in this window (the leaves' gpufleet-accounting rules)."
+ACCOUNTING_TITLE = "GPU accounting per billing account"
 NO_RUNNERS = "No CI job ran on the fleet's GitLab runners in this window (policy file: runners)."
 RUNNERS_TITLE = "CI jobs per card (GitLab runners)"
 NO_PROBES = "No probe ran in this window (the pools' probes: defaults.probe in the policy file)."
@@ -377,6 +418,7 @@ def fleet_tables(report: Report) -> list[tuple[str, list[str], list[list[str]], 
     return [
         (PROBES_TITLE, PROBE_HEADER, probe_table_rows(report.probes), NO_PROBES),
         (RUNNERS_TITLE, RUNNER_HEADER, runner_table_rows(report.runners), NO_RUNNERS),
+        (ACCOUNTING_TITLE, ACCOUNT_HEADER, account_table_rows(report.accounting), NO_ACCOUNTING),
     ]
 
 
@@ -402,6 +444,9 @@ def prices_used(report: Report) -> list[PriceEntry]:
         for s in rows:
             if s.price is not None and s.cost_per_epoch is not None:
                 seen.setdefault(s.price.key, s.price)
+    for a in report.accounting:
+        if a.price is not None and a.cost is not None:
+            seen.setdefault(a.price.key, a.price)
     return list(seen.values())
 
 
@@ -503,6 +548,12 @@ METHOD = [
     "/ epoch is the slowest worker's seconds per epoch; speed-up is the smallest point's time over this one's and "
     "efficiency the speed-up over the ratio of accelerator counts; restarts is the highest JobSet restart attempt; "
     "cost / epoch is the time x the machine's hourly price x the job's nodes (the sweep point of the policy file).",
+    "GPU accounting: each leaf's `gpufleet:billed_cards`, `used_cards` and `idle_cards` (cards at each evaluation: "
+    "nodes up x their cards; running pods' requests, a time slice or MIG instance counting its part of a card; the "
+    "difference) integrated over the window at the federation interval, `sum_over_time(x[window:interval]) x "
+    "interval`, in card-hours; lost to preemption: the card-hours of pods lost with their node (reason Shutdown or "
+    "NodeLost), already in used; cost: the account's used card-hours plus, for the pool's owner, its idle ones, at "
+    "the machine's price per card-hour, so the accounts add up to what the cloud bills.",
     "Prices are approximate, dated observations (fleet/report/prices.yaml); the date and source of each are below.",
 ]
 

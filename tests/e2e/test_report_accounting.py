@@ -1,0 +1,152 @@
+"""The report's GPU accounting table against a real Prometheus holding synthetic, federated accounting records whose
+totals are known (fleet/report/accounting.py).
+
+The records are written here for one hour at the federation interval (60 s) and loaded with ``promtool tsdb
+create-blocks-from openmetrics`` into the Prometheus the report reads, so every sample's time is exact. The cluster
+(its own policy text) bills ``physics``; a T4 pool time-sliced in two and an L4 pool; the workload ``fitter`` is
+billed to ``theory``. Minute k of the hour (k = 1..60 are the points the integral takes):
+
+* T4: 1 card billed all hour; tracker uses 1/2 all hour; fitter (theory) 1/2 from minute 31: idle 1/2 until 30;
+* L4: 2 cards billed until minute 30, none after; tracker uses 1 until 30: idle 1 until 30;
+* pod p3 (tracker, L4) uses 1 card until minute 20 and is lost with its node from minute 21.
+
+Card-hours by hand: T4 physics billed 1, used 1/2, idle 1/4; T4 theory used 1/4; L4 physics billed 1, used 1/2,
+idle 1/2, lost 1/3.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from fleet.model.spec import load_fleet
+from fleet.report.costs import approximate, load_prices
+from fleet.report.report import fmt
+from tests.conftest import FIXTURES, ROOT, require_tool
+from tests.e2e.processes import Prometheus, wait_for
+from tests.e2e.support import markdown_tables
+
+pytestmark = pytest.mark.e2e
+
+POLICY = """\
+clusters:
+  gcp:
+    acct-gke:
+      zone: us-central1-a
+      central: true
+      billing_account: physics
+      gpus:
+        t4: {sharing: {time_slicing: 2}}
+        l4: {}
+monitoring:
+  federation_interval: 60s
+workloads:
+  tracker: [t4, l4]
+  fitter: {gpus: [t4], billing_account: theory}
+"""
+CLUSTER = {"cluster": "acct-gke", "cloud": "gcp"}
+STEP = 60
+POINTS = range(0, 61)  # minute 0 to 60 of the hour
+
+
+def labels(**extra: str) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in sorted({**CLUSTER, **extra}.items()))
+
+
+def pool(gpu: str, account: str = "physics") -> dict[str, str]:
+    return {"gpu": gpu, "pool": f"gpu-{gpu}", "billing_account": account}
+
+
+# record -> [(labels, value at minute k)]
+RECORDS: dict[str, list[tuple[dict[str, str], Any]]] = {
+    "gpufleet:billed_cards": [(pool("t4"), lambda k: 1), (pool("l4"), lambda k: 2 if k <= 30 else 0)],
+    "gpufleet:used_cards": [
+        ({**pool("t4"), "workload": "tracker"}, lambda k: 0.5),
+        ({**pool("t4", "theory"), "workload": "fitter"}, lambda k: 0.5 if k > 30 else 0),
+        ({**pool("l4"), "workload": "tracker"}, lambda k: 1 if k <= 30 else 0),
+    ],
+    "gpufleet:idle_cards": [(pool("t4"), lambda k: 0.5 if k <= 30 else 0), (pool("l4"), lambda k: 1 if k <= 30 else 0)],
+    "gpufleet:pod_used_cards": [
+        ({**pool("t4"), "workload": "tracker", "namespace": "benchmarks", "pod": "p1"}, lambda k: 0.5),
+        ({**pool("l4"), "workload": "tracker", "namespace": "benchmarks", "pod": "p3"}, lambda k: 1 if k <= 20 else 0),
+    ],
+    "gpufleet:pod_preempted": [({"namespace": "benchmarks", "pod": "p3"}, lambda k: 1 if k > 20 else 0)],
+}
+# (account, card) -> billed, used, idle, lost card-hours, by hand (see the module's docstring)
+EXPECTED = {
+    ("physics", "t4"): (1.0, 0.5, 0.25, 0.0),
+    ("theory", "t4"): (0.0, 0.25, 0.0, 0.0),
+    ("physics", "l4"): (1.0, 0.5, 0.5, 1 / 3),
+}
+
+
+def openmetrics(start: int) -> str:
+    lines = []
+    for name, series in RECORDS.items():
+        lines.append(f"# TYPE {name} gauge")
+        for extra, value in series:
+            lines += [f"{name}{{{labels(**extra)}}} {value(k)} {start + k * STEP}" for k in POINTS]
+    return "\n".join([*lines, "# EOF"]) + "\n"
+
+
+@pytest.fixture(scope="module")
+def accounting_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    promtool, prometheus_exe = require_tool("promtool"), require_tool("prometheus")
+    tmp = tmp_path_factory.mktemp("accounting")
+    start = (int(time.time()) // 3600 - 4) * 3600  # an hour, whole, four hours ago: only the loaded blocks hold it
+    source = tmp / "records.om"
+    source.write_text(openmetrics(start), encoding="utf-8")
+    data = tmp / "prometheus" / "data"
+    data.mkdir(parents=True)
+    load = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert load.returncode == 0, load.stdout + load.stderr
+    policy = tmp / "fleet.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    running: list[Any] = []
+    try:
+        prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
+        running.append(prometheus)
+        deadline = time.monotonic() + 60
+        wait_for("prometheus to be ready", prometheus.ready, deadline, running)
+        out = tmp / "out"
+        run = subprocess.run(
+            [
+                sys.executable, "-m", "fleet", "report", "--prometheus", prometheus.url, "--start", str(start),
+                "--end", str(start + 3600), "--out", str(out), "--workload", "tracker", "--policy", str(policy),
+                "--workloads-dir", str(FIXTURES / "fleet" / "workloads"),
+            ],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+        return {"run": run, "out": out, "policy": policy}
+    finally:
+        for proc in running:
+            proc.stop()
+
+
+def test_accounting_table_holds_the_known_card_hours_and_costs(accounting_report: dict[str, Any]) -> None:
+    run, out = accounting_report["run"], accounting_report["out"]
+    assert run.returncode == 0, run.stderr
+    rows = markdown_tables((out / "report.md").read_text(encoding="utf-8"))["GPU accounting per billing account"]
+    fleet = load_fleet(accounting_report["policy"], FIXTURES / "fleet" / "workloads")
+    prices = load_prices()
+    got = {(r["billing account"], r["card (pool)"].split(" ")[0]): r for r in rows}
+    assert set(got) == set(EXPECTED)
+    for (account, card), (billed, used, idle, lost) in EXPECTED.items():
+        row = got[(account, card)]
+        assert row["cluster"] == "acct-gke" and row["card (pool)"] == f"{card} (gpu-{card})"
+        assert row["billed (card-h)"] == fmt(billed, 4)
+        assert row["used (card-h)"] == fmt(used, 4)
+        assert row["idle (card-h)"] == fmt(idle, 4)
+        assert row["idle (%)"] == (fmt(100 * idle / billed, 3) if billed else "—")
+        assert row["lost to preemption (card-h)"] == fmt(lost, 4)
+        pool = fleet.clusters["acct-gke"].pool(card)
+        price = prices.lookup("gcp", pool.machine_type, pool.offer.accelerator_type)  # type: ignore[union-attr]
+        assert price is not None and price.spot is not None
+        assert row["cost (USD, approx.)"] == approximate((used + idle) * price.spot / pool.accelerators_per_node, 2)

@@ -1,0 +1,68 @@
+"""fleet/report/accounting.py on answers written here: card-hours merged per (account, pool), who pays the idle
+cards, the machine's price per card, and the integrals' subquery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleet.model.spec import load_fleet
+from fleet.report.accounting import accounting_queries, accounting_rows
+from fleet.report.costs import load_prices
+from fleet.report.queries import Window
+
+POLICY = """\
+clusters:
+  aws:
+    eks-a:
+      region: us-east-1
+      central: true
+      billing_account: lab
+      gpus: {t4: {sharing: {time_slicing: 4}}}
+"""
+
+
+def answer(value: float, account: str, pool: str = "gpu-t4") -> dict:
+    labels = {"billing_account": account, "cluster": "eks-a", "cloud": "aws", "gpu": "t4", "pool": pool}
+    return {"metric": labels, "value": [0, str(value)]}
+
+
+def test_queries_integrate_each_record_at_the_resolution():
+    queries = accounting_queries(Window(0, 3600), 60)
+    assert queries["billed"] == (
+        "sum by (billing_account, cluster, cloud, gpu, pool) (sum_over_time(gpufleet:billed_cards[3570000ms:60s]))"
+        " * 60 / 3600"
+    )
+    assert (
+        "gpufleet:pod_used_cards[3570000ms:60s]" in queries["lost"]
+        and "gpufleet:pod_preempted[3600s]" in queries["lost"]
+    )
+
+
+def test_the_owner_pays_the_idle_cards_and_every_account_its_use(tmp_path: Path):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(POLICY, encoding="utf-8")
+    fleet = load_fleet(path, tmp_path)
+    answers = {
+        "billed": [answer(10, "lab")],
+        "used": [answer(6, "lab"), answer(2, "other")],
+        "idle": [answer(2, "lab")],
+        "lost": [answer(1, "other"), answer(0, "nobody")],
+    }
+    rows = {r.billing_account: r for r in accounting_rows(answers, fleet, load_prices())}
+    assert set(rows) == {"lab", "other"}  # an account with nothing at all is left out
+    lab, other = rows["lab"], rows["other"]
+    assert (lab.billed, lab.used, lab.idle, lab.idle_share) == (10, 6, 2, 0.2)
+    assert (other.billed, other.used, other.lost, other.idle_share) == (0, 2, 1, None)
+    price = load_prices().lookup("aws", "g4dn.xlarge")
+    assert price is not None and price.spot is not None
+    assert lab.machine == "g4dn.xlarge" and lab.cards == 1  # the physical card, whatever its time slices
+    assert lab.cost == (6 + 2) * price.spot and other.cost == 2 * price.spot
+    assert lab.cost + other.cost == 10 * price.spot  # the accounts add up to what the cloud bills
+
+
+def test_a_pool_the_policy_does_not_know_has_no_cost(tmp_path: Path):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(POLICY, encoding="utf-8")
+    fleet = load_fleet(path, tmp_path)
+    (row,) = accounting_rows({"used": [answer(3, "lab", pool="gpu-gone")]}, fleet, load_prices())
+    assert row.cost is None and row.machine == ""

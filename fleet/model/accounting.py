@@ -17,8 +17,9 @@ kube-state-metrics (v2.17.0, in kube-prometheus-stack 79.5.0) gives, per node an
 The rules, evaluated every ``evaluation_interval`` (values are cards at that instant; the report integrates them over
 its window into card-hours):
 
-* ``gpufleet:pod_used_cards{namespace, pod, workload}``: a running pod's cards on a pool, a slice or MIG instance
-  counting ``1 / units`` of a card; billed to its workload's account if the policy gives one, else the cluster's;
+* ``gpufleet:pod_used_cards{namespace, pod, workload}``: a pod's cards on a pool while it runs (0 otherwise), a slice
+  or MIG instance counting ``1 / units`` of a card; billed to its workload's account if the policy gives one, else
+  the cluster's;
 * ``gpufleet:used_cards{workload}``: the same summed per workload;
 * ``gpufleet:billed_cards``: the pool's nodes times their cards (what the cloud bills, busy or not);
 * ``gpufleet:idle_cards``: billed minus used, never below zero, on the cluster's account (who owns the pool);
@@ -91,9 +92,10 @@ def _labels(cluster: Cluster, pool: GpuPool | None, account: str | None) -> dict
     return out
 
 
-def _pod_used(pool: GpuPool, cluster: Cluster, workloads: str, account: str) -> dict[str, Any]:
-    """Cards of running pods on ``pool`` whose workload label matches ``workloads`` (a matcher), billed to
-    ``account``."""
+def _pod_cards(pool: GpuPool, cluster: Cluster, workloads: str) -> str:
+    """Per pod (``namespace``, ``pod``, ``workload``): its cards on ``pool`` while it runs, 0 otherwise (a series that
+    stays keeps an integral right where no staleness marker ends it), for pods whose workload label matches
+    ``workloads`` (a matcher; empty: every pod)."""
     units = pool.sharing.units if pool.sharing else 1
     requests = f'kube_pod_container_resource_requests{{resource="{ksm_resource(pool.resource)}"}}'
     running = 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"})'
@@ -105,32 +107,36 @@ def _pod_used(pool: GpuPool, cluster: Cluster, workloads: str, account: str) -> 
         f" * on (namespace, pod) group_left ({ksm_label(WORKLOAD_POD_LABEL)}) {named}) / {units}"
     )
     renamed = f'label_replace({cards}, "{WORKLOAD_POD_LABEL}", "$1", "{ksm_label(WORKLOAD_POD_LABEL)}", "(.*)")'
-    expr = f"sum by (namespace, pod, {WORKLOAD_POD_LABEL}) ({renamed}) > 0"
-    return {"record": POD_USED, "expr": expr, "labels": _labels(cluster, pool, account)}
+    return f"sum by (namespace, pod, {WORKLOAD_POD_LABEL}) ({renamed})"
+
+
+def _billed(pool: GpuPool, cluster: Cluster) -> str:
+    return f"(count({node_selector(pool, cluster)}) * {pool.accelerators_per_node} or vector(0))"
 
 
 def accounting_rules(cluster: Cluster, fleet: Fleet, interval: str | None = None) -> dict[str, Any]:
-    """The leaf's accounting rule file for ``cluster`` (one group; later rules read the earlier ones' fresh values)."""
+    """The leaf's accounting rule file for ``cluster``. Every record reads kube-state-metrics only, never another
+    record, so each holds at its own evaluation's instant (also when backfilled by ``promtool tsdb create-blocks-from
+    rules``, which evaluates rule by rule)."""
     own = {w: a for w, a in sorted(fleet.billing_accounts.items()) if a != cluster.billing_account}
+    accounts: dict[str, list[str]] = {}
+    for workload, account in own.items():
+        accounts.setdefault(account, []).append(workload)  # DNS labels: nothing to escape in a regex
     label = ksm_label(WORKLOAD_POD_LABEL)
+    others = [n for names in accounts.values() for n in names]
+    matchers = [(account, f'{label}=~"{"|".join(names)}"') for account, names in sorted(accounts.items())]
+    matchers.append((cluster.billing_account, f'{label}!~"{"|".join(others)}"' if others else ""))
     rules: list[dict[str, Any]] = []
     for pool in cluster.all_pools:
-        accounts: dict[str, list[str]] = {}
-        for workload, account in own.items():
-            accounts.setdefault(account, []).append(workload)  # DNS labels: nothing to escape in a regex
-        for account, names in sorted(accounts.items()):
-            rules.append(_pod_used(pool, cluster, f'{label}=~"{"|".join(names)}"', account))
-        others = [n for names in accounts.values() for n in names]
-        rest = f'{label}!~"{"|".join(others)}"' if others else ""
-        rules.append(_pod_used(pool, cluster, rest, cluster.billing_account))
-    by = f"cluster, cloud, gpu, pool, billing_account, {WORKLOAD_POD_LABEL}"
-    rules.append({"record": USED, "expr": f"sum by ({by}) ({POD_USED})"})
-    for pool in cluster.all_pools:
-        billed = f"count({node_selector(pool, cluster)}) * {pool.accelerators_per_node} or vector(0)"
-        rules.append({"record": BILLED, "expr": billed, "labels": _labels(cluster, pool, cluster.billing_account)})
-    for pool in cluster.all_pools:
-        idle = f'clamp_min(sum({BILLED}{{pool="{pool.name}"}}) - (sum({USED}{{pool="{pool.name}"}}) or vector(0)), 0)'
-        rules.append({"record": IDLE, "expr": idle, "labels": _labels(cluster, pool, cluster.billing_account)})
+        for account, workloads in matchers:
+            pods = _pod_cards(pool, cluster, workloads)
+            labels = _labels(cluster, pool, account)
+            rules.append({"record": POD_USED, "expr": pods, "labels": labels})
+            rules.append({"record": USED, "expr": f"sum by ({WORKLOAD_POD_LABEL}) ({pods})", "labels": labels})
+        owner = _labels(cluster, pool, cluster.billing_account)
+        rules.append({"record": BILLED, "expr": _billed(pool, cluster), "labels": owner})
+        used = f"(sum({_pod_cards(pool, cluster, '')}) or vector(0))"
+        rules.append({"record": IDLE, "expr": f"clamp_min({_billed(pool, cluster)} - {used}, 0)", "labels": owner})
     reasons = "|".join(PREEMPTION_REASONS)
     rules.append(
         {

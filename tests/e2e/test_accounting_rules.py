@@ -81,9 +81,10 @@ def per_pool(name: str, gpu: str, value: float) -> dict[str, object]:
 
 
 TESTS = [
-    # minute 1: p1's slice (1/2 T4) and p3's whole L4; p2 not running yet
+    # minute 1: p1's slice (1/2 T4) and p3's whole L4; p2 not running yet: 0 on its account
     {"expr": "gpufleet:pod_used_cards", "eval_time": "1m", "exp_samples": [
-        used("p1", 0.5, "t4", "physics", "tracker"), used("p3", 1, "l4", "physics", "tracker")]},
+        used("p1", 0.5, "t4", "physics", "tracker"), used("p2", 0, "t4", "theory", "fitter"),
+        used("p3", 1, "l4", "physics", "tracker")]},
     {"expr": "gpufleet:billed_cards", "eval_time": "1m", "exp_samples": [
         per_pool("gpufleet:billed_cards", "t4", 1), per_pool("gpufleet:billed_cards", "l4", 1)]},
     # T4: 1 card billed, 1/2 used: 1/2 idle; L4: 1 billed, 1 used: none idle

@@ -16,6 +16,7 @@ idle 1/2, lost 1/3.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -23,12 +24,13 @@ from typing import Any
 
 import pytest
 
+from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED, accounting_rules
 from fleet.model.spec import load_fleet
 from fleet.report.costs import approximate, load_prices
 from fleet.report.report import fmt
 from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Prometheus, wait_for
-from tests.e2e.support import markdown_tables
+from tests.e2e.support import markdown_tables, write_yaml
 
 pytestmark = pytest.mark.e2e
 
@@ -150,3 +152,126 @@ def test_accounting_table_holds_the_known_card_hours_and_costs(accounting_report
         price = prices.lookup("gcp", pool.machine_type, pool.offer.accelerator_type)  # type: ignore[union-attr]
         assert price is not None and price.spot is not None
         assert row["cost (USD, approx.)"] == approximate((used + idle) * price.spot / pool.accelerators_per_node, 2)
+
+
+# --- the whole chain: kube-state-metrics series -> the accounting rules -> the report -------------------------------
+# Both nodes up all hour; p1 (tracker) runs on the T4 all hour, p2 (fitter, theory) from minute 30, p3 (tracker) on the
+# L4 for minutes 0 to 19 and is then Failed with reason Shutdown. promtool's rule backfill stamps each evaluation one
+# interval late (seen: a pod starting at minute 30 shows in the records at 31), so the hour's 60 points (minutes 1 to
+# 60) hold the series of minutes 0 to 59. By hand: T4 physics billed 1, used 1/2, idle 1/4 (minutes 0-29); T4 theory
+# used 1/4 (30-59); L4 physics billed 1, used 1/3 (0-19), idle 2/3, lost 1/3.
+RAW_EXPECTED = {
+    ("physics", "t4"): (1.0, 0.5, 0.25, 0.0),
+    ("theory", "t4"): (0.0, 0.25, 0.0, 0.0),
+    ("physics", "l4"): (1.0, 1 / 3, 2 / 3, 1 / 3),
+}
+
+
+def ksm_series() -> dict[str, list[tuple[dict[str, str], Any]]]:
+    """The kube-state-metrics series of the hour (no cluster label: the leaf's own scrape)."""
+
+    def pod(name: str, node: str, workload: str, running: Any) -> dict[str, list[tuple[dict[str, str], Any]]]:
+        where = {"namespace": "benchmarks", "pod": name}
+        request = {**where, "container": "workload", "node": node, "resource": "nvidia_com_gpu", "unit": "integer"}
+        return {
+            "kube_pod_container_resource_requests": [(request, lambda k: 1)],
+            "kube_pod_status_phase": [({**where, "phase": "Running"}, running)],
+            "kube_pod_labels": [({**where, "label_workload": workload}, lambda k: 1)],
+        }
+
+    out: dict[str, list[tuple[dict[str, str], Any]]] = {
+        "kube_node_labels": [
+            ({"node": "n1", "label_gpu": "t4"}, lambda k: 1),
+            ({"node": "n2", "label_gpu": "l4"}, lambda k: 1),
+        ],
+        "kube_pod_status_reason": [
+            ({"namespace": "benchmarks", "pod": "p3", "reason": "Shutdown"}, lambda k: 1 if k >= 20 else 0)
+        ],
+    }
+    for part in (
+        pod("p1", "n1", "tracker", lambda k: 1),
+        pod("p2", "n1", "fitter", lambda k: 1 if k >= 30 else 0),
+        pod("p3", "n2", "tracker", lambda k: 1 if k < 20 else 0),
+    ):
+        for name, series in part.items():
+            out.setdefault(name, []).extend(series)
+    return out
+
+
+def metrics_text(records: dict[str, list[tuple[dict[str, str], Any]]], start: int) -> str:
+    lines = []
+    for name, series in records.items():
+        lines.append(f"# TYPE {name} gauge")
+        for extra, value in series:
+            inner = ",".join(f'{k}="{v}"' for k, v in sorted(extra.items()))
+            lines += [f"{name}{{{inner}}} {value(k)} {start + k * STEP}" for k in POINTS]
+    return "\n".join([*lines, "# EOF"]) + "\n"
+
+
+@pytest.fixture(scope="module")
+def chain_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Load the series, backfill the accounting rules over them with promtool against a real Prometheus, load the
+    rules' blocks, then report."""
+    promtool, prometheus_exe = require_tool("promtool"), require_tool("prometheus")
+    tmp = tmp_path_factory.mktemp("accounting-chain")
+    start = (int(time.time()) // 3600 - 4) * 3600
+    policy = tmp / "fleet.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    fleet = load_fleet(policy, FIXTURES / "fleet" / "workloads")
+    rules = accounting_rules(fleet.clusters["acct-gke"], fleet)["groups"][0]["rules"]
+    assert {r["record"] for r in rules} == {POD_USED, USED, BILLED, IDLE, PREEMPTED}
+    levels = [rules]  # no record reads another: one pass
+    source = tmp / "ksm.om"
+    source.write_text(metrics_text(ksm_series(), start), encoding="utf-8")
+    data = tmp / "prometheus" / "data"
+    data.mkdir(parents=True)
+
+    def run(*args: str) -> None:
+        done = subprocess.run([promtool, *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    run("tsdb", "create-blocks-from", "openmetrics", str(source), str(data))
+    running: list[Any] = []
+    try:
+        for i, level in enumerate(levels):
+            prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
+            running = [prometheus]
+            wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, running)
+            rule_file = write_yaml(tmp / f"level{i}.yaml", {"groups": [{"name": f"level{i}", "rules": level}]})
+            blocks = tmp / f"blocks{i}"
+            run(
+                "tsdb", "create-blocks-from", "rules", "--url", prometheus.url, "--start", str(start),
+                "--end", str(start + 3600), "--eval-interval", f"{STEP}s", "--output-dir", str(blocks), str(rule_file),
+            )  # fmt: skip
+            prometheus.stop()
+            for block in blocks.iterdir():
+                if block.is_dir():
+                    shutil.move(str(block), data / block.name)
+        prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
+        running = [prometheus]
+        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, running)
+        out = tmp / "out"
+        report = subprocess.run(
+            [
+                sys.executable, "-m", "fleet", "report", "--prometheus", prometheus.url, "--start", str(start),
+                "--end", str(start + 3600), "--out", str(out), "--workload", "tracker", "--policy", str(policy),
+                "--workloads-dir", str(FIXTURES / "fleet" / "workloads"),
+            ],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+        return {"run": report, "out": out}
+    finally:
+        for proc in running:
+            proc.stop()
+
+
+def test_the_chain_from_kube_state_metrics_gives_the_hand_computed_card_hours(chain_report: dict[str, Any]) -> None:
+    run, out = chain_report["run"], chain_report["out"]
+    assert run.returncode == 0, run.stderr
+    rows = markdown_tables((out / "report.md").read_text(encoding="utf-8"))["GPU accounting per billing account"]
+    got = {(r["billing account"], r["card (pool)"].split(" ")[0]): r for r in rows}
+    assert set(got) == set(RAW_EXPECTED)
+    for key, (billed, used, idle, lost) in RAW_EXPECTED.items():
+        row = got[key]
+        assert (row["billed (card-h)"], row["used (card-h)"]) == (fmt(billed, 4), fmt(used, 4)), key
+        assert (row["idle (card-h)"], row["lost to preemption (card-h)"]) == (fmt(idle, 4), fmt(lost, 4)), key

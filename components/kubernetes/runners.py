@@ -1,6 +1,7 @@
 """GitLab CI runners on the fleet's pools: per (cluster, card) of the policy's ``runners`` section, the official
 gitlab-runner chart with the Kubernetes executor, whose CI job pods select the card's pool, tolerate its taints and
-**request the card** (``nvidia.com/gpu``, ``google.com/tpu``, ...), so several jobs run at once without sharing one.
+**request the card** (``nvidia.com/gpu``, ``google.com/tpu``, ...), so several jobs run at once without sharing one
+(on a time-sliced pool, a slice each).
 
 Facts this relies on (gitlab-runner 18.9.0, the chart's appVersion; gitlab-org/gitlab-runner docs and
 common/config.go at v19.3.0, which agree):

@@ -10,9 +10,10 @@ kube-state-metrics (v2.17.0, in kube-prometheus-stack 79.5.0) gives, per node an
 * ``kube_pod_container_resource_requests{namespace, pod, node, resource, unit}``, an extended resource's name
   sanitised the same way (``nvidia.com/gpu`` -> ``nvidia_com_gpu``; internal/store/pod.go);
 * ``kube_pod_status_phase{namespace, pod, phase}`` (1 for the current phase), ``kube_pod_labels`` with the
-  allowlisted ``workload`` label, and ``kube_pod_status_reason{reason}``, whose ``Shutdown`` (a graceful node
-  shutdown, as spot reclaims do) and ``NodeLost`` mark a pod lost with its node (internal/store/pod.go
-  podStatusReasons).
+  allowlisted ``workload`` label, ``kube_pod_info{node}`` (where a pod runs) and ``kube_node_status_capacity``
+  (what a node advertises). A pod lost with a reclaimed spot node is told by its node disappearing while it ran: the
+  cloud deletes the node and the pod garbage collector its pods, with no status reason on current Kubernetes
+  (the kubelet's graceful-shutdown reason became ``Terminated`` in 1.22, which kube-state-metrics' reason list lacks).
 
 The rules, evaluated every ``evaluation_interval`` (values are cards at that instant; the report integrates them over
 its window into card-hours):
@@ -21,12 +22,15 @@ its window into card-hours):
   or MIG instance counting ``1 / units`` of a card; billed to its workload's account if the policy gives one, else
   the cluster's;
 * ``gpufleet:used_cards{workload}``: the same summed per workload;
-* ``gpufleet:billed_cards``: the pool's nodes times their cards (what the cloud bills, busy or not);
+* ``gpufleet:billed_cards``: the cards of the pool's nodes, from what they advertise over the pods per card (what the
+  cloud bills, busy or not);
 * ``gpufleet:idle_cards``: billed minus used, never below zero, on the cluster's account (who owns the pool);
-* ``gpufleet:pod_preempted{namespace, pod}``: 1 for a pod lost with its node, so the report can count the
-  card-hours such pods had used as lost to preemption.
+* ``gpufleet:pod_preempted{namespace, pod}``: 1 for about two minutes after a pod's node disappeared while the pod
+  ran, so the report can count the card-hours the pod had used as lost to preemption (a normal scale-down removes a
+  node only ``scale_down_after`` after its last pod, 1 minute at the least; the default 5 minutes never counts).
 
-Every record carries ``gpu``, ``pool`` and ``billing_account``; federation adds ``cluster`` and ``cloud``.
+Every record carries ``cluster`` and ``cloud``, and all but ``pod_preempted`` also ``gpu``, ``pool`` and
+``billing_account``.
 """
 
 from __future__ import annotations
@@ -45,12 +49,13 @@ PREEMPTED = "gpufleet:pod_preempted"
 ACCOUNTING_RULES = (POD_USED, USED, BILLED, IDLE, PREEMPTED)
 GROUP = "gpufleet-accounting"
 WORKLOAD_POD_LABEL = "workload"  # components/kubernetes/benchmark.py pod_labels
-PREEMPTION_REASONS = ("Shutdown", "NodeLost")
 
 
 def ksm_label(key: str) -> str:
-    """The label kube-state-metrics gives a Kubernetes label key in ``kube_*_labels``."""
-    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", key)
+    """The label kube-state-metrics gives a Kubernetes label key in ``kube_*_labels``: sanitised, then snake case
+    (kube-state-metrics v2.17.0 internal/store/utils.go)."""
+    sanitised = re.sub(r"[^a-zA-Z0-9_]", "_", key)
+    return "label_" + re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", sanitised).lower()
 
 
 def ksm_resource(resource: str) -> str:
@@ -92,13 +97,22 @@ def _labels(cluster: Cluster, pool: GpuPool | None, account: str | None) -> dict
     return out
 
 
+def running_phase() -> str:
+    """1 for a pod in phase Running, 0 otherwise."""
+    return 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"})'
+
+
 def _pod_cards(pool: GpuPool, cluster: Cluster, workloads: str) -> str:
     """Per pod (``namespace``, ``pod``, ``workload``): its cards on ``pool`` while it runs, 0 otherwise (a series that
     stays keeps an integral right where no staleness marker ends it), for pods whose workload label matches
     ``workloads`` (a matcher; empty: every pod)."""
     units = pool.sharing.units if pool.sharing else 1
-    requests = f'kube_pod_container_resource_requests{{resource="{ksm_resource(pool.resource)}"}}'
-    running = 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"})'
+    # max by: the same series from two kube-state-metrics replicas (or a restart's overlap) counts once
+    requests = (
+        "max by (namespace, pod, container, node) "
+        f'(kube_pod_container_resource_requests{{resource="{ksm_resource(pool.resource)}"}})'
+    )
+    running = running_phase()
     on_pool = f"max by (node) ({node_selector(pool, cluster)})"
     named = f"max by (namespace, pod, {ksm_label(WORKLOAD_POD_LABEL)}) (kube_pod_labels{{{workloads}}})"
     cards = (
@@ -111,7 +125,12 @@ def _pod_cards(pool: GpuPool, cluster: Cluster, workloads: str) -> str:
 
 
 def _billed(pool: GpuPool, cluster: Cluster) -> str:
-    return f"(count({node_selector(pool, cluster)}) * {pool.accelerators_per_node} or vector(0))"
+    """The pool's cards: what its nodes advertise (``kube_node_status_capacity``, kube-state-metrics node.go) over the
+    pods per card, so a node of unknown size (an existing cluster's) counts its real cards."""
+    units = pool.sharing.units if pool.sharing else 1
+    capacity = f'max by (node) (kube_node_status_capacity{{resource="{ksm_resource(pool.resource)}"}})'
+    on_pool = f"max by (node) ({node_selector(pool, cluster)})"
+    return f"(sum({capacity} * on (node) group_left () {on_pool}) / {units} or vector(0))"
 
 
 def accounting_rules(cluster: Cluster, fleet: Fleet, interval: str | None = None) -> dict[str, Any]:
@@ -137,14 +156,12 @@ def accounting_rules(cluster: Cluster, fleet: Fleet, interval: str | None = None
         rules.append({"record": BILLED, "expr": _billed(pool, cluster), "labels": owner})
         used = f"(sum({_pod_cards(pool, cluster, '')}) or vector(0))"
         rules.append({"record": IDLE, "expr": f"clamp_min({_billed(pool, cluster)} - {used}, 0)", "labels": owner})
-    reasons = "|".join(PREEMPTION_REASONS)
-    rules.append(
-        {
-            "record": PREEMPTED,
-            "expr": f'max by (namespace, pod) (kube_pod_status_reason{{reason=~"{reasons}"}}) == 1',
-            "labels": _labels(cluster, None, None),
-        }
-    )
+    # a pod running on a node in the last 2 minutes, the node gone now: lost with it (a spot reclaim deletes the node,
+    # and the pod garbage collector its pods, with no reason recorded on current Kubernetes)
+    on_node = 'max by (namespace, pod, node) (kube_pod_info{node!=""})'
+    was_running = f"({on_node} * on (namespace, pod) group_left () {running_phase()})"
+    lost = f"max by (namespace, pod) (max_over_time({was_running}[2m:]) == 1 unless on (node) kube_node_labels)"
+    rules.append({"record": PREEMPTED, "expr": lost, "labels": _labels(cluster, None, None)})
     group: dict[str, Any] = {"name": GROUP, "rules": rules}
     if interval is not None:
         group = {"name": GROUP, "interval": interval, "rules": rules}

@@ -282,7 +282,9 @@ class Fleet:
                 # `all` may name a card whose machines hold fewer accelerators than a pod asks for: not a pair (an
                 # explicit card like that is refused by the checker). An existing cluster's machines are unknown.
                 fits = pool.offer is None or pool.accelerators_per_node >= wl.spec.accelerators
-                if pool.card in cards and fits:
+                # a time slice is all a pod gets on a time-sliced pool (checker: explicit cards are refused)
+                sliced = pool.sharing is not None and pool.sharing.kind == "time-slicing" and wl.spec.accelerators > 1
+                if pool.card in cards and fits and not sliced:
                     out.append(Benchmark(wl, pool, self.schedules[workload]))
         return out
 
@@ -380,6 +382,13 @@ class _Checker:
                     )
                     continue
                 offer = self.catalogue.offer(card, cloud) if cloud != "existing" else None
+                shared = cluster.gpus[card].sharing
+                if shared is not None and shared.time_slicing is not None and settings.accelerators > 1:
+                    self.report(
+                        (*at, "accelerators") if not isinstance(raw.get(name), list) else at,
+                        f"a CI job asks for {settings.accelerators} {card}, but the {card} pool is time-sliced: a pod "
+                        "gets one slice at most (the device plugin and GKE refuse more)",
+                    )
                 if offer is not None and settings.accelerators > offer.count:
                     self.report(
                         (*at, "accelerators") if not isinstance(raw.get(name), list) else at,
@@ -509,7 +518,20 @@ class _Checker:
                     self.check_accelerators_fit(where, wl, card)
 
     def check_accelerators_fit(self, where: tuple[object, ...], wl: Workload, card: str) -> None:
-        """A pod asks for ``accelerators`` cards: every machine of ``card`` in the fleet must hold that many."""
+        """A pod asks for ``accelerators`` cards: every machine of ``card`` in the fleet must hold that many, and no
+        pool of the card may be time-sliced if it asks for more than one (a pod gets one slice at most)."""
+        sliced = []
+        for clusters in self.spec.clusters.values():
+            for name, cluster in clusters.items():
+                sharing = cluster.gpus[card].sharing if card in cluster.gpus else None
+                if sharing is not None and sharing.time_slicing is not None:
+                    sliced.append(name)
+        if sliced and wl.spec.accelerators > 1:
+            self.report(
+                where,
+                f"{wl.name} asks for {wl.spec.accelerators} {card} per pod, but {card} is time-sliced on "
+                f"{', '.join(sliced)}: a pod gets one slice at most",
+            )
         for cloud, clusters in self.spec.clusters.items():
             offer = self.catalogue.accelerators[card].offers.get(cloud)  # type: ignore[call-overload]
             if offer is None or cloud == "existing":

@@ -551,8 +551,8 @@ METHOD = [
     "GPU accounting: each leaf's `gpufleet:billed_cards`, `used_cards` and `idle_cards` (cards at each evaluation: "
     "nodes up x their cards; running pods' requests, a time slice or MIG instance counting its part of a card; the "
     "difference) integrated over the window at the federation interval, `sum_over_time(x[window:interval]) x "
-    "interval`, in card-hours; lost to preemption: the card-hours of pods lost with their node (reason Shutdown or "
-    "NodeLost), already in used; cost: the account's used card-hours plus, for the pool's owner, its idle ones, at "
+    "interval`, in card-hours; lost to preemption: the card-hours of pods whose node disappeared while they ran, "
+    "already in used; cost: the account's used card-hours plus, for the pool's owner, its idle ones, at "
     "the machine's price per card-hour, so the accounts add up to what the cloud bills.",
     "Prices are approximate, dated observations (fleet/report/prices.yaml); the date and source of each are below.",
 ]

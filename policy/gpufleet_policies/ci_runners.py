@@ -79,7 +79,7 @@ def _runner_problems(entry: dict[str, Any], pool: Any) -> list[str]:
 @resource_policy(
     "ci-runner-placement",
     "GitLab runners' CI jobs run on the runner's card pool: they select it, tolerate its taints, request the card "
-    "(so two jobs never share one) and have cpu and memory limits; never privileged.",
+    "(so two jobs never share one, but on a time-sliced pool) and have cpu and memory limits; never privileged.",
 )
 def _validate_runner(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != HELM_RELEASE:

@@ -4,10 +4,11 @@ written here minute by minute, with every expected value worked out by hand belo
 The cluster (its own policy text): a GKE cluster billed to ``physics`` with a T4 pool time-sliced in two and a whole
 L4 pool; the workload ``fitter`` is billed to ``theory``. One minute apart:
 
-* node ``n1`` (T4, one card) is up all along; node ``n2`` (L4) is up for minutes 0 to 4, then gone (reclaimed);
+* node ``n1`` (T4, one card in two slices: it advertises 2) is up all along; node ``n2`` (L4) is up for minutes 0 to
+  4, then gone (reclaimed: its series end with a staleness marker);
 * pod ``p1`` (tracker) runs on ``n1`` all along, one slice: 1/2 card;
 * pod ``p2`` (fitter) runs on ``n1`` from minute 2, one slice: 1/2 card, on ``theory``;
-* pod ``p3`` (tracker) runs on ``n2`` for minutes 0 to 4; from minute 5 it is Failed with reason ``Shutdown``.
+* pod ``p3`` (tracker) runs on ``n2`` for minutes 0 to 4, then is gone with its node (the pod garbage collector).
 """
 
 from __future__ import annotations
@@ -51,23 +52,26 @@ def sample(name: str, value: float, **labels: str) -> dict[str, object]:
     return {"labels": f"{name}{{{inner}}}", "value": value}
 
 
-def pod(name: str, node: str, workload: str, running: str) -> list[dict[str, str]]:
-    """The ksm series of a pod requesting one nvidia.com/gpu on ``node``, running as ``running`` says."""
+def pod(name: str, node: str, workload: str, running: str, present: str = "1x10") -> list[dict[str, str]]:
+    """The ksm series of a pod requesting one nvidia.com/gpu on ``node``, running as ``running`` says, its object
+    there as ``present`` says."""
     request = {"namespace": NS, "pod": name, "container": "workload", "node": node}
     return [
-        series("kube_pod_container_resource_requests", "1x10", resource="nvidia_com_gpu", unit="integer", **request),
+        series("kube_pod_container_resource_requests", present, resource="nvidia_com_gpu", unit="integer", **request),
         series("kube_pod_status_phase", running, namespace=NS, pod=name, phase="Running"),
-        series("kube_pod_labels", "1x10", namespace=NS, pod=name, label_workload=workload),
+        series("kube_pod_labels", present, namespace=NS, pod=name, label_workload=workload),
+        series("kube_pod_info", present, namespace=NS, pod=name, node=node),
     ]
 
 
 INPUT = [
     series("kube_node_labels", "1x10", node="n1", label_gpu="t4"),
     series("kube_node_labels", "1 1 1 1 1 stale", node="n2", label_gpu="l4"),  # gone: a staleness marker
+    series("kube_node_status_capacity", "2x10", node="n1", resource="nvidia_com_gpu", unit="integer"),
+    series("kube_node_status_capacity", "1 1 1 1 1 stale", node="n2", resource="nvidia_com_gpu", unit="integer"),
     *pod("p1", "n1", "tracker", "1x10"),
     *pod("p2", "n1", "fitter", "0 0 1 1 1 1 1 1 1 1 1"),
-    *pod("p3", "n2", "tracker", "1 1 1 1 1 0 0 0 0 0 0"),
-    series("kube_pod_status_reason", "0 0 0 0 0 1 1 1 1 1 1", namespace=NS, pod="p3", reason="Shutdown"),
+    *pod("p3", "n2", "tracker", "1 1 1 1 1 stale", present="1 1 1 1 1 stale"),
 ]
 
 
@@ -97,13 +101,16 @@ TESTS = [
         sample("gpufleet:used_cards", 1, gpu="l4", pool="gpu-l4", billing_account="physics", workload="tracker")]},
     {"expr": "gpufleet:idle_cards", "eval_time": "3m", "exp_samples": [
         per_pool("gpufleet:idle_cards", "t4", 0), per_pool("gpufleet:idle_cards", "l4", 0)]},
-    # minute 6: n2 is gone (nothing billed on L4), p3 no longer runs and is marked lost with its node
+    # minute 5: n2 is gone while p3 ran on it a minute ago: p3 is marked lost with its node
+    {"expr": "gpufleet:pod_preempted", "eval_time": "5m", "exp_samples": [
+        sample("gpufleet:pod_preempted", 1, namespace=NS, pod="p3")]},
+    # minute 6: nothing billed on L4 any more, and p3 is gone
     {"expr": "gpufleet:billed_cards", "eval_time": "6m", "exp_samples": [
         per_pool("gpufleet:billed_cards", "t4", 1), per_pool("gpufleet:billed_cards", "l4", 0)]},
     {"expr": 'gpufleet:pod_used_cards{gpu="l4"}', "eval_time": "6m", "exp_samples": []},
-    {"expr": "gpufleet:pod_preempted", "eval_time": "6m", "exp_samples": [
-        sample("gpufleet:pod_preempted", 1, namespace=NS, pod="p3")]},
+    # never while the nodes are there, nor long after
     {"expr": "gpufleet:pod_preempted", "eval_time": "3m", "exp_samples": []},
+    {"expr": "gpufleet:pod_preempted", "eval_time": "9m", "exp_samples": []},
 ]  # fmt: skip
 
 

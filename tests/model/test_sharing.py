@@ -3,6 +3,8 @@ configuration, and every combination the clouds or cards cannot do refused with 
 
 from __future__ import annotations
 
+import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 from fleet.model.catalogue import load_catalogue
 from fleet.model.errors import InputError
 from fleet.model.spec import DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL, Sharing, load_fleet
+from tests.conftest import FIXTURES
 from tests.helpers import SHIPPED_WORKLOADS
 
 POLICY = """\
@@ -102,3 +105,30 @@ def test_sharing_that_cannot_be_built_is_refused(tmp_path, l4, extra, message):
         fleet_of(tmp_path, policy)
     text = str(err.value).lower()
     assert message.lower() in text and "fleet.yaml:" in text and "sharing" in text
+
+
+def test_a_pod_asking_for_more_than_one_slice_is_refused(tmp_path):
+    workloads = tmp_path / "workloads"
+    shutil.copytree(FIXTURES / "fleet" / "workloads" / "fitter", workloads / "wide")
+    spec = workloads / "wide" / "workload.yaml"
+    text = re.sub(r"(?m)^name: fitter$", "name: wide", spec.read_text(encoding="utf-8"))
+    spec.write_text(
+        re.sub(r"(?m)^accelerators: \d+$", "accelerators: 2", text)
+        if "accelerators:" in text
+        else text + "accelerators: 2\n",
+        encoding="utf-8",
+    )
+    policy = tmp_path / "fleet.yaml"
+    base = "clusters:\n  aws:\n    eks-w:\n      region: us-east-1\n      central: true\n      gpus: {g6: {}}\n"
+    # p4d.24xlarge holds 8 A100: two fit a node, but not two slices
+    sliced = base.replace("{g6: {}}", "{a100: {sharing: {time_slicing: 2}}}")
+    policy.write_text(sliced + "workloads:\n  wide: [a100]\n", encoding="utf-8")
+    with pytest.raises(InputError, match="a pod gets one slice at most"):
+        load_fleet(policy, workloads)
+    # `all` leaves the sliced pool out instead
+    policy.write_text(sliced + "workloads:\n  wide: all\n", encoding="utf-8")
+    assert not load_fleet(policy, workloads).benchmarks(load_fleet(policy, workloads).clusters["eks-w"])
+    runners = "runners:\n  clusters:\n    eks-w:\n      a100: {accelerators: 2}\n"
+    policy.write_text(sliced + runners, encoding="utf-8")
+    with pytest.raises(InputError, match="the a100 pool is time-sliced: a pod gets one slice at most"):
+        load_fleet(policy, workloads)

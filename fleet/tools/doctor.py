@@ -63,7 +63,7 @@ from fleet.model.catalogue import Taint
 from fleet.model.errors import InputError, Problem
 from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.quantity import parse_quantity
-from fleet.model.spec import ROOT, Cluster, Fleet, GpuPool, load_fleet
+from fleet.model.spec import DEVICE_PLUGIN_CONFIG_LABEL, ROOT, Cluster, Fleet, GpuPool, load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
 # Where the infra stack puts things (components/kubernetes/infra.py: MONITORING_NS, NODE_AGENTS_NS, RELEASE; the
@@ -669,6 +669,17 @@ def pool_rows(ctx: Context) -> list[Row]:
         if empty:
             problems.append(f"node(s) {', '.join(empty)} advertise 0 {pool.resource}")
             fixes.append(_no_accelerator_fix(pool, ctx, empty[0]))
+        unshared = sorted(
+            n.metadata.name
+            for n in nodes
+            if pool.sharing and 0 < _capacity(n, pool.resource) < pool.units_per_node and n.metadata.name not in young
+        )
+        if unshared:  # the pool is shared, but its nodes advertise whole cards: pods wait for slices that are not there
+            problems.append(
+                f"node(s) {', '.join(unshared)} advertise fewer {pool.resource} than the pool's "
+                f"{pool.units_per_node} ({pool.sharing.name if pool.sharing else ''})"
+            )
+            fixes.append(_sharing_fix(pool, ctx, unshared[0]))
         if not nodes and pool.min_nodes > 0:
             problems.append(f"no node, though min_nodes is {pool.min_nodes}")
             fixes.append(
@@ -680,6 +691,18 @@ def pool_rows(ctx: Context) -> list[Row]:
             state += "; scaled to zero"
         rows.append(Row(what, state, "; ".join(problems), "; ".join(fixes)))
     return rows
+
+
+def _sharing_fix(pool: GpuPool, ctx: Context, node: str) -> str:
+    """What to look at when a shared pool's node advertises whole cards."""
+    assert pool.sharing is not None
+    if pool.needs_device_plugin:
+        return (
+            f"the node must carry {DEVICE_PLUGIN_CONFIG_LABEL}={pool.sharing.name} and the device plugin's "
+            f"configuration {pool.sharing.name} ({ctx.kubectl} get node {node} --show-labels; the plugin's "
+            f"config-manager log in kube-system); then {ctx.up}"
+        )
+    return f"the pool's GPU sharing must be {pool.sharing.name} in the cloud (recreate it with {ctx.up})"
 
 
 def _no_accelerator_fix(pool: GpuPool, ctx: Context, node: str) -> str:

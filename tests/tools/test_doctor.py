@@ -94,7 +94,7 @@ def gpu_node(
     pool: GpuPool, name: str, allocatable: int | None = None, ready: bool = True, **changes: Any
 ) -> k8s.V1Node:
     """A node of ``pool``: its labels and taints as the fleet declares them, its accelerators allocatable."""
-    count = pool.accelerators_per_node if allocatable is None else allocatable
+    count = pool.units_per_node if allocatable is None else allocatable  # a shared card advertises its slices
     labels = {**pool.labels, **pool.node_selector, "kubernetes.io/hostname": name, **changes.pop("labels", {})}
     taints = changes.pop("taints", [k8s.V1Taint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints])
     resources = {"cpu": "8", "memory": "61Gi", "pods": "110", pool.resource: str(count)}
@@ -102,7 +102,7 @@ def gpu_node(
         metadata=meta(name, labels=labels),
         spec=k8s.V1NodeSpec(taints=taints),
         status=k8s.V1NodeStatus(
-            capacity={**resources, pool.resource: str(pool.accelerators_per_node)},
+            capacity={**resources, pool.resource: str(pool.units_per_node)},
             allocatable=resources,
             conditions=[k8s.V1NodeCondition(type="Ready", status="True" if ready else "False", reason="KubeletReady")],
         ),
@@ -620,9 +620,9 @@ def test_a_healthy_leaf_exits_0_and_shows_every_pool_benchmark_and_probe(fleet, 
     result = run_doctor(healthy(fleet, cluster), cluster.name)
     assert result.status == 0, result.out + result.err
     assert "FAIL" not in result.out and "Traceback" not in result.err
-    for pool in cluster.pools:
+    for pool in cluster.all_pools:
         row = row_of(result.out, f"pool {pool.name} ")
-        expected = pool.accelerators_per_node if pool is cluster.pools[0] else 0
+        expected = pool.units_per_node if pool is cluster.pools[0] else 0  # a shared card: its slices
         assert f"{expected} {pool.resource} allocatable" in row
     for bench in fleet.benchmarks(cluster):
         row = row_of(result.out, f"benchmark {bench.workload.name} on {bench.pool.card}")
@@ -1275,3 +1275,18 @@ def test_a_cards_pool_does_not_count_its_sweep_pools_nodes(fleet):
     nodes = [gpu_node(own, "own-1"), gpu_node(sweep, "sweep-1")]
     assert [n.metadata.name for n in doctor.pool_nodes(own, nodes)] == ["own-1"]
     assert [n.metadata.name for n in doctor.pool_nodes(sweep, nodes)] == ["sweep-1"]
+
+
+def test_a_shared_pools_node_advertising_whole_cards_names_the_plugins_configuration(fleet, run_doctor):
+    cluster = fleet.clusters["fix-eks"]  # its t4 pool is time-sliced by our device plugin
+    pool = cluster.pool("t4")
+    assert pool.sharing is not None and pool.units_per_node == 2 and pool.needs_device_plugin
+    world = healthy(fleet, cluster)
+    node = next(n for n in world.nodes if n.metadata.name.startswith(pool.name))
+    node.status.capacity[pool.resource] = node.status.allocatable[pool.resource] = "1"  # whole cards: unconfigured
+    result = run_doctor(world, cluster.name)
+    row = row_of(result.out, f"pool {pool.name}")
+    assert "advertise fewer nvidia.com/gpu than the pool's 2 (time-slicing-2)" in row
+    assert "nvidia.com/device-plugin.config=time-slicing-2" in row
+    # the healthy world, whose node advertises its slices, has no such problem
+    assert "advertise fewer" not in row_of(run_doctor(healthy(fleet, cluster), cluster.name).out, f"pool {pool.name}")

@@ -303,3 +303,23 @@ def png_size(data: bytes) -> tuple[int, int]:
     assert data[12:16] == b"IHDR", data[12:16]
     width, height = struct.unpack(">II", data[16:24])
     return width, height
+
+
+# The accounting tests' cluster (tests/e2e/test_accounting_rules.py, test_report_accounting.py): a GKE cluster billed
+# to physics with a T4 pool time-sliced in two and a whole L4 pool; the fixture workload fitter billed to theory.
+ACCOUNTING_POLICY = """\
+clusters:
+  gcp:
+    acct-gke:
+      zone: us-central1-a
+      central: true
+      billing_account: physics
+      gpus:
+        t4: {sharing: {time_slicing: 2}}
+        l4: {}
+monitoring:
+  federation_interval: 60s
+workloads:
+  tracker: [t4, l4]
+  fitter: {gpus: [t4], billing_account: theory}
+"""

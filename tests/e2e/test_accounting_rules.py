@@ -20,26 +20,13 @@ import pytest
 from fleet.model.accounting import accounting_rules
 from fleet.model.spec import load_fleet
 from tests.conftest import FIXTURES
-from tests.e2e.support import promtool, write_yaml
+from tests.e2e.support import ACCOUNTING_POLICY, promtool, write_yaml
 
 pytestmark = pytest.mark.e2e
 
-POLICY = """\
-clusters:
-  gcp:
-    acc-gke:
-      zone: us-central1-a
-      central: true
-      billing_account: physics
-      gpus:
-        t4: {sharing: {time_slicing: 2}}
-        l4: {}
-workloads:
-  tracker: [t4, l4]
-  fitter: {gpus: [t4], billing_account: theory}
-"""
+POLICY = ACCOUNTING_POLICY
 NS = "benchmarks"
-BASE = {"cluster": "acc-gke", "cloud": "gcp"}
+BASE = {"cluster": "acct-gke", "cloud": "gcp"}
 
 
 def series(name: str, values: str, **labels: str) -> dict[str, str]:
@@ -118,7 +105,7 @@ def test_accounting_rules_give_the_hand_computed_cards(tmp_path: Path) -> None:
     policy = tmp_path / "fleet.yaml"
     policy.write_text(POLICY, encoding="utf-8")
     fleet = load_fleet(policy, FIXTURES / "fleet" / "workloads")
-    rules = write_yaml(tmp_path / "accounting.yaml", accounting_rules(fleet.clusters["acc-gke"], fleet))
+    rules = write_yaml(tmp_path / "accounting.yaml", accounting_rules(fleet.clusters["acct-gke"], fleet))
     assert promtool("check", "rules", rules).returncode == 0
     tests = write_yaml(
         tmp_path / "tests.yaml",
@@ -137,7 +124,7 @@ def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
     policy = tmp_path / "fleet.yaml"
     policy.write_text(POLICY, encoding="utf-8")
     fleet = load_fleet(policy, FIXTURES / "fleet" / "workloads")
-    rules = write_yaml(tmp_path / "accounting.yaml", accounting_rules(fleet.clusters["acc-gke"], fleet))
+    rules = write_yaml(tmp_path / "accounting.yaml", accounting_rules(fleet.clusters["acct-gke"], fleet))
     wrong = [
         {
             **TESTS[2],

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,26 +31,11 @@ from fleet.report.costs import approximate, load_prices
 from fleet.report.report import fmt
 from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Prometheus, wait_for
-from tests.e2e.support import markdown_tables, write_yaml
+from tests.e2e.support import ACCOUNTING_POLICY, markdown_tables, write_yaml
 
 pytestmark = pytest.mark.e2e
 
-POLICY = """\
-clusters:
-  gcp:
-    acct-gke:
-      zone: us-central1-a
-      central: true
-      billing_account: physics
-      gpus:
-        t4: {sharing: {time_slicing: 2}}
-        l4: {}
-monitoring:
-  federation_interval: 60s
-workloads:
-  tracker: [t4, l4]
-  fitter: {gpus: [t4], billing_account: theory}
-"""
+POLICY = ACCOUNTING_POLICY
 CLUSTER = {"cluster": "acct-gke", "cloud": "gcp"}
 STEP = 60
 POINTS = range(0, 61)  # minute 0 to 60 of the hour
@@ -86,6 +72,29 @@ EXPECTED = {
 }
 
 
+def report_hour(url: str, start: int, policy: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m fleet report`` over the hour from ``start``, on the fixture workloads (the tracker only)."""
+    return subprocess.run(
+        [
+            sys.executable, "-m", "fleet", "report", "--prometheus", url, "--start", str(start),
+            "--end", str(start + 3600), "--out", str(out), "--workload", "tracker", "--policy", str(policy),
+            "--workloads-dir", str(FIXTURES / "fleet" / "workloads"),
+        ],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+
+
+def report_from_data(prometheus_exe: str, tmp: Path, start: int, policy: Path) -> dict[str, Any]:
+    """Start Prometheus on the blocks loaded under ``tmp/prometheus/data``, report the hour, stop it."""
+    prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
+    try:
+        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        out = tmp / "out"
+        return {"run": report_hour(prometheus.url, start, policy, out), "out": out}
+    finally:
+        prometheus.stop()
+
+
 def openmetrics(start: int) -> str:
     lines = []
     for name, series in RECORDS.items():
@@ -111,25 +120,7 @@ def accounting_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     assert load.returncode == 0, load.stdout + load.stderr
     policy = tmp / "fleet.yaml"
     policy.write_text(POLICY, encoding="utf-8")
-    running: list[Any] = []
-    try:
-        prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
-        running.append(prometheus)
-        deadline = time.monotonic() + 60
-        wait_for("prometheus to be ready", prometheus.ready, deadline, running)
-        out = tmp / "out"
-        run = subprocess.run(
-            [
-                sys.executable, "-m", "fleet", "report", "--prometheus", prometheus.url, "--start", str(start),
-                "--end", str(start + 3600), "--out", str(out), "--workload", "tracker", "--policy", str(policy),
-                "--workloads-dir", str(FIXTURES / "fleet" / "workloads"),
-            ],
-            capture_output=True, text=True, timeout=120, cwd=ROOT,
-        )  # fmt: skip
-        return {"run": run, "out": out, "policy": policy}
-    finally:
-        for proc in running:
-            proc.stop()
+    return {**report_from_data(prometheus_exe, tmp, start, policy), "policy": policy}
 
 
 def test_accounting_table_holds_the_known_card_hours_and_costs(accounting_report: dict[str, Any]) -> None:
@@ -222,8 +213,7 @@ def chain_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     policy.write_text(POLICY, encoding="utf-8")
     fleet = load_fleet(policy, FIXTURES / "fleet" / "workloads")
     rules = accounting_rules(fleet.clusters["acct-gke"], fleet)["groups"][0]["rules"]
-    assert {r["record"] for r in rules} == {POD_USED, USED, BILLED, IDLE, PREEMPTED}
-    levels = [rules]  # no record reads another: one pass
+    assert {r["record"] for r in rules} == {POD_USED, USED, BILLED, IDLE, PREEMPTED}  # none reads another: one pass
     source = tmp / "ksm.om"
     source.write_text(metrics_text(ksm_series(), start), encoding="utf-8")
     data = tmp / "prometheus" / "data"
@@ -234,38 +224,20 @@ def chain_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         assert done.returncode == 0, done.stdout + done.stderr
 
     run("tsdb", "create-blocks-from", "openmetrics", str(source), str(data))
-    running: list[Any] = []
+    prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
     try:
-        for i, level in enumerate(levels):
-            prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
-            running = [prometheus]
-            wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, running)
-            rule_file = write_yaml(tmp / f"level{i}.yaml", {"groups": [{"name": f"level{i}", "rules": level}]})
-            blocks = tmp / f"blocks{i}"
-            run(
-                "tsdb", "create-blocks-from", "rules", "--url", prometheus.url, "--start", str(start),
-                "--end", str(start + 3600), "--eval-interval", f"{STEP}s", "--output-dir", str(blocks), str(rule_file),
-            )  # fmt: skip
-            prometheus.stop()
-            for block in blocks.iterdir():
-                if block.is_dir():
-                    shutil.move(str(block), data / block.name)
-        prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
-        running = [prometheus]
-        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, running)
-        out = tmp / "out"
-        report = subprocess.run(
-            [
-                sys.executable, "-m", "fleet", "report", "--prometheus", prometheus.url, "--start", str(start),
-                "--end", str(start + 3600), "--out", str(out), "--workload", "tracker", "--policy", str(policy),
-                "--workloads-dir", str(FIXTURES / "fleet" / "workloads"),
-            ],
-            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        rule_file = write_yaml(tmp / "accounting.yaml", {"groups": [{"name": "accounting", "rules": rules}]})
+        blocks = tmp / "blocks"
+        run(
+            "tsdb", "create-blocks-from", "rules", "--url", prometheus.url, "--start", str(start),
+            "--end", str(start + 3600), "--eval-interval", f"{STEP}s", "--output-dir", str(blocks), str(rule_file),
         )  # fmt: skip
-        return {"run": report, "out": out}
     finally:
-        for proc in running:
-            proc.stop()
+        prometheus.stop()
+    for block in (b for b in blocks.iterdir() if b.is_dir()):
+        shutil.move(str(block), data / block.name)
+    return report_from_data(prometheus_exe, tmp, start, policy)
 
 
 def test_the_chain_from_kube_state_metrics_gives_the_hand_computed_card_hours(chain_report: dict[str, Any]) -> None:

@@ -197,6 +197,14 @@ class Cluster:
         """The node label of the system pool, where the fleet's own services run (empty: wherever they fit)."""
         return dict(self.facts.system_selector)
 
+    def pool_sized(self, card: str, cards_per_node: str | None) -> GpuPool | None:
+        """The pool of ``card`` whose nodes carry ``cards_per_node`` in the sweep pools' size label (None: the card's
+        own pool, whose nodes carry none), as a pod's selector or a pool's labels name it; None if there is none."""
+        return next(
+            (p for p in self.all_pools if p.card == card and p.labels.get(CARDS_PER_NODE_LABEL) == cards_per_node),
+            None,
+        )
+
     def pool(self, card: str) -> GpuPool:
         """The pool of ``card`` (KeyError if the cluster does not offer it)."""
         for pool in self.pools:

@@ -49,11 +49,7 @@ def _expected_pool(args: ResourceValidationArgs, template: dict[str, Any]) -> Gp
     card = ((template.get("metadata") or {}).get("labels") or {}).get("gpu", "")
     if cluster is None:
         return None
-    size = ((template.get("spec") or {}).get("nodeSelector") or {}).get(CARDS_PER_NODE_LABEL)
-    for pool in cluster.all_pools:
-        if pool.card == card and pool.labels.get(CARDS_PER_NODE_LABEL) == size:
-            return pool
-    return None
+    return cluster.pool_sized(card, ((template.get("spec") or {}).get("nodeSelector") or {}).get(CARDS_PER_NODE_LABEL))
 
 
 @resource_policy(

@@ -36,11 +36,9 @@ def policy_pool(args: ResourceValidationArgs, report: ReportViolation) -> tuple[
     cluster = cluster_of(args.urn)
     if cluster is None:
         return None  # reported by gpu-pool-allowed-card
-    size = view.labels.get(CARDS_PER_NODE_LABEL)  # a sweep pool's machine size; None on a card's own pool
-    for pool in cluster.all_pools:
-        if pool.card == card and pool.labels.get(CARDS_PER_NODE_LABEL) == size:
-            return view, pool
-    return None  # reported by gpu-pool-allowed-card, or an unknown sweep size: gpu-pool-sweep-size
+    # a sweep pool's machine size; None on a card's own pool
+    pool = cluster.pool_sized(card, view.labels.get(CARDS_PER_NODE_LABEL))
+    return (view, pool) if pool else None  # else reported by gpu-pool-allowed-card (an unknown card or sweep size)
 
 
 @resource_policy(

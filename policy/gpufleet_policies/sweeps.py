@@ -100,9 +100,7 @@ def _found_points(cluster: Cluster, resources: list[Any], report: ReportViolatio
         nodes = int(((props.get("spec") or {}).get("trainer") or {}).get("numNodes") or nodes)
         card, workload = labels.get("gpu", ""), labels.get("workload", "")
         size = (pod.get("nodeSelector") or {}).get(CARDS_PER_NODE_LABEL)
-        pool = next(
-            (p for p in cluster.all_pools if p.card == card and p.labels.get(CARDS_PER_NODE_LABEL) == size), None
-        )
+        pool = cluster.pool_sized(card, size)
         if pool is None:
             report(f"TrainJob {r.name} runs {card} on no pool of {cluster.name} (cards per node {size})", r.urn)
             continue

@@ -1,6 +1,6 @@
 """The report's scaling section (fleet/report/scaling.py) against a real Prometheus fed by real mtail processes.
 
-The shipped sweep workload's sample log (a real multi-worker run: workloads/<name>/record_sample.py) is what every
+The sweep workload's sample log (a real multi-worker run: workloads/3dgan-jax/record_sample.py) is what every
 sweep job's workers print; the test splits it by card as a federated central would hold it: an L4 on GKE ran every
 point of the log, a TPU v5e only the points that are whole TPU VMs. One mtail per (card) with the workload's own
 program tails a log the test appends to, and Prometheus scrapes both with the labels the PodMonitor adds. The
@@ -23,14 +23,16 @@ from fleet.model.spec import load_fleet
 from fleet.model.workloads import load_workloads
 from fleet.report.costs import approximate, load_prices
 from fleet.report.report import fmt
-from tests.conftest import ROOT, require_tool
+from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Mtail, Prometheus, wait_for
 from tests.e2e.support import markdown_tables, png_size
 
 pytestmark = pytest.mark.e2e
 
-# The shipped sweep workload: the first with `distributed` (the repository ships 3dgan-jax).
-SWEEP = next((w for w in load_workloads().values() if w.spec.distributed is not None), None)
+# The tests' own sweep workload (tests/fixtures/fleet/workloads/sweeper: workloads/3dgan-jax under its own name, with
+# that real multi-worker sample log), so the test runs whatever workloads a team ships.
+WORKLOADS = FIXTURES / "fleet" / "workloads"
+SWEEP = load_workloads(WORKLOADS)["sweeper"]
 EPOCH = re.compile(
     r" epoch=\d+ seconds=(?P<seconds>[0-9.]+) .* "
     r"accelerators=(?P<n>\d+) worker=(?P<worker>\d+) attempt=(?P<attempt>\d+)$"
@@ -51,7 +53,6 @@ workloads:
 
 def epoch_lines() -> list[tuple[str, int, str, str, float]]:
     """(line, accelerators, worker, attempt, seconds) of every timed epoch in the sample log."""
-    assert SWEEP is not None
     out = []
     for line in SWEEP.sample_log.read_text(encoding="utf-8").splitlines(keepends=True):
         found = EPOCH.search(line.rstrip("\n"))
@@ -77,8 +78,6 @@ def expected_points(counts: set[int]) -> dict[int, tuple[float, int, int]]:
 
 @pytest.fixture(scope="module")
 def scaling_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    if SWEEP is None:
-        pytest.skip("no workload with `distributed` is shipped")
     mtail_exe, prometheus_exe = require_tool("mtail"), require_tool("prometheus")
     tmp = tmp_path_factory.mktemp("scaling")
     counts = sorted({n for _, n, *_ in epoch_lines()})
@@ -132,7 +131,7 @@ def scaling_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         run = subprocess.run(
             [
                 sys.executable, "-m", "fleet", "report", "--prometheus", prometheus.url, "--since", "5m",
-                "--out", str(out), "--workload", SWEEP.name, "--policy", str(policy),
+                "--out", str(out), "--workload", SWEEP.name, "--policy", str(policy), "--workloads-dir", str(WORKLOADS),
             ],
             capture_output=True, text=True, timeout=120, cwd=ROOT,
         )  # fmt: skip
@@ -145,10 +144,9 @@ def scaling_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_scaling_table_has_exact_times_speedups_restarts_and_costs(scaling_report: dict[str, Any]) -> None:
     run, out = scaling_report["run"], scaling_report["out"]
     assert run.returncode == 0, run.stderr
-    assert SWEEP is not None
     tables = markdown_tables((out / "report.md").read_text(encoding="utf-8"))
     rows = tables[f"Scaling: {SWEEP.name}"]
-    fleet = load_fleet(scaling_report["policy"])
+    fleet = load_fleet(scaling_report["policy"], WORKLOADS)
     cluster = fleet.clusters["loop-gke"]
     placed = {(p.card, p.accelerators): p for p in fleet.sweep_points(cluster)}
     prices = load_prices()
@@ -178,7 +176,6 @@ def test_scaling_table_has_exact_times_speedups_restarts_and_costs(scaling_repor
 
 def test_scaling_plot_and_page(scaling_report: dict[str, Any]) -> None:
     out = scaling_report["out"]
-    assert SWEEP is not None
     png = out / f"{SWEEP.name}-scaling.png"
     assert png_size(png.read_bytes()) == (1000, 500)
     page = (out / "index.html").read_text(encoding="utf-8")

@@ -368,3 +368,26 @@ def load_workloads(root: Path = WORKLOADS_DIR) -> dict[str, Workload]:
     if problems:
         raise InputError(problems)
     return out
+
+
+def _tokens(name: str) -> set[str]:
+    words = [w for w in name.split("_") if w and w not in ("total", "seconds", "per", "second")]
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words}
+
+
+def runs_counter(spec: WorkloadSpec) -> str | None:
+    """The counter that counts the workload's results: of its declared counters, the one whose name shares
+    most words with the headline metric (``gan3d_epochs_total`` for ``gan3d_epoch_duration_seconds``, not
+    ``gan3d_batches_total``); the first declared on a tie; None if it declares no counter. A distributed workload's
+    results are its epochs (``distributed.epochs``)."""
+    if spec.distributed is not None:
+        return spec.distributed.epochs
+    headline = _tokens(spec.headline.metric)
+    best: tuple[int, str] | None = None
+    for metric in spec.metrics:
+        if metric.type != "counter":
+            continue
+        score = len(_tokens(metric.name.removesuffix("_total")) & headline)
+        if best is None or score > best[0]:
+            best = (score, metric.name)
+    return best[1] if best else None

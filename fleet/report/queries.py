@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fleet.model.prometheus import GPU_RECORDING_RULES, duration_seconds
-from fleet.model.workloads import WorkloadSpec
+from fleet.model.workloads import WorkloadSpec, runs_counter
 from fleet.report.prometheus_api import MAX_POINTS_PER_SERIES
 
 #: A card of the report: the labels every benchmark series has once federated.
@@ -150,26 +150,6 @@ def selector(metric: str, labels: Mapping[str, str], *raw_matchers: str) -> str:
     matchers = [f'{name}="{escape_label_value(value)}"' for name, value in sorted(labels.items())]
     matchers.extend(raw_matchers)
     return f"{metric}{{{','.join(matchers)}}}" if matchers else metric
-
-
-def _tokens(name: str) -> set[str]:
-    words = [w for w in name.split("_") if w and w not in ("total", "seconds", "per", "second")]
-    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words}
-
-
-def runs_counter(spec: WorkloadSpec) -> str | None:
-    """The counter that counts the workload's results: of its declared counters, the one whose name shares
-    most words with the headline metric (``gan3d_epochs_total`` for ``gan3d_epoch_duration_seconds``, not
-    ``gan3d_batches_total``); the first declared on a tie; None if it declares no counter."""
-    headline = _tokens(spec.headline.metric)
-    best: tuple[int, str] | None = None
-    for metric in spec.metrics:
-        if metric.type != "counter":
-            continue
-        score = len(_tokens(metric.name.removesuffix("_total")) & headline)
-        if best is None or score > best[0]:
-            best = (score, metric.name)
-    return best[1] if best else None
 
 
 @dataclass(frozen=True)

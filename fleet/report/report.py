@@ -554,7 +554,7 @@ METHOD = [
     "interval`, in card-hours; lost to preemption: the card-hours of pods whose node disappeared while they ran, "
     "already in used; cost: the account's used card-hours plus, for the pool's owner, its idle ones, at "
     "the machine's price per card-hour, so the accounts add up to what the cloud bills.",
-    "Prices are approximate, dated observations (fleet/report/prices.yaml); the date and source of each are below.",
+    "Prices are approximate, dated observations (fleet/model/prices.yaml); the date and source of each are below.",
 ]
 
 

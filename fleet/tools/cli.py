@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 SCHEMA_FILE = POLICY_FILE.with_name("fleet.schema.json")
 PROJECT_FILE = Path(__file__).resolve().parents[2] / "Pulumi.yaml"
-PRICES_FILE = Path(__file__).resolve().parents[1] / "report" / "prices.yaml"  # fleet.report.costs.PRICES_FILE
+PRICES_FILE = Path(__file__).resolve().parents[1] / "model" / "prices.yaml"  # fleet.model.prices.PRICES_FILE
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 

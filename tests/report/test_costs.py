@@ -1,4 +1,4 @@
-"""The price table (fleet/report/prices.yaml) and the cost arithmetic (fleet/report/costs.py)."""
+"""The price table (fleet/model/prices.yaml) and the cost arithmetic (fleet/report/costs.py)."""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def test_approximate(value: float, digits: int, text: str) -> None:
 
 
 def test_the_shipped_table_is_the_default() -> None:
-    assert PRICES_FILE.name == "prices.yaml" and PRICES_FILE.parent.name == "report"
+    assert PRICES_FILE.name == "prices.yaml" and PRICES_FILE.parent.name == "model"
 
 
 def test_a_shared_pool_counts_a_pod_against_the_slices_of_its_machine(tmp_path: Path) -> None:

@@ -27,3 +27,19 @@ def require_tool(name: str) -> str:
     if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
         pytest.fail(f"{reason}, and {REQUIRE_TOOLS_ENV}=1 requires it")
     pytest.skip(reason)
+
+
+#: Upstream data the tests read (charts, CRDs): ../shared beside the checkout, or GPU_FLEET_SHARED.
+SHARED_ENV = "GPU_FLEET_SHARED"
+
+
+def shared_file(relative: str) -> Path:
+    """A file of the shared upstream data (``charts/...``, ``k8s/crds/...``); skips locally when it is missing, fails
+    when CI requires tools."""
+    path = Path(os.environ.get(SHARED_ENV, ROOT.parent / "shared")) / relative
+    if path.exists():
+        return path
+    reason = f"{path} is missing (the upstream data beside the checkout, or set {SHARED_ENV})"
+    if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
+        pytest.fail(f"{reason}, and {REQUIRE_TOOLS_ENV}=1 requires it")
+    pytest.skip(reason)

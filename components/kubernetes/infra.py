@@ -16,6 +16,7 @@ import pulumi_random as random
 import yaml
 
 from components.clusters.taints import toleration
+from components.kubernetes import dashboards
 from components.kubernetes.benchmark import PART_OF as BENCHMARK_PART_OF
 from components.kubernetes.deployment import PART_OF, app_labels
 from components.kubernetes.gateway import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
@@ -275,6 +276,9 @@ def prometheus_values(
         probed = probe_expectations(fleet)
         if probed:
             rules["gpufleet-probe-alerts"] = prometheus.probe_alert_rules(probed)
+        prices = dashboards.price_rules(fleet)  # what the dashboards' cost panels join on
+        if prices:
+            rules["gpufleet-card-prices"] = prices
     values: dict[str, Any] = {
         "fullnameOverride": RELEASE,
         "prometheus": {"prometheusSpec": spec},
@@ -291,6 +295,7 @@ def prometheus_values(
             "userKey": "admin-user",
             "passwordKey": "admin-password",
         }
+        values["grafana"].update(dashboards.grafana_values())
     if system:
         spec["nodeSelector"] = system
         values["alertmanager"]["alertmanagerSpec"] = {"nodeSelector": system}
@@ -511,6 +516,7 @@ class InfraStack(pulumi.ComponentResource):
         self.grafana_admin_password: pulumi.Output[str] | None = None
         if cluster.central:
             self.grafana_admin_password = self._grafana_admin(cluster, settings, monitoring_ns, child)
+            dashboards.dashboard_config_maps(name, fleet, monitoring_ns, child)
         self.prometheus = helm_release(
             f"{name}-prometheus",
             "kube-prometheus-stack",

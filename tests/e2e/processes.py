@@ -127,12 +127,20 @@ class Prometheus(Process):
         except (urllib.error.URLError, OSError):
             return False
 
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        """An instant query now: the result vector."""
-        status, body = http_get(f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql}))
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """An instant query now (or at Unix time ``at``): the result vector."""
+        params = {"query": promql, **({"time": str(at)} if at is not None else {})}
+        return self._api("query", params)
+
+    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """A range query: the result matrix."""
+        return self._api("query_range", {"query": promql, "start": str(start), "end": str(end), "step": str(step)})
+
+    def _api(self, endpoint: str, params: dict[str, str]) -> list[dict[str, Any]]:
+        status, body = http_get(f"{self.url}/api/v1/{endpoint}?" + urllib.parse.urlencode(params))
         document = json.loads(body)
         if status != 200 or document.get("status") != "success":
-            raise AssertionError(f"query {promql!r} failed: {status} {body[:300]!r}")
+            raise AssertionError(f"{endpoint} {params['query']!r} failed: {status} {body[:300]!r}")
         return list(document["data"]["result"])
 
 

@@ -1,0 +1,61 @@
+"""The fleet's Grafana dashboards on the central cluster: one ConfigMap per dashboard for the chart's sidecar.
+
+The dashboards are built from the model (fleet/model/dashboards.py); this module hands them to Grafana the way the
+pinned chart collects them: ConfigMaps labelled ``grafana_dashboard: "1"`` (kube-prometheus-stack 79.5.0 values.yaml
+``grafana.sidecar.dashboards.label``/``labelValue``) in the monitoring namespace, each annotated with its folder
+(grafana 10.1.4 values.yaml ``sidecar.dashboards.folderAnnotation`` and ``provider.foldersFromFilesStructure``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kubernetes.deployment import PART_OF
+from fleet.model import dashboards
+from fleet.model.prices import card_prices, load_prices
+from fleet.model.spec import Fleet
+
+
+def grafana_values() -> dict[str, Any]:
+    """The central Grafana's values for the dashboards: the sidecar reads the fleet's folder annotation and puts each
+    dashboard in its folder, and the Prometheus datasource keeps the uid every panel names."""
+    return {
+        "sidecar": {
+            "dashboards": {
+                "folderAnnotation": dashboards.FOLDER_ANNOTATION,
+                "provider": {"foldersFromFilesStructure": True},
+            },
+            "datasources": {"uid": dashboards.DATASOURCE_UID},
+        }
+    }
+
+
+def price_rules(fleet: Fleet) -> dict[str, Any] | None:
+    """The central's card-price records (fleet/model/dashboards.py ``price_rules``), None when no card is priced."""
+    prices = card_prices(fleet, load_prices())
+    return dashboards.price_rules(prices) if prices else None
+
+
+def dashboard_config_maps(
+    prefix: str, fleet: Fleet, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> list[k8s.core.v1.ConfigMap]:
+    """One ConfigMap per dashboard of the fleet, for the central Grafana's sidecar to load."""
+    label, value = dashboards.SIDECAR_LABEL
+    return [
+        k8s.core.v1.ConfigMap(
+            f"{prefix}-dashboard-{file.removesuffix('.json')}",
+            metadata={
+                "name": file.removesuffix(".json"),
+                "namespace": namespace,
+                "labels": {label: value, "app.kubernetes.io/part-of": PART_OF},
+                "annotations": {dashboards.FOLDER_ANNOTATION: dashboards.FOLDER},
+            },
+            data={file: json.dumps(board, sort_keys=True, indent=1)},
+            opts=opts,
+        )
+        for file, board in dashboards.fleet_dashboards(fleet).items()
+    ]

@@ -1,0 +1,463 @@
+"""The fleet's Grafana dashboards, built from the model with Grafana's typed SDK (``grafana-foundation-sdk``).
+
+Four kinds, all on the central cluster's Grafana and querying the central Prometheus (every series carries the leaf's
+``cluster`` and ``cloud`` labels, kept by federation):
+
+* **overview** (``gpufleet-overview``): per workload its headline result per card and cluster, the best card, and the
+  cost per result (the card-hours its pods used, at the card's price, over the results they produced); the pools'
+  cards billed, used and idle; each probed pool's time to first accelerator; the alerts firing;
+* **one per workload** (``gpufleet-workload-<name>``): every metric it declares over time per card and cluster, and the
+  GPU energy its pods drew;
+* **scaling** (``gpufleet-scaling``, when a workload sweeps): per sweeping workload, time per epoch, speed-up and
+  parallel efficiency at each accelerator count of its sweep, GPU beside TPU;
+* **accounting** (``gpufleet-accounting``): card-hours billed, used and idle, and their cost, per billing account.
+
+Every panel filters on the dashboard's variables ``cluster``, ``cloud``, ``gpu`` (and the overview's ``workload``),
+whose values are the policy's; "All" is the regular expression ``.*``. Ranges are Grafana's ``$__range`` (the time
+picker's span), so a panel's number is the same as the report's over the same window.
+
+Everything here is data: :func:`fleet_dashboards` returns plain dicts (the dashboards' JSON), and
+:func:`panel_queries` lists each panel's PromQL for the tests to evaluate against a real Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from grafana_foundation_sdk.builders import bargauge, dashboard, prometheus, stat, table, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import BigValueTextMode, DataSourceRef
+from grafana_foundation_sdk.models.dashboard import GridPos
+
+from fleet.model.accounting import BILLED, IDLE, USED
+from fleet.model.pod_contract import PROBE_METRICS
+from fleet.model.spec import Fleet
+from fleet.model.workloads import MetricSpec, Workload, runs_counter
+
+#: The central Prometheus' datasource as the chart's datasource sidecar provisions it: kube-prometheus-stack 79.5.0
+#: values.yaml ``grafana.sidecar.datasources.uid`` (default ``prometheus``; the fleet sets it explicitly).
+DATASOURCE_UID = "prometheus"
+DATASOURCE = DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
+#: The label the chart's dashboard sidecar collects ConfigMaps by (kube-prometheus-stack 79.5.0 values.yaml
+#: ``grafana.sidecar.dashboards.label``/``labelValue``) and the annotation naming each one's folder (grafana 10.1.4
+#: values.yaml ``sidecar.dashboards.folderAnnotation``, with ``provider.foldersFromFilesStructure``).
+SIDECAR_LABEL = ("grafana_dashboard", "1")
+FOLDER_ANNOTATION = "grafana_folder"
+FOLDER = "GPU fleet"
+#: Dashboard JSON schema version: what grafana-foundation-sdk writes; Grafana reads every version from 9 up to its
+#: latest and migrates older ones (grafana apps/dashboard/pkg/migration/schemaversion/migrations.go; version 41 is
+#: the V41 migration of Grafana 12.0, and the pinned chart grafana 10.1.4 runs Grafana 12.2.1).
+SCHEMA_VERSION = 41
+#: Central recording rule: the price of one card-hour per (cluster, cloud, gpu), what the machine costs per hour over
+#: its cards (a shared card's slice pays its part through the used-card records).
+CARD_PRICE = "gpufleet:card_price_per_hour"
+PRICE_GROUP = "gpufleet-card-prices"
+
+VARIABLES = ("cluster", "cloud", "gpu")
+_FILTER = ",".join(f'{v}=~"${v}"' for v in VARIABLES)
+_BY = "cluster, cloud, gpu"
+_ACCOUNT = 'billing_account=~"$billing_account"'
+_WORKLOAD = 'workload=~"$workload"'
+_UID = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(frozen=True)
+class PanelQuery:
+    """One query of one panel: the dashboard's uid, the panel's title, the query's refId and PromQL (with Grafana's
+    variables in it) and whether Grafana runs it as an instant query."""
+
+    dashboard: str
+    panel: str
+    ref: str
+    expr: str
+    instant: bool
+
+
+def _target(expr: str, legend: str, ref: str = "A", instant: bool = False) -> prometheus.Dataquery:
+    query = prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(ref)
+    return query.instant() if instant else query.range()
+
+
+def _filter(extra: str = "") -> str:
+    return "{" + ",".join(p for p in (extra, _FILTER) if p) + "}"
+
+
+def _wl(name: str) -> str:
+    return f'workload="{name}"'
+
+
+def _legend() -> str:
+    return "{{gpu}} on {{cluster}} ({{cloud}})"
+
+
+class _Board:
+    """A dashboard under construction: panels laid out left to right, rows full width, ids in order."""
+
+    def __init__(self, uid: str, title: str, description: str, variables: Mapping[str, Sequence[str]]):
+        self.uid, self.next_id, self.x, self.y = uid, 1, 0, 0
+        self.builder = (
+            dashboard.Dashboard(title)
+            .uid(uid)
+            .description(description)
+            .tags(["gpu-fleet"])
+            .editable()
+            .time("now-7d", "now")
+            .refresh("5m")
+            .timezone("utc")
+        )
+        for name, values in variables.items():
+            self.builder.with_variable(
+                dashboard.CustomVariable(name)
+                .label(name.capitalize())
+                .values(",".join(values) if values else "none")
+                .multi(True)
+                .include_all(True)
+                .all_value(".*")
+            )
+
+    def row(self, title: str) -> None:
+        if self.x:
+            self.x, self.y = 0, self.y + 8
+        self.builder.with_row(dashboard.Row(title).id(self.next_id).grid_pos(GridPos(h=1, w=24, x=0, y=self.y)))
+        self.next_id, self.y = self.next_id + 1, self.y + 1
+
+    def add(self, panel: Any, width: int = 12, height: int = 8) -> None:
+        if self.x + width > 24:
+            self.x, self.y = 0, self.y + height
+        panel.id(self.next_id).datasource(DATASOURCE).grid_pos(GridPos(h=height, w=width, x=self.x, y=self.y))
+        self.builder.with_panel(panel)
+        self.next_id, self.x = self.next_id + 1, self.x + width
+
+    def json(self) -> dict[str, Any]:
+        return as_json(self.builder.build())
+
+
+def as_json(board: Any) -> dict[str, Any]:
+    """A dashboard of the SDK's types as the JSON Grafana reads (plain dicts)."""
+    return json.loads(JSONEncoder(sort_keys=True).encode(board))
+
+
+def _bars(title: str, description: str, unit: str, targets: Iterable[prometheus.Dataquery]) -> bargauge.Panel:
+    panel = bargauge.Panel().title(title).description(description).unit(unit).min(0)
+    for t in targets:
+        panel.with_target(t)
+    return panel
+
+
+def _series(title: str, description: str, unit: str, targets: Iterable[prometheus.Dataquery]) -> timeseries.Panel:
+    panel = timeseries.Panel().title(title).description(description).unit(unit).min(0)
+    for t in targets:
+        panel.with_target(t)
+    return panel
+
+
+def result_query(workload: Workload) -> str:
+    """Per card: the mean over its pods of each pod's last headline value in the range (the report's "result")."""
+    head = workload.spec.headline
+    matchers = ",".join([_wl(workload.name), *(f'{k}="{v}"' for k, v in sorted(head.match.items()))])
+    return f"avg by ({_BY}) (last_over_time({head.metric}{_filter(matchers)}[$__range]))"
+
+
+def cost_per_result_query(workload: Workload) -> str | None:
+    """Per card: what the card-hours the workload's pods used in the range cost, over the results they produced
+    (None when the workload counts no results)."""
+    counter = runs_counter(workload.spec)
+    if counter is None:
+        return None
+    used = f"{USED}{_filter(_wl(workload.name))}"
+    cost = f"sum by ({_BY}) (sum_over_time(({used} * on ({_BY}) group_left () {CARD_PRICE})[$__range:1m])) / 60"
+    runs = f"sum by ({_BY}) (max_over_time({counter}{_filter(_wl(workload.name))}[$__range]))"
+    return f"({cost}) / ({runs} > 0)"
+
+
+def placed_workloads(fleet: Fleet) -> dict[str, Workload]:
+    """The workloads the policy runs somewhere, by name (the workloads folder may hold others)."""
+    return {name: fleet.workloads[name] for name in sorted(fleet.placements) if name in fleet.workloads}
+
+
+def _overview(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board:
+    board = _Board(
+        "gpufleet-overview",
+        "GPU fleet: overview",
+        "Each workload's result per card and cluster, the best card and the cost per result; the pools' cards billed, "
+        "used and idle; time to first accelerator; the alerts firing. Built from policy/fleet.yaml.",
+        {**variables, "workload": list(placed_workloads(fleet))},
+    )
+    for name, workload in placed_workloads(fleet).items():
+        head = workload.spec.headline
+        board.row(f"{name}: {head.metric} ({head.unit}, {'higher' if head.higher_is_better else 'lower'} is better)")
+        result = result_query(workload)
+        board.add(
+            _bars(
+                f"{name}: result per card ({head.unit})",
+                f"Per card and cluster, the mean of each pod's last {head.metric} in the time range.",
+                "none",
+                [_target(result, _legend(), instant=True)],
+            ),
+            width=10,
+        )
+        pick = "topk" if head.higher_is_better else "bottomk"
+        board.add(
+            stat.Panel()
+            .title(f"{name}: best card")
+            .description(f"The card with the {'highest' if head.higher_is_better else 'lowest'} result in the range.")
+            .with_target(_target(f"{pick}(1, {result})", _legend(), instant=True))
+            .text_mode(BigValueTextMode.VALUE_AND_NAME)
+            .unit("none"),
+            width=4,
+        )
+        cost = cost_per_result_query(workload)
+        if cost is not None:
+            board.add(
+                _bars(
+                    f"{name}: cost per result (USD)",
+                    "Card-hours the workload's pods used in the range, at the card's price per hour, over the results "
+                    "they produced (spot prices for spot pools).",
+                    "currencyUSD",
+                    [_target(cost, _legend(), instant=True)],
+                ),
+                width=10,
+            )
+    board.row("Pools")
+    board.add(
+        _series(
+            "Cards billed, used and idle",
+            "Cards of GPU nodes that are up (billed), requested by running pods of the chosen workloads (used) and "
+            "requested by none (idle); a pool at zero nodes counts none.",
+            "none",
+            [
+                _target(f"sum({BILLED}{_filter()})", "billed", "A"),
+                _target(f"sum({USED}{_filter(_WORKLOAD)})", "used", "B"),
+                _target(f"sum({IDLE}{_filter()})", "idle", "C"),
+            ],
+        )
+    )
+    scale_up = PROBE_METRICS[0]
+    board.add(
+        _bars(
+            "Time to first accelerator (last probe)",
+            "Per probed pool, how long the latest probe pod waited from its creation until it ran on a card.",
+            "s",
+            [_target(f"max by ({_BY}) (last_over_time({scale_up}{_filter()}[$__range]))", _legend(), instant=True)],
+        )
+    )
+    board.row("Alerts")
+    board.add(
+        table.Panel()
+        .title("Alerts firing")
+        .description("The central Prometheus' alerts that fire now, by name and cluster.")
+        .with_target(
+            _target('count by (alertname, cluster, severity) (ALERTS{alertstate="firing"})', "", instant=True)
+        ),
+        width=24,
+    )
+    return board
+
+
+def _metric_expr(workload: Workload, metric: MetricSpec) -> tuple[str, str]:
+    selector = f"{{__name__}}{_filter(_wl(workload.name))}"
+    if metric.type == "counter":
+        rate = selector.replace("{__name__}", metric.name)
+        return f"sum by ({_BY}) (rate({rate}[$__rate_interval]))", f"{metric.name}, per second"
+    if metric.type == "histogram":
+        buckets = selector.replace("{__name__}", f"{metric.name}_bucket")
+        expr = f"histogram_quantile(0.5, sum by ({_BY}, le) (rate({buckets}[$__rate_interval])))"
+        return expr, f"{metric.name}, median"
+    return f"max by ({_BY}) ({selector.replace('{__name__}', metric.name)})", metric.name
+
+
+def _workload_board(workload: Workload, variables: Mapping[str, Sequence[str]]) -> _Board:
+    board = _Board(
+        f"gpufleet-workload-{_UID.sub('-', workload.name.lower())}",
+        f"GPU fleet: {workload.name}",
+        workload.spec.description.strip(),
+        variables,
+    )
+    board.row("Metrics per card and cluster")
+    for metric in workload.spec.metrics:
+        expr, title = _metric_expr(workload, metric)
+        board.add(_series(title, metric.help, "none", [_target(expr, _legend())]))
+    board.row("Energy")
+    energy = (
+        f'sum by ({_BY}) (increase(gpufleet:gpu_energy_joules:sum{{cluster=~"$cluster",cloud=~"$cloud"}}[$__range])'
+        f" * on (cluster, namespace, pod) group_left (gpu) group by (cluster, namespace, pod, gpu) "
+        f"(last_over_time({workload.spec.headline.metric}{_filter(_wl(workload.name))}[$__range])))"
+    )
+    board.add(
+        _bars(
+            "GPU energy of the benchmark's pods",
+            "Joules the cards drew while the workload's pods ran on them in the range (dcgm-exporter; none where the "
+            "cloud exposes no power reading).",
+            "joule",
+            [_target(energy, _legend(), instant=True)],
+        ),
+        width=24,
+    )
+    return board
+
+
+def epoch_seconds_query(workload: Workload, extra: str = "") -> str:
+    """Per (card, accelerators): the slowest worker's seconds per epoch over the range, its attempts summed."""
+    dist = workload.spec.distributed
+    assert dist is not None
+    point = f"{_BY}, accelerators"
+    sel = _filter(",".join(p for p in (_wl(workload.name), extra) if p))
+
+    def per_worker(metric: str) -> str:
+        return f"sum by ({point}, worker) (max_over_time({metric}{sel}[$__range]))"
+
+    return f"max by ({point}) ({per_worker(dist.epoch_seconds)} / {per_worker(dist.epochs)})"
+
+
+def _scaling(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | None:
+    sweeping = [w for n, w in placed_workloads(fleet).items() if n in fleet.scales]
+    if not sweeping:
+        return None
+    board = _Board(
+        "gpufleet-scaling",
+        "GPU fleet: scaling sweeps",
+        "Time per epoch, speed-up and parallel efficiency of each sweeping workload at every accelerator count of its "
+        "sweep, per card and cluster (GPU beside TPU).",
+        variables,
+    )
+    for workload in sweeping:
+        points = sorted(fleet.scales[workload.name])
+        smallest = points[0]
+        board.row(f"{workload.name}: sweep of {', '.join(map(str, points))} accelerators")
+        per_epoch = epoch_seconds_query(workload)
+        board.add(
+            _bars(
+                f"{workload.name}: seconds per epoch",
+                "The slowest worker's time per epoch (the workers step together) at each accelerator count.",
+                "s",
+                [_target(per_epoch, "{{gpu}} on {{cluster}} x{{accelerators}}", instant=True)],
+            ),
+            width=8,
+        )
+        base = epoch_seconds_query(workload, f'accelerators="{smallest}"')
+        speedups, efficiencies = [], []
+        for i, n in enumerate(points):
+            at_n = epoch_seconds_query(workload, f'accelerators="{n}"')
+            speedup = f"({base}) / ignoring (accelerators) ({at_n})"
+            ref = chr(ord("A") + i)
+            speedups.append(_target(speedup, f"{{{{gpu}}}} on {{{{cluster}}}} x{n}", ref, instant=True))
+            efficiencies.append(
+                _target(f"({speedup}) / {n / smallest:g}", f"{{{{gpu}}}} on {{{{cluster}}}} x{n}", ref, instant=True)
+            )
+        board.add(
+            _bars(
+                f"{workload.name}: speed-up over {smallest}",
+                f"Time per epoch at {smallest} accelerators over the time at each count (linear scaling: the count "
+                f"over {smallest}).",
+                "none",
+                speedups,
+            ),
+            width=8,
+        )
+        board.add(
+            _bars(
+                f"{workload.name}: parallel efficiency",
+                "Speed-up over the ratio of accelerator counts: 1 is linear scaling.",
+                "percentunit",
+                efficiencies,
+            ),
+            width=8,
+        )
+    return board
+
+
+def card_hours_query(record: str, by: str = "billing_account") -> str:
+    """Card-hours of an accounting record in the range, per ``by``, at one evaluation a minute."""
+    return f"sum by ({by}) (sum_over_time({record}{_filter(_ACCOUNT)}[$__range:1m])) / 60"
+
+
+def _accounting(variables: Mapping[str, Sequence[str]], accounts: Sequence[str]) -> _Board:
+    board = _Board(
+        "gpufleet-accounting",
+        "GPU fleet: accounting",
+        "Card-hours billed (nodes up), used (pods' requests) and idle per billing account, and what they cost at the "
+        "cards' prices: each account pays what its workloads used, the pool's owner also the idle cards.",
+        {**variables, "billing_account": accounts},
+    )
+    board.row("Card-hours in the time range")
+    targets = [
+        _target(card_hours_query(record), f"{{{{billing_account}}}} {what}", ref, instant=True)
+        for ref, record, what in (("A", BILLED, "billed"), ("B", USED, "used"), ("C", IDLE, "idle"))
+    ]
+    board.add(_bars("Card-hours per billing account", "Billed, used and idle card-hours.", "h", targets))
+    # used series carry their workload, idle ones do not: `or` keeps both, each at its card's price
+    priced = " or ".join(f"({r}{_filter(_ACCOUNT)} * on ({_BY}) group_left () {CARD_PRICE})" for r in (USED, IDLE))
+    cost = f"sum by (billing_account) (sum_over_time(({priced})[$__range:1m])) / 60"
+    board.add(
+        _bars(
+            "Cost per billing account (USD)",
+            "Used card-hours, and for a pool's owner the idle ones, at the card's price per hour.",
+            "currencyUSD",
+            [_target(cost, "{{billing_account}}", instant=True)],
+        )
+    )
+    board.row("Cards over time")
+    board.add(
+        _series(
+            "Idle cards per pool",
+            "Cards billed but not requested by a running pod.",
+            "none",
+            [_target(f"sum by (cluster, pool) ({IDLE}{_filter(_ACCOUNT)})", "{{pool}} on {{cluster}}")],
+        ),
+        width=24,
+    )
+    return board
+
+
+def fleet_dashboards(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    """Every dashboard of the fleet as Grafana JSON, by file name (``<uid>.json``)."""
+    pools = [(c, p) for c in fleet.clusters.values() for p in c.all_pools]
+    variables = {
+        "cluster": sorted({c.name for c, _ in pools}),
+        "cloud": sorted({c.cloud for c, _ in pools}),
+        "gpu": sorted({p.card for _, p in pools}),
+    }
+    accounts = sorted(
+        {c.billing_account for c in fleet.clusters.values() if c.billing_account} | set(fleet.billing_accounts.values())
+    )
+    boards = [
+        _overview(fleet, variables),
+        *(_workload_board(w, variables) for w in placed_workloads(fleet).values()),
+        _scaling(fleet, variables),
+        _accounting(variables, accounts),
+    ]
+    return {f"{b.uid}.json": b.json() for b in boards if b is not None}
+
+
+def panel_queries(dashboards: Mapping[str, Mapping[str, Any]]) -> list[PanelQuery]:
+    """Every query of every panel of ``dashboards`` (as :func:`fleet_dashboards` returns them)."""
+    out = []
+    for board in dashboards.values():
+        for panel in board.get("panels", []):
+            for target in panel.get("targets", []):
+                out.append(
+                    PanelQuery(
+                        board["uid"], panel["title"], target["refId"], target["expr"], bool(target.get("instant"))
+                    )
+                )
+    return out
+
+
+def price_rules(prices: Mapping[tuple[str, str, str], float]) -> dict[str, Any]:
+    """The central's card-price records: per (cluster, cloud, gpu) its price per card-hour, a rule group of
+    ``vector()`` constants like the probe expectations (what the dashboards' cost panels join on)."""
+    if not prices:
+        raise ValueError("no priced card: leave the price rules out")
+    rules = [
+        {
+            "record": CARD_PRICE,
+            "expr": f"vector({price!r})",
+            "labels": {"cluster": cluster, "cloud": cloud, "gpu": gpu},
+        }
+        for (cluster, cloud, gpu), price in sorted(prices.items())
+    ]
+    return {"groups": [{"name": PRICE_GROUP, "rules": rules}]}

@@ -1,0 +1,87 @@
+"""The dashboards on the central cluster under the mock engine (components/kubernetes/dashboards.py): one ConfigMap
+per dashboard for the chart's sidecar, in the fleet's folder, Grafana told where to look, the card prices recorded;
+a leaf gets none of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fleet.model import dashboards
+from fleet.model.spec import load_fleet
+from fleet.tools.plan import StackPlan, plan_stack
+from tests.conftest import FIXTURES
+from tests.helpers import by_type, write_policy
+
+POLICY = """
+clusters:
+  gcp:
+    dash-central:
+      zone: europe-west4-a
+      central: true
+      gpus: [l4]
+    dash-leaf:
+      zone: us-central1-a
+      gpus: [t4]
+workloads:
+  tracker: [l4, t4]
+"""
+CONFIG = {"gcp:project": "proj-1"}
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, StackPlan]:
+    tmp = tmp_path_factory.mktemp("dashboards")
+    policy, stacks = write_policy(tmp, POLICY, {"dash-central": CONFIG, "dash-leaf": CONFIG})
+    workloads = FIXTURES / "fleet" / "workloads"
+    leaf = plan_stack("dash-leaf", policy, stacks, None, workloads)
+    references = {"dash-leaf": leaf.outputs_for_reference()}
+    return {
+        "central": plan_stack("dash-central", policy, stacks, references, workloads),
+        "leaf": leaf,
+        "fleet": load_fleet(policy, workloads),  # type: ignore[dict-item]
+    }
+
+
+def config_maps(plan: StackPlan) -> list[dict]:
+    return [r.inputs for r in by_type(plan, "kubernetes:core/v1:ConfigMap") if dashboards.SIDECAR_LABEL[0] in
+            r.inputs["metadata"].get("labels", {})]  # fmt: skip
+
+
+def test_the_central_holds_one_config_map_per_dashboard_in_the_fleet_folder(plans: dict) -> None:
+    expected = dashboards.fleet_dashboards(plans["fleet"])
+    maps = config_maps(plans["central"])
+    assert {m["metadata"]["name"] + ".json" for m in maps} == set(expected)
+    label, value = dashboards.SIDECAR_LABEL
+    for m in maps:
+        assert m["metadata"]["labels"][label] == value and m["metadata"]["namespace"] == "monitoring"
+        assert m["metadata"]["annotations"] == {dashboards.FOLDER_ANNOTATION: dashboards.FOLDER}
+        ((file, text),) = m["data"].items()
+        assert json.loads(text) == expected[file]
+
+
+def test_a_leaf_has_no_dashboard(plans: dict) -> None:
+    assert config_maps(plans["leaf"]) == []
+
+
+def test_grafana_reads_the_folder_and_keeps_the_datasource_uid(plans: dict) -> None:
+    (kps,) = [r.inputs for r in by_type(plans["central"], "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kps"]
+    sidecar = kps["values"]["grafana"]["sidecar"]
+    assert sidecar["dashboards"]["folderAnnotation"] == dashboards.FOLDER_ANNOTATION
+    assert sidecar["dashboards"]["provider"]["foldersFromFilesStructure"] is True
+    assert sidecar["datasources"]["uid"] == dashboards.DATASOURCE_UID
+    prices = kps["values"]["additionalPrometheusRulesMap"]["gpufleet-card-prices"]["groups"][0]["rules"]
+    assert {(r["labels"]["cluster"], r["labels"]["gpu"]) for r in prices} == {
+        ("dash-central", "l4"),
+        ("dash-leaf", "t4"),
+    }
+
+
+def test_a_workload_added_to_the_policy_gets_its_panels(tmp_path: Path) -> None:
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(POLICY.replace("  tracker: [l4, t4]", "  tracker: [l4, t4]\n  fitter: [t4]"), encoding="utf-8")
+    boards = dashboards.fleet_dashboards(load_fleet(policy, FIXTURES / "fleet" / "workloads"))
+    assert "gpufleet-workload-fitter.json" in boards
+    assert any(p["title"].startswith("fitter: ") for p in boards["gpufleet-overview.json"]["panels"])

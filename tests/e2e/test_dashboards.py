@@ -1,0 +1,296 @@
+"""Every panel of the fleet's Grafana dashboards (fleet/model/dashboards.py) evaluated by a real Prometheus holding
+series of known values, with the labels federation gives them.
+
+The tests' own fleet (POLICY): one GKE cluster billed to ``physics`` with a T4 and an L4 pool; ``tracker`` on both
+cards, ``fitter`` on the T4 billed to ``theory``, ``uploader`` (a counter headline) on the L4, and ``sweeper`` swept
+over 1 and 2 L4s. An hour of samples, one a minute (minutes 1 to 60), is loaded with ``promtool tsdb
+create-blocks-from openmetrics``; instant panels are evaluated at the hour's end over ``$__range`` = the hour, range
+panels over the hour and read at its end. By hand, per series (labels cluster=dash-gke, cloud=gcp):
+
+* tracker_throughput: T4 100, L4 300 (best: L4); fitter_duration_seconds: T4 20 (lower is better: T4);
+* uploader_bytes_total on the L4: 10 per minute (600 at the end, 1/6 per second); it used 1 L4 all hour;
+* sweeper: one worker at 1 L4 (120 s over 6 epochs: 20 s/epoch), two at 2 L4s (72 s and 66 s over 6 epochs each: the
+  slowest 12 s/epoch): speed-up 20/12, efficiency 20/12/2; its headline gauge 20 and 12 (a card's mean: 16);
+* cards: T4 1 billed (tracker 1/2 physics, fitter 1/2 theory), L4 3 billed (tracker 1, uploader 1, 1 idle), the L4
+  sweep pool 3 billed and used by the sweeper;
+* probes: the last scale-up wait 95 s on the T4, 40 s on the L4; each benchmark pod drew 1,000 J a minute (60,000 J);
+* one alert firing.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from components.kubernetes.infra import federated_selectors
+from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, panel_queries
+from fleet.model.prices import card_prices, load_prices
+from fleet.model.spec import load_fleet
+from tests.conftest import FIXTURES, require_tool
+from tests.e2e.processes import Prometheus, wait_for
+
+pytestmark = pytest.mark.e2e
+
+POLICY = """\
+clusters:
+  gcp:
+    dash-gke:
+      zone: us-central1-a
+      central: true
+      billing_account: physics
+      gpus: {t4: {}, l4: {}}
+workloads:
+  tracker: [t4, l4]
+  fitter: {gpus: [t4], billing_account: theory}
+  uploader: [l4]
+  sweeper: {gpus: [l4], scale: [1, 2]}
+"""
+CLUSTER = {"cluster": "dash-gke", "cloud": "gcp"}
+MINUTES = range(1, 61)
+RANGE = 3600
+RATE_INTERVAL = "240s"  # Grafana's $__rate_interval at a 60 s scrape interval: four intervals
+
+
+def pod(workload: str, gpu: str, name: str, **extra: str) -> dict[str, str]:
+    return {"workload": workload, "gpu": gpu, "namespace": "benchmarks", "pod": name, **extra}
+
+
+def account(gpu: str, billing: str = "physics", pool: str = "", **extra: str) -> dict[str, str]:
+    return {"gpu": gpu, "pool": pool or f"gpu-{gpu}", "billing_account": billing, **extra}
+
+
+def sweep(acc: str, worker: str, name: str) -> dict[str, str]:
+    return pod("sweeper", "l4", name, accelerators=acc, worker=worker, attempt="0")
+
+
+# metric -> [(labels, value at minute k)]
+SERIES: dict[str, list[tuple[dict[str, str], Callable[[int], float]]]] = {
+    "tracker_throughput": [
+        (pod("tracker", "t4", "tr-t4"), lambda k: 100),
+        (pod("tracker", "l4", "tr-l4"), lambda k: 300),
+    ],
+    "fitter_duration_seconds": [(pod("fitter", "t4", "fi-t4"), lambda k: 20)],
+    "uploader_bytes_total": [(pod("uploader", "l4", "up-l4"), lambda k: 10 * k)],
+    "gan3d_jax_epoch_seconds_total": [
+        (sweep("1", "0", "sw1-0"), lambda k: 2 * k),
+        (sweep("2", "0", "sw2-0"), lambda k: 1.2 * k),
+        (sweep("2", "1", "sw2-1"), lambda k: 1.1 * k),
+    ],
+    "gan3d_jax_epochs_total": [
+        (sweep("1", "0", "sw1-0"), lambda k: k / 10),
+        (sweep("2", "0", "sw2-0"), lambda k: k / 10),
+        (sweep("2", "1", "sw2-1"), lambda k: k / 10),
+    ],
+    "gan3d_jax_epoch_duration_seconds": [
+        (sweep("1", "0", "sw1-0"), lambda k: 20),
+        (sweep("2", "0", "sw2-0"), lambda k: 12),
+    ],
+    "gan3d_jax_compile_seconds": [(sweep("1", "0", "sw1-0"), lambda k: 5)],
+    "gan3d_jax_restart_attempt": [(sweep("1", "0", "sw1-0"), lambda k: 0)],
+    "gpufleet:billed_cards": [
+        (account("t4"), lambda k: 1),
+        (account("l4"), lambda k: 3),
+        (account("l4", pool="gpu-l4-x2"), lambda k: 3),
+    ],
+    "gpufleet:used_cards": [
+        (account("t4", workload="tracker"), lambda k: 0.5),
+        (account("t4", "theory", workload="fitter"), lambda k: 0.5),
+        (account("l4", workload="tracker"), lambda k: 1),
+        (account("l4", workload="uploader"), lambda k: 1),
+        (account("l4", pool="gpu-l4-x2", workload="sweeper"), lambda k: 3),
+    ],
+    "gpufleet:idle_cards": [
+        (account("t4"), lambda k: 0),
+        (account("l4"), lambda k: 1),
+        (account("l4", pool="gpu-l4-x2"), lambda k: 0),
+    ],
+    "gpufleet_probe_scaleup_seconds": [({"gpu": "t4"}, lambda k: 95), ({"gpu": "l4"}, lambda k: 40)],
+    "gpufleet:gpu_energy_joules:sum": [
+        (
+            {"modelName": "NVIDIA L4" if name[-2:] == "l4" else "Tesla T4", "namespace": "benchmarks", "pod": name},
+            lambda k: 1000 * k,
+        )
+        for name in ("tr-t4", "tr-l4", "fi-t4", "up-l4", "sw1-0", "sw2-0")
+    ],
+    "ALERTS": [({"alertname": "ProbeFailed", "alertstate": "firing", "severity": "warning"}, lambda k: 1)],
+}
+CENTRAL_ONLY = {"ALERTS", CARD_PRICE}  # evaluated by the central itself, never federated
+
+
+def openmetrics(start: int, prices: dict[tuple[str, str, str], float]) -> str:
+    lines = []
+    for name, series in SERIES.items():
+        lines.append(f"# TYPE {name} gauge")
+        for extra, value in series:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted({**CLUSTER, **extra}.items()))
+            lines += [f"{name}{{{labels}}} {value(k)} {start + 60 * k}" for k in MINUTES]
+    lines.append(f"# TYPE {CARD_PRICE} gauge")
+    for (cluster, cloud, gpu), price in prices.items():
+        labels = f'cloud="{cloud}",cluster="{cluster}",gpu="{gpu}"'
+        lines += [f"{CARD_PRICE}{{{labels}}} {price} {start + 60 * k}" for k in MINUTES]
+    return "\n".join([*lines, "# EOF"]) + "\n"
+
+
+def expected(prices: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, str], dict[tuple[str, ...], float]]:
+    """(dashboard, panel, refId) -> {the answer's labels that tell series apart: value}."""
+    t4, l4 = prices[("dash-gke", "gcp", "t4")], prices[("dash-gke", "gcp", "l4")]
+    card = lambda gpu: ("dash-gke", "gcp", gpu)  # noqa: E731
+    speedup = 20 / 12
+    out = {
+        ("gpufleet-overview", "tracker: result per card (items/s)", "A"): {card("t4"): 100, card("l4"): 300},
+        ("gpufleet-overview", "tracker: best card", "A"): {card("l4"): 300},
+        ("gpufleet-overview", "fitter: result per card (s)", "A"): {card("t4"): 20},
+        ("gpufleet-overview", "fitter: best card", "A"): {card("t4"): 20},
+        ("gpufleet-overview", "uploader: result per card (bytes)", "A"): {card("l4"): 600},
+        ("gpufleet-overview", "uploader: best card", "A"): {card("l4"): 600},
+        ("gpufleet-overview", "uploader: cost per result (USD)", "A"): {card("l4"): l4 * 1 / 600},
+        ("gpufleet-overview", "sweeper: result per card (s)", "A"): {card("l4"): 16},
+        ("gpufleet-overview", "sweeper: best card", "A"): {card("l4"): 16},
+        # the sweeper's results are its workers' epochs (6 + 6 + 6), its jobs' 3 L4s used all hour
+        ("gpufleet-overview", "sweeper: cost per result (USD)", "A"): {card("l4"): 3 * l4 / 18},
+        ("gpufleet-overview", "Cards billed, used and idle", "A"): {(): 7},
+        ("gpufleet-overview", "Cards billed, used and idle", "B"): {(): 6},
+        ("gpufleet-overview", "Cards billed, used and idle", "C"): {(): 1},
+        ("gpufleet-overview", "Time to first accelerator (last probe)", "A"): {card("t4"): 95, card("l4"): 40},
+        ("gpufleet-overview", "Alerts firing", "A"): {("ProbeFailed", "dash-gke", "warning"): 1},
+        ("gpufleet-workload-tracker", "tracker_throughput", "A"): {card("t4"): 100, card("l4"): 300},
+        ("gpufleet-workload-tracker", "GPU energy of the benchmark's pods", "A"): {
+            card("t4"): 60000,
+            card("l4"): 60000,
+        },
+        ("gpufleet-workload-fitter", "fitter_duration_seconds", "A"): {card("t4"): 20},
+        ("gpufleet-workload-fitter", "GPU energy of the benchmark's pods", "A"): {card("t4"): 60000},
+        ("gpufleet-workload-uploader", "uploader_bytes_total, per second", "A"): {card("l4"): 1 / 6},
+        ("gpufleet-workload-uploader", "GPU energy of the benchmark's pods", "A"): {card("l4"): 60000},
+        ("gpufleet-workload-sweeper", "gan3d_jax_epoch_seconds_total, per second", "A"): {
+            card("l4"): (2 + 1.2 + 1.1) / 60
+        },
+        ("gpufleet-workload-sweeper", "gan3d_jax_epochs_total, per second", "A"): {card("l4"): 3 / 600},
+        ("gpufleet-workload-sweeper", "gan3d_jax_epoch_duration_seconds", "A"): {card("l4"): 20},
+        ("gpufleet-workload-sweeper", "gan3d_jax_compile_seconds", "A"): {card("l4"): 5},
+        ("gpufleet-workload-sweeper", "gan3d_jax_restart_attempt", "A"): {card("l4"): 0},
+        ("gpufleet-workload-sweeper", "GPU energy of the benchmark's pods", "A"): {card("l4"): 120000},
+        ("gpufleet-scaling", "sweeper: seconds per epoch", "A"): {(*card("l4"), "1"): 20, (*card("l4"), "2"): 12},
+        ("gpufleet-scaling", "sweeper: speed-up over 1", "A"): {card("l4"): 1},
+        ("gpufleet-scaling", "sweeper: speed-up over 1", "B"): {card("l4"): speedup},
+        ("gpufleet-scaling", "sweeper: parallel efficiency", "A"): {card("l4"): 1},
+        ("gpufleet-scaling", "sweeper: parallel efficiency", "B"): {card("l4"): speedup / 2},
+        ("gpufleet-accounting", "Card-hours per billing account", "A"): {("physics",): 7},
+        ("gpufleet-accounting", "Card-hours per billing account", "B"): {("physics",): 5.5, ("theory",): 0.5},
+        ("gpufleet-accounting", "Card-hours per billing account", "C"): {("physics",): 1},
+        ("gpufleet-accounting", "Cost per billing account (USD)", "A"): {
+            ("physics",): 0.5 * t4 + 6 * l4,
+            ("theory",): 0.5 * t4,
+        },
+        ("gpufleet-accounting", "Idle cards per pool", "A"): {
+            ("dash-gke", "gpu-t4"): 0,
+            ("dash-gke", "gpu-l4"): 1,
+            ("dash-gke", "gpu-l4-x2"): 0,
+        },
+    }
+    return out
+
+
+# The labels an answer is told apart by, in the order of the expectations' keys.
+KEY_LABELS = ("cluster", "cloud", "gpu", "accelerators", "alertname", "severity", "billing_account", "pool")
+
+
+def answer_key(labels: dict[str, str]) -> tuple[str, ...]:
+    if "alertname" in labels:
+        return (labels["alertname"], labels["cluster"], labels["severity"])
+    if "billing_account" in labels:
+        return (labels["billing_account"],)
+    if "pool" in labels:
+        return (labels["cluster"], labels["pool"])
+    return tuple(labels[k] for k in KEY_LABELS if k in labels)
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    """The query as Grafana sends it: the dashboard's variables (All is ``.*``) and Grafana's own range variables."""
+    expr = expr.replace("$__rate_interval", RATE_INTERVAL).replace("$__range", f"{RANGE}s")
+    return re.sub(r"\$(\w+)", lambda m: values.get(m.group(1), ".*"), expr)
+
+
+@pytest.fixture(scope="module")
+def central(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    promtool, prometheus_exe = require_tool("promtool"), require_tool("prometheus")
+    tmp = tmp_path_factory.mktemp("dashboards")
+    policy = tmp / "fleet.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    fleet = load_fleet(policy, FIXTURES / "fleet" / "workloads")
+    prices = card_prices(fleet, load_prices())
+    # a whole hour, four hours ago: only the loaded blocks hold it (the wall clock only places the data)
+    start = (int(time.time()) // 3600 - 4) * 3600
+    source = tmp / "series.om"
+    source.write_text(openmetrics(start, prices), encoding="utf-8")
+    data = tmp / "prometheus" / "data"
+    data.mkdir(parents=True)
+    load = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert load.returncode == 0, load.stdout + load.stderr
+    prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "60s"}})
+    try:
+        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        yield {"prometheus": prometheus, "fleet": fleet, "prices": prices, "end": start + RANGE, "start": start}
+    finally:
+        prometheus.stop()
+
+
+def evaluate(central: dict[str, Any], expr: str, instant: bool, values: dict[str, str] | None = None) -> dict:
+    prometheus, end = central["prometheus"], central["end"]
+    query = substitute(expr, values or {})
+    if instant:
+        return {answer_key(r["metric"]): float(r["value"][1]) for r in prometheus.query(query, at=end)}
+    result = prometheus.query_range(query, central["start"] + 60, end, 60)
+    return {answer_key(r["metric"]): float(r["values"][-1][1]) for r in result if float(r["values"][-1][0]) == end}
+
+
+def test_every_panel_gives_its_known_value(central: dict[str, Any]) -> None:
+    queries = panel_queries(fleet_dashboards(central["fleet"]))
+    wanted = expected(central["prices"])
+    got = {(q.dashboard, q.panel, q.ref): evaluate(central, q.expr, q.instant) for q in queries}
+    assert set(got) == set(wanted), "a panel has no expectation here, or an expectation no panel"
+    empty = [key for key, answer in got.items() if not answer]
+    assert empty == [], f"panels that show nothing: {empty}"
+    for key, values in wanted.items():
+        assert set(got[key]) == set(values), (key, got[key])
+        for labels, value in values.items():
+            assert got[key][labels] == pytest.approx(value, rel=1e-9), (key, labels, got[key])
+
+
+def test_a_variable_narrows_a_panel(central: dict[str, Any]) -> None:
+    (result,) = [
+        q for q in panel_queries(fleet_dashboards(central["fleet"])) if q.panel == "tracker: result per card (items/s)"
+    ]
+    assert evaluate(central, result.expr, True, {"gpu": "t4"}) == {("dash-gke", "gcp", "t4"): 100}
+    assert evaluate(central, result.expr, True, {"cluster": "elsewhere"}) == {}
+
+
+_NOT_METRICS = {"by", "on", "ignoring", "group_left", "group_right", "without", "bool", "and", "or", "unless", "offset"}
+
+
+def metric_names(expr: str) -> set[str]:
+    """The series a query reads: names that are not functions, keywords, labels, strings or durations."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    text = re.sub(r"\{[^}]*\}", "", text)
+    text = re.sub(r"\[[^\]]*\]", "", text)
+    text = re.sub(r"\b(by|on|ignoring|without|group_left|group_right)\s*\([^)]*\)", " ", text)
+    names = set(re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*(?!\s*\()\b", text))
+    return {n for n in names if n not in _NOT_METRICS and not re.fullmatch(r"[0-9.e]+", n)} - {
+        n for n in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", text)
+    }
+
+
+def test_every_metric_a_panel_reads_reaches_the_central(central: dict[str, Any]) -> None:
+    fleet = central["fleet"]
+    federated = set(federated_selectors(fleet)) | CENTRAL_ONLY
+    read = {name for q in panel_queries(fleet_dashboards(fleet)) for name in metric_names(q.expr)}
+    assert read and read <= federated, sorted(read - federated)
+    assert metric_names('sum by (a) (rate(x_total{a="b"}[5m])) / on (a) group_left () y') == {"x_total", "y"}

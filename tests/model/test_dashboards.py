@@ -1,0 +1,156 @@
+"""The Grafana dashboards built from the model (fleet/model/dashboards.py): what each holds for a fleet of its own,
+their form, and the sidecar facts they rely on in the pinned charts. Their queries are evaluated against a real
+Prometheus in tests/e2e/test_dashboards.py."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from grafana_foundation_sdk.models.dashboard import Dashboard
+
+from fleet.model import dashboards
+from fleet.model.prices import card_prices, load_prices
+from fleet.model.spec import Fleet, load_fleet
+from tests.conftest import FIXTURES, shared_file
+
+POLICY = """\
+clusters:
+  gcp:
+    lab-gke:
+      zone: europe-west4-a
+      central: true
+      billing_account: lab
+      gpus: {l4: {}}
+  aws:
+    lab-eks:
+      region: eu-west-1
+      gpus: {a10g: {}}
+workloads:
+  tracker: [l4, a10g]
+  uploader: [a10g]
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+    policy = tmp_path_factory.mktemp("dash") / "fleet.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    return load_fleet(policy, FIXTURES / "fleet" / "workloads")
+
+
+@pytest.fixture(scope="module")
+def boards(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    return dashboards.fleet_dashboards(fleet)
+
+
+def test_each_workload_of_the_policy_gets_a_dashboard_of_its_metrics(fleet: Fleet, boards: dict[str, Any]) -> None:
+    assert set(boards) == {
+        "gpufleet-overview.json",
+        "gpufleet-accounting.json",
+        "gpufleet-workload-tracker.json",
+        "gpufleet-workload-uploader.json",
+    }  # only the workloads the policy runs; no sweep in this fleet: no scaling dashboard
+    for name in ("tracker", "uploader"):
+        workload = fleet.workloads[name]
+        board = boards[f"gpufleet-workload-{name}.json"]
+        titles = [p["title"] for p in board["panels"] if p["type"] != "row"]
+        assert len(titles) == len(workload.spec.metrics) + 1  # one per metric, and the energy
+        overview = [p["title"] for p in boards["gpufleet-overview.json"]["panels"]]
+        assert f"{name}: result per card ({workload.spec.headline.unit})" in overview
+
+
+def test_the_variables_offer_the_policy_s_clusters_clouds_cards_and_workloads(boards: dict[str, Any]) -> None:
+    variables = {v["name"]: v for v in boards["gpufleet-overview.json"]["templating"]["list"]}
+    assert set(variables) == {"cluster", "cloud", "gpu", "workload"}
+    assert variables["cluster"]["query"] == "lab-eks,lab-gke"
+    assert variables["cloud"]["query"] == "aws,gcp"
+    assert variables["gpu"]["query"] == "a10g,l4"
+    assert variables["workload"]["query"] == "tracker,uploader"
+    for v in variables.values():
+        assert v["includeAll"] and v["multi"] and v["allValue"] == ".*"
+    accounting = {v["name"]: v for v in boards["gpufleet-accounting.json"]["templating"]["list"]}
+    assert accounting["billing_account"]["query"] == "default,lab"  # lab-eks bills the default account
+
+
+def test_every_panel_queries_the_central_prometheus_and_starts_at_zero(boards: dict[str, Any]) -> None:
+    for file, board in boards.items():
+        assert board["uid"] + ".json" == file and board["schemaVersion"] == dashboards.SCHEMA_VERSION
+        panels = board["panels"]
+        assert len({p["id"] for p in panels}) == len(panels), file
+        for panel in panels:
+            assert 0 <= panel["gridPos"]["x"] and panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24, panel["title"]
+            if panel["type"] == "row":
+                continue
+            assert panel["datasource"] == {"type": "prometheus", "uid": dashboards.DATASOURCE_UID}
+            assert panel["targets"] and panel.get("description"), panel["title"]
+            if panel["type"] in ("timeseries", "bargauge"):
+                assert panel["fieldConfig"]["defaults"]["min"] == 0, panel["title"]
+                assert panel["fieldConfig"]["defaults"]["unit"], panel["title"]
+            for target in panel["targets"]:
+                for variable in ("$cluster", "$cloud", "$gpu"):
+                    if "ALERTS" not in target["expr"]:
+                        assert variable in target["expr"], (panel["title"], target["expr"])
+
+
+def test_the_dashboards_read_back_through_grafana_s_own_types(boards: dict[str, Any]) -> None:
+    """The SDK's types are generated from Grafana's dashboard schema: a dashboard that reads back unchanged has no
+    field the schema lacks."""
+    for board in boards.values():
+        again = dashboards.as_json(Dashboard.from_json(board))
+        assert again == board
+
+
+def test_a_sweep_gets_its_scaling_panels(tmp_path: Path) -> None:
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(
+        "clusters:\n  gcp:\n    sw-gke: {zone: us-central1-a, central: true, gpus: [l4]}\n"
+        "workloads:\n  sweeper: {gpus: [l4], scale: [2, 4]}\n",
+        encoding="utf-8",
+    )
+    board = dashboards.fleet_dashboards(load_fleet(policy, FIXTURES / "fleet" / "workloads"))["gpufleet-scaling.json"]
+    efficiency = next(p for p in board["panels"] if p["title"] == "sweeper: parallel efficiency")
+    assert [t["legendFormat"] for t in efficiency["targets"]] == [
+        "{{gpu}} on {{cluster}} x2",
+        "{{gpu}} on {{cluster}} x4",
+    ]
+    assert efficiency["targets"][1]["expr"].endswith(" / 2")  # 4 accelerators over the smallest point's 2
+    assert (
+        'accelerators="2"' in efficiency["targets"][1]["expr"]
+        and 'accelerators="4"' in efficiency["targets"][1]["expr"]
+    )
+
+
+def test_card_prices_are_the_machine_price_over_its_cards(fleet: Fleet) -> None:
+    table = load_prices()
+    prices = card_prices(fleet, table)
+    for (cluster, cloud, gpu), price in prices.items():
+        pool = fleet.clusters[cluster].pool(gpu)
+        entry = table.lookup(cloud, pool.machine_type, pool.offer.accelerator_type if pool.offer else "")
+        assert entry is not None and price == entry.per_hour(pool.spot) / pool.accelerators_per_node
+    rules = dashboards.price_rules(prices)["groups"][0]["rules"]
+    assert {(r["labels"]["cluster"], r["labels"]["gpu"]) for r in rules} == {(c, g) for c, _, g in prices}
+    assert all(r["record"] == dashboards.CARD_PRICE and r["expr"].startswith("vector(") for r in rules)
+    with pytest.raises(ValueError, match="no priced card"):
+        dashboards.price_rules({})
+
+
+def _chart_values(archive: Path, member: str) -> dict[str, Any]:
+    with tarfile.open(archive) as tar:
+        data = tar.extractfile(member)
+        assert data is not None
+        return yaml.safe_load(io.TextIOWrapper(data, encoding="utf-8"))
+
+
+def test_the_sidecar_facts_are_the_pinned_chart_s() -> None:
+    """The label, datasource uid and folder settings the dashboards rely on, read in the pinned charts."""
+    archive = shared_file("charts/kube-prometheus-stack-79.5.0.tgz")
+    stack = _chart_values(archive, "kube-prometheus-stack/values.yaml")["grafana"]["sidecar"]
+    assert (stack["dashboards"]["label"], stack["dashboards"]["labelValue"]) == dashboards.SIDECAR_LABEL
+    assert stack["datasources"]["uid"] == dashboards.DATASOURCE_UID
+    grafana = _chart_values(archive, "kube-prometheus-stack/charts/grafana/values.yaml")["sidecar"]["dashboards"]
+    assert "folderAnnotation" in grafana and "foldersFromFilesStructure" in grafana["provider"]

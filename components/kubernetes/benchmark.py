@@ -161,7 +161,6 @@ def pod_spec(
     for volume, mount in extra_volumes:
         volumes.append(volume)
         mounts.append(mount)
-    small = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
     return {
         "restartPolicy": "Never",
         "nodeSelector": pool.node_selector,
@@ -175,7 +174,7 @@ def pod_spec(
                 "image": image("busybox"),
                 "command": ["sh", "-c", f"touch {log_file}"],
                 "volumeMounts": [{"name": "logs", "mountPath": pod_contract.LOG_DIR}],
-                "resources": small,
+                "resources": pod_contract.PREPARE_LOG_RESOURCES,
                 "securityContext": container_security(),
             },
             {
@@ -193,10 +192,7 @@ def pod_spec(
                     {"name": "logs", "mountPath": pod_contract.LOG_DIR, "readOnly": True},
                     {"name": "mtail-programs", "mountPath": pod_contract.PROGRAMS_DIR, "readOnly": True},
                 ],
-                "resources": {
-                    "requests": {"cpu": "50m", "memory": "64Mi"},
-                    "limits": {"cpu": "500m", "memory": "256Mi"},
-                },
+                "resources": pod_contract.MTAIL_RESOURCES,
                 "securityContext": container_security(),
             },
         ],

@@ -31,8 +31,9 @@ import pulumi_kubernetes as k8s
 from components.kubernetes.benchmark import config_maps, pod_labels, pod_spec, spec_hash
 from components.kubernetes.network_policy import network_policy
 from fleet.model import pod_contract
+from fleet.model.placement import own_pool_affinity
 from fleet.model.spec import Benchmark, Cluster
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SweepPoint
+from fleet.model.sweeps import SweepPoint
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 # The trainer step's container and replicated job (kubeflow/trainer v2.3.0 pkg/constants Node; the JAX policy's
@@ -97,11 +98,7 @@ def sweep_pod_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_
         # the card's own pool: its selector (gpu=<card>) also matches the sweep pools' nodes and Kueue flavors, which
         # carry the card label too; Kueue matches a pod's required node affinity against each flavor's labels, so this
         # keeps the job on (and its quota in) the card's own pool
-        off_sweeps = {"key": CARDS_PER_NODE_LABEL, "operator": "DoesNotExist"}
-        terms = [{"matchExpressions": [off_sweeps]}]
-        spec["affinity"] = {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
-        }
+        spec["affinity"] = own_pool_affinity()
     return spec
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -45,6 +46,14 @@ class Taint(StrictModel):
         return False
 
 
+class Reservations(StrictModel):
+    """How a cloud's nodes reserve CPU and memory for the system: a published formula (``reserved_by``)."""
+
+    formula: Literal["gke", "eks", "aks"]
+    max_pods: int = pydantic.Field(ge=1)  # pods per node unless the machine type says otherwise
+    source: str
+
+
 class CloudFacts(StrictModel):
     """What one cloud does around GPU pools, independent of the card."""
 
@@ -67,6 +76,8 @@ class CloudFacts(StrictModel):
     # configuration selected by a node label), and MIG partitions the cloud creates for a pool itself.
     time_slicing: bool = False
     mig_partitioning: bool = False
+    # the system reservations of its nodes (None: not known, e.g. a site's OpenStack; pods are placed by labels only)
+    reservations: Reservations | None = None
     source: str
 
 
@@ -142,11 +153,113 @@ class Accelerator(StrictModel):
         return self.resource == "nvidia.com/gpu"
 
 
+class MachineSize(StrictModel):
+    """A machine type's vCPU and memory as the cloud sells it, and the pods a node takes where the machine sets it."""
+
+    vcpu: int = pydantic.Field(ge=1)
+    memory_gib: float = pydantic.Field(gt=0)
+    max_pods: int | None = pydantic.Field(default=None, ge=1)
+
+
+class MachineTypes(StrictModel):
+    """One cloud's machine sizes, with their source."""
+
+    source: str
+    types: dict[str, MachineSize]
+
+
+MIB = 2**20
+GIB = 2**30
+# AKS kube-reserved CPU by the host's cores (AKS docs "Node resource reservations"); between two rows, the larger
+AKS_CPU_RESERVED_MILLI = ((1, 60), (2, 100), (4, 140), (8, 180), (16, 260), (32, 420), (64, 740))
+
+
+def _tiered(total: float, tiers: tuple[tuple[float, float], ...]) -> float:
+    """``total`` reserved by tiers of (upper bound, fraction): each fraction applies to the part of ``total`` below its
+    bound and above the previous one."""
+    reserved, lower = 0.0, 0.0
+    for upper, fraction in tiers:
+        if total > lower:
+            reserved += (min(total, upper) - lower) * fraction
+        lower = upper
+    return reserved
+
+
+# GKE "Plan GKE Standard node sizes" (and amazon-eks-ami nodeadm getCPUMillicoresToReserve, the same tiers)
+_CPU_TIERS = ((1000, 0.06), (2000, 0.01), (4000, 0.005), (float("inf"), 0.0025))
+# GKE's memory tiers, in GiB (also AKS before Kubernetes 1.29)
+_MEMORY_TIERS = ((4, 0.25), (8, 0.20), (16, 0.10), (128, 0.06), (float("inf"), 0.02))
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocatable:
+    """What a node of one machine type offers pods: millicores, bytes and pods, and how it was computed."""
+
+    machine_type: str
+    cpu_milli: int
+    memory_bytes: int
+    pods: int
+    how: str
+
+    def as_resources(self) -> dict[str, int]:
+        """``cpu`` (millicores), ``memory`` (bytes) and ``pods``, keyed as NodeResourcesFit keys them."""
+        return {"cpu": self.cpu_milli, "memory": self.memory_bytes, "pods": self.pods}
+
+
+def reserved_by(reservations: Reservations, size: MachineSize, kubernetes_version: str) -> tuple[int, int, int, str]:
+    """The system's CPU (millicores) and memory (bytes, the eviction threshold included) on a node of ``size``, and its
+    pods, by the cloud's published formula (each in catalogue.yaml with its source)."""
+    cores_milli = size.vcpu * 1000
+    memory = size.memory_gib * GIB
+    pods = size.max_pods or reservations.max_pods
+    if reservations.formula in ("gke", "eks"):
+        cpu = _tiered(cores_milli, _CPU_TIERS)
+    else:  # aks: its table by cores, the next row up between two
+        cpu = next((m for c, m in AKS_CPU_RESERVED_MILLI if size.vcpu <= c), AKS_CPU_RESERVED_MILLI[-1][1])
+    if reservations.formula == "gke":
+        kube = 255 * MIB if size.memory_gib < 1 else _tiered(size.memory_gib, _MEMORY_TIERS) * GIB
+        mem, how = kube + 100 * MIB, "GKE: tiered memory and CPU reservations + 100 MiB eviction threshold"
+    elif reservations.formula == "eks":
+        mem = (11 * pods + 255) * MIB + 100 * MIB
+        how = f"EKS AL2023 nodeadm: 11 MiB x {pods} pods + 255 MiB + 100 MiB eviction, CPU tiers"
+    elif _version(kubernetes_version) >= (1, 29):
+        # "MB" in the AKS docs; taken as MiB, the larger reading
+        mem = min(20 * pods + 50, 0.25 * memory / MIB) * MIB + 100 * MIB
+        how = f"AKS (1.29+): min(20 MB x {pods} pods + 50 MB, 25% of memory) + 100 Mi eviction, CPU by cores"
+    else:
+        mem = _tiered(size.memory_gib, _MEMORY_TIERS) * GIB + 750 * MIB
+        how = "AKS (before 1.29): tiered memory reservation + 750 Mi eviction, CPU by cores"
+    return int(cpu), int(mem), pods, how
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    try:
+        return int(major), int(minor.split(".")[0])
+    except ValueError:
+        return (0, 0)
+
+
 class Catalogue(StrictModel):
     """All clouds and all accelerators known to the fleet."""
 
     clouds: dict[Cloud, CloudFacts]
     accelerators: dict[str, Accelerator]
+    machine_types: dict[Cloud, MachineTypes] = {}
+
+    def allocatable(self, cloud: str, machine_type: str, kubernetes_version: str) -> Allocatable | None:
+        """A node's allocatable on ``cloud`` for ``machine_type``: its size less the cloud's reservations; None where
+        the size or the cloud's formula is not known (the node is placed by labels and taints only)."""
+        facts = self.clouds.get(cloud)  # type: ignore[call-overload]
+        known = self.machine_types.get(cloud)  # type: ignore[call-overload]
+        size = known.types.get(machine_type) if known else None
+        if facts is None or facts.reservations is None or size is None:
+            return None
+        cpu, mem, pods, how = reserved_by(facts.reservations, size, kubernetes_version)
+        return Allocatable(
+            machine_type, size.vcpu * 1000 - cpu, int(size.memory_gib * GIB) - mem, pods,
+            f"{size.vcpu} vCPU, {size.memory_gib:g} GiB less {how}",
+        )  # fmt: skip
 
     @pydantic.model_validator(mode="after")
     def _alternatives_exist(self) -> Catalogue:
@@ -160,6 +273,10 @@ class Catalogue(StrictModel):
                         or alt_acc.offers[cloud].status != "available"
                     ):
                         raise ValueError(f"{card} on {cloud}: alternative {alt!r} is not available on {cloud}")
+                if offer.status == "available" and cloud in self.machine_types:
+                    for size in offer.sizes():
+                        if size.machine_type not in self.machine_types[cloud].types:  # type: ignore[index]
+                            raise ValueError(f"{card} on {cloud}: machine_types.{cloud} has no {size.machine_type}")
                 if offer.machines and cloud not in SWEEP_POOL_CLOUDS:
                     raise ValueError(
                         f"{card} on {cloud}: other machine sizes are built as sweep pools only on "

@@ -66,6 +66,11 @@ RUNNER_METRIC_LABELS = ("gpu", "cluster", "cloud")
 ADVANCED_POD_SPEC_FLAG = "FF_USE_ADVANCED_POD_SPEC_CONFIGURATION"
 
 LOG_DIR = "/var/log/benchmark"
+# What the log's init container and the mtail sidecar ask: part of every benchmark pod's requests (the placement check,
+# fleet/model/placement.py, counts them as the scheduler does: the sidecar added to the workload, the init container
+# alone before it).
+PREPARE_LOG_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+MTAIL_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}
 PROGRAMS_DIR = "/etc/mtail"
 METRICS_PORT = 3903
 METRICS_PORT_NAME = "mtail"

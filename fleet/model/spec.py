@@ -755,6 +755,12 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     if problems or spec is None or workloads is None:
         raise InputError(problems)
     fleet = _resolve(spec, catalogue, workloads, probe, doc.file)
+    # every pod the fleet runs must land on its own pool and fit a node of it (fleet/model/placement.py)
+    from fleet.model.placement import placement_problems  # placement builds on this module's Fleet
+
+    misplaced = placement_problems(fleet, doc)
+    if misplaced:
+        raise InputError(misplaced)
     return dataclasses.replace(fleet, warnings=checker.warnings(fleet))
 
 

@@ -10,6 +10,7 @@ import pytest
 from pulumi.runtime import rpc
 
 from components.kubernetes.benchmark import METRIC_LABELS
+from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
 from fleet.model.pool_view import gpu_pool_views
 from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
@@ -295,3 +296,48 @@ def test_one_runner_release_per_runner_of_the_policy(fleet, plans):
             runner = runners[release]
             assert values["concurrent"] == runner.concurrency and values["gitlabUrl"] == runner.gitlab_url
             assert values["podLabels"]["gpu"] == runner.pool.card
+
+
+def _rendered_pods(plan):
+    """(labels, pod spec) of every benchmark, probe and sweep-worker pod template a stack renders."""
+    for reg in jobs_of(plan):
+        template = job_spec(reg)["template"]
+        yield template["metadata"]["labels"], template["spec"]
+    for reg in plan.registrations:
+        if reg.type == "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime":
+            for job in reg.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
+                template = job["template"]["spec"]["template"]
+                yield template["metadata"]["labels"], template["spec"]
+
+
+def test_every_pod_the_policy_implies_fits_its_own_pool_and_no_other(fleet):
+    """The model's placement (fleet/model/placement.py, what validate and plan check) of every benchmark, probe, sweep
+    worker and CI job of the shipped fleet, on nodes made from its pools and the catalogue's machines."""
+    placed = 0
+    for cluster in fleet.clusters.values():
+        pods = fleet_pods(fleet, cluster)
+        assert misplaced(pods, cluster_nodes(cluster)) == [], cluster.name
+        placed += len(pods)
+    assert placed >= sum(len(fleet.workload_jobs(c)) for c in fleet.clusters.values())
+
+
+def test_every_rendered_pod_lands_on_its_pool_as_the_model_predicts(fleet, plans):
+    """The pods the plan really renders, placed by the same rules: each lands on the pool its labels name (a sweep
+    pool by its size label) and nowhere else, and asks exactly what the model's prediction asks."""
+    checked = 0
+    for name, plan in plans.items():
+        cluster = fleet.cluster(name)
+        nodes = cluster_nodes(cluster)
+        predicted: dict[tuple[str, str], list[dict[str, int]]] = {}
+        for p in fleet_pods(fleet, cluster):  # a pool may run several sweep points, each with its cards per worker
+            predicted.setdefault((p.pool, p.what.split(" ")[0]), []).append(pod_requests(p.spec))
+        for labels, spec in _rendered_pods(plan):
+            pool = cluster.pool_sized(labels["gpu"], (spec.get("nodeSelector") or {}).get(CARDS_PER_NODE_LABEL))
+            assert pool is not None, labels
+            found = place(PodToPlace(f"{labels['workload']} on {name}", pool.name, spec), nodes)
+            assert found is None, found.message
+            kind = labels["workload"] if labels["workload"] != "probe" else "the"
+            assert (pool.name, kind) in predicted, (name, labels)
+            assert pod_requests(spec) in predicted[(pool.name, kind)], (name, labels)
+            checked += 1
+    assert checked

@@ -59,8 +59,9 @@ from kubernetes.config import new_client_from_config
 from kubernetes.config.config_exception import ConfigException
 
 from fleet.model import pod_contract
-from fleet.model.catalogue import Taint
+from fleet.model.catalogue import Taint, load_catalogue
 from fleet.model.errors import InputError, Problem
+from fleet.model.placement import describe, pod_requests
 from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.quantity import parse_quantity
 from fleet.model.spec import DEVICE_PLUGIN_CONFIG_LABEL, ROOT, Cluster, Fleet, GpuPool, load_fleet
@@ -121,6 +122,20 @@ TAINT_PATTERN = re.compile(r"untolerated taint|didn't tolerate")
 # NodeResourcesFit: fmt.Sprintf("Insufficient %v", rName) for extended resources, "Insufficient cpu"/"memory"
 # (kubernetes/kubernetes pkg/scheduler/framework/plugins/noderesources/fit.go fitsRequest).
 INSUFFICIENT_PATTERN = re.compile(r"Insufficient ([A-Za-z0-9](?:[A-Za-z0-9./_-]*[A-Za-z0-9])?)")
+# The scheduler's whole message (kubernetes/kubernetes v1.34 pkg/scheduler/framework/types.go FitError.Error()):
+# "0/<nodes> nodes are available: " + "<count> <reason>" per reason, sort.Strings'ed, joined with ", ", then "."; then
+# " " + the PostFilter message, which DefaultPreemption writes as "preemption: 0/<nodes> nodes are available: <count>
+# No preemption victims found for incoming pod, <count> Preemption is not helpful for scheduling."
+# (pkg/scheduler/framework/preemption/preemption.go). A pod too big for its machine on a pool with a free card reads
+# "... 1 Insufficient cpu, 1 Insufficient memory, 1 Insufficient nvidia.com/gpu, ...": every resource short on some
+# node is named, so the accelerator alone does not say the cards are all taken.
+# Taints the node lifecycle controller owns (k8s.io/api core/v1 well_known_taints.go TaintNodeUnreachable,
+# TaintNodeNotReady; pkg/controller/nodelifecycle): it sets them when a kubelet stops reporting and removes them itself
+# when it reports again. Never a user's to remove.
+NODE_CONTROLLER_TAINTS = {
+    "node.kubernetes.io/unreachable": "unreachable (its kubelet stopped reporting: a reclaimed spot VM, a failed one)",
+    "node.kubernetes.io/not-ready": "not ready (its kubelet reports NotReady)",
+}
 # NodeAffinity: ErrReasonPod = "node(s) didn't match Pod's node affinity/selector" (kubernetes/kubernetes
 # pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go at 5ae369a0).
 SELECTOR_PATTERN = re.compile(r"didn't match Pod's node affinity")
@@ -498,6 +513,54 @@ def _label_fix(pool: GpuPool, ctx: Context, nodes: Sequence[str]) -> str:
     )
 
 
+def _pod_spec(pod: V1Pod) -> dict[str, Any]:
+    """The pod's spec in Kubernetes API field names (what fleet/model/placement.py reads)."""
+    return ApiClient().sanitize_for_serialization(pod.spec) or {}
+
+
+def _too_big(
+    pod: V1Pod, insufficient: set[str], pool: GpuPool | None, own: Sequence[V1Node], ctx: Context
+) -> Diagnosis | None:
+    """A pod asking more cpu, memory (or another resource but its accelerator) than an empty node of its pool has: it
+    never runs there, whatever the autoscaler adds, even while a card is free. The node's allocatable is read from the
+    pool's nodes, or computed from its machine by the catalogue (fleet/model/catalogue.py) when it has none."""
+    if pool is None:
+        return None
+    short = sorted(r for r in insufficient if r != pool.resource)
+    if not short:
+        return None
+    asked = pod_requests(_pod_spec(pod))
+    if own:
+        offered = {r: max(_quantity_of(r, (n.status.allocatable or {}).get(r)) for n in own) for r in short}
+        where = f"the largest allocatable of its {len(own)} node(s)"
+    else:
+        computed = load_catalogue().allocatable(ctx.cluster.cloud, pool.machine_type, ctx.cluster.kubernetes_version)
+        if computed is None:
+            return None
+        offered = {r: computed.as_resources().get(r, 0) for r in short}
+        where = f"a {pool.machine_type} node's allocatable ({computed.how})"
+    over = [r for r in short if asked.get(r, 0) > offered[r]]
+    if not over:
+        return None
+    numbers = ", ".join(f"{r} {describe(r, asked.get(r, 0))} > {describe(r, offered[r])}" for r in over)
+    workload = _labels(pod).get("workload", "")
+    folder = f"workloads/{workload}/workload.yaml" if workload else "the pod's resources"
+    return Diagnosis(
+        f"the pod asks more than a node of pool {pool.name} ({pool.machine_type}) has: {numbers} ({where}); it never "
+        f"fits there, even with a card free",
+        f"lower resources.cpu_request / memory_request in {folder} to what the machine gives (python -m fleet validate "
+        f"checks every pool), or take {pool.card} off its cards; then {ctx.up}",
+    )
+
+
+def _quantity_of(resource: str, value: Any) -> int:
+    """A node's quantity as fleet/model/placement.py counts it: millicores for cpu, units otherwise."""
+    if value is None:
+        return 0
+    number = parse_quantity(str(value))
+    return int(number * 1000) if resource == "cpu" else int(number)
+
+
 def _scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: Context) -> list[Diagnosis]:
     """Why the scheduler cannot place the pod, from its Unschedulable message, the nodes and the autoscaler."""
     out: list[Diagnosis] = []
@@ -505,6 +568,22 @@ def _scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: C
     own = pool_nodes(pool, nodes) if pool else []
     if TAINT_PATTERN.search(message) and pool is not None and own:
         tainted = {n.metadata.name: _untolerated(pod, n) for n in own}
+        lost = {k: [t for t in v if t.key in NODE_CONTROLLER_TAINTS] for k, v in tainted.items()}
+        lost = {k: v for k, v in lost.items() if v}
+        for key, why in NODE_CONTROLLER_TAINTS.items():
+            gone = sorted(k for k, v in lost.items() if any(t.key == key for t in v))
+            if gone:
+                out.append(
+                    Diagnosis(
+                        f"node(s) {', '.join(gone)} of pool {pool.name} are {why}: the node controller owns that "
+                        f"taint ({key}) and lifts it when the kubelet reports again; a reclaimed spot node is being "
+                        "replaced (the autoscaler adds a node for the pod)",
+                        f"if it stays {key.rsplit('/', 1)[-1]}, delete the node ({ctx.kubectl} delete node {gone[0]}) "
+                        "so that a new one replaces it",
+                        waiting=True,
+                    )
+                )
+        tainted = {k: [t for t in v if t.key not in NODE_CONTROLLER_TAINTS] for k, v in tainted.items()}
         tainted = {k: v for k, v in tainted.items() if v}
         if tainted:
             taints = sorted({_taint_text(t) for ts in tainted.values() for t in ts})
@@ -536,7 +615,10 @@ def _scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: C
                 )
             )
     insufficient = {m.group(1) for m in INSUFFICIENT_PATTERN.finditer(message)}
-    if pool is not None and pool.resource in insufficient and own:
+    too_big = _too_big(pod, insufficient, pool, own, ctx)
+    if too_big is not None:
+        out.append(too_big)
+    elif pool is not None and pool.resource in insufficient and own:
         total = sum(_allocatable(n, pool.resource) for n in own)
         if total == 0:
             out.append(
@@ -555,7 +637,7 @@ def _scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: C
                     waiting=True,
                 )
             )
-    scale = _scale_up_diagnosis(pod, pool, ctx)
+    scale = None if too_big is not None else _scale_up_diagnosis(pod, pool, ctx)
     if scale is not None:
         out.append(scale)
     elif pool is not None and not out and len(own) < pool.max_nodes:

@@ -1290,3 +1290,112 @@ def test_a_shared_pools_node_advertising_whole_cards_names_the_plugins_configura
     assert "nvidia.com/device-plugin.config=time-slicing-2" in row
     # the healthy world, whose node advertises its slices, has no such problem
     assert "advertise fewer" not in row_of(run_doctor(healthy(fleet, cluster), cluster.name).out, f"pool {pool.name}")
+
+
+# --- the scheduler's own words --------------------------------------------------------------------------------------
+
+
+def fit_error(total: int, reasons: dict[str, int], victims: int = 0) -> str:
+    """A FailedScheduling message as kube-scheduler v1.34 writes it (pkg/scheduler/framework/types.go FitError.Error():
+    "0/N nodes are available: " + "<count> <reason>" sort.Strings'ed and joined with ", " + "."; then " " + the
+    PostFilter message, DefaultPreemption's "preemption: 0/N nodes are available: ..." in the same format)."""
+
+    def histogram(counts: dict[str, int]) -> str:
+        return ", ".join(sorted(f"{v} {k}" for k, v in counts.items() if v))
+
+    preemption = {
+        "No preemption victims found for incoming pod": victims,
+        "Preemption is not helpful for scheduling": total - victims,
+    }
+    return (
+        f"0/{total} nodes are available: {histogram(reasons)}. "
+        f"preemption: 0/{total} nodes are available: {histogram(preemption)}."
+    )
+
+
+def test_fit_error_is_formatted_as_the_scheduler_formats_it():
+    # the example of issue 34, byte for byte
+    assert (
+        fit_error(5, {"Insufficient cpu": 1, "node(s) had untolerated taint {nvidia.com/gpu: present}": 2,
+                      "node(s) didn't match Pod's node affinity/selector": 2}, victims=1)
+        == "0/5 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector, 2 "
+        "node(s) had untolerated taint {nvidia.com/gpu: present}. preemption: 0/5 nodes are available: 1 No "
+        "preemption victims found for incoming pod, 4 Preemption is not helpful for scheduling."
+    )  # fmt: skip
+
+
+def test_a_pod_too_big_for_its_machine_is_named_even_while_a_card_is_free(fleet, run_doctor):
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[0]
+    have = doctor.pool_nodes(pool, world.nodes)
+    world.nodes += [gpu_node(pool, f"{pool.name}-node-{n + 1}") for n in range(len(have), pool.max_nodes)]
+    # one node's cards are taken by another pod, the other node's card is free: the pod is too big for either
+    busy = doctor.pool_nodes(pool, world.nodes)[0]
+    busy.status.allocatable = {**busy.status.allocatable, pool.resource: "0"}
+    pod = make_pending(
+        world,
+        fleet,
+        cluster,
+        pool,
+        conditions=unschedulable(
+            fit_error(
+                len(world.nodes),
+                {
+                    "Insufficient cpu": pool.max_nodes,
+                    "Insufficient memory": pool.max_nodes,
+                    f"Insufficient {pool.resource}": 1,
+                    "node(s) didn't match Pod's node affinity/selector": len(world.nodes) - pool.max_nodes,
+                },
+            )
+        ),
+    )
+    # the nodes' allocatable is 8 CPU and 61Gi (gpu_node): the pod asks 10 CPU and 64Gi besides its card
+    pod.spec.containers[0].resources = k8s.V1ResourceRequirements(
+        requests={"cpu": "10", "memory": "64Gi"}, limits={pool.resource: "1"}
+    )
+    row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
+    assert "FAIL" in row
+    assert f"more than a node of pool {pool.name}" in row and "cpu 10 > 8" in row and "memory 64.00Gi > 61.00Gi" in row
+    assert "never fits" in row and "workloads/" in row and "cpu_request" in row
+    assert "are taken" not in row and "raise max_nodes" not in row
+
+
+def test_a_pod_too_big_for_a_pool_at_zero_is_measured_against_the_machines_allocatable(fleet, run_doctor):
+    cluster = next(c for c in fleet.clusters.values() if not c.central and c.cloud in ("gcp", "aws", "azure"))
+    world = healthy(fleet, cluster)
+    pool = next(p for p in cluster.pools if not doctor.pool_nodes(p, world.nodes))
+    pod = make_pending(
+        world, fleet, cluster, pool,
+        conditions=unschedulable(fit_error(len(world.nodes), {"node(s) didn't match Pod's node affinity/selector": 1,
+                                                              "Insufficient cpu": len(world.nodes) - 1})),
+    )  # fmt: skip
+    pod.spec.containers[0].resources = k8s.V1ResourceRequirements(requests={"cpu": "500"}, limits={pool.resource: "1"})
+    row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
+    assert "cpu 500 > " in row and f"a {pool.machine_type} node's allocatable" in row
+
+
+def test_an_unreachable_node_is_being_replaced_and_its_taint_is_not_the_users(fleet, run_doctor):
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[0]
+    lost = doctor.pool_nodes(pool, world.nodes)[0]
+    # what the node lifecycle controller does to a node whose kubelet stopped reporting
+    lost.spec.taints = [
+        *lost.spec.taints,
+        k8s.V1Taint(key="node.kubernetes.io/unreachable", effect="NoSchedule"),
+        k8s.V1Taint(key="node.kubernetes.io/unreachable", effect="NoExecute"),
+    ]
+    lost.status.conditions = [k8s.V1NodeCondition(type="Ready", status="Unknown", reason="NodeStatusUnknown")]
+    others = len(world.nodes) - 1
+    make_pending(
+        world, fleet, cluster, pool,
+        conditions=unschedulable(fit_error(len(world.nodes), {
+            "node(s) had untolerated taint {node.kubernetes.io/unreachable: }": 1,
+            "node(s) didn't match Pod's node affinity/selector": others,
+        })),
+    )  # fmt: skip
+    row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
+    assert lost.metadata.name in row and "unreachable" in row and "being replaced" in row
+    assert "node controller owns that taint" in row and "lifts it" in row
+    assert "taint nodes" not in row and "unreachable-" not in row

@@ -46,7 +46,6 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # the JobSet is named afte
 # created again under the same name starts from no checkpoint
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 CHECKPOINT_VOLUME = "checkpoints"
-MAX_TRAINJOB_NAME = pod_contract.MAX_TRAINJOB_NAME
 
 
 def point_name(point: SweepPoint) -> str:
@@ -56,8 +55,9 @@ def point_name(point: SweepPoint) -> str:
 
 
 def trainjob_name(point: SweepPoint, digest: str) -> str:
-    """The point's name and the hash of its spec, cut to ``MAX_TRAINJOB_NAME`` characters."""
-    keep = MAX_TRAINJOB_NAME - len(digest) - 1
+    """The point's name and the hash of its spec, cut so that JobSet can name every pod of its ``nodes`` within 63
+    characters (pod_contract.max_trainjob_name)."""
+    keep = pod_contract.max_trainjob_name(point.nodes) - len(digest) - 1
     return f"{point_name(point)[:keep].rstrip('-')}-{digest}"
 
 

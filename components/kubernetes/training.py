@@ -74,11 +74,19 @@ def flavor_name(pool: GpuPool) -> str:
 
 
 def sweep_pools(points: Sequence[SweepPoint]) -> list[GpuPool]:
-    """The pools the points run on, each once, in the order first used."""
+    """The pools the points run on, each once: the sweep pools first, each card's own pool last.
+
+    The order is the ClusterQueue's flavor order, and Kueue takes the first flavor that fits, matching the pod's node
+    selector and required affinity only on that flavor's own label keys (kueue v0.19.2 pkg/scheduler/flavorassigner
+    flavorassigner.go: ``flavorLabelKeys := sets.KeySet(flavor.Spec.NodeLabels)``, ``flavorSelector``). A card's own
+    flavor labels only ``gpu=<card>``, which every point of the card matches: listed first, it would take (and charge)
+    the points of the sweep pools. A sweep pool's flavor also labels its size, which only its own points match, and
+    the card's own points refuse it by their affinity (``DoesNotExist``), so with the own pool last each point gets its
+    own pool's flavor."""
     seen: dict[str, GpuPool] = {}
     for point in points:
         seen.setdefault(point.pool.name, point.pool)
-    return list(seen.values())
+    return sorted(seen.values(), key=lambda p: not p.sweep)
 
 
 def cluster_queue_spec(points: Sequence[SweepPoint], benchmark_namespace: str) -> dict[str, Any]:

@@ -31,10 +31,19 @@ KUEUE_NAMESPACE = "kueue-system"
 SWEEP_QUEUE = "sweeps"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 # A TrainJob's name: a DNS-1035 label (trainer v2.3.0 trainjob CRD rule ^[a-z]([-a-z0-9]*[a-z0-9])?$), short enough
-# that JobSet's child Job and pod names, <name>-node-<index>-<index>-<5 chars>, stay within 63 characters
-# (jobset v0.12.0 pkg/webhooks/jobset_webhook.go).
+# that JobSet's child Job and pod names, <name>-node-<job index>-<pod index>-<5 chars>, stay within 63 characters
+# (jobset v0.12.0 pkg/webhooks/jobset_webhook.go): the pod index has as many digits as the job's last node, so a job
+# of more than 10 nodes has a name one character shorter (max_trainjob_name).
 TRAINJOB_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-MAX_TRAINJOB_NAME = 48
+MAX_TRAINJOB_NAME = 48  # a job of at most 10 nodes (pod indexes 0-9)
+
+
+def max_trainjob_name(nodes: int) -> int:
+    """The longest TrainJob name whose ``nodes`` pods (indexes 0 to nodes - 1) JobSet can name within 63 characters:
+    63 - len("-node-0-") - digits of the last index - len("-xxxxx")."""
+    return 63 - len("-node-0-") - len(str(max(nodes, 1) - 1)) - len("-xxxxx")
+
+
 # Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): Pod Security `baseline`.
 ROOT_BENCHMARK_NAMESPACE = "benchmarks-root"
 POD_SECURITY_LABEL_PREFIX = "pod-security.kubernetes.io"

@@ -38,11 +38,14 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     if preview:
         preview_access(cluster.name, preview, pulumi.ResourceOptions(parent=infra, provider=component.provider))
     sweeps = fleet.sweep_points(cluster)
+    # Kueue's Job webhooks (failurePolicy Fail) cover the benchmarks' namespace where it runs (training.py
+    # managedJobsNamespaceSelector): a Job created before its webhook answers is refused, so Jobs come after Kueue
+    kueue = [infra.training.kueue] if infra.training is not None else []
     benchmarks = BenchmarkJobs(
         cluster,
         fleet.workload_jobs(cluster),
         infra.benchmark_namespace,
-        opts=pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus]),
+        opts=pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus, *kueue]),
         credentials=settings.workload_secrets,
         root_namespace=infra.root_benchmark_namespace,
         sweeping=list({p.workload.name: p.workload for p in sweeps}.values()),

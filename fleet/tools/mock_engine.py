@@ -45,6 +45,7 @@ class Registration:
     inputs: dict[str, Any]  # secrets kept wrapped (see ``plain_inputs``)
     secret_outputs: list[str] = field(default_factory=list)
     retain_on_delete: bool = False
+    dependencies: list[str] = field(default_factory=list)  # URNs of its depends_on (and of its inputs' resources)
 
     def plain_inputs(self) -> dict[str, Any]:
         """Inputs with every secret value shown as ``[secret]`` (maps and lists keep their shape) and unknowns
@@ -160,6 +161,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             inputs=recorded,
             secret_outputs=list(request.additionalSecretOutputs),
             retain_on_delete=bool(request.retainOnDelete),
+            dependencies=list(request.dependencies),
         )
         if has_unknown:
             inputs = rpc.deserialize_properties(request.object)  # the mocks see unknowns dropped, as stock

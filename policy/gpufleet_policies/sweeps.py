@@ -12,7 +12,7 @@ from typing import Any
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from fleet.model import pod_contract
-from fleet.model.pod_contract import MAX_TRAINJOB_NAME, TRAINJOB_NAME
+from fleet.model.pod_contract import TRAINJOB_NAME, max_trainjob_name
 from fleet.model.quantity import parse_quantity
 from fleet.model.spec import Cluster
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
@@ -48,10 +48,12 @@ def _validate_queued(args: ResourceValidationArgs, report: ReportViolation) -> N
             "it waits; label it as components/kubernetes/sweeps.py does"
         )
     name = str((props.get("metadata") or {}).get("name") or "")
-    if not TRAINJOB_NAME.match(name) or len(name) > MAX_TRAINJOB_NAME:
+    nodes = int(((props.get("spec") or {}).get("trainer") or {}).get("numNodes") or 1)
+    longest = max_trainjob_name(nodes)
+    if not TRAINJOB_NAME.match(name) or len(name) > longest:
         report(
             f"TrainJob {args.name!r} is named {name!r}: Trainer wants a DNS-1035 label (a letter first) and JobSet "
-            f"names its pods after it, so it must be at most {MAX_TRAINJOB_NAME} characters; name it with "
+            f"names its {nodes} pods after it, so it must be at most {longest} characters; name it with "
             "components/kubernetes/sweeps.trainjob_name"
         )
     ref = (props.get("spec") or {}).get("runtimeRef") or {}

@@ -14,6 +14,7 @@ from components.kubernetes.images import chart, chart_images
 from components.kubernetes.sweeps import ANCESTOR_LABEL, NODE, RESTART_ATTEMPT_LABEL, trainjob_name
 from components.kubernetes.training import CLUSTER_QUEUE, KUEUE_FRAMEWORKS, KUEUE_VISIBILITY_PORT, WEBHOOK_PORT
 from fleet.model import pod_contract
+from fleet.model.placement import selector_matches
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT
 from fleet.tools.plan import StackPlan
 from tests.helpers import SHIPPED_WORKLOADS, by_type, one, plan_one
@@ -215,7 +216,7 @@ def test_trainjob_names_are_dns_1035_labels_short_enough_for_jobsets_pods(gke):
         pod_contract.TRAINJOB_NAME.match(n) and len(n) <= pod_contract.MAX_TRAINJOB_NAME for n in names
     )
     # a workload name may start with a digit and be 40 characters long
-    point = SimpleNamespace(workload=SimpleNamespace(name="3" + "d" * 39), card="tpu-v5e", accelerators=128)
+    point = SimpleNamespace(workload=SimpleNamespace(name="3" + "d" * 39), card="tpu-v5e", accelerators=128, nodes=1)
     name = trainjob_name(point, "0a1b2c3d")  # type: ignore[arg-type]
     assert pod_contract.TRAINJOB_NAME.match(name) and len(name) <= pod_contract.MAX_TRAINJOB_NAME
     assert name.startswith("sweep-3ddd") and name.endswith("-0a1b2c3d")
@@ -259,3 +260,59 @@ def test_a_sweeping_workloads_credentials_and_egress_are_made(tmp_path):
     ]
     egress = one(plan, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "gke-sweep-3dgan-jax-egress")
     assert egress.inputs["spec"]["podSelector"]["matchLabels"]["workload"] == "3dgan-jax"
+
+
+def _kueue_flavor_of(pod: dict, flavors: list[tuple[str, dict[str, str]]]) -> str | None:
+    """The first flavor whose node labels the pod's selector and required affinity match on that flavor's own label
+    keys, as Kueue assigns one when its quota fits (kueue v0.19.2 pkg/scheduler/flavorassigner: flavorLabelKeys :=
+    sets.KeySet(flavor.Spec.NodeLabels); flavorSelector drops the selector's keys and expressions outside them, and a
+    term left empty matches any flavor)."""
+    for name, labels in flavors:
+        keys = set(labels)
+        spec: dict = {"nodeSelector": {k: v for k, v in (pod.get("nodeSelector") or {}).items() if k in keys}}
+        terms = (((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or {}).get("nodeSelectorTerms") or []  # fmt: skip
+        kept = [{"matchExpressions": [e for e in t.get("matchExpressions", []) if e["key"] in keys]} for t in terms]
+        if kept and all(t["matchExpressions"] for t in kept):
+            spec["affinity"] = {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": kept}}
+            }
+        if selector_matches(spec, labels):
+            return name
+    return None
+
+
+@pytest.mark.parametrize("stack", ["gke", "eks"])
+def test_kueue_gives_every_point_its_own_pools_flavor(stack, request):
+    plan = request.getfixturevalue(stack)
+    labels = {
+        r.inputs["metadata"]["name"]: r.inputs["spec"]["nodeLabels"] for r in by_type(plan, KUEUE + "ResourceFlavor")
+    }
+    (queue,) = by_type(plan, KUEUE + "ClusterQueue")
+    order = [(f["name"], labels[f["name"]]) for f in queue.inputs["spec"]["resourceGroups"][0]["flavors"]]
+    points = 0
+    for runtime in by_type(plan, RUNTIME):
+        pod = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        size = pod["nodeSelector"].get(CARDS_PER_NODE_LABEL)
+        own = f"gpu-{pod['nodeSelector']['gpu']}" + (f"-x{size}" if size else "")
+        assert _kueue_flavor_of(pod, order) == own, (runtime.name, [n for n, _ in order])
+        points += 1
+    assert points and any(n.endswith(("-x4", "-x8")) for n, _ in order)
+
+
+def test_a_trainjob_of_more_than_ten_nodes_leaves_room_for_two_digit_pod_indexes():
+    for nodes in (1, 10, 11, 16, 100, 101):
+        point = SimpleNamespace(
+            workload=SimpleNamespace(name="3" + "d" * 39), card="tpu-v5e", accelerators=128, nodes=nodes
+        )
+        name = trainjob_name(point, "0a1b2c3d")  # type: ignore[arg-type]
+        last_pod = f"{name}-{NODE}-0-{nodes - 1}-abcde"  # JobSet: <jobset>-<replicated job>-<job index>-<pod index>-<5>
+        assert len(last_pod) <= 63, (nodes, last_pod)
+        assert len(name) == pod_contract.max_trainjob_name(nodes)
+
+
+def test_benchmark_jobs_are_created_after_kueue_whose_webhook_covers_their_namespace(gke):
+    kueue = next(r for r in by_type(gke, RELEASE) if r.inputs["name"] == "kueue")
+    (jobs_component,) = by_type(gke, "gpufleet:index:BenchmarkJobs")
+    assert kueue.urn in jobs_component.dependencies

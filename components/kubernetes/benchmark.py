@@ -95,12 +95,19 @@ def pod_labels(cluster: Cluster, bench: Benchmark) -> dict[str, str]:
     }
 
 
-def workload_script() -> str:
-    """The shell wrapper of the workload container: tee output to the shared log, keep the exit code, linger."""
+def driver_exports(driver_env: Mapping[str, str]) -> str:
+    """Shell that appends the pool's driver directories to the image's own ``LD_LIBRARY_PATH`` and ``PATH`` (a
+    container's env would replace the image's values; the shell keeps them)."""
+    return "".join(f'export {k}="${{{k}:+${k}:}}{v}"; ' for k, v in sorted(driver_env.items()))
+
+
+def workload_script(driver_env: Mapping[str, str] | None = None) -> str:
+    """The shell wrapper of the workload container: the driver's directories where the cloud does not set them, then
+    tee output to the shared log, keep the exit code, linger."""
     log_var = '"$BENCHMARK_LOG"'
     linger = pod_contract.LINGER_SECONDS
     return (
-        f'{{ "$@"; echo $? > {log_var}.rc; }} 2>&1 | tee -a {log_var}; '
+        driver_exports(driver_env or {}) + f'{{ "$@"; echo $? > {log_var}.rc; }} 2>&1 | tee -a {log_var}; '
         f'rc=$(cat {log_var}.rc); echo "benchmark finished with exit code $rc; lingering {linger}s"; '
         f"sleep {linger}; exit $rc"
     )
@@ -200,7 +207,7 @@ def pod_spec(
             {
                 "name": container_name,
                 "image": spec.image,
-                "command": ["/bin/sh", "-c", workload_script(), "benchmark", *spec.command, *spec.args],
+                "command": ["/bin/sh", "-c", workload_script(pool.driver_env), "benchmark", *spec.command, *spec.args],
                 "env": env,
                 "resources": {
                     "requests": {"cpu": resources.cpu_request, "memory": resources.memory_request},

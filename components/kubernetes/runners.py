@@ -37,10 +37,11 @@ import pulumi_kubernetes as k8s
 import tomli_w
 import yaml
 
+from components.kubernetes.benchmark import driver_exports
 from components.kubernetes.images import helm_release
 from components.kubernetes.pod_monitor import pod_monitor
 from fleet.model import pod_contract
-from fleet.model.spec import Cluster, Runner
+from fleet.model.spec import Cluster, GpuPool, Runner
 
 RUNNER_PART_OF = pod_contract.RUNNER_PART_OF
 RUNNER_METRICS_PORT = 9252
@@ -103,9 +104,19 @@ def runner_config(cluster: Cluster, runner: Runner, jobs_namespace: str) -> dict
                         {"name": "accelerator", "patch_type": "strategic", "patch": accelerator_patch(runner)}
                     ],
                 },
+                **_driver_settings(pool),
             }
         ]
     }
+
+
+def _driver_settings(pool: GpuPool) -> dict[str, Any]:
+    """Where the cloud mounts the driver without telling the container (GKE), a CI job's shell appends its libraries
+    and tools to the image's own ``LD_LIBRARY_PATH`` and ``PATH`` before the job's script (the runner's
+    ``pre_build_script``; a variable in ``environment`` would replace the image's value): CUDA and nvidia-smi work in
+    any job image."""
+    exports = driver_exports(pool.driver_env)
+    return {"pre_build_script": exports.strip()} if exports else {}
 
 
 def runner_config_toml(cluster: Cluster, runner: Runner, jobs_namespace: str) -> str:

@@ -76,6 +76,9 @@ class CloudFacts(StrictModel):
     # configuration selected by a node label), and MIG partitions the cloud creates for a pool itself.
     time_slicing: bool = False
     mig_partitioning: bool = False
+    # where the cloud's device plugin mounts the NVIDIA driver in GPU containers without telling them (empty: the
+    # NVIDIA container toolkit sets the container up itself)
+    gpu_driver_dir: str = ""
     # the system reservations of its nodes (None: not known, e.g. a site's OpenStack; pods are placed by labels only)
     reservations: Reservations | None = None
     source: str

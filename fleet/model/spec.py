@@ -132,6 +132,15 @@ class GpuPool:
         return self.accelerator.is_nvidia and not self.cloud_facts.provides_device_plugin and not bottlerocket
 
     @property
+    def driver_env(self) -> dict[str, str]:
+        """What a GPU container on this pool must add to its environment to load the driver the cloud's device
+        plugin mounted (GKE: /usr/local/nvidia, with no variable set): ``LD_LIBRARY_PATH`` and ``PATH`` additions."""
+        root = self.cloud_facts.gpu_driver_dir
+        if not root or not self.accelerator.is_nvidia:
+            return {}
+        return {"LD_LIBRARY_PATH": f"{root}/lib64", "PATH": f"{root}/bin"}
+
+    @property
     def node_selector(self) -> dict[str, str]:
         """The node label a pod selects to run on this pool (``gpu=<card>``; the role label on Magnum)."""
         own = {k: v.replace("{card}", self.card) for k, v in self.cloud_facts.pool_selector.items()}

@@ -83,6 +83,7 @@ def test_the_config_toml_parses_and_puts_jobs_on_the_cards_pool_requesting_it(pl
     assert build["name"] == "build"
     assert build["resources"] == {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}}
     assert runner["feature_flags"] == {ADVANCED_POD_SPEC: True} and "environment" not in runner
+    assert "pre_build_script" not in runner  # AKS: the NVIDIA toolkit sets the container up
     assert kube["namespace"] == "ci-builds" and kube["privileged"] is False
     assert kube["poll_timeout"] == POLL_TIMEOUT_SECONDS
     assert (kube["cpu_limit"], kube["memory_limit"]) == (("4", "12Gi") if card == "t4" else ("8", "64Gi"))

@@ -11,9 +11,13 @@ kube-state-metrics (v2.17.0, in kube-prometheus-stack 79.5.0) gives, per node an
   sanitised the same way (``nvidia.com/gpu`` -> ``nvidia_com_gpu``; internal/store/pod.go);
 * ``kube_pod_status_phase{namespace, pod, phase}`` (1 for the current phase), ``kube_pod_labels`` with the
   allowlisted ``workload`` label, ``kube_pod_info{node}`` (where a pod runs) and ``kube_node_status_capacity``
-  (what a node advertises). A pod lost with a reclaimed spot node is told by its node disappearing while it ran: the
-  cloud deletes the node and the pod garbage collector its pods, with no status reason on current Kubernetes
-  (the kubelet's graceful-shutdown reason became ``Terminated`` in 1.22, which kube-state-metrics' reason list lacks).
+  (what a node advertises). A pod lost with a reclaimed spot node is told in one of two ways: its node disappears
+  while it ran (EKS and AKS delete the node, and the pod garbage collector its pods), or, on GKE, the node object stays
+  and the reclaimed VM's kubelet runs its graceful node shutdown, which fails the pod (phase ``Failed``, reason
+  ``Terminated``, "Pod was terminated in response to imminent node shutdown.": kubernetes/kubernetes
+  pkg/kubelet/nodeshutdown/nodeshutdown_manager_linux.go) while the node turns NotReady. kube-state-metrics' reason
+  list (``kube_pod_status_reason``: Evicted, NodeAffinity, NodeLost, Shutdown, UnexpectedAdmissionError) lacks
+  ``Terminated``, so the rule reads the phase and ``kube_node_status_condition{condition="Ready"}`` instead.
 
 The rules, evaluated every ``evaluation_interval`` (values are cards at that instant; the report integrates them over
 its window into card-hours):
@@ -26,8 +30,10 @@ its window into card-hours):
   cloud bills, busy or not);
 * ``gpufleet:idle_cards``: billed minus used, never below zero, on the cluster's account (who owns the pool);
 * ``gpufleet:pod_preempted{namespace, pod}``: 1 for about two minutes after a pod's node disappeared while the pod
-  ran, so the report can count the card-hours the pod had used as lost to preemption (a normal scale-down removes a
-  node only ``scale_down_after`` after its last pod, 1 minute at the least; the default 5 minutes never counts).
+  ran, or after the pod failed on a node that went NotReady (a GKE spot reclaim), so the report can count the
+  card-hours the pod had used as lost to preemption (a normal scale-down removes a node only ``scale_down_after``
+  after its last pod, 1 minute at the least; the default 5 minutes never counts; a pod failing by itself on a Ready
+  node is not lost).
 
 Every record carries ``cluster`` and ``cloud``, and all but ``pod_preempted`` also ``gpu``, ``pool`` and
 ``billing_account``.
@@ -160,7 +166,15 @@ def accounting_rules(cluster: Cluster, fleet: Fleet, interval: str | None = None
     # and the pod garbage collector its pods, with no reason recorded on current Kubernetes)
     on_node = 'max by (namespace, pod, node) (kube_pod_info{node!=""})'
     was_running = f"({on_node} * on (namespace, pod) group_left () {running_phase()})"
-    lost = f"max by (namespace, pod) (max_over_time({was_running}[2m:]) == 1 unless on (node) kube_node_labels)"
+    ran = f"(max_over_time({was_running}[2m:]) == 1)"
+    gone = f"max by (namespace, pod) ({ran} unless on (node) kube_node_labels)"
+    # or the node stays and shut down under it (GKE: the reclaimed Spot VM's kubelet runs its graceful node shutdown,
+    # which fails the pod with reason Terminated, and the node object is kept): the pod Failed now, after running in
+    # the last 2 minutes, on a node not Ready at some point of them (kube_node_status_condition)
+    failed = 'max by (namespace, pod) (kube_pod_status_phase{phase="Failed"})'
+    not_ready = 'min by (node) (min_over_time(kube_node_status_condition{condition="Ready",status="true"}[2m])) == 0'
+    shut = f"max by (namespace, pod) ({ran} and on (namespace, pod) ({failed} == 1) and on (node) ({not_ready}))"
+    lost = f"{gone} or {shut}"
     rules.append({"record": PREEMPTED, "expr": lost, "labels": _labels(cluster, None, None)})
     group: dict[str, Any] = {"name": GROUP, "rules": rules}
     if interval is not None:

@@ -137,3 +137,40 @@ def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
          "tests": [{"interval": "1m", "input_series": INPUT, "promql_expr_test": wrong}]},
     )  # fmt: skip
     assert promtool("test", "rules", tests, cwd=tmp_path).returncode == 1
+
+
+# A GKE spot reclaim keeps the node object: the kubelet's graceful node shutdown fails the pod (phase Failed, reason
+# Terminated; kubernetes pkg/kubelet/nodeshutdown) and the node is NotReady while its VM is gone. Node n3 (L4) stays
+# listed all along, NotReady at minutes 4 to 6; pod p4 runs on it for minutes 0 to 3, then is Failed and stays listed.
+# Pod p5 fails by itself at minute 4 on n1, which stays Ready: not lost.
+SHUTDOWN_INPUT = [
+    series("kube_node_labels", "1x10", node="n1", label_gpu="t4"),
+    series("kube_node_labels", "1x10", node="n3", label_gpu="l4"),
+    series("kube_node_status_condition", "1x10", node="n1", condition="Ready", status="true"),
+    series("kube_node_status_condition", "1 1 1 1 0 0 0 1 1 1 1", node="n3", condition="Ready", status="true"),
+    *pod("p4", "n3", "tracker", "1 1 1 1 0 0 0 0 0 0 0"),
+    series("kube_pod_status_phase", "0 0 0 0 1 1 1 1 1 1 1", namespace=NS, pod="p4", phase="Failed"),
+    *pod("p5", "n1", "tracker", "1 1 1 1 0 0 0 0 0 0 0"),
+    series("kube_pod_status_phase", "0 0 0 0 1 1 1 1 1 1 1", namespace=NS, pod="p5", phase="Failed"),
+]
+SHUTDOWN_TESTS = [
+    {"expr": "gpufleet:pod_preempted", "eval_time": "3m", "exp_samples": []},
+    # minute 5: p4 ran at minute 3, has failed, and n3 was NotReady in the last 2 minutes: lost; p5 is not
+    {"expr": "gpufleet:pod_preempted", "eval_time": "5m", "exp_samples": [
+        sample("gpufleet:pod_preempted", 1, namespace=NS, pod="p4")]},
+    {"expr": "gpufleet:pod_preempted", "eval_time": "9m", "exp_samples": []},
+]  # fmt: skip
+
+
+def test_a_pod_failed_by_a_gke_spot_shutdown_is_lost_though_its_node_stays(tmp_path: Path) -> None:
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    fleet = load_fleet(policy, FIXTURES / "fleet" / "workloads")
+    rules = write_yaml(tmp_path / "accounting.yaml", accounting_rules(fleet.clusters["acct-gke"], fleet))
+    tests = write_yaml(
+        tmp_path / "tests.yaml",
+        {"rule_files": [rules.name], "evaluation_interval": "1m",
+         "tests": [{"interval": "1m", "input_series": SHUTDOWN_INPUT, "promql_expr_test": SHUTDOWN_TESTS}]},
+    )  # fmt: skip
+    run = promtool("test", "rules", tests, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr

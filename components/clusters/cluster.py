@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import pulumi
@@ -94,6 +95,12 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
         does on EKS, AKS and Magnum GPU nodes.
         """
         return {}
+
+    def open_to_control_plane(self, name: str, ports: Sequence[int]) -> pulumi.Resource | None:
+        """Let the control plane reach webhooks and API services of the cluster's own pods on ``ports`` (``name``
+        says whose), where the cloud's network would stop it; returns what it created, for ``depends_on``. Nothing
+        to do by default: a public control plane, or one in the nodes' network, reaches every port."""
+        return None
 
     def preview_user(self) -> str | None:
         """The Kubernetes user name of the pull-request preview identity (``gpu-fleet:previewPrincipal``), which

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -227,6 +228,24 @@ class GkeCluster(GpuCluster):
                 "master_ipv4_cidr_block": MASTER_CIDR,
             }
         return access
+
+    def open_to_control_plane(self, name: str, ports: Sequence[int]) -> pulumi.Resource | None:
+        """A private cluster's control plane reaches its nodes on 443 and 10250 only (GKE docs "Creating a private
+        cluster", "Adding firewall rules for specific use cases"): a webhook or API service on another port (Kueue's
+        9443 and 8082) times out, and the API server refuses what the webhook covers. An ingress rule from the control
+        plane's range to the cluster's nodes (by their service account) on exactly those ports."""
+        if not self.settings.private_api_endpoint:
+            return None
+        return gcp.compute.Firewall(
+            f"{self.spec.name}-{name}-from-control-plane",
+            network="default",
+            direction="INGRESS",
+            source_ranges=[MASTER_CIDR],
+            target_service_accounts=[self.node_account.email],
+            allows=[{"protocol": "tcp", "ports": [str(p) for p in sorted(set(ports))]}],
+            description=f"gpu-fleet: the control plane of {self.spec.name} reaches {name} on the nodes",
+            opts=self.child(self.gcp_provider),
+        )
 
     def gpu_exporter_values(self) -> dict[str, Any]:
         """GKE keeps the driver on the host and does not make the NVIDIA runtime the default: a pod that requests no

@@ -13,6 +13,8 @@ from components.kubernetes.infra import InfraStack
 from components.kubernetes.preview_access import preview_access
 from components.kubernetes.runners import GitLabRunners
 from components.kubernetes.sweeps import SweepJobs
+from components.kubernetes.training import KUEUE_VISIBILITY_PORT
+from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from fleet.model.errors import InputError
 from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached
 from fleet.model.workloads import WORKLOADS_DIR
@@ -32,6 +34,10 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     component_class = GpuCluster.for_cloud(cluster.cloud)
     check_storage_class(cluster, settings, component_class.has_default_storage_class(cluster))
     component = component_class(cluster, settings)
+    if fleet.sweep_points(cluster):
+        # the control plane calls Kueue's and the trainer's webhooks and Kueue's visibility API on their pods: opened
+        # (where the cloud's network closes them) before anything in the cluster, which depends on the component
+        component.open_to_control_plane("sweep-webhooks", [TRAINING_WEBHOOK_PORT, KUEUE_VISIBILITY_PORT])
     on_cluster = pulumi.ResourceOptions(providers=[component.provider], depends_on=[component])
     infra = InfraStack(cluster, fleet, settings, opts=on_cluster, exporter_values=component.gpu_exporter_values())
     preview = component.preview_user()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pulumi.runtime import rpc
 
+from components.clusters.gke import MASTER_CIDR
+from components.kubernetes.training import KUEUE_VISIBILITY_PORT, WEBHOOK_PORT
+from tests.conftest import FIXTURES
 from tests.helpers import by_type, one, plan_one
 
 POLICY = """
@@ -18,6 +21,7 @@ clusters:
         tpu-v5e: {max_nodes: 1}
 """
 CONFIG = {"gcp:project": "proj-1"}
+FIREWALL = "gcp:compute/firewall:Firewall"
 
 
 def test_gpu_pool_per_card_with_taint_label_spot_and_zero_minimum(tmp_path):
@@ -126,3 +130,36 @@ def test_api_allow_list_and_private_endpoint(tmp_path):
     assert cluster["privateClusterConfig"]["enablePrivateNodes"] is True
     (nat,) = by_type(private, "gcp:compute/routerNat:RouterNat")  # private nodes still pull images
     assert nat.inputs["region"] == "us-central1"
+
+
+SWEEP_POLICY = """
+clusters:
+  gcp:
+    gke-test:
+      zone: us-central1-a
+      central: true
+      gpus: [l4]
+workloads:
+  sweeper: {gpus: [l4], scale: [1, 2]}
+"""
+
+
+def test_a_private_cluster_that_runs_sweeps_lets_its_control_plane_reach_the_webhooks(tmp_path):
+    workloads = FIXTURES / "fleet" / "workloads"
+    private = {**CONFIG, "gpu-fleet:privateApiEndpoint": True}
+    plans = {}
+    for name, policy, config in (
+        ("swept", SWEEP_POLICY, private),
+        ("public", SWEEP_POLICY, CONFIG),  # a public control plane reaches every port
+        ("unswept", POLICY, private),  # no Kueue, no webhook to reach
+    ):
+        (tmp_path / name).mkdir()
+        plans[name] = plan_one(tmp_path / name, policy, "gke-test", config, workloads_dir=workloads)
+    assert not by_type(plans["public"], FIREWALL) and not by_type(plans["unswept"], FIREWALL)
+    (rule,) = by_type(plans["swept"], FIREWALL)
+    inputs = rule.inputs
+    assert inputs["direction"] == "INGRESS" and inputs["sourceRanges"] == [MASTER_CIDR]
+    assert inputs["allows"] == [{"protocol": "tcp", "ports": sorted([str(KUEUE_VISIBILITY_PORT), str(WEBHOOK_PORT)])}]
+    # only the cluster's own nodes, by their service account (no network-wide rule)
+    assert len(inputs["targetServiceAccounts"]) == 1 and "targetTags" not in inputs
+    assert rule.parent == one(plans["swept"], "gpufleet:index:GkeCluster", "gke-test").urn

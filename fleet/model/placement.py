@@ -40,6 +40,7 @@ from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 if TYPE_CHECKING:
     from fleet.model.spec import Benchmark, Cluster, Fleet, GpuPool, Runner
     from fleet.model.sweeps import SweepPoint
+    from fleet.model.workloads import Workload
     from fleet.model.yaml_source import YamlDocument
 
 SYSTEM_POOL = "system"
@@ -288,12 +289,11 @@ def tolerations(pool: GpuPool) -> list[dict[str, str]]:
     return [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in pool.pod_tolerations]
 
 
-def benchmark_pod(bench: Benchmark, accelerators: int | None = None) -> dict[str, Any]:
+def benchmark_pod(workload: Workload, pool: GpuPool, accelerators: int | None = None) -> dict[str, Any]:
     """What the scheduler sees of a benchmark (or probe, or sweep worker) pod: the log init container, the mtail
     sidecar, the workload container with its cards, the pool's selector and tolerations (the rest of the pod,
     components/kubernetes/benchmark.py ``pod_spec``, builds on the same pod_contract resources)."""
-    res = bench.workload.spec.resources
-    pool = bench.pool
+    res = workload.spec.resources
     return {
         "nodeSelector": pool.node_selector,
         "tolerations": tolerations(pool),
@@ -309,7 +309,7 @@ def benchmark_pod(bench: Benchmark, accelerators: int | None = None) -> dict[str
                     "limits": {
                         "cpu": res.cpu_limit,
                         "memory": res.memory_limit,
-                        pool.resource: str(accelerators or bench.workload.spec.accelerators),
+                        pool.resource: str(accelerators or workload.spec.accelerators),
                     },
                 },
             }
@@ -320,9 +320,7 @@ def benchmark_pod(bench: Benchmark, accelerators: int | None = None) -> dict[str
 def sweep_pod(point: SweepPoint) -> dict[str, Any]:
     """A sweep worker's pod as the scheduler sees it: the benchmark pod with ``per_node`` cards, kept off the sweep
     pools when it runs on the card's own pool."""
-    from fleet.model.spec import Benchmark  # spec.py imports this module's users
-
-    spec = benchmark_pod(Benchmark(point.workload, point.pool, None), accelerators=point.per_node)
+    spec = benchmark_pod(point.workload, point.pool, accelerators=point.per_node)
     if not point.pool.sweep:
         spec["affinity"] = own_pool_affinity()
     return spec
@@ -369,7 +367,7 @@ def fleet_pods(fleet: Fleet, cluster: Cluster) -> list[PodToPlace]:
     """Every pod the model predicts on ``cluster``: benchmarks and probes, sweep workers, CI jobs."""
     pods = []
     for bench in fleet.benchmarks(cluster):
-        spec = benchmark_pod(bench)
+        spec = benchmark_pod(bench.workload, bench.pool)
         pods.append(
             PodToPlace(
                 f"{bench.workload.name} on {cluster.name} ({bench.pool.card})", bench.pool.name, spec,
@@ -377,7 +375,7 @@ def fleet_pods(fleet: Fleet, cluster: Cluster) -> list[PodToPlace]:
             )
         )  # fmt: skip
     for bench in fleet.probes(cluster):
-        spec = benchmark_pod(bench)
+        spec = benchmark_pod(bench.workload, bench.pool)
         pods.append(
             PodToPlace(
                 f"the probe of {cluster.name} pool {bench.pool.name}", bench.pool.name, spec, 1,

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.kubernetes.images import registry
+from components.kubernetes.infra import MANAGED_CONTROL_PLANE_CLOUDS
 from fleet.model import pod_contract
 from fleet.model.spec import Cluster, GpuPool
 from fleet.tools.charts import (
@@ -42,6 +44,10 @@ OPERATED = ("Prometheus", "Alertmanager", "ThanosRuler", "PrometheusAgent")
 # names kube-prometheus-stack 79.5.0 gives their monitors (templates/exporters/kube-*/servicemonitor.yaml: jobLabel
 # jobLabel kube-scheduler, kube-controller-manager, kube-etcd, kube-proxy) and its rules query them.
 HIDDEN_JOBS = ("kube-scheduler", "kube-controller-manager", "kube-etcd", "kube-proxy")
+# Containers whose chart has no resources key: the device plugin's config manager, init and sidecar
+# (nvidia-device-plugin 0.17.1 templates/daemonset-device-plugin.yml and daemonset-mps-control-daemon.yml set
+# `.Values.resources` on the plugin's own containers only). Their pods are Burstable through the plugin's request.
+NO_RESOURCES_KEY = {("nvidia-device-plugin", suffix) for suffix in ("-init", "-sidecar")}
 
 
 def _clusters(planned_fleets: list[PlannedFleet]) -> Iterator[tuple[PlannedFleet, str, Cluster]]:
@@ -284,6 +290,8 @@ def test_every_container_has_requests(planned_fleets: list[PlannedFleet], render
         for item, pod in _pods(rendered):
             for c in pod.containers():
                 requests = (c.get("resources") or {}).get("requests") or {}
+                if any(item.release.chart == chart and c["name"].endswith(end) for chart, end in NO_RESOURCES_KEY):
+                    continue
                 if not {"cpu", "memory"} <= set(requests):
                     bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)} container {c['name']}: {requests}")
         for item, obj in _operated(rendered):
@@ -296,14 +304,14 @@ def test_every_container_has_requests(planned_fleets: list[PlannedFleet], render
 def test_no_alert_rule_or_monitor_watches_a_hidden_control_plane_component(
     planned_fleets: list[PlannedFleet], rendered_charts: Rendered
 ):
-    """The managed control planes (GKE, EKS, AKS) and Magnum's (system services on the masters, not pods) expose
+    """The managed control planes (GKE, EKS, AKS: components/kubernetes/infra.py MANAGED_CONTROL_PLANE_CLOUDS) expose
     no scheduler, controller manager, etcd or kube-proxy metrics to the cluster's Prometheus: a monitor of one finds
-    no target and its `...Down` alert fires for ever."""
+    no target and its `...Down` alert fires for ever. Magnum and existing clusters keep the chart's monitors."""
     hidden = re.compile(r'job="(' + "|".join(HIDDEN_JOBS) + ')"')
     bad, rules = [], 0
     for planned, stack, cluster in _clusters(planned_fleets):
-        if cluster.cloud == "existing":
-            continue  # a cluster we did not build: the chart's defaults
+        if cluster.cloud not in MANAGED_CONTROL_PLANE_CLOUDS:
+            continue
         for item in rendered_charts[(planned.name, stack)]:
             for obj in item.objects:
                 name = obj.get("metadata", {}).get("name", "")
@@ -321,3 +329,31 @@ def test_no_alert_rule_or_monitor_watches_a_hidden_control_plane_component(
                             )
     assert bad == []
     assert rules  # the chart's own rules were rendered and read
+
+
+def _kueue_configuration(rendered: RenderedRelease) -> dict[str, Any]:
+    (config_map,) = [
+        o for o in rendered.objects if o["kind"] == "ConfigMap" and "manager-config" in o["metadata"]["name"]
+    ]
+    return yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])
+
+
+def test_our_kueue_configuration_keeps_the_charts_defaults(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered, chart_cache: Path
+):
+    """Our configuration replaces the chart's whole (kueue 0.19.2 managerConfig.controllerManagerConfigYaml): every
+    setting of the chart's default stays as the chart has it (client QPS and burst, controller concurrency ...), but
+    the frameworks, which we narrow to the sweeps' TrainJobs and JobSets."""
+    ours = [item for key, rendered in rendered_charts.items() for item in rendered if item.release.chart == "kueue"]
+    assert ours, "no fleet of the tests runs Kueue"
+    default = _kueue_configuration(
+        render_release(
+            HelmRelease("s", "kueue", "kueue", ours[0].release.version, "kueue-system", {}), chart_cache, "1.33"
+        )
+    )
+    assert default["clientConnection"]["qps"] > 0
+    for item in ours:
+        config = _kueue_configuration(item)
+        for key, value in default.items():
+            if key != "integrations":
+                assert config.get(key) == value, (item.release.stack, key)

@@ -262,6 +262,11 @@ def prometheus_values(
     volume uses ``storage_class`` (``gpu-fleet:storageClass``), or the cluster's default class when None.
     The value keys are those of kube-prometheus-stack 79.5.0 (charts/kube-prometheus-stack/values.yaml at tag
     kube-prometheus-stack-79.5.0) and its subcharts grafana and kube-state-metrics 6.4.1.
+
+    A leaf's Prometheus keeps its TSDB in the operator's emptyDir (no ``storageSpec``), deliberately for now: the
+    central federates what the fleet keeps every ``federation_interval``, so a rescheduled leaf loses only its own
+    local history; and a volume would leave Prometheus Pending wherever the cluster has no default StorageClass
+    (EKS leaves get no EBS CSI driver, Magnum and existing clusters have none) until leaves name one.
     """
     mon = fleet.monitoring
     selectors_nil = {

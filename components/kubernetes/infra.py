@@ -20,7 +20,7 @@ from components.kubernetes import dashboards
 from components.kubernetes.benchmark import PART_OF as BENCHMARK_PART_OF
 from components.kubernetes.deployment import PART_OF, app_labels
 from components.kubernetes.gateway import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
-from components.kubernetes.images import helm_release
+from components.kubernetes.images import helm_release, merged
 from components.kubernetes.network_policy import (
     DNS_PORTS,
     allow_ingress,
@@ -336,7 +336,7 @@ def prometheus_values(
             "userKey": "admin-user",
             "passwordKey": "admin-password",
         }
-        values["grafana"].update(dashboards.grafana_values())
+        values["grafana"] = merged(values["grafana"], dashboards.grafana_values())  # keeps the sidecar's requests
     if system:
         spec["nodeSelector"] = system
         values["alertmanager"]["alertmanagerSpec"]["nodeSelector"] = system

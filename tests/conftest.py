@@ -43,3 +43,20 @@ def shared_file(relative: str) -> Path:
     if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
         pytest.fail(f"{reason}, and {REQUIRE_TOOLS_ENV}=1 requires it")
     pytest.skip(reason)
+
+
+def shared_data(env: str, relative: str, what: str) -> Path:
+    """A folder of the shared upstream data (charts, CRDs): ``$env``, else ``../shared/<relative>`` beside the
+    repository (or under ``$GPU_FLEET_SHARED``), else ``/work/shared/<relative>`` (a git worktree's ``..`` is not
+    the checkout's); skips the test locally when it is missing, fails when CI requires tools (``.ci/run`` exports
+    ``env``)."""
+    configured = os.environ.get(env)
+    shared = Path(os.environ.get(SHARED_ENV, ROOT.parent / "shared"))
+    candidates = [Path(configured)] if configured else [shared / relative, Path("/work/shared") / relative]
+    for path in candidates:
+        if path.is_dir() and any(path.iterdir()):
+            return path
+    reason = f"{what} not found (looked in {', '.join(map(str, candidates))}; set {env})"
+    if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
+        pytest.fail(f"{reason}, and {REQUIRE_TOOLS_ENV}=1 requires it")
+    pytest.skip(reason)

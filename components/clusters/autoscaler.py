@@ -18,6 +18,8 @@ COMMON_ARGS: dict[str, Any] = {
     "expander": "least-waste",
 }
 
+REQUESTS = {"requests": {"cpu": "100m", "memory": "300Mi"}}
+
 
 def cluster_autoscaler(
     resource_name: str,
@@ -30,5 +32,10 @@ def cluster_autoscaler(
     policy's ``scale_down_after`` as how long an unneeded node, or a new one, is kept (cluster-autoscaler FAQ:
     --scale-down-unneeded-time and --scale-down-delay-after-add, both 10m by default)."""
     scale_down = {"scale-down-unneeded-time": scale_down_after, "scale-down-delay-after-add": scale_down_after}
-    values = {**cloud_values, "extraArgs": {**COMMON_ARGS, **scale_down, **cloud_values.get("extraArgs", {})}}
+    values = {
+        # the chart leaves resources empty; its values.yaml suggests 100m and 300Mi (cluster-autoscaler-chart-9.56.0)
+        "resources": REQUESTS,
+        **cloud_values,
+        "extraArgs": {**COMMON_ARGS, **scale_down, **cloud_values.get("extraArgs", {})},
+    }
     return helm_release(resource_name, "cluster-autoscaler", release, NAMESPACE, values, opts)

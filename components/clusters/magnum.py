@@ -14,6 +14,7 @@ from pulumi_openstack import containerinfra
 
 from components.clusters.autoscaler import cluster_autoscaler
 from components.clusters.cluster import GpuCluster
+from components.kubernetes.images import magnum_autoscaler_image
 from fleet.model import pod_contract
 from fleet.model.errors import InputError
 from fleet.model.spec import Cluster, GpuPool
@@ -279,6 +280,21 @@ class MagnumCluster(GpuCluster):
             **site.extra_labels,
         }
 
+    def _autoscaler_image(self, cluster: Cluster) -> dict[str, str]:
+        """The chart's ``image`` values: the fleet's copy of the site's autoscaler image when images.yaml mirrors it
+        (``magnum_autoscaler_images``: Docker Hub rate-limits anonymous pulls and the fleet pulls from its own
+        registry), else the site's image by tag, with a warning."""
+        upstream = f"{self.site.autoscaler_image}:{self.site.autoscaler_tag}"
+        mirrored = magnum_autoscaler_image(upstream)
+        if mirrored is not None:
+            return mirrored
+        if self.site.autoscaler_image == MAGNUM_AUTOSCALER_IMAGE:
+            pulumi.log.warn(
+                f"{cluster.name}: the GPU autoscaler pulls {upstream} from Docker Hub: the fleet's registry holds no "
+                "copy of this tag; add it to components/kubernetes/images.yaml magnum_autoscaler_images"
+            )
+        return {"repository": self.site.autoscaler_image, "tag": self.site.autoscaler_tag}
+
     def _gpu_autoscaler(self, cluster: Cluster) -> k8s.helm.v3.Release:
         """The cluster-autoscaler for the GPU node groups (roles ``gpu-<card>``), beside Magnum's own."""
         values = {
@@ -287,7 +303,7 @@ class MagnumCluster(GpuCluster):
             "autoDiscovery": {"clusterName": self.cluster.id, "roles": [gpu_role(p.card) for p in cluster.pools]},
             "cloudConfigPath": CLOUD_CONFIG_PATH,
             "magnumCABundlePath": CA_BUNDLE_PATH,
-            "image": {"repository": self.site.autoscaler_image, "tag": self.site.autoscaler_tag},
+            "image": self._autoscaler_image(cluster),
             "nodeSelector": {CONTROL_PLANE: ""},
             "tolerations": [
                 {"key": CONTROL_PLANE, "operator": "Exists", "effect": "NoSchedule"},

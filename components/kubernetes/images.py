@@ -153,6 +153,32 @@ def autoscaler_image(minor: str) -> dict[str, str]:
     return {"repository": AUTOSCALER_UPSTREAM, "tag": f"v{minor}.0"}
 
 
+def magnum_autoscaler_images() -> list[ChartImage]:
+    """The Magnum autoscaler images of images.yaml, one per ``autoscalerTag`` (``magnum-cluster-autoscaler-<tag>``)."""
+    return [
+        ChartImage(
+            f"magnum-cluster-autoscaler-{tag}",
+            "cluster-autoscaler",
+            "image",
+            "joined",
+            "tag",
+            entry["image"],
+            entry.get("upstream", ""),
+            entry.get("digest") or "",
+        )
+        for tag, entry in (_data().get("magnum_autoscaler_images") or {}).items()
+    ]
+
+
+def magnum_autoscaler_image(upstream: str) -> dict[str, str] | None:
+    """The cluster-autoscaler chart's ``image`` values of the fleet's copy of ``upstream`` (``repository:tag``), or
+    None when images.yaml does not mirror it."""
+    for entry in magnum_autoscaler_images():
+        if entry.upstream == upstream:
+            return entry.block()
+    return None
+
+
 def chart_image_values(chart_name: str) -> dict[str, Any]:
     """The values that make ``chart_name`` pull its images from the fleet's registry (nested by the dotted paths)."""
     values: dict[str, Any] = {}

@@ -20,7 +20,7 @@ from components.kubernetes import dashboards
 from components.kubernetes.benchmark import PART_OF as BENCHMARK_PART_OF
 from components.kubernetes.deployment import PART_OF, app_labels
 from components.kubernetes.gateway import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
-from components.kubernetes.images import helm_release
+from components.kubernetes.images import helm_release, merged
 from components.kubernetes.network_policy import (
     DNS_PORTS,
     allow_ingress,
@@ -97,6 +97,26 @@ GRAFANA_ADMIN_USER = "admin"
 # What the offline plan shows for an encrypted gpu-fleet:alertReceiver (it cannot decrypt it).
 OFFLINE_RECEIVER = {"name": "gpu-fleet-alert-receiver", "webhook_configs": [{"url": "https://offline-plan.invalid/"}]}
 PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
+# Clouds whose provider runs the control plane out of the cluster's reach (GKE, EKS, AKS): no scheduler, controller
+# manager or etcd pod to scrape, and kube-proxy's metrics stay on the node's loopback. kube-prometheus-stack 79.5.0
+# monitors all four by default (values.yaml kubeScheduler, kubeControllerManager, kubeEtcd, kubeProxy .enabled:
+# true); ``enabled: false`` drops each one's Service, ServiceMonitor and rule groups (templates/exporters/kube-*/ and
+# templates/prometheus/rules-1.14/{kube-scheduler.rules,kubernetes-system-scheduler,kubernetes-system-controller-
+# manager,etcd,kubernetes-system-kube-proxy}.yaml are conditioned on them), or their `...Down` alerts fire for ever.
+MANAGED_CONTROL_PLANE_CLOUDS = ("gcp", "aws", "azure")
+HIDDEN_CONTROL_PLANE = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy")
+# Requests of the monitoring pods (every chart leaves them empty: BestEffort pods are the first evicted from a busy
+# system node). Sized modestly for a cluster of a few dozen nodes, from what these components use idle; raise them
+# for a bigger cluster. Keys of kube-prometheus-stack 79.5.0 values.yaml (prometheusOperator.resources,
+# .admissionWebhooks.patch.resources, .prometheusConfigReloader.resources: the operator passes the latter to every
+# config-reloader container, templates/prometheus-operator/deployment.yaml --config-reloader-cpu-request...;
+# alertmanager.alertmanagerSpec.resources), grafana 10.1.4 (resources, sidecar.resources), kube-state-metrics 6.4.1
+# and prometheus-node-exporter 4.49.1 (resources).
+SMALL_REQUESTS = {"requests": {"cpu": "10m", "memory": "32Mi"}}
+OPERATOR_REQUESTS = {"requests": {"cpu": "50m", "memory": "128Mi"}}
+KSM_REQUESTS = {"requests": {"cpu": "20m", "memory": "128Mi"}}
+GRAFANA_REQUESTS = {"requests": {"cpu": "50m", "memory": "192Mi"}}
+ALERTMANAGER_REQUESTS = {"requests": {"cpu": "10m", "memory": "64Mi"}}
 
 
 def gpu_tolerations(cluster: Cluster) -> list[dict[str, str]]:
@@ -242,6 +262,11 @@ def prometheus_values(
     volume uses ``storage_class`` (``gpu-fleet:storageClass``), or the cluster's default class when None.
     The value keys are those of kube-prometheus-stack 79.5.0 (charts/kube-prometheus-stack/values.yaml at tag
     kube-prometheus-stack-79.5.0) and its subcharts grafana and kube-state-metrics 6.4.1.
+
+    A leaf's Prometheus keeps its TSDB in the operator's emptyDir (no ``storageSpec``), deliberately for now: the
+    central federates what the fleet keeps every ``federation_interval``, so a rescheduled leaf loses only its own
+    local history; and a volume would leave Prometheus Pending wherever the cluster has no default StorageClass
+    (EKS leaves get no EBS CSI driver, Magnum and existing clusters have none) until leaves name one.
     """
     mon = fleet.monitoring
     selectors_nil = {
@@ -283,11 +308,27 @@ def prometheus_values(
         "fullnameOverride": RELEASE,
         "prometheus": {"prometheusSpec": spec},
         "additionalPrometheusRulesMap": rules,
-        "alertmanager": {"enabled": cluster.central},
-        "grafana": {"enabled": cluster.central},
+        "alertmanager": {"enabled": cluster.central, "alertmanagerSpec": {"resources": ALERTMANAGER_REQUESTS}},
+        # testFramework: the chart's `helm test` Pod (docker.io/bats/bats, root, no securityContext: grafana 10.1.4
+        # values.yaml testFramework, templates/tests/test.yaml) is not the fleet's image and breaks the monitoring
+        # namespace's `restricted` level.
+        "grafana": {
+            "enabled": cluster.central,
+            "testFramework": {"enabled": False},
+            "resources": GRAFANA_REQUESTS,
+            "sidecar": {"resources": SMALL_REQUESTS},
+        },
+        "prometheusOperator": {
+            "resources": OPERATOR_REQUESTS,
+            "admissionWebhooks": {"patch": {"resources": SMALL_REQUESTS}},
+            "prometheusConfigReloader": {"resources": SMALL_REQUESTS},
+        },
+        "kube-state-metrics": {"resources": KSM_REQUESTS},
         # The node exporter needs the host's network, PID namespace and root: it runs with the other node agents.
-        "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS},
+        "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS, "resources": SMALL_REQUESTS},
     }
+    if cluster.cloud in MANAGED_CONTROL_PLANE_CLOUDS:
+        values.update({component: {"enabled": False} for component in HIDDEN_CONTROL_PLANE})
     if cluster.central:
         values["alertmanager"]["config"] = alert_config if alert_config is not None else alertmanager_config(None)
         values["grafana"]["admin"] = {
@@ -295,16 +336,14 @@ def prometheus_values(
             "userKey": "admin-user",
             "passwordKey": "admin-password",
         }
-        values["grafana"].update(dashboards.grafana_values())
+        values["grafana"] = merged(values["grafana"], dashboards.grafana_values())  # keeps the sidecar's requests
     if system:
         spec["nodeSelector"] = system
-        values["alertmanager"]["alertmanagerSpec"] = {"nodeSelector": system}
+        values["alertmanager"]["alertmanagerSpec"]["nodeSelector"] = system
         values["grafana"]["nodeSelector"] = system
-        values["prometheusOperator"] = {
-            "nodeSelector": system,
-            "admissionWebhooks": {"patch": {"nodeSelector": system}},
-        }
-        values["kube-state-metrics"] = {"nodeSelector": system}
+        values["prometheusOperator"]["nodeSelector"] = system
+        values["prometheusOperator"]["admissionWebhooks"]["patch"]["nodeSelector"] = system
+        values["kube-state-metrics"]["nodeSelector"] = system
     if cluster.all_pools:  # the node and pod labels the accounting rules join on
         ksm = values.setdefault("kube-state-metrics", {})
         ksm["metricLabelsAllowlist"] = accounting.metric_labels_allowlist(cluster)
@@ -541,7 +580,14 @@ class InfraStack(pulumi.ComponentResource):
                 "nvidia-device-plugin",
                 "nvidia-device-plugin",
                 "kube-system",
-                {"tolerations": tolerations, "affinity": gpu_node_affinity(cluster), **device_plugin_sharing(cluster)},
+                {
+                    "tolerations": tolerations,
+                    "affinity": gpu_node_affinity(cluster),
+                    # the plugin's container (nvidia-device-plugin 0.17.1 values.yaml resources; the template gives
+                    # the config manager's init and sidecar containers none, templates/daemonset-device-plugin.yml)
+                    "resources": SMALL_REQUESTS,
+                    **device_plugin_sharing(cluster),
+                },
                 child,
             )
         if nvidia_pools:
@@ -571,6 +617,8 @@ class InfraStack(pulumi.ComponentResource):
                 {
                     "tolerations": tolerations,
                     "affinity": gpu_node_affinity(cluster),
+                    # dcgm-exporter 4.1.1 values.yaml resources (empty; its comment suggests 100m and 128Mi)
+                    "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
                     "serviceMonitor": {
                         "enabled": True,
                         "honorLabels": True,

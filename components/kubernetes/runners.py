@@ -38,7 +38,7 @@ import tomli_w
 import yaml
 
 from components.kubernetes.benchmark import driver_exports
-from components.kubernetes.images import helm_release
+from components.kubernetes.images import helm_release, image
 from components.kubernetes.pod_monitor import pod_monitor
 from fleet.model import pod_contract
 from fleet.model.spec import Cluster, GpuPool, Runner
@@ -48,8 +48,12 @@ RUNNER_METRICS_PORT = 9252
 RUNNER_METRICS_PORT_NAME = "metrics"
 # What the runner waits for a CI job's pod to start: long enough for a node to scale up from zero and pull an image.
 POLL_TIMEOUT_SECONDS = 1800
-# The image of a CI job that names none (jobs name their own, such as nvidia/cuda): Docker Hub's official Ubuntu.
-DEFAULT_JOB_IMAGE = "docker.io/library/ubuntu:24.04"
+# The image of a CI job that names none (jobs name their own, such as nvidia/cuda): the fleet's copy of Docker Hub's
+# official Ubuntu; and the helper container of every job pod (clone, artifacts, cache), the fleet's copy of the
+# runner's default helper (images.yaml: ubuntu, gitlab-runner-helper). Neither is pulled from where upstream
+# publishes it: Docker Hub rate-limits anonymous pulls.
+DEFAULT_JOB_IMAGE = image("ubuntu")
+HELPER_IMAGE = image("gitlab-runner-helper")
 ADVANCED_POD_SPEC = pod_contract.ADVANCED_POD_SPEC_FLAG
 # What the runner needs in the job namespace (gitlab-runner docs executors/kubernetes, "Configure runner API
 # permissions"): its job pods, exec and attach into them, their logs, the Secrets and Services of a job.
@@ -91,6 +95,7 @@ def runner_config(cluster: Cluster, runner: Runner, jobs_namespace: str) -> dict
                 "kubernetes": {
                     "namespace": jobs_namespace,
                     "image": DEFAULT_JOB_IMAGE,
+                    "helper_image": HELPER_IMAGE,
                     "privileged": False,
                     "cpu_request": runner.cpu_request,
                     "memory_request": runner.memory_request,

@@ -65,6 +65,20 @@ def kueue_configuration() -> dict[str, Any]:
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5, "backoffBaseSeconds": 60},
         },
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        # Kept from the chart's default configuration, which this one replaces as a whole (kueue 0.19.2 values.yaml
+        # managerConfig.controllerManagerConfigYaml): the API client's rate (the client library's own default is
+        # 20 qps, far too slow for a burst of sweep pods) and the reconcilers' concurrency.
+        "clientConnection": {"qps": 300, "burst": 500},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 10,
+                "LocalQueue.kueue.x-k8s.io": 5,
+                "ClusterQueue.kueue.x-k8s.io": 5,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
     }
 
 
@@ -134,7 +148,9 @@ class TrainingOperators(pulumi.ComponentResource):
             "kubeflow-trainer",
             trainer_ns,
             {
-                "manager": {"nodeSelector": system},
+                # kubeflow-trainer 2.3.0 values.yaml manager.resources is empty: a modest request (jobset's chart
+                # sets its own, 500m and 128Mi)
+                "manager": {"nodeSelector": system, "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}},
                 "jobset": {"install": True, "controller": {"nodeSelector": system}},
             },
             child,

@@ -19,7 +19,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from components.kubernetes.images import IMAGES_FILE, autoscaler_images, chart_images, pinned_images, registry
+from components.kubernetes.images import (
+    IMAGES_FILE,
+    autoscaler_images,
+    chart_images,
+    magnum_autoscaler_images,
+    pinned_images,
+    registry,
+)
 from fleet.model.errors import Problem
 from fleet.model.workloads import Workload
 
@@ -56,7 +63,7 @@ def image_jobs(workloads: dict[str, Workload]) -> list[ImageJob]:
     """The copies of images.yaml, then the builds of the workloads with a Dockerfile, by name."""
     jobs = [
         ImageJob(p.name, "copy", p.upstream, p.image, p.digest, _relative(IMAGES_FILE))
-        for p in [*pinned_images(), *chart_images(), *autoscaler_images()]
+        for p in [*pinned_images(), *chart_images(), *autoscaler_images(), *magnum_autoscaler_images()]
         if p.upstream
     ]
     for name, wl in sorted(workloads.items()):

@@ -22,6 +22,7 @@ from components.kubernetes.images import (
     chart_image_values,
     chart_images,
     image,
+    magnum_autoscaler_images,
     pinned_images,
     registry,
 )
@@ -66,7 +67,7 @@ def test_pods_pull_the_fleets_own_images_from_its_registry():
 def test_every_copy_and_every_workload_dockerfile_is_a_job(jobs):
     copies = {j.name: j for j in jobs if j.kind == "copy"}
     upstream_workloads = {name for name, wl in load_workloads().items() if wl.spec.upstream}
-    charts = {c.name for c in [*chart_images(), *autoscaler_images()]}
+    charts = {c.name for c in [*chart_images(), *autoscaler_images(), *magnum_autoscaler_images()]}
     assert set(copies) == {p.name for p in pinned_images() if p.upstream} | upstream_workloads | charts
     assert len(jobs) == len({j.name for j in jobs})  # names are unique: --record finds each entry by name
     builds = {j.name: j for j in jobs if j.kind == "build"}

@@ -6,6 +6,7 @@ import pytest
 from pulumi.runtime import rpc
 
 from components.clusters.magnum import GPU_AUTOSCALER, node_selector
+from components.kubernetes.images import magnum_autoscaler_image, registry
 from fleet.model.errors import InputError
 from tests.helpers import MAGNUM_SITE, by_type, one, plan_one
 
@@ -185,7 +186,9 @@ def test_gpu_node_groups_get_their_own_autoscaler(plan):
     assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"} in values[
         "tolerations"
     ]
-    assert values["image"] == {"repository": "docker.io/openstackmagnum/cluster-autoscaler", "tag": "v1.28.0"}
+    # the site's image and tag (docker.io/openstackmagnum/cluster-autoscaler:v1.28.0), as the fleet's copy
+    assert values["image"] == magnum_autoscaler_image("docker.io/openstackmagnum/cluster-autoscaler:v1.28.0")
+    assert values["image"]["repository"].startswith(registry() + "/") and values["image"]["tag"] == "v1.28.0"
     # beside Magnum's own autoscaler: its own lease and status, or the two would elect one leader between them
     assert values["extraArgs"]["leader-elect-resource-name"] == GPU_AUTOSCALER
     assert values["extraArgs"]["status-config-map-name"] != "cluster-autoscaler-status"

@@ -1,0 +1,359 @@
+"""The upstream charts, rendered: every Helm release of every stack (the sample fleet, each example, the fixture
+fleet) rendered by the Helm v4 engine from the chart cache with our values, the cluster's Kubernetes version and
+API versions (fleet/tools/charts.py), and what comes out checked against the fleet's rules.
+
+Expectations come from each fleet's own policy (registry, system pool, pools' taints, namespaces' Pod Security
+levels), so a team's own fleet keeps this suite green."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.kubernetes.images import registry
+from components.kubernetes.infra import MANAGED_CONTROL_PLANE_CLOUDS
+from fleet.model import pod_contract
+from fleet.model.spec import Cluster, GpuPool
+from fleet.tools.charts import (
+    ChartCacheError,
+    HelmRelease,
+    PodOf,
+    RenderedRelease,
+    helm_releases,
+    kube_version,
+    pods_of,
+    render_release,
+)
+from fleet.tools.mock_engine import Registration
+from policy.gpufleet_policies.pod_security import restricted_problems
+from tests.tools.conftest import PlannedFleet
+
+Rendered = dict[tuple[str, str], list[RenderedRelease]]
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+# Labels every Linux node carries (kubelet's well-known labels: kubernetes.io/docs/reference/labels-annotations-taints)
+NODE_OS_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+# Pods the operator makes from a custom resource: the resource's spec says their image, node selector and requests.
+OPERATED = ("Prometheus", "Alertmanager", "ThanosRuler", "PrometheusAgent")
+# Control-plane components that GKE, EKS, AKS and Magnum do not expose to a Prometheus in the cluster, as the job
+# names kube-prometheus-stack 79.5.0 gives their monitors (templates/exporters/kube-*/servicemonitor.yaml: jobLabel
+# jobLabel kube-scheduler, kube-controller-manager, kube-etcd, kube-proxy) and its rules query them.
+HIDDEN_JOBS = ("kube-scheduler", "kube-controller-manager", "kube-etcd", "kube-proxy")
+# Containers whose chart has no resources key: the device plugin's config manager, init and sidecar
+# (nvidia-device-plugin 0.17.1 templates/daemonset-device-plugin.yml and daemonset-mps-control-daemon.yml set
+# `.Values.resources` on the plugin's own containers only). Their pods are Burstable through the plugin's request.
+NO_RESOURCES_KEY = {("nvidia-device-plugin", suffix) for suffix in ("-init", "-sidecar")}
+
+
+def _clusters(planned_fleets: list[PlannedFleet]) -> Iterator[tuple[PlannedFleet, str, Cluster]]:
+    for planned in planned_fleets:
+        for stack in planned.plans:
+            yield planned, stack, planned.fleet.cluster(stack)
+
+
+def _pods(rendered: list[RenderedRelease]) -> Iterator[tuple[RenderedRelease, PodOf]]:
+    for item in rendered:
+        for obj in item.objects:
+            pod = pods_of(obj, item.release.namespace)
+            if pod is not None:
+                yield item, pod
+
+
+def _operated(rendered: list[RenderedRelease]) -> Iterator[tuple[RenderedRelease, dict[str, Any]]]:
+    for item in rendered:
+        for obj in item.objects:
+            if obj.get("kind") in OPERATED and obj.get("apiVersion", "").startswith("monitoring.coreos.com/"):
+                yield item, obj
+
+
+def _where(planned: PlannedFleet, stack: str, item: RenderedRelease, kind: str, name: str) -> str:
+    return f"{planned.name} {stack}: release {item.release.name} ({item.release.archive_name}) {kind} {name}"
+
+
+def test_every_release_of_every_stack_renders(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
+    releases = 0
+    for planned, stack, _cluster in _clusters(planned_fleets):
+        rendered = rendered_charts[(planned.name, stack)]
+        assert [r.release for r in rendered] == helm_releases(planned.plans[stack])
+        for item in rendered:
+            assert item.objects, f"{planned.name} {stack}: {item.release.name} renders nothing"
+        releases += len(rendered)
+    assert releases >= sum(len(p.plans) for p in planned_fleets)  # kube-prometheus-stack on every stack, at least
+
+
+def test_a_chart_missing_from_the_cache_is_a_clear_error(tmp_path: Path, chart_cache: Path):
+    release = HelmRelease("s", "r", "no-such-chart", "1.0.0", "ns", {})
+    with pytest.raises(ChartCacheError, match=r"r needs no-such-chart-1.0.0.tgz in the chart cache"):
+        render_release(release, tmp_path, "1.33")
+
+
+def test_the_clusters_version_is_the_policys_or_magnums_kube_tag(planned_fleets: list[PlannedFleet]):
+    """Helm gets ``v<major>.<minor>.<patch>``; on Magnum the template's kube_tag (a site setting) decides."""
+    assert kube_version("v1.28.9-rancher1") == "v1.28.9" and kube_version("1.33") == "v1.33.0"
+    for planned, stack, cluster in _clusters(planned_fleets):
+        version = planned.kubernetes_version(stack)
+        if cluster.cloud == "openstack":
+            (template,) = [r for r in planned.plans[stack].registrations if r.type.endswith(":ClusterTemplate")]
+            assert version == template.inputs["labels"]["kube_tag"]
+        else:
+            assert version == cluster.kubernetes_version
+
+
+def _runner_job_images(release: HelmRelease) -> list[tuple[str, str]]:
+    """The images a GitLab runner starts CI job pods with: the job image (a job that names none) and the helper."""
+    if release.chart != pod_contract.RUNNER_CHART:
+        return []
+    config = tomllib.loads(release.values["runners"]["config"])
+    found = []
+    for runner in config.get("runners", []):
+        kube = runner.get("kubernetes", {})
+        found.append(("CI job image (kubernetes.image)", kube.get("image", "")))
+        # the runner's default helper is registry.gitlab.com/gitlab-org/gitlab-runner/gitlab-runner-helper
+        # (gitlab-runner 18.9.0 helperimage/info.go), unless helper_image names another
+        found.append(("CI job helper image (kubernetes.helper_image)", kube.get("helper_image", "")))
+    return found
+
+
+def test_every_image_comes_from_the_fleets_registry(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
+    """Every container of every rendered pod, every image an operator or a runner starts pods with: the fleet's
+    registry holds it (upstream prunes versions and Docker Hub rate-limits)."""
+    ours = registry() + "/"
+    bad = []
+    for planned, stack, _cluster in _clusters(planned_fleets):
+        rendered = rendered_charts[(planned.name, stack)]
+        for item, pod in _pods(rendered):
+            for c in pod.containers():
+                if not str(c.get("image", "")).startswith(ours):
+                    bad.append(
+                        f"{_where(planned, stack, item, pod.kind, pod.name)} container {c['name']}: {c['image']}"
+                    )
+                for arg in c.get("args") or []:
+                    if str(arg).startswith("--prometheus-config-reloader=") and not arg.split("=", 1)[1].startswith(
+                        ours
+                    ):
+                        bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)}: {arg}")
+        for item, obj in _operated(rendered):
+            image = obj["spec"].get("image", "")
+            if not image.startswith(ours):
+                bad.append(f"{_where(planned, stack, item, obj['kind'], obj['metadata']['name'])}: {image}")
+        for item in rendered:
+            for what, image in _runner_job_images(item.release):
+                if not image.startswith(ours):
+                    bad.append(f"{planned.name} {stack}: runner {item.release.name}: {what} {image or '(default)'}")
+    assert bad == []
+
+
+def _system_pod(pod_spec: dict[str, Any], cluster: Cluster) -> bool:
+    selector = pod_spec.get("nodeSelector") or {}
+    if CONTROL_PLANE in selector:  # the Magnum GPU autoscaler: on the masters, where its credentials are
+        return True
+    return set(cluster.system_selector.items()) <= set(selector.items())
+
+
+def test_infra_pods_sit_on_the_system_pool(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
+    """Every chart pod but the node agents (DaemonSets) selects the system pool (Magnum's GPU nodes carry no
+    taint: only the selector keeps Prometheus off them), or the control plane."""
+    bad = []
+    for planned, stack, cluster in _clusters(planned_fleets):
+        rendered = rendered_charts[(planned.name, stack)]
+        for item, pod in _pods(rendered):
+            if pod.kind != "DaemonSet" and not _system_pod(pod.spec, cluster):
+                bad.append(
+                    f"{_where(planned, stack, item, pod.kind, pod.name)}: nodeSelector {pod.spec.get('nodeSelector')}"
+                )
+        for item, obj in _operated(rendered):
+            if not _system_pod(obj["spec"], cluster):
+                bad.append(f"{_where(planned, stack, item, obj['kind'], obj['metadata']['name'])}: spec.nodeSelector")
+    assert bad == []
+
+
+def _matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, op, values = expression["key"], expression["operator"], expression.get("values") or []
+    if op == "In":
+        return labels.get(key) in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    raise AssertionError(f"operator {op} not handled")
+
+
+def _lands_on(pod_spec: dict[str, Any], pool: GpuPool) -> bool:
+    """Whether a pod's node selector and required node affinity admit the pool's nodes (kube-scheduler's
+    NodeAffinity filter: every selector label, and one of the terms whose expressions all match)."""
+    labels = {**NODE_OS_LABELS, **pool.labels, **pool.node_selector}
+    if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
+        return False
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if not required:
+        return True
+    return any(
+        all(_matches(e, labels) for e in term.get("matchExpressions") or []) for term in required["nodeSelectorTerms"]
+    )
+
+
+def _tolerates(tolerations: list[dict[str, Any]], key: str, value: str, effect: str) -> bool:
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != effect:
+            continue
+        if t.get("operator") == "Exists" and (not t.get("key") or t["key"] == key):
+            return True
+        if t.get("key") == key and t.get("value", "") == value:
+            return True
+    return False
+
+
+def test_node_agents_tolerate_the_taints_of_the_gpu_pools_they_select(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered
+):
+    """A DaemonSet whose selector and affinity admit a GPU pool's nodes tolerates all the pool's taints (the card's,
+    the sweep's, the cloud's spot taint): a node agent refused on a GPU node leaves that node without its device
+    plugin or its metrics. dcgm-exporter and the device plugin must reach every NVIDIA pool."""
+    bad, reached = [], set()
+    for planned, stack, cluster in _clusters(planned_fleets):
+        for item, pod in _pods(rendered_charts[(planned.name, stack)]):
+            if pod.kind != "DaemonSet":
+                continue
+            for pool in cluster.all_pools:
+                if not _lands_on(pod.spec, pool):
+                    continue
+                reached.add((planned.name, stack, item.release.chart, pool.key))
+                for taint in pool.pod_tolerations:
+                    if not _tolerates(pod.spec.get("tolerations") or [], taint.key, taint.value, taint.effect):
+                        bad.append(
+                            f"{_where(planned, stack, item, pod.kind, pod.name)}: "
+                            f"no toleration for {taint.as_string()} of pool {pool.key}"
+                        )
+            if item.release.chart in ("dcgm-exporter",) and pod.name == "dcgm-exporter":
+                for pool in cluster.all_pools:
+                    if pool.accelerator.is_nvidia and not _lands_on(pod.spec, pool):
+                        bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)}: never reaches pool {pool.key}")
+    assert bad == []
+    assert reached  # the check saw node agents on GPU pools
+
+
+def _namespace_levels(plan_registrations: list[Registration]) -> dict[str, str]:
+    levels = {}
+    for reg in plan_registrations:
+        if reg.type == "kubernetes:core/v1:Namespace":
+            meta = reg.inputs.get("metadata") or {}
+            level = (meta.get("labels") or {}).get(f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/enforce")
+            if level:
+                levels[meta["name"]] = level
+    return levels
+
+
+# The baseline level forbids only these of the restricted level's rules (Pod Security Standards, "Baseline").
+_BASELINE = re.compile(r"privileged is true|hostNetwork|hostPID|hostIPC|hostPort|hostPath|capabilities.add")
+
+
+def test_every_chart_pod_fits_its_namespaces_pod_security_level(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered
+):
+    """With the namespace's enforced level (from the plan's Namespace labels; none enforced: privileged), checked
+    by the policy pack's own `restricted` rules (policy/gpufleet_policies/pod_security.py); Helm hooks included:
+    the API server admits them like any pod."""
+    bad, checked = [], 0
+    for planned, stack, _cluster in _clusters(planned_fleets):
+        levels = _namespace_levels(planned.plans[stack].registrations)
+        for item, pod in _pods(rendered_charts[(planned.name, stack)]):
+            level = levels.get(pod.namespace, "privileged")
+            if level == "privileged":
+                continue
+            problems = restricted_problems(pod.spec)
+            if level == "baseline":
+                problems = [p for p in problems if _BASELINE.search(p)]
+            checked += 1
+            bad += [
+                f"{_where(planned, stack, item, pod.kind, pod.name)} in {pod.namespace} ({level}): {p}"
+                for p in problems
+            ]
+    assert bad == []
+    assert checked
+
+
+def test_every_container_has_requests(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
+    """CPU and memory requests on every container of every chart pod (BestEffort pods are evicted first from a busy
+    system node) and in every operated resource (Prometheus, Alertmanager)."""
+    bad = []
+    for planned, stack, _cluster in _clusters(planned_fleets):
+        rendered = rendered_charts[(planned.name, stack)]
+        for item, pod in _pods(rendered):
+            for c in pod.containers():
+                requests = (c.get("resources") or {}).get("requests") or {}
+                if any(item.release.chart == chart and c["name"].endswith(end) for chart, end in NO_RESOURCES_KEY):
+                    continue
+                if not {"cpu", "memory"} <= set(requests):
+                    bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)} container {c['name']}: {requests}")
+        for item, obj in _operated(rendered):
+            requests = (obj["spec"].get("resources") or {}).get("requests") or {}
+            if not {"cpu", "memory"} <= set(requests):
+                bad.append(f"{_where(planned, stack, item, obj['kind'], obj['metadata']['name'])}: {requests}")
+    assert bad == []
+
+
+def test_no_alert_rule_or_monitor_watches_a_hidden_control_plane_component(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered
+):
+    """The managed control planes (GKE, EKS, AKS: components/kubernetes/infra.py MANAGED_CONTROL_PLANE_CLOUDS) expose
+    no scheduler, controller manager, etcd or kube-proxy metrics to the cluster's Prometheus: a monitor of one finds
+    no target and its `...Down` alert fires for ever. Magnum and existing clusters keep the chart's monitors."""
+    hidden = re.compile(r'job="(' + "|".join(HIDDEN_JOBS) + ')"')
+    bad, rules = [], 0
+    for planned, stack, cluster in _clusters(planned_fleets):
+        if cluster.cloud not in MANAGED_CONTROL_PLANE_CLOUDS:
+            continue
+        for item in rendered_charts[(planned.name, stack)]:
+            for obj in item.objects:
+                name = obj.get("metadata", {}).get("name", "")
+                if obj.get("kind") == "ServiceMonitor" and any(name.endswith(job) for job in HIDDEN_JOBS):
+                    bad.append(f"{_where(planned, stack, item, 'ServiceMonitor', name)}")
+                if obj.get("kind") != "PrometheusRule":
+                    continue
+                for group in obj["spec"]["groups"]:
+                    for rule in group["rules"]:
+                        rules += 1
+                        if hidden.search(str(rule["expr"])):
+                            bad.append(
+                                f"{_where(planned, stack, item, 'PrometheusRule', name)}: "
+                                f"{rule.get('alert') or rule.get('record')}"
+                            )
+    assert bad == []
+    assert rules  # the chart's own rules were rendered and read
+
+
+def _kueue_configuration(rendered: RenderedRelease) -> dict[str, Any]:
+    (config_map,) = [
+        o for o in rendered.objects if o["kind"] == "ConfigMap" and "manager-config" in o["metadata"]["name"]
+    ]
+    return yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])
+
+
+def test_our_kueue_configuration_keeps_the_charts_defaults(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered, chart_cache: Path
+):
+    """Our configuration replaces the chart's whole (kueue 0.19.2 managerConfig.controllerManagerConfigYaml): every
+    setting of the chart's default stays as the chart has it (client QPS and burst, controller concurrency ...), but
+    the frameworks, which we narrow to the sweeps' TrainJobs and JobSets."""
+    ours = [item for key, rendered in rendered_charts.items() for item in rendered if item.release.chart == "kueue"]
+    assert ours, "no fleet of the tests runs Kueue"
+    default = _kueue_configuration(
+        render_release(
+            HelmRelease("s", "kueue", "kueue", ours[0].release.version, "kueue-system", {}), chart_cache, "1.33"
+        )
+    )
+    assert default["clientConnection"]["qps"] > 0
+    for item in ours:
+        config = _kueue_configuration(item)
+        for key, value in default.items():
+            if key != "integrations":
+                assert config.get(key) == value, (item.release.stack, key)

@@ -1,0 +1,106 @@
+"""Every object against the upstream schemas, strictly (fleet/tools/schemas.py): what every stack of every fleet
+(the sample, each example, the fixture fleet) hands Kubernetes, and what every chart renders, against the
+OpenAPI schema of the cluster's own Kubernetes version and, for custom resources, their upstream CRD."""
+
+from __future__ import annotations
+
+import copy
+
+from fleet.tools.render import kubernetes_manifest
+from fleet.tools.schemas import CrdSchemas, is_builtin, schema_errors, strict_schema
+from tests.tools.conftest import PlannedFleet
+
+
+def _is_kubernetes_object(reg) -> bool:
+    return reg.type.startswith("kubernetes:") and reg.custom and not reg.type.startswith("kubernetes:helm.sh/")
+
+
+def test_every_object_every_stack_renders_fits_the_upstream_schemas(
+    planned_fleets: list[PlannedFleet], crd_schemas: CrdSchemas
+):
+    bad, custom, builtin = [], 0, 0
+    for planned in planned_fleets:
+        for stack, plan in planned.plans.items():
+            version = planned.kubernetes_version(stack)
+            for reg in plan.registrations:
+                if not _is_kubernetes_object(reg):
+                    continue
+                manifest = kubernetes_manifest(reg)
+                custom += not is_builtin(manifest["apiVersion"])
+                builtin += is_builtin(manifest["apiVersion"])
+                bad += [
+                    f"{planned.name} {stack}: {manifest['kind']} {reg.name}: {e}"
+                    for e in schema_errors(manifest, version, crd_schemas)
+                ]
+    assert bad == []
+    assert custom and builtin  # PodMonitors, Kueue's queues, TrainJobs ... and the built-in kinds
+
+
+def test_every_object_the_charts_render_fits_the_upstream_schemas(
+    planned_fleets: list[PlannedFleet], rendered_charts, crd_schemas: CrdSchemas
+):
+    bad, checked = [], 0
+    for planned in planned_fleets:
+        for stack in planned.plans:
+            version = planned.kubernetes_version(stack)
+            for item in rendered_charts[(planned.name, stack)]:
+                for obj in item.objects:
+                    checked += 1
+                    name = (obj.get("metadata") or {}).get("name")
+                    bad += [
+                        f"{planned.name} {stack}: release {item.release.name}: {obj['kind']} {name}: {e}"
+                        for e in schema_errors(obj, version, crd_schemas)
+                    ]
+    assert bad == []
+    assert checked
+
+
+def _one(planned_fleets: list[PlannedFleet], kind: str) -> dict:
+    for planned in planned_fleets:
+        for plan in planned.plans.values():
+            for reg in plan.registrations:
+                if _is_kubernetes_object(reg) and reg.type.endswith(f":{kind}"):
+                    return copy.deepcopy(kubernetes_manifest(reg))
+    raise AssertionError(f"no {kind} in any fleet")
+
+
+def test_an_unknown_field_is_refused_by_both_schemas(planned_fleets: list[PlannedFleet], crd_schemas: CrdSchemas):
+    monitor = _one(planned_fleets, "PodMonitor")
+    assert schema_errors(monitor, "1.33", crd_schemas) == []
+    monitor["spec"]["podMetricsEndpoints"][0]["scrapeIntervall"] = "30s"
+    assert any("scrapeIntervall" in e for e in schema_errors(monitor, "1.33", crd_schemas))
+    deployment = _one(planned_fleets, "Deployment")
+    deployment["spec"]["template"]["spec"]["nodeSelectr"] = {}
+    assert any("nodeSelectr" in e for e in schema_errors(deployment, "1.33", crd_schemas))
+
+
+def test_a_kind_the_clusters_version_lacks_is_refused(crd_schemas: CrdSchemas):
+    """ValidatingAdmissionPolicy is admissionregistration.k8s.io/v1 from Kubernetes 1.30 on."""
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {}}
+    assert schema_errors(policy, "1.33", crd_schemas) == []
+    assert schema_errors(policy, "v1.28.9-rancher1", crd_schemas) != []
+    assert schema_errors({"apiVersion": "example.com/v1", "kind": "Thing"}, "1.33", crd_schemas) == [
+        "no CRD defines example.com/v1 Thing"
+    ]
+
+
+def test_strictness_keeps_what_the_crd_keeps_open():
+    schema = {
+        "type": "object",
+        "properties": {
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {}},
+                    "map": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "closed": {"type": "object", "properties": {"a": {"type": "string"}}},
+                },
+            },
+        },
+    }
+    strict = strict_schema(schema)
+    assert strict["additionalProperties"] is False and strict["properties"]["metadata"] == {"type": "object"}
+    spec = strict["properties"]["spec"]["properties"]
+    assert "additionalProperties" not in spec["open"] and spec["map"]["additionalProperties"] == {"type": "string"}
+    assert spec["closed"]["additionalProperties"] is False

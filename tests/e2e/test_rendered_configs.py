@@ -31,6 +31,7 @@ import yaml
 
 from components.kubernetes.gateway import GATEWAY_PORT, server_name
 from components.kubernetes.infra import PROMETHEUS_URL
+from fleet.model.prices import card_prices, load_prices
 from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.tools.cli import main
 from tests.conftest import require_tool
@@ -122,10 +123,11 @@ def test_promtool_fails_the_central_config_without_its_certificates(rendered: Pa
 def test_every_rendered_rule_file_passes_promtool(rendered: Path) -> None:
     rule_files = sorted(rendered.glob("*/prometheus/rules/*.yml"))
     probed = any(p.probe for c in FLEET.clusters.values() for p in c.pools)
-    # GPU aggregates everywhere, accounting where the cluster has GPU pools; on the central, the federation alerts and
-    # (when a pool is probed) the probe alerts
+    priced = bool(card_prices(FLEET, load_prices()))
+    # GPU aggregates everywhere, accounting where the cluster has GPU pools; on the central, the federation alerts,
+    # (when a pool is probed) the probe alerts and (when a card is priced) the card prices the dashboards read
     with_pools = sum(1 for c in FLEET.clusters.values() if c.all_pools)
-    assert len(rule_files) == len(FLEET.clusters) + with_pools + 1 + probed
+    assert len(rule_files) == len(FLEET.clusters) + with_pools + 1 + probed + priced
     result = promtool("check", "rules", *rule_files)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -36,3 +38,9 @@ def format_path(path: tuple[object, ...]) -> str:
         else:
             out += ("." if out else "") + str(part)
     return out
+
+
+def did_you_mean(word: object, choices: Iterable[object], prefix: str = "") -> str:
+    """`` (did you mean 'config'?)`` when ``word`` is a near miss of one of ``choices``, else empty."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean '{prefix}{close[0]}'?)" if close else ""

@@ -18,6 +18,7 @@ from typing import Literal
 import pydantic
 
 from fleet.model.errors import InputError, Problem
+from fleet.model.input_files import read_input_text
 from fleet.model.quantity import parse_quantity
 from fleet.model.validation import StrictModel, validate_document
 from fleet.model.yaml_source import read_yaml
@@ -305,13 +306,11 @@ def _read_files(paths: list[Path], problems: list[Problem]) -> dict[str, str]:
     for path in paths:
         if path.is_symlink():
             problems.append(Problem(str(path), 1, "", "a symbolic link: put the file itself in the workload folder"))
-        elif path.is_file():
+        elif path.exists():
             try:
-                out[path.name] = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                problems.append(Problem(str(path), 1, "", f"not UTF-8 text (byte offset {exc.start})"))
-            except OSError as exc:
-                problems.append(Problem(str(path), 1, "", f"cannot read file: {exc.strerror}"))
+                out[path.name] = read_input_text(path)
+            except InputError as exc:
+                problems.extend(exc.problems)
     return out
 
 

@@ -1,8 +1,12 @@
-"""Reading YAML while remembering the line of every key, so errors can point at it."""
+"""Reading YAML while remembering the line of every key, so errors can point at it.
+
+The one YAML reader of user input: files are read with a bound (``fleet.model.input_files``), and a document whose
+aliases expand to more values than any configuration holds (a "billion laughs" alias bomb), or that nests deeper than
+any configuration does, is refused at once with a located error.
+"""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,6 +14,13 @@ from typing import Any
 import yaml
 
 from fleet.model.errors import InputError, Problem, format_path
+from fleet.model.input_files import MAX_INPUT_BYTES, read_input_text, shown_path
+
+# Values a document may hold once its aliases (``*name``) are expanded: the shipped policy holds about 300; a
+# billion-laughs bomb of a few hundred bytes expands to billions.
+MAX_VALUES = 100_000
+# How deep mappings and lists may nest (the policy nests 6 deep); deeper is an error, not a RecursionError.
+MAX_DEPTH = 64
 
 Path_ = tuple[object, ...]
 
@@ -43,8 +54,23 @@ class _Builder:
         self.constructor = yaml.SafeLoader("")
         self.lines: dict[Path_, int] = {}
         self.problems: list[Problem] = []
+        self.values = 0
+
+    def refuse(self, node: yaml.Node, message: str) -> InputError:
+        return InputError([Problem(self.file, node.start_mark.line + 1, "", message)])
 
     def build(self, node: yaml.Node, path: Path_) -> Any:
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise self.refuse(
+                node,
+                f"more than {MAX_VALUES:,} values once the aliases (*name) are expanded: a configuration holds far "
+                "fewer; write the values out, or use fewer nested aliases",
+            )
+        if len(path) > MAX_DEPTH:
+            raise self.refuse(
+                node, f"nested more than {MAX_DEPTH} levels deep (an alias inside its own anchor?): flatten it"
+            )
         self.lines.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             self.constructor.flatten_mapping(node)
@@ -85,6 +111,8 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
         raise InputError([Problem(file, line, "", f"YAML syntax error: {exc.problem or exc}")]) from None
     except yaml.YAMLError as exc:
         raise InputError([Problem(file, 1, "", f"YAML error: {exc}")]) from None
+    except RecursionError:
+        raise InputError([Problem(file, 1, "", f"nested more than {MAX_DEPTH} levels deep: flatten it")]) from None
     if node is None:
         return YamlDocument(file, None, {(): 1})
     builder = _Builder(file)
@@ -98,17 +126,7 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
     return YamlDocument(file, data, builder.lines)
 
 
-def read_yaml(path: Path | str) -> YamlDocument:
-    """Read and parse a YAML file; a missing or unreadable file is an ``InputError`` too."""
-    path = Path(path)
-    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError([Problem(shown, 1, "", f"cannot read file: {exc.strerror}")]) from None
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise InputError(
-            [Problem(shown, line, "", f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}")]
-        ) from None
-    return parse_yaml(text, shown)
+def read_yaml(path: Path | str, limit: int = MAX_INPUT_BYTES) -> YamlDocument:
+    """Read and parse a YAML file of at most ``limit`` bytes; a missing, unreadable, oversized or non-regular file is
+    an ``InputError`` too."""
+    return parse_yaml(read_input_text(path, limit), shown_path(path))

@@ -52,6 +52,20 @@ def is_secure(value: object) -> bool:
     return isinstance(value, dict) and set(value) == {"secure"}
 
 
+def malformed_secure(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Paths inside a stack-file value of a ``secure:`` that is not what the CLI writes (a non-empty string, alone in
+    its mapping): the CLI would read ``{secure: 123}`` as a plain object and the program would get no secret."""
+    if isinstance(value, dict):
+        if "secure" in value and not (
+            set(value) == {"secure"} and isinstance(value["secure"], str) and value["secure"]
+        ):
+            return [(*path, "secure")]
+        return [p for k, v in value.items() for p in malformed_secure(v, (*path, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in malformed_secure(v, (*path, i))]
+    return []
+
+
 def plain_leaves(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
     """Paths of the values inside a stack-file value that are not encrypted ([] when all of it is)."""
     if is_secure(value):

@@ -19,6 +19,7 @@ import fnmatch
 import functools
 import io
 import json
+import re
 import subprocess
 import tarfile
 import tempfile
@@ -32,10 +33,15 @@ import yaml
 from fleet.model.errors import InputError, Problem
 from fleet.model.spec import POLICY_FILE, ROOT, Cluster, Fleet, load_fleet
 from fleet.model.workloads import WORKLOADS_DIR
+from fleet.model.yaml_source import parse_yaml, read_yaml
 
 POLICY_PATH = "policy/fleet.yaml"
 STACK_FILE = "stacks/Pulumi.*.yaml"
 ZERO_SHA = "0" * 40
+# A commit id (abbreviated or whole): CI passes the commit before a push or a merge request's base, which a shallow
+# clone, a force push or a new branch (ZERO_SHA) may not have; every stack is selected then. A name that is no
+# commit id and not in the clone (a typo of a branch) is an error instead.
+COMMIT_ID = re.compile(r"^[0-9a-fA-F]{7,64}$")
 
 # Paths (fnmatch patterns) whose change reaches every stack: the program's entry and project file, the
 # dependencies, the components, and the CrossGuard pack that judges every stack. The code and data under CODE_DIRS
@@ -145,7 +151,7 @@ class Selection:
 def load_policy_file(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_DIR) -> LoadedPolicy:
     """Load a policy file from disk (``InputError`` when it is invalid)."""
     fleet = load_fleet(path, workloads_dir)
-    return LoadedPolicy(fleet, _raw(Path(path).read_text(encoding="utf-8")))
+    return LoadedPolicy(fleet, _raw(read_yaml(path).data))
 
 
 def load_policy_text(text: str, label: str, workloads_dir: Path = WORKLOADS_DIR) -> LoadedPolicy:
@@ -157,15 +163,14 @@ def load_policy_text(text: str, label: str, workloads_dir: Path = WORKLOADS_DIR)
             fleet = load_fleet(path, workloads_dir)
         except InputError as exc:
             raise InputError([_relabel(p, str(path), label) for p in exc.problems]) from None
-    return LoadedPolicy(fleet, _raw(text))
+    return LoadedPolicy(fleet, _raw(parse_yaml(text, label).data))
 
 
 def _relabel(problem: Problem, path: str, label: str) -> Problem:
     return Problem(label if problem.file == path else problem.file, problem.line, problem.path, problem.message)
 
 
-def _raw(text: str) -> dict[str, Any]:
-    data = yaml.safe_load(text)
+def _raw(data: Any) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
@@ -552,7 +557,8 @@ def select_from_git(
     """The stacks changed between ``base`` and ``head`` (default: the working tree).
 
     The comparison starts at the merge base of the two, so a pull request is judged by its own changes only.
-    A base this clone does not have (a new branch's all-zero SHA, a shallow clone) selects every stack; a base
+    A commit id this clone does not have (a new branch's all-zero SHA, a shallow clone) selects every stack, a
+    name that is no commit id and no ref of the clone is a ``GitError``; a base
     it has but without a merge base (a shallow clone, unrelated histories) is a ``GitError``: diffing against
     the base's tip instead would count the base branch's own changes as the change's.
     """
@@ -570,6 +576,11 @@ def select_from_git(
     else:
         new = load_policy_file(policy_file, workloads_dir)
     base_commit = resolve(repo, base)
+    if base_commit is None and not COMMIT_ID.match(base):
+        raise GitError(
+            f"--base {base}: no branch, tag or commit of that name in {repo}; give one git knows, such as main, "
+            "origin/main or a commit id (git branch -a, git tag, git log --oneline)"
+        )
     if base_commit is None:
         return _with_note(select_all(new, f"base {base!r} is not in this clone"), f"every stack: no commit {base!r}")
     start = merge_base(repo, base_commit, head_commit, labels=(base, head or "HEAD"))

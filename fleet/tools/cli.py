@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleet.model.errors import InputError
+from fleet.model.input_files import read_input_text
 from fleet.model.spec import POLICY_FILE, Fleet, load_fleet
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.program.stack_config import STACKS_DIR
@@ -225,11 +226,7 @@ def cmd_affected(args: argparse.Namespace) -> int:
         elif args.files is not None:
             old_text = None
             if args.old_policy is not None:
-                try:
-                    old_text = Path(args.old_policy).read_text(encoding="utf-8")
-                except OSError as exc:
-                    print(f"{args.old_policy}:1: cannot read the old policy: {exc.strerror}", file=sys.stderr)
-                    return EXIT_BAD_INPUT
+                old_text = read_input_text(args.old_policy, what="old policy")
             new = sel.load_policy_file(args.policy, args.workloads_dir)
             selection = sel.compare(
                 args.files, new, old_text, label=str(args.old_policy), old_workloads_dir=args.workloads_dir
@@ -321,9 +318,10 @@ def cmd_images(args: argparse.Namespace) -> int:
                 pin = f"@{job.digest}" if job.digest else " (no digest recorded)"
                 print(f"{job.kind:<6} {job.name:<14} {job.source} -> {job.target}{pin}")
         return EXIT_OK
+    text = read_input_text(args.pushed, what="pushed digests file")
     try:
-        pushed = json.loads(args.pushed.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        pushed = json.loads(text)
+    except ValueError as exc:
         raise InputError([Problem(str(args.pushed), 1, "", f"cannot read the pushed digests: {exc}")]) from None
     if not isinstance(pushed, dict) or not all(isinstance(v, str) for v in pushed.values()):
         raise InputError([Problem(str(args.pushed), 1, "", "must be a JSON object {image: sha256:digest}")])

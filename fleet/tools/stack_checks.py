@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from fleet.model.errors import InputError, Problem
+from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.spec import Cluster, Fleet
 from fleet.model.yaml_source import YamlDocument, read_yaml
 from fleet.program.settings import (
@@ -26,7 +26,7 @@ from fleet.program.settings import (
     plain_secret_message,
     storage_class_missing,
 )
-from fleet.program.stack_config import is_secure, plain_leaves, stack_file, stack_names
+from fleet.program.stack_config import is_secure, malformed_secure, plain_leaves, stack_file, stack_names
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,20 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "openstack": (f"{NAMESPACE}:magnum",),
     "existing": (f"{NAMESPACE}:kubeconfig",),
 }
+# The top-level keys of a stack file (pulumi/pulumi sdk/go/common/workspace/project.go, ProjectStack: secretsprovider,
+# encryptedkey, encryptionsalt, config, environment); anything else the CLI ignores without a word.
+STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment")
+# Every resource gets an explicit provider; with default providers disabled a forgotten one fails instead of
+# deploying with the ambient credentials and kubeconfig (docs/security.md; Pulumi docs "Disabling default providers").
+DISABLE_DEFAULT_PROVIDERS = "pulumi:disable-default-providers"
+# Provider settings the cluster components take from the policy instead (each builds an explicit provider for the
+# policy's location: components/clusters/eks.py, gke.py, aks.py): a stack file value that says otherwise is ignored,
+# so it must agree with the policy or go.
+LOCATION_KEYS: dict[str, dict[str, str]] = {
+    "aws": {"aws:region": "region"},
+    "gcp": {"gcp:region": "region", "gcp:zone": "zone"},
+    "azure": {"azure-native:location": "region"},
+}
 # Values the sample stack files carry that are nobody's real project or subscription.
 PLACEHOLDERS = {"my-gcp-project", "00000000-0000-0000-0000-000000000000", "changeme", "example", "todo"}
 
@@ -156,31 +170,78 @@ class _StackChecker:
         if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
             self.report.problems.append(self.doc.problem(("config",), "must be a mapping of config keys"))
             return
+        for key in data:
+            if key not in STACK_FILE_KEYS:
+                self.report.problems.append(
+                    self.doc.problem(
+                        (key,),
+                        f"unknown top-level key of a stack file{did_you_mean(key, STACK_FILE_KEYS)} (Pulumi reads "
+                        f"{', '.join(STACK_FILE_KEYS)}; the settings go under config:, such as config: "
+                        "{gcp:project: my-project})",
+                    )
+                )
         config: dict[str, Any] = data.get("config") or {}
         for key in REQUIRED.get(self.cluster.cloud, ()):
             if key not in config:
                 self.problem((key,), f"required for a {self.cluster.cloud} cluster: pulumi config set {key} <value>")
+        self.check_default_providers(config)
         for key, value in config.items():
             if not isinstance(key, str) or ":" not in key:
                 self.problem((key,), "config keys are namespaced, such as gcp:project")
                 continue
+            for where in malformed_secure(value):
+                self.problem(
+                    (key, *where),
+                    "`secure:` holds the encrypted text `pulumi config set --secret` writes (a string such as "
+                    f"v1:AAAA...), alone in its mapping: set it again with pulumi config set --secret {key} <value>",
+                )
             namespace, name = key.split(":", 1)
             if isinstance(value, str) and value.strip().lower() in PLACEHOLDERS:
                 self.warn((key,), f"{value!r} is the sample's placeholder: set your own before `pulumi up`")
             if namespace == NAMESPACE:
                 self.check_setting(key, name, value)
+            self.check_location(key, value)
         storage_class = config.get(f"{NAMESPACE}:storageClass")
         missing = storage_class_missing(self.cluster, storage_class, self.has_default)
         if missing:
             self.problem((f"{NAMESPACE}:storageClass",), missing)
 
+    def check_default_providers(self, config: dict[str, Any]) -> None:
+        """``pulumi:disable-default-providers: ["*"]``: a resource without its explicit provider fails to deploy."""
+        fix = f'add {DISABLE_DEFAULT_PROVIDERS}: ["*"] under config: (every resource of the fleet has its provider)'
+        if DISABLE_DEFAULT_PROVIDERS not in config:
+            self.problem((DISABLE_DEFAULT_PROVIDERS,), f"missing: {fix}")
+            return
+        value = decode_config_text(config[DISABLE_DEFAULT_PROVIDERS])
+        if not (isinstance(value, list) and "*" in value):
+            self.problem((DISABLE_DEFAULT_PROVIDERS,), f'must be ["*"], not {value!r}: {fix}')
+
+    def check_location(self, key: str, value: Any) -> None:
+        """A provider's region or zone in the stack file is the policy's, or it is a problem (it would be ignored)."""
+        field_name = LOCATION_KEYS.get(self.cluster.cloud, {}).get(key)
+        if field_name is None:
+            return
+        cluster = self.cluster
+        wanted = getattr(cluster, field_name)
+        if field_name == "region" and cluster.cloud == "gcp" and wanted is None and cluster.zone:
+            wanted = cluster.zone.rsplit("-", 1)[0]  # a zonal cluster's region: us-central1-a -> us-central1
+        if wanted is None or value != wanted:
+            said = f"says {wanted!r}" if wanted else f"gives no {field_name}"
+            self.problem(
+                (key,),
+                f"{value!r} contradicts the policy, which {said} for {cluster.name} (clusters.{cluster.cloud}."
+                f"{cluster.name}.{field_name}); the cluster is built where the policy says: remove {key} here",
+            )
+
     def check_setting(self, key: str, name: str, value: Any) -> None:
         setting = SETTINGS.get(name)
         if setting is None:
-            known = ", ".join(
-                sorted(n for n, s in SETTINGS.items() if s.clouds is None or self.cluster.cloud in s.clouds)
+            known = sorted(n for n, s in SETTINGS.items() if s.clouds is None or self.cluster.cloud in s.clouds)
+            self.problem(
+                (key,),
+                f"unknown setting{did_you_mean(name, known, f'{NAMESPACE}:')} (known for {self.cluster.cloud}: "
+                f"{', '.join(known)})",
             )
-            self.problem((key,), f"unknown setting (known for {self.cluster.cloud}: {known})")
             return
         if setting.clouds is not None and self.cluster.cloud not in setting.clouds:
             self.problem((key,), f"only for {', '.join(sorted(setting.clouds))} clusters ({setting.meaning})")

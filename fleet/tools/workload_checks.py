@@ -11,8 +11,10 @@ import re
 import shutil
 import subprocess
 from functools import lru_cache
+from pathlib import Path
 
 from fleet.model.errors import InputError, Problem
+from fleet.model.input_files import MAX_LOG_BYTES, read_input_bytes
 from fleet.model.prometheus import series_names
 from fleet.model.workloads import Workload
 from fleet.model.yaml_source import read_yaml
@@ -26,6 +28,8 @@ MTAIL_TIMEOUT_S = 30
 # glog line prefixes (`I1123 09:12:33.123456   42 main.go:116] ...`): I and W lines are progress, not the error.
 GLOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ")
 GLOG_INFO = re.compile(r"^[IW]\d{4} ")
+# A compile error as mtail prints it: `a.mtail:4:3-5: Identifier `bar' not declared.`
+COMPILE_ERROR = re.compile(r"^(?P<file>[^\s:/]+\.mtail):(?P<line>\d+):(?P<col>[\d.-]+): (?P<msg>.+)$")
 # mtail's own flags (google/mtail v3, cmd/mtail/main.go): no HTTP listener on a real port while checking.
 MTAIL_QUIET = ["--logtostderr", "--address", "127.0.0.1", "--port", "0"]
 NO_MTAIL_NOTE = "mtail is not installed: the mtail programs were not compiled or run (apt-get install mtail)"
@@ -61,6 +65,24 @@ def compile_error(stderr: str) -> str:
     return text[:400]
 
 
+def compile_problems(stderr: str, folder: Path) -> list[Problem]:
+    """mtail's compile errors located at the program and line they name (``a.mtail:4:3-5: Identifier `bar' not
+    declared.``, google/mtail internal/runtime/compiler/errors: ``file:line:col: message``), each with the lines that
+    follow it (mtail's hints); what names no program is placed at the folder."""
+    out: list[Problem] = []
+    text = [GLOG_PREFIX.sub("", line).strip() for line in stderr.splitlines() if not GLOG_INFO.match(line)]
+    for line in text:
+        found = COMPILE_ERROR.match(line)
+        if found:
+            out.append(
+                Problem(str(folder / found["file"]), int(found["line"]), "", f"mtail cannot compile it: {found['msg']}")
+            )
+        elif out and line and not line.startswith("compile failed for"):
+            last = out[-1]
+            out[-1] = Problem(last.file, last.line, last.path, f"{last.message} {line}")
+    return out or [Problem(str(folder), 1, "", f"mtail --compile_only fails: {compile_error(stderr)}")]
+
+
 def static_problems(wl: Workload) -> list[Problem]:
     """What needs no mtail: the declared metrics are the programs' own, and the sample log is there and whole."""
     problems = []
@@ -75,10 +97,20 @@ def static_problems(wl: Workload) -> list[Problem]:
             _problem(wl, "metrics", f"the mtail program exports {type_} {name} by {list(labels)}: declare it here")
         )
     log = wl.sample_log
-    if not log.is_file():
+    if not log.exists():
         problems.append(Problem(str(log), 1, "", "missing: every workload ships a real sample log of its output"))
-    elif not log.read_bytes().endswith(b"\n"):
-        problems.append(Problem(str(log), 1, "", "the last line has no newline: mtail never reads it"))
+        return problems
+    try:
+        text = read_input_bytes(log, MAX_LOG_BYTES, "sample log")
+    except InputError as exc:
+        return problems + exc.problems
+    if not text.strip():
+        problems.append(
+            Problem(str(log), 1, "", "is empty: put a real log of the workload's output here (the lines mtail parses)")
+        )
+    elif not text.endswith(b"\n"):
+        line = text.count(b"\n") + 1
+        problems.append(Problem(str(log), line, "", "the last line has no newline: mtail never reads it"))
     return problems
 
 
@@ -108,10 +140,14 @@ def mtail_problems(wl: Workload, mtail: str) -> list[Problem]:
     key = tuple(sorted(wl.mtail_programs.items()))
     status, output = _run_mtail(mtail, progs, key, None)
     if status != 0:
-        return [Problem(progs, 1, "", f"mtail --compile_only fails: {compile_error(output)}")]
-    if not wl.sample_log.is_file():
+        return compile_problems(output, wl.folder / "mtail")
+    try:
+        log = read_input_bytes(wl.sample_log, MAX_LOG_BYTES, "sample log")
+    except InputError:
         return []  # reported by static_problems
-    status, output = _run_mtail(mtail, progs, key, str(wl.sample_log), wl.sample_log.read_bytes())
+    if not log.strip():
+        return []  # empty: reported by static_problems
+    status, output = _run_mtail(mtail, progs, key, str(wl.sample_log), log)
     if status != 0:
         return [Problem(str(wl.sample_log), 1, "", f"mtail --one_shot over the sample fails: {output[:300]}")]
     exported = {m["name"] for m in map(SAMPLE_NAME.match, output.splitlines()) if m}

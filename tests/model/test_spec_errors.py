@@ -209,6 +209,57 @@ def test_missing_policy_file(tmp_path, capsys):
     assert code == 2 and "nope.yaml:1: cannot read file" in err
 
 
+# --- inputs read with a bound: size, file kind, YAML aliases and nesting -----------------------------------
+
+
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda tmp: Path("/dev/zero"), "/dev/zero:1: is not a regular file (a device, pipe or socket)"),
+        (lambda tmp: tmp, ":1: is a folder, not a file: give the file's path"),
+        (lambda tmp: write(tmp, "x: " + "y" * (1024 * 1024) + "\n"), "more than the 1 MiB an input may have"),
+        (lambda tmp: write(tmp, BILLION_LAUGHS), ":1: more than 100,000 values once the aliases (*name) are expanded"),
+        (lambda tmp: write(tmp, "a: &a [*a]\n"), ":1: nested more than 64 levels deep"),
+        (lambda tmp: write(tmp, "[" * 100_000), ":1: nested more than 64 levels deep"),
+        (lambda tmp: write(tmp, "x:\n" + "".join(" " * i + "- \n" for i in range(0, 200, 2))), "levels deep"),
+    ],
+    ids=["dev-zero", "folder", "huge", "alias-bomb", "recursive-alias", "deep-flow", "deep-block"],
+)
+def test_an_input_that_could_eat_the_machine_is_refused_at_once(tmp_path, capsys, make, expected):
+    """/dev/zero as the policy filled 23 GB, an alias bomb never finished: both are refused before they are read."""
+    code = main(["validate", "--policy", str(make(tmp_path))])
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err and "Traceback" not in err, err
+
+
+def write(tmp: Path, text: str) -> Path:
+    path = tmp / "fleet.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_named_pipe_as_the_policy_does_not_block(tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "fleet.yaml"
+    os.mkfifo(fifo)
+    assert main(["validate", "--policy", str(fifo)]) == 2  # no writer: reading it would wait for ever
+    assert f"{fifo}:1: is not a regular file" in capsys.readouterr().err
+
+
+def test_anchors_and_merge_keys_a_policy_may_use_still_work(tmp_path, capsys):
+    text = GOOD.replace("gpu_pool: {", "gpu_pool: &pool {").replace("t4: {max_nodes: 3}", "t4: {<<: *pool}")
+    code, err = run_validate(tmp_path, text, capsys)
+    # only the stack files are missing (the test gives none): the alias and the merge key were read
+    assert code == 2 and err.count("missing: every cluster needs its stack config file") == 3, err
+    assert "aliases" not in err and "levels deep" not in err and "unknown key" not in err
+
+
 def test_cli_entry_point_exits_2_without_traceback(tmp_path):
     import subprocess
     import sys

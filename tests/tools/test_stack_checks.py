@@ -65,6 +65,20 @@ def test_the_fixture_fleet_is_clean(fleet_dir, capsys):
         ("fix-magnum", {"gpu-fleet__storageClass": None}, "gpu-fleet:storageClass: required on fix-magnum"),
         ("fix-magnum", {"gpu-fleet__magnum": {"image": "fcos"}}, "config.gpu-fleet:magnum.kubeTag: missing kubeTag"),
         ("fix-gke", {"project": "x"}, "config.project: config keys are namespaced"),
+        ("fix-gke", {"gpu-fleet__storageClas": "ssd"}, "(did you mean 'gpu-fleet:storageClass'?)"),
+        ("fix-eks", {"pulumi__disable-default-providers": None}, "config.pulumi:disable-default-providers: missing"),
+        ("fix-eks", {"pulumi__disable-default-providers": ["aws"]}, 'disable-default-providers: must be ["*"]'),
+        ("fix-eks", {"aws__region": "us-east-1"}, "config.aws:region: 'us-east-1' contradicts the policy"),
+        ("fix-gke", {"gcp__zone": "europe-west4-b"}, "config.gcp:zone: 'europe-west4-b' contradicts the policy"),
+        ("fix-gke", {"gcp__region": "us-central1"}, "which says 'europe-west4' for fix-gke"),
+        ("fix-aks", {"azure-native__location": "eastus"}, "config.azure-native:location: 'eastus' contradicts"),
+        ("fix-lab", {"gpu-fleet__kubeconfig": {"secure": 123}}, "config.gpu-fleet:kubeconfig.secure: `secure:` holds"),
+        ("fix-gke", {"gcp__project": {"secure": ""}}, "config.gcp:project.secure: `secure:` holds the encrypted"),
+        (
+            "fix-gke",
+            {"gpu-fleet__workloadSecrets": {"w": {"K": {"secure": "v1:a", "note": "x"}}}},
+            "config.gpu-fleet:workloadSecrets.w.K.secure: `secure:` holds",
+        ),
     ],
 )
 def test_a_bad_stack_file_is_refused_with_its_line(fleet_dir, capsys, stack, changes, fragment):
@@ -73,6 +87,22 @@ def test_a_bad_stack_file_is_refused_with_its_line(fleet_dir, capsys, stack, cha
         status, err = run(fleet_dir, capsys, command)
         assert status == 2, err
         assert fragment in err and f"{path}:" in err, err
+
+
+@pytest.mark.parametrize(
+    ("top", "fragment"),
+    [
+        ("configuration", "configuration: unknown top-level key of a stack file (did you mean 'config'?)"),
+        ("secretprovider", "(did you mean 'secretsprovider'?)"),
+        ("settings", "settings: unknown top-level key of a stack file (Pulumi reads config, secretsprovider"),
+    ],
+)
+def test_a_stack_files_top_level_keys_are_pulumis(fleet_dir, capsys, top, fragment):
+    """`configuration:` instead of `config:`: the Pulumi CLI would ignore every setting under it without a word."""
+    path = fleet_dir / "stacks" / "Pulumi.fix-gke.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("config:", f"{top}:", 1), encoding="utf-8")
+    status, err = run(fleet_dir, capsys)
+    assert status == 2 and fragment in err and f"{path}:1: " in err, err
 
 
 def test_half_plain_workload_secrets_are_refused_without_showing_the_value(fleet_dir, capsys):
@@ -184,13 +214,18 @@ def test_a_secret_that_is_not_the_expected_json_is_refused_without_echoing_it(fl
 
 
 def test_values_the_program_accepts_are_accepted(fleet_dir, capsys):
-    """What `pulumi config set` writes without --path (JSON text), capitalised booleans, an empty config."""
+    """What `pulumi config set` writes without --path (JSON text), capitalised booleans, a config of nothing but the
+    disabled default providers, the region the policy gives, the stack file's other top-level keys."""
     set_config(
         fleet_dir, "fix-eks", **{"gpu-fleet__subnetIds": '["subnet-1", "subnet-2"]', "gpu-fleet__protect": "True"}
     )
     set_config(fleet_dir, "fix-eks", **{"gpu-fleet__federationSourceRanges": '["10.10.0.0/16"]'})
+    set_config(fleet_dir, "fix-eks", **{"pulumi__disable-default-providers": '["*"]', "aws__region": "eu-west-1"})
+    set_config(fleet_dir, "fix-gke", **{"gcp__region": "europe-west4", "gcp__zone": "europe-west4-a"})
     status, err = run(fleet_dir, capsys)
     assert status == 0, err
-    (fleet_dir / "stacks" / "Pulumi.fix-eks.yaml").write_text("config:\n", encoding="utf-8")
+    (fleet_dir / "stacks" / "Pulumi.fix-eks.yaml").write_text(
+        'encryptionsalt: v1:abc\nconfig:\n  pulumi:disable-default-providers: ["*"]\n', encoding="utf-8"
+    )
     status, err = run(fleet_dir, capsys)
     assert status == 0, err

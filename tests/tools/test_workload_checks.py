@@ -66,15 +66,55 @@ def test_a_missing_or_unterminated_sample_log(workloads):
     found = problems_of(workloads, None)
     assert any("tracker/sample.log:1: missing" in p for p in found)
     assert any("fitter/sample.log:1: the last line has no newline" in p for p in found)
+    (workloads / "fitter" / "sample.log").write_text("fit duration_seconds=0.25\nfit", encoding="utf-8")
+    assert any("fitter/sample.log:2: the last line has no newline" in p for p in problems_of(workloads, None))
 
 
 def test_a_program_that_does_not_compile_under_real_mtail(workloads):
     mtail = require_tool("mtail")
     program = workloads / "tracker" / "mtail" / "tracker.mtail"
     program.write_text(program.read_text() + "\n/unclosed {\n", encoding="utf-8")
+    lines = program.read_text().count("\n")
     found = problems_of(workloads, mtail)
-    (failed,) = [p for p in found if "tracker/mtail:1: mtail --compile_only fails: " in p]
-    assert "compile failed for tracker.mtail" in failed and "mtail version" not in failed, failed
+    # at the program and the line mtail names, not at the folder's first line
+    failed = [p for p in found if f"tracker/mtail/tracker.mtail:{lines}: mtail cannot compile it: " in p]
+    assert failed and all("mtail version" not in p and "compile failed for" not in p for p in failed), found
+    assert "Unterminated regular expression" in failed[0], failed
+
+
+def test_mtail_errors_are_located_at_each_program_and_line():
+    from fleet.tools.workload_checks import compile_problems
+
+    stderr = (
+        "I1125 16:21:22.109151   10798 main.go:116] mtail version 3.0.0\n"
+        "E1125 16:21:22.109923   10798 main.go:226] compile failed for a.mtail:\n"
+        "a.mtail:4:3-5: Identifier `bar' not declared.\n"
+        "\tTry adding `counter bar' to the top of the program.\n"
+    )
+    (found,) = compile_problems(stderr, Path("w/mtail"))
+    assert str(found) == (
+        "w/mtail/a.mtail:4: mtail cannot compile it: Identifier `bar' not declared. Try adding `counter bar' to the "
+        "top of the program."
+    )
+    (unknown,) = compile_problems("E1125 1:2:3.4 1 main.go:1] out of memory\n", Path("w/mtail"))
+    assert str(unknown) == "w/mtail:1: mtail --compile_only fails: out of memory"
+
+
+def test_an_empty_sample_log_says_it_is_empty(workloads):
+    (workloads / "fitter" / "sample.log").write_text("", encoding="utf-8")
+    (workloads / "tracker" / "sample.log").write_text("\n\n", encoding="utf-8")
+    found = problems_of(workloads, shutil.which("mtail"))
+    assert any("fitter/sample.log:1: is empty: put a real log" in p for p in found), found
+    assert any("tracker/sample.log:1: is empty" in p for p in found), found
+    assert not any("no newline" in p or "yields no" in p for p in found), found
+
+
+def test_a_sample_log_that_is_not_a_file_is_refused(workloads):
+    log = workloads / "fitter" / "sample.log"
+    log.unlink()
+    log.symlink_to("/dev/zero")
+    found = problems_of(workloads, shutil.which("mtail"))
+    assert any("fitter/sample.log:1: is not a regular file" in p for p in found), found
 
 
 def test_a_sample_that_yields_no_declared_metric_under_real_mtail(workloads):

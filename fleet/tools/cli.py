@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fleet.model.errors import InputError
 from fleet.model.input_files import read_input_text
@@ -90,9 +90,13 @@ def _plan_selected(args: argparse.Namespace, what: str) -> tuple[Fleet, list[Sta
 def _check_output_file(path: Path, flag: str) -> None:
     """An output file's folder must exist and the path must not be a folder: said before any work is done."""
     from fleet.model.errors import Problem
+    from fleet.tools.render import source_tree_problem
 
     if path.is_dir():
         raise InputError([Problem(str(path), 1, flag, "is a folder: give a file name")])
+    in_sources = source_tree_problem(path)
+    if in_sources:
+        raise InputError([Problem(str(path), 1, flag, in_sources)])
     if not path.parent.is_dir():
         raise InputError([Problem(str(path), 1, flag, f"the folder {path.parent} does not exist")])
 
@@ -182,7 +186,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Query the central Prometheus over a window and write the benchmark report (fleet/report/report.py): 0 when the
     report was written, 1 when it could not be made, 2 on bad input."""
     from fleet.report.report import ReportError, ReportRequest, build, utc, write_report
+    from fleet.tools.render import source_tree_problem
 
+    in_sources = source_tree_problem(args.out)
+    if in_sources:
+        print(f"report: --out {args.out} {in_sources}; no report written", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         report = build(ReportRequest.from_namespace(args))
     except ReportError as exc:
@@ -363,10 +372,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return run(args)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that never takes an abbreviation for a longer flag: ``--stack`` on a command without it is an error,
+    not ``--stacks-dir`` (argparse's ``allow_abbrev``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="python -m fleet", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="python -m fleet", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--policy", type=Path, default=POLICY_FILE, help="policy file (default: policy/fleet.yaml)")
@@ -444,8 +461,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a subcommand; bad input is reported without a traceback and exits 2."""
-    args = build_parser().parse_args(argv)
+    """Run a subcommand; bad input is reported without a traceback and exits 2, Ctrl-C ends it with one line and 130
+    (``argv`` None: the real command line, which also gets the SIGINT handling of ``fleet.tools.interrupts``)."""
+    from fleet.tools import interrupts
+
+    if argv is None:
+        interrupts.install()
+    try:
+        args = _parse(build_parser(), argv)
+        interrupts.pause_for_tests("command")
+        return _run(args)
+    except KeyboardInterrupt:
+        command = " ".join(["fleet", *(sys.argv[1:2] if argv is None else argv[:1])])
+        if argv is None:
+            interrupts.leave(command)  # does not return: the engine's threads are not waited for
+        print(f"{command}: stopped by Ctrl-C (exit {interrupts.EXIT_INTERRUPTED})", file=sys.stderr)
+        return interrupts.EXIT_INTERRUPTED
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown option is an error of its subcommand, with the near miss among its options."""
+    from fleet.model.errors import did_you_mean
+
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+        options = sorted(
+            o for a in command._actions for o in a.option_strings if a.help != argparse.SUPPRESS and o.startswith("--")
+        )
+        unknown = extra[0]
+        if not unknown.startswith("-"):
+            command.error(f"unexpected argument {unknown!r}: {args.command} takes options only ({', '.join(options)})")
+        near = did_you_mean(unknown.split("=", 1)[0], options)
+        command.error(f"{unknown!r} is not an option of {args.command}{near}; its options: {', '.join(options)}")
+    return args
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except InputError as exc:

@@ -66,6 +66,7 @@ from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.quantity import parse_quantity
 from fleet.model.spec import DEVICE_PLUGIN_CONFIG_LABEL, ROOT, Cluster, Fleet, GpuPool, load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
+from fleet.tools.kubeconfig_checks import check_kubeconfig
 
 # Where the infra stack puts things (components/kubernetes/infra.py: MONITORING_NS, NODE_AGENTS_NS, RELEASE; the
 # Helm release names of the device plugin and dcgm-exporter; components/kubernetes/gateway.py: GATEWAY_NAME). Kept
@@ -1394,6 +1395,7 @@ def kubeconfig_file(stack: str, given: Path | None, timeout: float = 120.0) -> I
 
 def api_client(path: Path) -> ApiClient:
     """An API client from a kubeconfig file, which is never written back; ``InputError`` if it is unusable."""
+    check_kubeconfig(path)  # bounded, and each problem at its line: the client would fail with a traceback
     configuration = Configuration()
     configuration.retries = 1
     try:

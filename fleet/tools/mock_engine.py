@@ -21,6 +21,8 @@ from pulumi.runtime.mocks import _resolve_callbacks
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
+from fleet.tools.interrupts import pause_for_tests
+
 MOCK_OUTPUTS = Path(__file__).with_name("mock_outputs.yaml")
 SECRET = "[secret]"
 UNKNOWN = "[unknown]"
@@ -144,6 +146,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         if request.type == "pulumi:pulumi:Stack":
             return resource_pb2.RegisterResourceResponse(urn=urn)
         _ensure_event_loop()  # deserialising resource references needs a loop on this thread
+        pause_for_tests("engine")  # a test interrupts the plan here, with the engine's threads running
         inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
         recorded, has_unknown = _as_written(inputs)
         if urn in self.registrations:

@@ -110,18 +110,48 @@ def rendered_files(plan: StackPlan) -> dict[str, str]:
 
 
 LOCK_FILE = ".render.lock"
+ROOT = Path(__file__).resolve().parents[2]
+# The repository's own folders: output never goes into them (`render --out policy` wrote into the source tree).
+SOURCE_FOLDERS = frozenset(
+    {".git", ".github", ".ci", "benchmarks", "components", "docs", "examples", "fleet", "policy", "stacks"}
+    | {"tests", "workloads", ".venv"}
+)
 _NEW = ".render-new."  # + stack: the folder being written
 _OLD = ".render-old."  # + stack: the previous output, while the new folder is renamed into place
 
 
+def source_tree_problem(out: Path) -> str | None:
+    """Why ``out`` is not a place for output (the repository itself, or a folder of its own sources), or None."""
+    where = out.resolve()
+    if where == ROOT or where in ROOT.parents:
+        return "is the repository itself (or above it): give a folder of its own, such as out/"
+    if ROOT in where.parents:
+        top = where.relative_to(ROOT).parts[0]
+        if top in SOURCE_FOLDERS:
+            return (
+                f"is inside the repository's own {top}/: output there would mix with the sources; "
+                "give a folder of its own, such as out/ (ignored by git)"
+            )
+    return None
+
+
 def out_problem(out: Path) -> str | None:
-    """Why ``out`` cannot be the output folder (it, or the nearest existing folder above it, is not a
-    directory), or None."""
+    """Why ``out`` cannot be the output folder, or None: it (or the nearest existing folder above it) is not a
+    directory, it lies in the repository's sources, or it holds files that no render wrote (a render replaces
+    folders in it: it never writes over files it does not own)."""
     if out.exists() and not out.is_dir():
         return f"--out {out} exists and is not a directory"
     existing = next((p for p in out.parents if p.exists()), None)
     if existing is not None and not existing.is_dir():
         return f"--out {out}: {existing} is not a directory"
+    in_sources = source_tree_problem(out)
+    if in_sources:
+        return f"--out {out} {in_sources}"
+    if out.is_dir() and not (out / LOCK_FILE).exists() and any(out.iterdir()):
+        return (
+            f"--out {out} holds files that no render wrote: give a new or empty folder, such as out/ (a render "
+            "replaces the stack folders in it)"
+        )
     return None
 
 

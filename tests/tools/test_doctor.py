@@ -1045,7 +1045,7 @@ def test_bad_kubeconfig_path_and_unknown_stack_exit_2_without_a_traceback(fleet,
     garbage = tmp_path / "garbage.yaml"
     garbage.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     assert main([*base, "--stack", cluster.name, "--kubeconfig", str(garbage)]) == 2
-    assert f"{garbage}:1: --kubeconfig: not a usable kubeconfig" in capsys.readouterr().err
+    assert f"{garbage}:1: contexts: no context: expected a kubeconfig such as" in capsys.readouterr().err
     assert main([*base, "--stack", "no-such-cluster", "--kubeconfig", str(garbage)]) == 2
     err = capsys.readouterr().err
     assert "no cluster named 'no-such-cluster'" in err and cluster.name in err and "Traceback" not in err

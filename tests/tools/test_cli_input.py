@@ -1,0 +1,184 @@
+"""Bad input at the command line: Ctrl-C ends any command with one line and exit 130 (sent for real to a running
+process, at a point it announces, so nothing races), flags are never abbreviated, output never goes into the
+sources, a malformed kubeconfig is located, an unknown --base is refused. A fixture fleet of the tests' own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from fleet.tools.cli import main
+from fleet.tools.interrupts import EXIT_INTERRUPTED, PAUSE_ENV
+from tests.conftest import FIXTURES, ROOT
+
+FLEET = FIXTURES / "fleet"
+ON_FIXTURE = [
+    "--policy",
+    str(FLEET / "fleet.yaml"),
+    "--stacks-dir",
+    str(FLEET / "stacks"),
+    "--workloads-dir",
+    str(FLEET / "workloads"),
+]
+LEAF = "fix-eks"  # a cluster of the fixture fleet
+WAIT_S = 120  # a generous bound for a loaded machine: the process is interrupted long before
+
+
+def interrupt_at(point: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m fleet ARGS``, wait until it says it reached ``point``, send it SIGINT; what it did."""
+    env = {**os.environ, PAUSE_ENV: point}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleet", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # blocks until the line comes (or the process ends without it)
+        seen.append(line)
+        if line.startswith(f"gpu-fleet: paused at {point}"):
+            break
+    else:
+        proc.wait(WAIT_S)
+        pytest.fail(f"never reached {point}: {''.join(seen)}")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=WAIT_S)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize(
+    ("point", "args"),
+    [
+        ("engine", ["plan", "--no-policy-pack", "--stack", LEAF, *ON_FIXTURE]),
+        ("engine", ["render", "--stack", LEAF, *ON_FIXTURE, "--out", "{out}"]),
+        ("command", ["validate", *ON_FIXTURE]),
+        ("command", ["doctor", "--stack", LEAF, "--kubeconfig", "/dev/null", *ON_FIXTURE]),
+        ("command", ["report", "--prometheus", "http://127.0.0.1:9", "--out", "{out}"]),
+        ("command", ["affected", "--all", *ON_FIXTURE]),
+    ],
+    ids=["plan-in-engine", "render-in-engine", "validate", "doctor", "report", "affected"],
+)
+def test_ctrl_c_ends_any_command_with_one_line_and_130(tmp_path, point, args):
+    out = tmp_path / "out"
+    done = interrupt_at(point, *(a.replace("{out}", str(out)) for a in args))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == EXIT_INTERRUPTED, done.stderr
+    assert lines == [f"fleet {args[0]}: stopped by Ctrl-C (exit {EXIT_INTERRUPTED})"], done.stderr
+    assert done.stdout == ""
+    assert not out.exists() or not any(p for p in out.iterdir() if not p.name.startswith(".")), "nothing written"
+
+
+def test_ctrl_c_in_process_returns_130_too(monkeypatch, capsys):
+    """Called as a function (tests, the console script's tests), an interrupt is returned, not raised."""
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("fleet.tools.cli.cmd_validate", interrupted)
+    assert main(["validate", *ON_FIXTURE]) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == f"fleet validate: stopped by Ctrl-C (exit {EXIT_INTERRUPTED})\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["validate", "--stack", "x"], "'--stack' is not an option of validate; its options: --help, --policy"),
+        (["plan", "--stakc", "x"], "'--stakc' is not an option of plan (did you mean '--stack'?)"),
+        (["plan", "--polic", "p.yaml"], "(did you mean '--policy'?)"),
+        (["render", "--ou", "x"], "the following arguments are required: --out"),
+        (["validate", "extra"], "unexpected argument 'extra': validate takes options only"),
+    ],
+)
+def test_flags_are_never_abbreviated(capsys, args, expected):
+    """`--stack` was silently taken as `--stacks-dir` by argparse's abbreviations."""
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and expected in err, err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["render", "--out", str(ROOT / "policy")], "is inside the repository's own policy/"),
+        (["render", "--out", str(ROOT / "workloads" / "new")], "is inside the repository's own workloads/"),
+        (["render", "--out", str(ROOT)], "is the repository itself"),
+        (["plan", "--json", str(ROOT / "policy" / "fleet.yaml")], "--json: is inside the repository's own policy/"),
+        (["report", "--prometheus", "http://127.0.0.1:9", "--out", str(ROOT / "docs")], "own docs/"),
+    ],
+    ids=["render-policy", "render-new-in-workloads", "render-root", "plan-json", "report"],
+)
+def test_output_never_goes_into_the_sources(capsys, args, expected):
+    before = sorted(p.name for p in (ROOT / "policy").iterdir())
+    assert main([*args, *(ON_FIXTURE[:2] if args[0] != "report" else [])]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err, err
+    assert sorted(p.name for p in (ROOT / "policy").iterdir()) == before
+    assert not (ROOT / "workloads" / "new").exists()
+
+
+def test_render_refuses_a_folder_of_other_files(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine\n", encoding="utf-8")
+    assert main(["render", *ON_FIXTURE, "--out", str(tmp_path)]) == 2
+    assert f"--out {tmp_path} holds files that no render wrote" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_render_into_its_own_earlier_output_is_fine(tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["render", "--stack", LEAF, *ON_FIXTURE, "--out", str(out)]
+    assert main(args) == 0
+    assert main(args) == 0, capsys.readouterr().err  # the folder holds the render's lock: its own output
+
+
+KUBECONFIG_CASES = {
+    "syntax": ("apiVersion: v1\nclusters: [\n", ":3: --kubeconfig: YAML syntax error"),
+    "empty": ("", ":1: is empty: expected a kubeconfig such as"),
+    "list": ("- a\n- b\n", ":1: is not a kubeconfig: expected"),
+    "contexts-not-a-list": ("apiVersion: v1\ncontexts: 5\n", ":2: contexts: must be a list of {name, context}"),
+    "unknown-current-context": (
+        "clusters: [{name: c, cluster: {server: 'https://10.0.0.1'}}]\n"
+        "contexts: [{name: lab, context: {cluster: c, user: u}}]\n"
+        "current-context: lba\n"
+        "users: [{name: u, user: {token: t}}]\n",
+        ":3: current-context: 'lba' is not a context of the file (did you mean 'lab'?) (its contexts: lab)",
+    ),
+    "context-names-no-cluster": (
+        "clusters: [{name: c, cluster: {server: 'https://10.0.0.1'}}]\n"
+        "contexts: [{name: lab, context: {cluster: d, user: u}}]\n"
+        "current-context: lab\n"
+        "users: [{name: u, user: {token: t}}]\n",
+        ":2: contexts[0].context.cluster: context 'lab' names cluster 'd', which the file does not define",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KUBECONFIG_CASES))
+def test_a_malformed_kubeconfig_is_located(tmp_path, capsys, case):
+    text, expected = KUBECONFIG_CASES[case]
+    kubeconfig = tmp_path / "kubeconfig.yaml"
+    kubeconfig.write_text(text, encoding="utf-8")
+    assert main(["doctor", "--stack", LEAF, "--kubeconfig", str(kubeconfig), *ON_FIXTURE]) == 2
+    err = capsys.readouterr().err
+    assert f"{kubeconfig}{expected}" in err and "Traceback" not in err, err
+    assert "nothing was checked" in err
+
+
+def test_a_device_as_kubeconfig_is_refused(capsys):
+    assert main(["doctor", "--stack", LEAF, "--kubeconfig", "/dev/zero", *ON_FIXTURE]) == 2
+    assert "/dev/zero:1: --kubeconfig: cannot read the kubeconfig: not a readable file" in capsys.readouterr().err
+
+
+def test_affected_with_a_base_git_does_not_know_is_refused(capsys):
+    """It previewed every stack and exited 0: a typo of a branch looked like a new branch."""
+    assert main(["affected", "--base", "nosuchref", *ON_FIXTURE]) == 2
+    err = capsys.readouterr().err
+    assert "affected: --base nosuchref: no branch, tag or commit of that name" in err, err
+    assert "such as main, origin/main or a commit id" in err

@@ -5,7 +5,8 @@ Kubernetes parses a CronJob's schedule with robfig/cron's standard parser: five 
 month, day of week), each a list of numbers, ranges, steps, ``*`` or ``?``, with month and weekday names
 (kubernetes/kubernetes pkg/controller/cronjob uses github.com/robfig/cron/v3 ParseStandard; cron/v3 parser.go
 getField, getRange and the month and dow name tables). croniter, which computes the runs here, also accepts ``L``,
-``W``, ``#`` and ``H``, which Kubernetes refuses, so the syntax is checked first.
+``W``, ``#`` and ``H``, which Kubernetes refuses, so the syntax is checked first. robfig/cron's descriptors
+(``@hourly``, ``@daily``... and ``@every 6h``) are Kubernetes' too.
 
 The longest gap tells how long "no run" is normal, which the probe alerts need. Minute and hour do not depend on the
 date in cron, so every day a schedule runs, it runs at the same times: the longest gap is the longest between two
@@ -14,6 +15,7 @@ runs of one day, or between the last run of a day and the first of the next day 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import itertools
 import re
@@ -32,10 +34,46 @@ _NAMES = {
 _TOKEN = re.compile(r"^(\*|\?|[0-9]+|[A-Za-z]{3})$")
 
 
+# robfig/cron's descriptors, which Kubernetes accepts too (ParseStandard takes them: cron/v3 parser.go
+# parseDescriptor), as the five fields they stand for; "@every <duration>" runs at a fixed interval instead.
+DESCRIPTORS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+EVERY = "@every "
+# A Go duration as time.ParseDuration reads it, in the units a schedule needs: 1h30m, 90m, 45s
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|m|s))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+EXAMPLES = "such as '0 3 * * 1' (minute hour day-of-month month day-of-week), '@daily' or '@every 6h'"
+
+
+def _every_seconds(expression: str) -> float:
+    """The interval of ``@every <duration>`` in seconds (``ValueError`` if it is no positive Go duration)."""
+    duration = expression[len(EVERY) :].strip()
+    if not _DURATION.match(duration):
+        raise ValueError(f"{expression!r}: {duration!r} is not a duration such as 90m, 6h or 1h30m")
+    seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(duration))
+    if seconds < 1:
+        raise ValueError(f"{expression!r}: the interval must be at least 1s")
+    return seconds
+
+
 def _check_syntax(expression: str) -> None:
+    if expression.startswith("@"):
+        close = difflib.get_close_matches(expression, [*DESCRIPTORS, EVERY.strip()], n=1)
+        near = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(
+            f"{expression!r} is not one of Kubernetes' descriptors{near}: {', '.join(DESCRIPTORS)} or @every <duration>"
+        )
     fields = expression.split()
     if len(fields) != 5:
-        raise ValueError(f"{expression!r} is not a 5-field cron schedule such as '0 3 * * 1'")
+        raise ValueError(f"{expression!r} is not a cron schedule {EXAMPLES}")
     for field in fields:
         for part in field.split(","):
             base, slash, step = part.partition("/")
@@ -76,6 +114,10 @@ def _runs_on(day: date, doms: list[int | str], months: list[int | str], dows: li
 def longest_gap_seconds(expression: str) -> float:
     """The longest time between two consecutive runs of the schedule, in seconds (``ValueError`` for a schedule
     Kubernetes would refuse, or one that never runs)."""
+    if expression.startswith(EVERY):
+        return _every_seconds(expression)
+    if expression in DESCRIPTORS:
+        return longest_gap_seconds(DESCRIPTORS[expression])
     _check_syntax(expression)
     (minutes, hours, doms, months, dows), _ = croniter.expand(expression)
     times = sorted(h * 3600 + m * 60 for h in _values(hours, range(24)) for m in _values(minutes, range(60)))

@@ -416,6 +416,14 @@ class _Checker:
         """A pod's last samples must reach the central before the pod ends: the central federates each leaf every
         federation_interval, and a benchmark or probe pod lingers LINGER_SECONDS after its last line."""
         interval = duration_seconds(self.spec.monitoring.federation_interval)
+        scrape = self.spec.monitoring.scrape_interval
+        if interval < duration_seconds(scrape):
+            self.report(
+                ("monitoring", "federation_interval"),
+                f"{self.spec.monitoring.federation_interval} is below the scrape_interval {scrape}: federating more "
+                f"often than the leaves scrape fetches the same samples again; use {scrape} or more, such as "
+                "federation_interval: 60s with scrape_interval: 30s",
+            )
         if interval >= pod_contract.LINGER_SECONDS:
             self.report(
                 ("monitoring", "federation_interval"),

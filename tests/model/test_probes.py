@@ -71,7 +71,10 @@ def test_per_pool_settings_and_short_forms(tmp_path):
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
-        (("gpus: [t4, l4]", "gpus: {t4: {probe: {schedule: '0 3 * *'}}}"), "is not a 5-field cron schedule"),
+        (
+            ("gpus: [t4, l4]", "gpus: {t4: {probe: {schedule: '0 3 * *'}}}"),
+            "is not a cron schedule such as '0 3 * * 1'",
+        ),
         (("gpus: [t4, l4]", "gpus: {t4: {probe: {schedule: '61 3 * * *'}}}"), "is not a valid cron schedule"),
         (("gpus: [t4, l4]", "gpus: {t4: {probe: {scale_up_alert_after: 10 minutes}}}"), "should match pattern"),
         (("gpus: [t4, l4]", "gpus: {t4: {probe: {every: 1h}}}"), "unknown key"),
@@ -139,8 +142,57 @@ def test_schedules_kubernetes_would_refuse(schedule, fragment):
 
 def test_check_cron():
     assert check_cron("0 3 * * 1") == "0 3 * * 1"
-    with pytest.raises(ValueError, match="5-field"):
-        check_cron("@daily")
+    with pytest.raises(ValueError, match=re.escape("is not a cron schedule such as '0 3 * * 1'")):
+        check_cron("0 3 * *")
+
+
+@pytest.mark.parametrize(
+    ("schedule", "gap_hours"),
+    [
+        ("@hourly", 1),
+        ("@daily", 24),
+        ("@midnight", 24),
+        ("@weekly", 7 * 24),
+        ("@monthly", 31 * 24),
+        ("@yearly", 366 * 24),
+        ("@annually", 366 * 24),
+        ("@every 6h", 6),
+        ("@every 1h30m", 1.5),
+    ],
+)
+def test_descriptors_kubernetes_accepts_are_accepted(schedule, gap_hours):
+    """Kubernetes validates a CronJob's schedule with robfig/cron's ParseStandard (pkg/apis/batch/validation
+    validateScheduleFormat), taking these descriptors (cron/v3 parser.go parseDescriptor): `@hourly` was refused."""
+    assert check_cron(schedule) == schedule
+    assert longest_gap_seconds(schedule) == pytest.approx(gap_hours * 3600)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "fragment"),
+    [
+        ("@houly", "is not one of Kubernetes' descriptors (did you mean '@hourly'?)"),
+        ("@reboot", "is not one of Kubernetes' descriptors: @yearly, @annually"),
+        ("@Hourly", "(did you mean '@hourly'?)"),  # robfig/cron matches descriptors case-sensitively
+        ("@every 1d", "'1d' is not a duration such as 90m, 6h or 1h30m"),
+        ("@every 0s", "at least 1s"),
+    ],
+)
+def test_descriptors_kubernetes_refuses_are_refused(schedule, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        check_cron(schedule)
+
+
+def test_a_workload_scheduled_hourly_is_a_cronjob(tmp_path):
+    text = GOOD.replace("gpus: [t4]", "gpus: {t4: {probe: {schedule: '@hourly'}}}")
+    fleet = fleet_of(tmp_path, text)
+    (pool,) = fleet.clusters["cern-main"].pools
+    assert pool.probe is not None and pool.probe.schedule == "@hourly"
+
+
+def test_a_federation_interval_below_the_scrape_interval_is_refused(tmp_path):
+    text = GOOD.replace("clusters:", "monitoring: {scrape_interval: 30s, federation_interval: 10s}\nclusters:", 1)
+    assert "monitoring.federation_interval: 10s is below the scrape_interval 30s" in problems(tmp_path, text)
+    fleet_of(tmp_path, text.replace("federation_interval: 10s", "federation_interval: 30s"))
 
 
 def test_a_federation_interval_as_long_as_a_pods_linger_is_refused(tmp_path):

@@ -18,12 +18,56 @@ class StrictModel(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid", strict=False)
 
 
+# What each pattern of the input models means, in the user's words with an example: a message never shows a
+# regular expression.
+PATTERN_WORDS = {
+    r"^[0-9]+[smh]$": "a whole number of seconds, minutes or hours, such as 30s, 5m or 2h",
+    r"^[0-9]+[hdwy]$": "a whole number of hours, days, weeks or years, such as 12h, 7d or 1y",
+    r"^[0-9]+(Gi|Ti)$": "a size in Gi or Ti, such as 100Gi",
+    r"^[1-9][0-9]{0,3}m$": "whole minutes, such as 5m",
+    r"^1\.[0-9]{2}$": 'a Kubernetes minor version in quotes, such as "1.33"',
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$": "a Kubernetes name: lower-case letters, digits and '-', such as my-claim",
+    r"^https://[^\s/]+(/[^\s]*)?$": "an https:// URL, such as https://gitlab.example.org",
+    r"^[1-7]g\.[0-9]+gb$": "a MIG profile such as 1g.5gb",
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$": "a name of letters, digits, '_', '.' and '-', such as cern-it",
+}
+# pydantic's names of plain types, as a policy file writes them
+TYPE_WORDS = {
+    "dict_type": "a mapping of keys to values (key: value lines, or {key: value})",
+    "model_type": "a mapping of keys to values (key: value lines, or {key: value})",
+    "list_type": "a list ([a, b] or lines starting with '- ')",
+    "int_type": "a whole number, such as 2",
+    "int_parsing": "a whole number, such as 2",
+    "int_from_float": "a whole number, such as 2",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "text, such as a name in quotes",
+    "float_type": "a number, such as 0.5",
+    "float_parsing": "a number, such as 0.5",
+}
+
+
+def _given(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _message(error: Any) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         return "unknown key (check the spelling)"
     if kind == "missing":
         return "required key is missing"
+    if kind == "string_pattern_mismatch":
+        pattern = str((error.get("ctx") or {}).get("pattern", ""))
+        words = PATTERN_WORDS.get(pattern, "a value of the documented form (see policy/fleet.schema.json)")
+        return f"expected {words}, not {_given(error.get('input'))}"
+    if kind in TYPE_WORDS:
+        return f"expected {TYPE_WORDS[kind]}, not {_given(error.get('input'))}"
     msg = str(error["msg"])
     return msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
 

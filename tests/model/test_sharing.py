@@ -76,7 +76,7 @@ def test_a_shared_pool_runs_no_sweep_point_and_its_sweep_pools_are_whole(tmp_pat
         ("{sharing: {time_slicing: 49}}", "", "less than or equal to 48"),
         ("{sharing: {time_slicing: 2, mig: 1g.5gb}}", "", "give exactly one of time_slicing"),
         ("{sharing: {}}", "", "give exactly one of time_slicing"),
-        ("{sharing: {mig: 1G.5GB}}", "", "string should match pattern"),
+        ("{sharing: {mig: 1G.5GB}}", "", "expected a mig profile such as 1g.5gb, not"),
         (
             "{}",
             "  aws:\n    eks-s:\n      region: us-east-1\n      gpus: {a10g: {sharing: {mig: 1g.5gb}}}\n",

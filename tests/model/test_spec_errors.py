@@ -63,8 +63,33 @@ def test_wrong_type(tmp_path, capsys):
         capsys,
         GOOD.replace("{max_nodes: 3}", "{max_nodes: many}"),
         "fleet.yaml:17: clusters.aws.eks-a.gpus.t4.max_nodes:",
-        "integer",
+        "expected a whole number, such as 2, not 'many'",
     )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "gpu_pool: {min_nodes: 0",
+            "gpu_pool: {scale_down_after: 5 minutes, min_nodes: 0",
+            "defaults.gpu_pool.scale_down_after: expected whole minutes, such as 5m, not '5 minutes'",
+        ),
+        ("    gke-a:\n", "    gke-b: 5\n    gke-a:\n", "clusters.gcp.gke-b: expected a mapping of keys to values"),
+        ("      central: true", "      central: yes please", "central: expected true or false, not 'yes please'"),
+        ("gpu_pool: {", "kubernetes_version: 1.33\n  gpu_pool: {", "kubernetes_version: expected text, such as a name"),
+        (
+            "gpu_pool: {",
+            "kubernetes_version: '1.3'\n  gpu_pool: {",
+            'expected a Kubernetes minor version in quotes, such as "1.33"',
+        ),
+    ],
+    ids=["pattern", "class-name", "bool", "number-for-text", "version"],
+)
+def test_messages_speak_the_users_words(tmp_path, capsys, old, new, expected):
+    """No regular expression and no class name (`instance of ClusterSettings`) reaches the user."""
+    err = bad(tmp_path, capsys, GOOD.replace(old, new, 1), expected)
+    assert "pattern" not in err and "instance of" not in err and "Settings" not in err and "^" not in err, err
 
 
 def test_negative_node_count(tmp_path, capsys):

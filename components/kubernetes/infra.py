@@ -247,6 +247,15 @@ def parse_alert_receiver(text: str) -> dict[str, Any]:
     return receiver
 
 
+def leaf_retention_size(storage: str) -> str:
+    """The leaf Prometheus' ``retentionSize`` for an emptyDir of ``storage`` (``10Gi``): 80% of it, in Prometheus'
+    base-2 units (prometheus docs/storage.md: "Units supported: B, KB, MB, GB ... Based on powers-of-2"; the WAL and
+    head chunks count towards it), so it deletes old blocks before the kubelet evicts the pod for exceeding the
+    volume's size limit."""
+    gib = int(storage.removesuffix("Gi"))
+    return f"{gib * 1024 * 8 // 10}MB"
+
+
 def prometheus_values(
     cluster: Cluster,
     fleet: Fleet,
@@ -263,10 +272,11 @@ def prometheus_values(
     The value keys are those of kube-prometheus-stack 79.5.0 (charts/kube-prometheus-stack/values.yaml at tag
     kube-prometheus-stack-79.5.0) and its subcharts grafana and kube-state-metrics 6.4.1.
 
-    A leaf's Prometheus keeps its TSDB in the operator's emptyDir (no ``storageSpec``), deliberately for now: the
-    central federates what the fleet keeps every ``federation_interval``, so a rescheduled leaf loses only its own
-    local history; and a volume would leave Prometheus Pending wherever the cluster has no default StorageClass
-    (EKS leaves get no EBS CSI driver, Magnum and existing clusters have none) until leaves name one.
+    A leaf's Prometheus keeps its TSDB in an emptyDir bounded to ``monitoring.leaf_storage`` and deletes its oldest
+    blocks at 80% of it (``retentionSize``), so a week of data never fills the system node's disk and gets the pod
+    evicted: the central federates what the fleet keeps every ``federation_interval``, so a rescheduled leaf loses
+    only its own local history; and a volume would leave Prometheus Pending wherever the cluster has no default
+    StorageClass (EKS leaves get no EBS CSI driver, Magnum and existing clusters have none).
     """
     mon = fleet.monitoring
     selectors_nil = {
@@ -294,6 +304,10 @@ def prometheus_values(
         if storage_class:
             claim["storageClassName"] = storage_class
         spec["storageSpec"] = {"volumeClaimTemplate": {"spec": claim}}
+    else:
+        spec["storageSpec"] = {"emptyDir": {"sizeLimit": mon.leaf_storage}}
+        spec["retentionSize"] = leaf_retention_size(mon.leaf_storage)
+    if cluster.central:
         spec["additionalScrapeConfigs"] = scrape_configs or []
         spec["secrets"] = secrets or []
         metrics = prometheus.workload_metrics(fleet.workloads)

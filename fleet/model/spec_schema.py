@@ -343,6 +343,12 @@ class Monitoring(StrictModel):
     leaf_retention: str = pydantic.Field(default="7d", pattern=r"^[0-9]+[hdwy]$")
     central_retention: str = pydantic.Field(default="180d", pattern=r"^[0-9]+[hdwy]$")
     central_storage: str = pydantic.Field(default="100Gi", pattern=r"^[0-9]+(Gi|Ti)$")
+    leaf_storage: str = pydantic.Field(
+        default="10Gi",
+        pattern=r"^[0-9]+Gi$",
+        description="Disk a leaf Prometheus may fill on its node: the size limit of its emptyDir volume; it deletes its "
+        "oldest data at 80% of it (retentionSize), before the kubelet would evict it, whatever leaf_retention says.",
+    )
 
 
 class FleetFile(StrictModel):

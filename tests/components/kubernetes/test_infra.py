@@ -63,6 +63,16 @@ def test_central_volume_uses_the_stack_storage_class(magnum, gke):
     assert "storageClassName" not in claim["spec"]
 
 
+def test_a_leaf_prometheus_is_bounded_to_its_storage_and_trims_before_eviction(tmp_path: Path):
+    policy = GKE_CENTRAL + "    gke-leaf: {zone: us-central1-a, gpus: [t4]}\nmonitoring: {leaf_storage: 4Gi}\n"
+    leaf = plan_one(tmp_path, policy, "gke-leaf", GCP)
+    spec = release(leaf, "kps")["values"]["prometheus"]["prometheusSpec"]
+    assert spec["storageSpec"] == {"emptyDir": {"sizeLimit": "4Gi"}}
+    # 80% of 4 GiB in Prometheus' base-2 units, whatever leaf_retention keeps
+    assert spec["retentionSize"] == "3276MB" and 3276 * 2**20 < 0.81 * 4 * 2**30
+    assert spec["retention"] == "7d"
+
+
 def test_central_without_a_storage_class_on_magnum_is_refused(tmp_path: Path, capsys):
     config = {k: v for k, v in MAGNUM.items() if k != "gpu-fleet:storageClass"}
     policy, stacks = write_policy(tmp_path, MAGNUM_CENTRAL, {"os-central": config})

@@ -103,7 +103,8 @@ def _check_output_file(path: Path, flag: str) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Run the program per stack under the mock engine and show what it would create."""
-    from fleet.tools.summary import render_stack
+    from fleet.model.prices import load_prices
+    from fleet.tools.summary import render_plan, totals_json
 
     started = time.perf_counter()
     if args.json is not None:
@@ -122,8 +123,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
         for plan in plans:
             plan.findings += found.get(plan.stack, [])
-    for plan in plans:
-        print(render_stack(plan, fleet))
+    prices = load_prices(args.prices)
+    print(render_plan(plans, fleet, prices))
     total = sum(len(p.registrations) for p in plans)
     mandatory = sum(1 for p in plans for f in p.findings if f.level == "mandatory")
     print(
@@ -134,7 +135,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         try:
             Path(args.json).write_text(
-                json.dumps({"stacks": [p.as_dict() for p in plans]}, indent=1, default=str), encoding="utf-8"
+                json.dumps(
+                    {"stacks": [p.as_dict() for p in plans], "totals": totals_json(plans, fleet, prices)},
+                    indent=1,
+                    default=str,
+                ),
+                encoding="utf-8",
             )
         except OSError as exc:
             print(f"plan: cannot write {args.json}: {exc.strerror or exc}", file=sys.stderr)
@@ -398,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", nargs="+", action="extend", metavar="NAME", help="plan only these stacks (default: all)")
     p.add_argument("--json", type=Path, help="write the whole plan as JSON to this file")
     p.add_argument("--no-policy-pack", action="store_true", help="skip the CrossGuard policy pack (policy/)")
+    p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("schema", help="write policy/fleet.schema.json (--check: verify it is current)")
     p.add_argument("--check", action="store_true")

@@ -1,5 +1,5 @@
 """Command line of gpu-fleet: ``python -m fleet validate | plan | render | schema | images | report | affected |
-doctor``.
+doctor | cards``.
 
 Exit status: 0 fine, 1 the plan found mandatory violations or the engine would fail, 2 bad input.
 """
@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleet.model.catalogue import CLOUDS
 from fleet.model.errors import InputError
 from fleet.model.input_files import read_input_text
 from fleet.model.spec import POLICY_FILE, Fleet, load_fleet
@@ -370,6 +371,17 @@ def _check_pins(
     return EXIT_OK
 
 
+def cmd_cards(args: argparse.Namespace) -> int:
+    """Print the catalogue's cards, their machines and prices per hour (fleet/tools/cards.py)."""
+    from fleet.model.catalogue import load_catalogue
+    from fleet.report.costs import load_prices
+    from fleet.tools.cards import card_offers, render_cards
+
+    prices = load_prices(args.prices)
+    print(render_cards(card_offers(load_catalogue(), prices, args.cloud, args.card, args.retired), prices))
+    return EXIT_OK
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Inspect the live cluster of ``--stack``, read-only, and print one table (fleet/tools/doctor.py): 0 when all is
     well, 1 with each problem named and its likely fix, 2 on bad input."""
@@ -439,6 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("cards", help="the catalogue's cards: machines, cards per machine, prices per hour")
+    p.add_argument("--cloud", choices=CLOUDS, help="only this cloud's machines")
+    p.add_argument("--card", metavar="NAME", help="only this card (t4, a100, tpu-v5e...)")
+    p.add_argument("--retired", action="store_true", help="also the retired offers, with their alternatives")
+    p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_cards)
     from fleet.tools.affected import FORMATS, ROOT
 
     p = sub.add_parser("affected", help="the stacks a change touches, central last (CI matrices)")

@@ -178,9 +178,11 @@ def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
     return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
-def money(value: float | None) -> str:
-    """A price per hour to two significant digits, or ``price unknown``."""
-    return PRICE_UNKNOWN if value is None else approximate(value, 2)
+def money(value: float | None, currency: str = "") -> str:
+    """A price per hour to two significant digits (``2.8 USD/h`` with ``currency``), or ``price unknown``."""
+    if value is None:
+        return PRICE_UNKNOWN
+    return f"{approximate(value, 2)} {currency}/h" if currency else approximate(value, 2)
 
 
 def _counts(label: str, counts: Counter[str]) -> list[str]:
@@ -226,7 +228,7 @@ def render_stack(plan: StackPlan, fleet: Fleet, prices: PriceTable, totals: Stac
         if p.card and 0 < p.smallest_request < p.cards_per_machine:
             lines.append(
                 f"  note: {p.name}: a job asking for {p.smallest_request} card(s) starts a whole {p.machine_type} of "
-                f"{p.cards_per_machine} cards, {money(p.machine_per_hour)} {currency}/h"
+                f"{p.cards_per_machine} cards, {money(p.machine_per_hour, currency)}"
             )
     cloud = Counter(r.type.rsplit(":", 1)[-1] for r in plan.registrations if not r.type.startswith("kubernetes:"))
     kinds = Counter(r.type.rsplit(":", 1)[-1] for r in plan.registrations if r.type.startswith("kubernetes:"))

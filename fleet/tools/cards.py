@@ -2,7 +2,7 @@
 hourly price from the price table (like SkyPilot's ``sky show-gpus``).
 
 The machines are the catalogue's (fleet/model/catalogue.yaml: each offer's machine and its other sizes); the prices
-the report's (fleet/report/prices.yaml), dated observations for one region each. A machine the table does not price
+the price table's (fleet/model/prices.yaml), dated observations for one region each. A machine the table does not price
 says so; a retired offer is shown only with ``--retired``, with its date and alternatives.
 """
 
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from fleet.model.catalogue import CATALOGUE_FILE, Catalogue
 from fleet.model.errors import InputError, Problem
-from fleet.report.costs import PriceTable, approximate
+from fleet.model.prices import PriceTable
+from fleet.report.costs import approximate
 
 UNKNOWN = "unknown"
 

@@ -374,7 +374,7 @@ def _check_pins(
 def cmd_cards(args: argparse.Namespace) -> int:
     """Print the catalogue's cards, their machines and prices per hour (fleet/tools/cards.py)."""
     from fleet.model.catalogue import load_catalogue
-    from fleet.report.costs import load_prices
+    from fleet.model.prices import load_prices
     from fleet.tools.cards import card_offers, render_cards
 
     prices = load_prices(args.prices)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import yaml
 
 from fleet.model.catalogue import load_catalogue
-from fleet.report.costs import PRICES_FILE, approximate, load_prices
+from fleet.model.prices import PRICES_FILE, load_prices
+from fleet.report.costs import approximate
 from fleet.tools.cards import UNKNOWN, card_offers, render_cards
 from fleet.tools.cli import main
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pydantic
 
 from fleet.model.catalogue import Catalogue, load_catalogue
-from fleet.model.spec import Fleet
+from fleet.model.spec import Fleet, GpuPool
 from fleet.model.validation import StrictModel, validate_document
 from fleet.model.yaml_source import read_yaml
 
@@ -80,6 +80,11 @@ class PriceTable:
         """The entry of a machine (with its accelerator where priced apart), or None if the table has none."""
         return self.entries.get((cloud, machine_type, accelerator_type)) or self.entries.get((cloud, machine_type, ""))
 
+    def hourly(self, cloud: str, machine_type: str, accelerator_type: str, spot: bool) -> float | None:
+        """The spot (or on-demand) price of one machine-hour, or None when the table does not know it."""
+        entry = self.lookup(cloud, machine_type, accelerator_type)
+        return entry.per_hour(spot) if entry else None
+
 
 @lru_cache(maxsize=4)
 def load_prices(path: Path = PRICES_FILE) -> PriceTable:
@@ -115,13 +120,18 @@ def machine_for(
         found = fleet.clusters[cluster]
         for pool in found.pools:
             if pool.card == card and pool.machine_type:
-                accelerator = pool.offer.accelerator_type if pool.offer else ""
-                sharing = pool.sharing.name if pool.sharing else ""
-                return Machine(found.cloud, pool.machine_type, accelerator, pool.units_per_node, pool.spot, sharing)
+                return pool_machine(found.cloud, pool)
     offer = (catalogue or load_catalogue()).offer(card, cloud)
     if offer is None or offer.status != "available" or not offer.machine_type:
         return None
     return Machine(cloud, offer.machine_type, offer.accelerator_type, offer.count, True)
+
+
+def pool_machine(cloud: str, pool: GpuPool) -> Machine:
+    """The machine of one of a cluster's pools (``cloud`` is the cluster's), as the policy resolves it."""
+    accelerator = pool.offer.accelerator_type if pool.offer else ""
+    sharing = pool.sharing.name if pool.sharing else ""
+    return Machine(cloud, pool.machine_type, accelerator, pool.units_per_node, pool.spot, sharing)
 
 
 def card_prices(fleet: Fleet, table: PriceTable) -> dict[tuple[str, str, str], float]:

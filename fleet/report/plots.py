@@ -1,7 +1,8 @@
 """The report's plots, drawn with matplotlib on its non-interactive Agg backend (no display needed).
 
 Imported only when a report is written, so the rest of the command line never loads matplotlib.
-Both plots are 1000 x 500 pixels; each card keeps one colour in both plots of a workload.
+Both plots are 1000 x 500 pixels; each card keeps one colour in both plots of a workload. Every value axis starts at
+zero, so heights and distances compare as they are.
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ def _large_numbers_readable(ax: Axes, largest: float) -> None:
         ax.yaxis.set_major_formatter(EngFormatter(sep=""))
 
 
+def _from_zero(ax: Axes, smallest: float = 0.0) -> None:
+    """Start the value axis at zero (or below, for a negative value), so heights compare as they are."""
+    ax.set_ylim(bottom=min(0.0, smallest))
+
+
 def bar_chart(section: WorkloadSection, path: Path) -> None:
     """Headline result per card, bars grouped by cluster (and cloud), each bar labelled with its value."""
     unit = section.workload.spec.headline.unit
@@ -94,6 +100,7 @@ def bar_chart(section: WorkloadSection, path: Path) -> None:
     ax.set_ylabel(unit)
     ax.set_title(_title(section, "per card"), fontsize=10)
     ax.margins(y=0.15)
+    _from_zero(ax, min(r.result for r in section.rows))
     ax.legend(title="card", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -126,6 +133,7 @@ def series_chart(section: WorkloadSection, path: Path) -> None:
     ax.set_xlabel("time (UTC)")
     _large_numbers_readable(ax, max((v for points in section.series.values() for _, v in points), default=0))
     ax.set_ylabel(unit)
+    _from_zero(ax, min((v for points in section.series.values() for _, v in points), default=0.0))
     ax.set_title(_title(section, "over time"), fontsize=10)
     if section.series:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -156,11 +164,10 @@ def scaling_chart(workload: str, rows: list[ScalingRow], path: Path) -> None:
         right.plot(counts, [n / base.accelerators for n in counts], "--", color=colour, alpha=0.5)
     for ax, what in ((left, "time per epoch (s)"), (right, "speed-up over the smallest point")):
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log", base=2 if ax is right else 10)
         ax.xaxis.set_major_formatter(ScalarFormatter())  # 1, 2, 4 rather than powers of two
-        ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.set_xlabel("accelerators in the job")
         ax.set_ylabel(what)
+        _from_zero(ax)  # linear from zero: the time per epoch falls and the speed-up rises as they really do
         ax.grid(alpha=0.3, which="both")
     left.set_title(f"{workload}: time per epoch (dashed: ideal)", fontsize=10)
     right.set_title(f"{workload}: speed-up (dashed: linear)", fontsize=10)

@@ -53,6 +53,7 @@ from fleet.report.queries import (
 )
 from fleet.report.runners import RunnerRow, runner_queries, runner_rows
 from fleet.report.scaling import ScalingRow, scaling_queries, scaling_rows
+from fleet.report.summary import summary_facts, summary_header, summary_rows
 
 MISSING = "—"
 
@@ -243,10 +244,11 @@ def fmt(value: float | None, digits: int = 4) -> str:
 
 
 def fmt_count(value: float | None) -> str:
-    """A count (runs): an integer with thousands separators, or 4 significant digits if it is not whole."""
+    """A count (runs, jobs, epochs) as the whole number nearest to it, with thousands separators: Prometheus answers
+    in floats, and ``increase()`` extrapolates a counter to the window's edges (4.07 jobs are 4)."""
     if value is None:
         return MISSING
-    return f"{int(value):,}" if float(value).is_integer() else approximate(value, 4)
+    return f"{round(value):,}"
 
 
 def headline_series(wl: Workload) -> str:
@@ -364,8 +366,8 @@ def runner_table_rows(rows: list[RunnerRow]) -> list[list[str]]:
             r.cluster or MISSING,
             r.cloud or MISSING,
             r.gpu or MISSING,
-            fmt(r.jobs, 3),
-            fmt(r.failed, 3),
+            fmt_count(r.jobs),
+            fmt_count(r.failed),
             fmt(100 * r.failed_share if r.failed_share is not None else None, 3),
             fmt(r.mean_seconds, 4),
         ]
@@ -520,6 +522,11 @@ def prices_table(used: list[PriceEntry], currency: str) -> tuple[list[str], list
     return header, rows
 
 
+SUMMARY_NOTE = (
+    "Best card: the best result by the workload's headline metric (its table below); cost / result: there, at the "
+    "price table's price for its machine; cheapest per result: the card whose results cost least."
+)
+
 METHOD = [
     "Every number is taken over the whole window and evaluated at its end, so finished Jobs still count "
     "(`last_over_time`/`max_over_time`, never instant values).",
@@ -542,7 +549,7 @@ METHOD = [
     "succeeded: runs whose accelerator answered (`gpufleet_probe_success`).",
     "CI jobs per card: `increase()` over the window of each GitLab runner's `gitlab_runner_jobs_total` and "
     "`gitlab_runner_failed_jobs_total`, and its job duration histogram's sum over its count (increase() "
-    "extrapolates to the window's edges, so counts may show fractions).",
+    "extrapolates to the window's edges: the counts are rounded to whole jobs).",
     "Scaling: for each sweep job (one per accelerator count), each worker's timed epoch seconds and epochs "
     "(the workload's `distributed` counters, their highest value in the window, summed over restart attempts); time "
     "/ epoch is the slowest worker's seconds per epoch; speed-up is the smallest point's time over this one's and "
@@ -568,7 +575,13 @@ def render_markdown(report: Report, images: dict[str, dict[str, str]]) -> str:
         f"({_span(round(report.window.seconds))}), time series step {report.step:g} s, "
         f"generated {utc(report.generated)} with {report.queries_sent} queries.",
         "",
+        "## Summary",
+        "",
     ]
+    rows = summary_rows(report)
+    if rows:
+        out += [_markdown_table(summary_header(currency), rows, numeric=range(5, 6)), "", SUMMARY_NOTE, ""]
+    out += [f"- {fact}" for fact in summary_facts(report)] + [""]
     for section in report.sections:
         wl = section.workload
         headline = f"Headline: `{headline_series(wl)}`, {headline_direction(wl)}."
@@ -650,7 +663,13 @@ def render_html(report: Report, pngs: dict[str, dict[str, bytes]]) -> str:
         f'<p class="meta">Prometheus <code>{esc(report.prometheus)}</code>, window {esc(utc(report.window.start))} '
         f"to {esc(utc(report.window.end))} ({esc(_span(round(report.window.seconds)))}), time series step "
         f"{report.step:g} s, generated {esc(utc(report.generated))} with {report.queries_sent} queries.</p>",
+        '<h2 id="summary">Summary</h2>',
     ]
+    rows = summary_rows(report)
+    if rows:
+        parts += [_html_table(summary_header(currency), rows, numeric_from=5), f"<p>{esc(SUMMARY_NOTE)}</p>"]
+    facts = "".join(f"<li>{_inline_code(f)}</li>" for f in summary_facts(report))
+    parts.append(f"<ul>{facts}</ul>" if facts else "")
     for section in report.sections:
         wl = section.workload
         parts += [

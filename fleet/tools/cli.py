@@ -1,5 +1,5 @@
 """Command line of gpu-fleet: ``python -m fleet validate | plan | render | schema | images | report | affected |
-doctor``.
+doctor | cards``.
 
 Exit status: 0 fine, 1 the plan found mandatory violations or the engine would fail, 2 bad input.
 """
@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleet.model.catalogue import CLOUDS
 from fleet.model.errors import InputError
 from fleet.model.input_files import read_input_text
 from fleet.model.spec import POLICY_FILE, Fleet, load_fleet
@@ -103,7 +104,8 @@ def _check_output_file(path: Path, flag: str) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Run the program per stack under the mock engine and show what it would create."""
-    from fleet.tools.summary import render_stack
+    from fleet.model.prices import load_prices
+    from fleet.tools.summary import render_plan, totals_json
 
     started = time.perf_counter()
     if args.json is not None:
@@ -122,8 +124,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
         for plan in plans:
             plan.findings += found.get(plan.stack, [])
-    for plan in plans:
-        print(render_stack(plan, fleet))
+    prices = load_prices(args.prices)
+    print(render_plan(plans, fleet, prices))
     total = sum(len(p.registrations) for p in plans)
     mandatory = sum(1 for p in plans for f in p.findings if f.level == "mandatory")
     print(
@@ -134,7 +136,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         try:
             Path(args.json).write_text(
-                json.dumps({"stacks": [p.as_dict() for p in plans]}, indent=1, default=str), encoding="utf-8"
+                json.dumps(
+                    {"stacks": [p.as_dict() for p in plans], "totals": totals_json(plans, fleet, prices)},
+                    indent=1,
+                    default=str,
+                ),
+                encoding="utf-8",
             )
         except OSError as exc:
             print(f"plan: cannot write {args.json}: {exc.strerror or exc}", file=sys.stderr)
@@ -364,6 +371,17 @@ def _check_pins(
     return EXIT_OK
 
 
+def cmd_cards(args: argparse.Namespace) -> int:
+    """Print the catalogue's cards, their machines and prices per hour (fleet/tools/cards.py)."""
+    from fleet.model.catalogue import load_catalogue
+    from fleet.model.prices import load_prices
+    from fleet.tools.cards import card_offers, render_cards
+
+    prices = load_prices(args.prices)
+    print(render_cards(card_offers(load_catalogue(), prices, args.cloud, args.card, args.retired), prices))
+    return EXIT_OK
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Inspect the live cluster of ``--stack``, read-only, and print one table (fleet/tools/doctor.py): 0 when all is
     well, 1 with each problem named and its likely fix, 2 on bad input."""
@@ -398,6 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", nargs="+", action="extend", metavar="NAME", help="plan only these stacks (default: all)")
     p.add_argument("--json", type=Path, help="write the whole plan as JSON to this file")
     p.add_argument("--no-policy-pack", action="store_true", help="skip the CrossGuard policy pack (policy/)")
+    p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("schema", help="write policy/fleet.schema.json (--check: verify it is current)")
     p.add_argument("--check", action="store_true")
@@ -432,6 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("cards", help="the catalogue's cards: machines, cards per machine, prices per hour")
+    p.add_argument("--cloud", choices=CLOUDS, help="only this cloud's machines")
+    p.add_argument("--card", metavar="NAME", help="only this card (t4, a100, tpu-v5e...)")
+    p.add_argument("--retired", action="store_true", help="also the retired offers, with their alternatives")
+    p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_cards)
     from fleet.tools.affected import FORMATS, ROOT
 
     p = sub.add_parser("affected", help="the stacks a change touches, central last (CI matrices)")

@@ -563,12 +563,52 @@ def test_report_counts_ci_jobs_per_card_from_the_runners_series(fleet_report: di
     for (cluster, cloud, gpu), (per_second, failed, seconds) in RUNNER_CARDS.items():
         row = rows[(cluster, gpu)]
         assert row["cloud"] == cloud
-        jobs = float(row["CI jobs"].replace(",", ""))
+        jobs = int(row["CI jobs"].replace(",", ""))  # a whole number of jobs
         assert 0 < jobs <= per_second * seen * 1.2, row  # increase() over what Prometheus saw, extrapolated a little
         assert row["failed (%)"] == approximate(100 * failed, 3) if failed else row["failed (%)"] in ("0", "—"), row
         assert row["mean job duration (s)"] == approximate(seconds, 4), row
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "<h2>CI jobs per card (GitLab runners)</h2>" in page
+
+
+def test_report_opens_with_a_summary_of_each_workloads_best_card(fleet_report: dict[str, Any]) -> None:
+    """The summary before every workload: the best card by the headline (from mtail's own reading of the logs), where
+    it ran, the cost of its result and the cheapest card per result as the workload's table has them, and the CI
+    jobs and probe runs as whole numbers, added up from their tables."""
+    run, out, fleet = fleet_report["run"], fleet_report["out"], fleet_report["fleet"]
+    assert run.returncode == 0, run.stderr
+    text = (out / "report.md").read_text(encoding="utf-8")
+    assert text.index("## Summary") < min(text.index(f"## {name}\n") for name in KNOWN)
+    tables = markdown_tables(text)
+    summary = {r["workload"]: r for r in tables["Summary"]}
+    assert set(summary) == set(KNOWN)
+    for name, wl in ((n, w) for n, w in load_workloads().items() if n in KNOWN):
+        results = {c: fleet.expected[(name, c.cluster, c.gpu)].result for c in CARDS}
+        top = (max if wl.spec.headline.higher_is_better else min)(results.values())
+        row = summary[name]
+        best = next(c for c in CARDS if c.gpu == row["best card"] and row["where"] == f"{c.cluster} ({c.cloud})")
+        assert results[best] == pytest.approx(top, rel=1e-9), (name, row)
+        assert row["result"] == f"{approximate(results[best], 3)} {wl.spec.headline.unit}"
+        card_rows = {(r["cluster"], r["card"]): r for r in tables[name]}
+        cost = card_rows[(best.cluster, best.gpu)]["cost / result (USD, approx.)"]
+        assert row["cost / result (USD)"] == (cost if cost != "—" else "no price"), (name, row)
+        costs = {
+            key: float(r["cost / result (USD, approx.)"].replace(",", ""))
+            for key, r in card_rows.items()
+            if r["cost / result (USD, approx.)"] != "—"
+        }
+        if not costs:
+            assert row["cheapest per result"] == "no card has a price"
+        elif row["cheapest per result"] != "the best card":
+            gpu, rest = row["cheapest per result"].split(" @ ")
+            cluster, shown = rest.split(": ")
+            assert float(shown.replace(",", "")) == min(costs.values()) == costs[(cluster, gpu)], (name, row)
+    ci = tables["CI jobs per card (GitLab runners)"]
+    jobs = sum(int(r["CI jobs"].replace(",", "")) for r in ci)  # whole numbers, though increase() extrapolates
+    assert f"- CI: {jobs:,} job(s) on {len(ci)} card(s)," in text
+    probe_runs = sum(len(runs) for runs in fleet.probes.values())
+    assert f"- Probes: {probe_runs} run(s) on {len(fleet.probes)} pool(s)," in text
+    assert '<h2 id="summary">Summary</h2>' in (out / "index.html").read_text(encoding="utf-8")
 
 
 def test_report_writes_real_plots_and_a_self_contained_page(fleet_report: dict[str, Any]) -> None:

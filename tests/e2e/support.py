@@ -323,3 +323,49 @@ workloads:
   tracker: [t4, l4]
   fitter: {gpus: [t4], billing_account: theory}
 """
+
+
+@dataclass(frozen=True)
+class PageInBrowser:
+    """What headless Chromium saw of a page: each image's source and whether it loaded, the console's errors."""
+
+    images: list[tuple[str, bool]]
+    console_errors: list[str]
+
+
+#: Headless Chromium as the machine's Debian package runs it as root with no network (the flags keep it from calling
+#: home: without them its background connections are refused, many at a time).
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--disable-quic", "--no-first-run",
+)  # fmt: skip
+SCREEN = (1280, 900)
+
+
+def open_in_chromium(page: Path, screenshot: Path | None = None) -> PageInBrowser:
+    """Open ``page`` in headless Chromium through its WebDriver (Debian's chromium and chromium-driver, driven by
+    selenium), read every image's load state and the console's errors, and save the first screen to ``screenshot``."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = require_tool("chromium")
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(require_tool("chromedriver")), options=options)
+    try:  # the viewport itself is the screen (a window's size would include the browser's own frame)
+        width, height = SCREEN
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+        driver.get(page.resolve().as_uri())
+        images = driver.execute_script(
+            "return Array.from(document.images).map(i => "
+            "[i.src.startsWith('data:') ? i.src.slice(0, 40) : i.src, i.complete && i.naturalWidth > 0])"
+        )
+        errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+        if screenshot is not None:
+            driver.save_screenshot(str(screenshot))
+        return PageInBrowser([(src, bool(ok)) for src, ok in images], errors)
+    finally:
+        driver.quit()

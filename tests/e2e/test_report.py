@@ -49,7 +49,7 @@ from fleet.report.costs import approximate, load_prices
 from fleet.report.queries import GPU_ENERGY, GPU_UTILIZATION, runs_counter
 from tests.conftest import ROOT, require_tool
 from tests.e2e.processes import Mtail, Process, Prometheus, TextExporter, free_port, wait_for
-from tests.e2e.support import markdown_tables, png_size, run_probe
+from tests.e2e.support import SCREEN, markdown_tables, open_in_chromium, png_size, run_probe
 
 pytestmark = pytest.mark.e2e
 
@@ -630,6 +630,26 @@ def test_report_writes_real_plots_and_a_self_contained_page(fleet_report: dict[s
         assert f"]({name}-bars.png)" in markdown and f"]({name}-timeseries.png)" in markdown
 
 
+def test_the_report_opens_in_a_real_browser_with_every_image_and_no_console_error(
+    fleet_report: dict[str, Any],
+) -> None:
+    out = fleet_report["out"]
+    screenshot = fleet_report["tmp"] / "first-screen.png"
+    seen = open_in_chromium(out / "index.html", screenshot)
+    assert len(seen.images) == len(list(out.glob("*.png"))) and seen.images
+    assert [src for src, loaded in seen.images if not loaded] == []
+    assert seen.console_errors == []
+    assert png_size(screenshot.read_bytes()) == SCREEN
+
+
+def test_the_browser_check_sees_a_broken_image_and_a_console_error(tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text("<img src='missing.png'><script>console.error('boom')</script>", encoding="utf-8")
+    seen = open_in_chromium(page)
+    assert seen.images == [(page.with_name("missing.png").as_uri(), False)]
+    assert any("boom" in e for e in seen.console_errors) and any("missing.png" in e for e in seen.console_errors)
+
+
 def test_an_empty_window_fails_without_writing_a_report(fleet_report: dict[str, Any]) -> None:
     out = fleet_report["tmp"] / "empty"
     run = run_report(
@@ -715,9 +735,13 @@ def test_a_url_that_is_not_http_is_bad_input(tmp_path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Build the loopback fleet in a temp dir, write a report into ``argv[0]`` and print the command used."""
+    """Build the loopback fleet in a temp dir, write a report into ``argv[0]`` and print the command used; with
+    ``--screenshot FILE``, also the report's first screen in headless Chromium (docs/report-first-screen.png)."""
+    screenshot = None
+    if len(argv) == 3 and argv[1] == "--screenshot":
+        screenshot, argv = Path(argv[2]), argv[:1]
     if len(argv) != 1:
-        print("usage: python -m tests.e2e.test_report OUT_DIR", file=sys.stderr)
+        print("usage: python -m tests.e2e.test_report OUT_DIR [--screenshot FILE]", file=sys.stderr)
         return 2
 
     mtail, prometheus = shutil.which("mtail"), shutil.which("prometheus")
@@ -729,6 +753,9 @@ def main(argv: list[str]) -> int:
         print("$ python -m fleet report " + " ".join(args), flush=True)
         run = run_report(*args)
         print(run.stdout + run.stderr, end="")
+        if run.returncode == 0 and screenshot is not None:
+            seen = open_in_chromium(Path(argv[0]) / "index.html", screenshot)
+            print(f"{screenshot}: {len(seen.images)} images, console errors: {seen.console_errors or 'none'}")
         return run.returncode
 
 

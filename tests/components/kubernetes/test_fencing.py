@@ -10,7 +10,8 @@ import pytest
 
 from components.kubernetes.benchmark import HOME_DIR
 from components.kubernetes.gateway import GATEWAY_PORT
-from fleet.model import pod_contract
+from fleet.model import pod_contract, preview_rights
+from fleet.model.rbac import Rbac, Request, User
 from fleet.model.spec import load_fleet
 from fleet.tools.plan import StackPlan, plan_fleet
 from tests.conftest import FIXTURES
@@ -206,9 +207,12 @@ def test_the_preview_identity_may_only_dry_run(preview_plans):
         (binding,) = _kind(plan, "ClusterRoleBinding")
         assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
         (role,) = _kind(plan, "ClusterRole")
+        assert binding["roleRef"]["name"] == role["metadata"]["name"] == preview_rights.NAME
+        for rule in role["rules"]:  # every group, resource and verb named
+            assert "*" not in [*rule["apiGroups"], *rule["resources"], *rule["verbs"]], rule
         groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
         # admission policies do not guard their own configuration: the preview identity may not touch it
-        assert "admissionregistration.k8s.io" not in groups and "*" not in groups
+        assert "admissionregistration.k8s.io" not in groups and "rbac.authorization.k8s.io" not in groups
         (policy,) = _kind(plan, "ValidatingAdmissionPolicy")
         assert policy["spec"]["matchConditions"] == [
             {"name": "preview-identity", "expression": f'request.userInfo.username == "{user}"'}
@@ -231,3 +235,54 @@ def test_the_preview_identity_may_only_dry_run(preview_plans):
 
 def test_no_preview_access_unless_the_stack_names_the_identity(leaf):
     assert not _kind(leaf, "ValidatingAdmissionPolicy") and not _kind(leaf, "ClusterRoleBinding")
+
+
+def _rendered_rbac(plan: StackPlan) -> Rbac:
+    """Every Role, ClusterRole and binding of the plan, as the provider would send them."""
+    return Rbac.of(
+        (r.type.rsplit(":", 1)[-1], r.plain_inputs())
+        for r in plan.registrations
+        if r.type.startswith("kubernetes:rbac.authorization.k8s.io/")
+    )
+
+
+@pytest.mark.parametrize("request_", preview_rights.REFUSED, ids=lambda r: r.describe())
+def test_the_preview_identity_is_refused(preview_plans, request_):
+    for stack, user in (
+        ("gke-p", "gpu-fleet-preview@proj-1.iam.gserviceaccount.com"),
+        ("eks-p", "gpu-fleet-previewer"),
+    ):
+        rbac = _rendered_rbac(preview_plans[stack])
+        assert rbac.why_allowed(User(user), request_) is None, (stack, request_.describe())
+
+
+def test_the_preview_identity_may_dry_run_what_the_fleet_registers_and_nothing_else(preview_plans):
+    """Every kind the fixture fleet registers itself (one cluster per cloud, sweeps, runners) is named in the
+    previewer's role, and the role names nothing the fleet does not register."""
+    fixture = FIXTURES / "fleet"
+    fleet = load_fleet(fixture / "fleet.yaml", fixture / "workloads")
+    plans = plan_fleet(
+        fleet, fixture / "fleet.yaml", stacks_dir=fixture / "stacks", workloads_dir=fixture / "workloads"
+    )
+    registered = {
+        r.type
+        for plan in plans
+        for r in plan.registrations
+        if r.type.startswith("kubernetes:")
+        and r.type.rsplit(":", 1)[-1] not in preview_rights.CLIENT_SIDE_KINDS
+        and "admissionregistration" not in r.type
+        and r.type != "kubernetes:helm.sh/v3:Release"  # rendered client-side (preview_rights' docstring)
+    }
+    user = User("gpu-fleet-previewer")
+    rbac = _rendered_rbac(preview_plans["eks-p"])
+    wanted = set()
+    for type_ in registered:
+        _, api_version, kind = type_.split(":")
+        group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+        group = "" if group == "core" else group
+        resource = {"NetworkPolicy": "networkpolicies"}.get(kind, kind.lower() + "s")  # the API's plurals
+        wanted.add((group, resource))
+        for verb in preview_rights.VERBS:
+            assert rbac.allows(user, Request(verb, resource, group, namespace="benchmarks", name="x")), (verb, type_)
+    named = {(group, res) for group, resources in preview_rights.RESOURCES.items() for res in resources}
+    assert named == wanted

@@ -22,11 +22,12 @@ from components.kubernetes.deployment import PART_OF, app_labels
 from components.kubernetes.gateway import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
 from components.kubernetes.images import helm_release, merged
 from components.kubernetes.network_policy import (
-    DNS_PORTS,
+    NON_PUBLIC,
     allow_ingress,
+    default_deny_egress,
     default_deny_ingress,
     from_namespace,
-    network_policy,
+    internet_block,
     ports,
 )
 from components.kubernetes.pod_security import EXCEPTION_ANNOTATION, namespace_labels
@@ -494,13 +495,10 @@ def namespace_network_policies(
             ports(pod_contract.METRICS_PORT),
             opts,
         )
-        network_policy(
-            f"{cluster}-{ns}-default-deny-egress",
-            "default-deny-egress",
-            namespaces[ns],
-            {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"ports": DNS_PORTS}]},
-            opts,
-        )
+        default_deny_egress(f"{cluster}-{ns}-default-deny-egress", namespaces[ns], opts)
+    if CI_BUILDS_NS in namespaces:  # CI jobs: HTTPS to the internet (GitLab, registries), never inside the cluster
+        https = {"to": [{"ipBlock": internet_block("0.0.0.0/0", NON_PUBLIC)}], "ports": ports(443)}
+        default_deny_egress(f"{cluster}-{CI_BUILDS_NS}-default-deny-egress", namespaces[CI_BUILDS_NS], opts, https)
 
 
 class InfraStack(pulumi.ComponentResource):

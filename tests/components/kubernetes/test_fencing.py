@@ -3,6 +3,7 @@ the mock engine on the tests' fixture fleet and workloads."""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import kubernetes_validate
@@ -18,6 +19,17 @@ from tests.conftest import FIXTURES
 from tests.helpers import by_type, write_policy
 
 FIXTURE_WORKLOADS = FIXTURES / "fleet" / "workloads"
+CLUSTER_DNS_ONLY = {
+    "to": [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {
+                "matchExpressions": [{"key": "k8s-app", "operator": "In", "values": ["kube-dns", "coredns"]}]
+            },
+        }
+    ],
+    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+}
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 JOB = "kubernetes:batch/v1:Job"
@@ -117,13 +129,47 @@ def test_benchmarks_are_scraped_only_by_prometheus_and_reach_only_what_they_decl
         }
         assert scrape[0]["ports"] == [{"protocol": "TCP", "port": pod_contract.METRICS_PORT}]
         egress = found["default-deny-egress"]
-        assert egress["egress"] == [{"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
+        assert egress["egress"] == [CLUSTER_DNS_ONLY]  # DNS to the cluster's DNS pods, not port 53 anywhere
     uploader = policies(leaf, "benchmarks-root")["egress-uploader"]
     assert uploader["podSelector"]["matchLabels"]["workload"] == "uploader"
+    assert uploader["egress"][0] == CLUSTER_DNS_ONLY
     https = uploader["egress"][1]
-    assert https["to"] == [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}]
+    # every cloud's credentials endpoints stay out: instance metadata, EKS/ECS container credentials, Azure WireServer
+    assert https["to"] == [
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32", "169.254.170.2/32", "168.63.129.16/32"]}}
+    ]
     assert https["ports"] == [{"protocol": "TCP", "port": 443}]
     assert not any(name.startswith("egress-") for name in policies(leaf, "benchmarks"))  # tracker declares none
+
+
+def test_ci_jobs_reach_dns_and_public_https_only(tmp_path):
+    policy = POLICY.replace("workloads:", "runners:\n  clusters:\n    gke-leaf: [t4]\nworkloads:")
+    policy_file, stacks = write_policy(tmp_path, policy, {"gke-central": GCP, "gke-leaf": GCP})
+    fleet = load_fleet(policy_file, FIXTURE_WORKLOADS)
+    (plan,) = [
+        p
+        for p in plan_fleet(fleet, policy_file, stacks_dir=stacks, workloads_dir=FIXTURE_WORKLOADS)
+        if p.stack == "gke-leaf"
+    ]
+    egress = policies(plan, pod_contract.CI_JOB_NAMESPACE)["default-deny-egress"]
+    assert egress["podSelector"] == {} and egress["policyTypes"] == ["Egress"]
+    dns, https = egress["egress"]
+    assert dns == CLUSTER_DNS_ONLY
+    assert https["ports"] == [{"protocol": "TCP", "port": 443}]
+    (block,) = https["to"]
+    excluded = [ipaddress.ip_network(c) for c in block["ipBlock"]["except"]]
+    assert block["ipBlock"]["cidr"] == "0.0.0.0/0"
+    for address in (
+        "169.254.169.254",
+        "169.254.170.2",
+        "168.63.129.16",
+        "10.4.0.1",
+        "172.20.0.10",
+        "192.168.1.1",
+        "100.64.0.1",
+    ):  # credentials endpoints; pod, service and node ranges of the clouds
+        assert any(ipaddress.ip_address(address) in net for net in excluded), address
+    assert not any(ipaddress.ip_address("188.184.104.2") in net for net in excluded)  # a public GitLab stays open
 
 
 def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:

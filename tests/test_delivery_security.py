@@ -88,7 +88,10 @@ def test_a_preview_is_judged_by_the_base_branchs_policy_pack():
     # deploys make images-by-digest mandatory
     assert "DEPLOY_POLICY_CONFIG" in pulumi["with"]["policyPackConfigs"]
     config = json.loads((ROOT / "policy" / "deploy-config.json").read_text(encoding="utf-8"))
-    assert config == {"images-by-digest": {"enforcementLevel": "mandatory"}}
+    assert config == {
+        policy: {"enforcementLevel": "mandatory"}
+        for policy in ("images-by-digest", "federation-source-ranges", "api-allow-list")
+    }
 
 
 def test_gitlab_deploys_and_previews_use_separate_environments_and_the_target_branchs_pack():

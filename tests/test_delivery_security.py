@@ -105,6 +105,24 @@ def test_gitlab_deploys_and_previews_use_separate_environments_and_the_target_br
     assert "--policy-pack-config policy/deploy-config.json" in " ".join(ci[".stack-up"]["script"])
 
 
+def test_images_are_pushed_only_from_the_default_branch_with_protected_credentials():
+    (job,) = workflow("images.yml")["jobs"].values()
+    assert job["permissions"] == {"contents": "read", "packages": "write"}
+    assert "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)" in job["if"]
+    assert workflow("images.yml").get("permissions") == {"contents": "read"}  # packages: write in that job only
+    for name, wf in all_workflows().items():
+        for job_name, other in wf["jobs"].items():
+            if (other.get("permissions") or {}).get("packages") == "write":
+                assert (name, job_name) == ("images.yml", "push"), (name, job_name)
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text(encoding="utf-8"))
+    images = ci["images"]
+    assert images["environment"] == {"name": "fleet-images", "action": "prepare"}  # its protected variables' scope
+    rules = images["rules"]
+    assert {"if": "$CI_COMMIT_BRANCH != $CI_DEFAULT_BRANCH", "when": "never"} in rules
+    assert not any("merge_request_event" in str(r.get("if")) and r.get("when") != "never" for r in rules)
+    assert "FLEET_REGISTRY_TOKEN" not in json.dumps({k: v for k, v in ci.items() if k != "images"})
+
+
 def _installs() -> list[str]:
     """Every pip install line of the workflows, the GitLab pipeline and the Makefile."""
     texts = [p.read_text(encoding="utf-8") for p in WORKFLOWS.glob("*.yml")]

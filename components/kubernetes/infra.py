@@ -366,6 +366,11 @@ def prometheus_values(
             "passwordKey": "admin-password",
         }
         values["grafana"] = merged(values["grafana"], dashboards.grafana_values())  # keeps the sidecar's requests
+        # Grafana's sidecar reads its dashboards and datasources in the monitoring namespace only, with a Role
+        # there (grafana 10.1.4 rbac.namespaced: templates/role.yaml; no ClusterRole reading every Secret), instead
+        # of kube-prometheus-stack's searchNamespace ALL
+        values["grafana"]["rbac"] = {"namespaced": True}
+        values["grafana"]["sidecar"]["dashboards"]["searchNamespace"] = MONITORING_NS
     if system:
         spec["nodeSelector"] = system
         values["alertmanager"]["alertmanagerSpec"]["nodeSelector"] = system

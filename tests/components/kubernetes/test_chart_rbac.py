@@ -5,23 +5,21 @@ no chart's service account reads Secrets but the one the docs name."""
 
 from __future__ import annotations
 
-import json
+import importlib.util
+import os
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from fleet.model import preview_rights
 from fleet.model.rbac import BINDING_KINDS, ROLE_KINDS, Rbac, Request, User
 from fleet.model.spec import load_fleet
+from fleet.tools.charts import CHART_CACHE_ENV, render_stack_charts, stack_kubernetes_version
 from fleet.tools.plan import StackPlan, plan_fleet
-from tests.conftest import FIXTURES, shared_file
+from tests.conftest import FIXTURES, REQUIRE_TOOLS_ENV, shared_data
 
 FIXTURE = FIXTURES / "fleet"
-RELEASE = "kubernetes:helm.sh/v3:Release"
 PREVIEWED = "fix-aks"  # its stack file names a preview identity
-KUBE_VERSION = "v1.33.0"
 
 
 @pytest.fixture(scope="module")
@@ -33,50 +31,39 @@ def plans() -> dict[str, StackPlan]:
     return {p.stack: p for p in plans}
 
 
-def _archive(chart: str, version: str) -> Path:
-    return shared_file(f"charts/{chart.rsplit('/', 1)[-1]}-{version}.tgz")
+@pytest.fixture(scope="module")
+def chart_cache() -> Path:
+    """The pinned charts' archives, with helm-python-sdk to render them (as tests/tools/conftest.py's)."""
+    if importlib.util.find_spec("helm_python") is None:
+        reason = "helm-python-sdk is not installed (pip install -r requirements-dev.txt)"
+        if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
+            pytest.fail(f"{reason}, and {REQUIRE_TOOLS_ENV}=1 requires it")
+        pytest.skip(reason)
+    return shared_data(CHART_CACHE_ENV, "charts", "the chart cache (the pinned charts' archives)")
 
 
-def _render(release: dict[str, Any]) -> list[dict[str, Any]]:
-    """The objects a release's chart renders with its values (secrets as ``[secret]``)."""
-    helm = pytest.importorskip("helm_python")
-    from helm_python import _native  # the render call with a Kubernetes version (shared/charts/README.md)
-
-    opts = {"name": release["name"], "namespace": release["namespace"], "is_install": True,
-            "kube_version": KUBE_VERSION, "api_versions": ["monitoring.coreos.com/v1"]}  # fmt: skip
-    with helm.Chart.load(str(_archive(release["chart"], release["version"]))) as chart:
-        rendered = json.loads(
-            _native.call_string("helm_render", chart._raw(), json.dumps(release.get("values") or {}), json.dumps(opts))
-        )
-    return [
-        doc
-        for path, text in rendered.items()
-        if path.endswith((".yaml", ".yml", ".tpl")) and text
-        for doc in yaml.safe_load_all(text)
-        if isinstance(doc, dict)
-    ]
-
-
-def cluster_rbac(plan: StackPlan) -> Rbac:
-    """Every Role, ClusterRole and binding the stack puts on its cluster: its own and its charts'."""
+def cluster_rbac(plan: StackPlan, cache: Path, version: str) -> Rbac:
+    """Every Role, ClusterRole and binding the stack puts on its cluster: its own and its charts' (rendered by
+    fleet/tools/charts.py for the cluster's Kubernetes version)."""
     objects = [
         (r.type.rsplit(":", 1)[-1], r.plain_inputs())
         for r in plan.registrations
         if r.type.startswith("kubernetes:rbac.authorization.k8s.io/")
     ]
-    for r in plan.registrations:
-        if r.type == RELEASE:
-            release = r.plain_inputs()
-            for doc in _render(release):
-                if doc.get("kind") in (*ROLE_KINDS, *BINDING_KINDS):
-                    doc.setdefault("metadata", {}).setdefault("namespace", release["namespace"])
-                    objects.append((doc["kind"], doc))
+    for rendered in render_stack_charts(plan, cache, stack_kubernetes_version(plan, version)):
+        for obj in rendered.objects:
+            if obj.get("kind") in (*ROLE_KINDS, *BINDING_KINDS):
+                obj.setdefault("metadata", {}).setdefault("namespace", rendered.release.namespace)
+                objects.append((obj["kind"], obj))
     return Rbac.of(objects)
 
 
 @pytest.fixture(scope="module")
-def rendered(plans) -> dict[str, Rbac]:
-    return {stack: cluster_rbac(plan) for stack, plan in plans.items()}
+def rendered(plans, chart_cache) -> dict[str, Rbac]:
+    fleet = load_fleet(FIXTURE / "fleet.yaml", FIXTURE / "workloads")
+    return {
+        stack: cluster_rbac(plan, chart_cache, fleet.cluster(stack).kubernetes_version) for stack, plan in plans.items()
+    }
 
 
 def test_the_charts_render_roles(rendered):

@@ -290,13 +290,15 @@ def test_selected_metrics_cross_the_rendered_gateway_with_cluster_labels(federat
 
 def test_the_gateway_serves_only_get_federate_to_fleet_clients(federation: dict[str, Any], pki: Pki) -> None:
     port = federation["gateway_port"]
+    fleet_client = _context(pki, pki.client_cert, pki.client_key)
+    # the leaf answers /federate empty until its first scrape: wait for the metric (this test may run first, on
+    # its own worker, without the federation test's wait)
     wait_for(
-        "the gateway",
-        lambda: _gateway(port, _context(pki, pki.client_cert, pki.client_key), "GET", "/healthz")[0] == 200,
+        "the gateway federating the leaf's metric",
+        lambda: METRIC.encode() in _gateway(port, fleet_client, "GET", _federate_path(METRIC))[1],
         federation["deadline"],
         federation["running"],
     )
-    fleet_client = _context(pki, pki.client_cert, pki.client_key)
     status, body, server = _gateway_response(port, fleet_client, "GET", _federate_path(METRIC))
     assert status == 200 and METRIC.encode() in body
     assert server == "nginx", f"the gateway tells its version: Server: {server}"

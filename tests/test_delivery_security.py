@@ -88,7 +88,10 @@ def test_a_preview_is_judged_by_the_base_branchs_policy_pack():
     # deploys make images-by-digest mandatory
     assert "DEPLOY_POLICY_CONFIG" in pulumi["with"]["policyPackConfigs"]
     config = json.loads((ROOT / "policy" / "deploy-config.json").read_text(encoding="utf-8"))
-    assert config == {"images-by-digest": {"enforcementLevel": "mandatory"}}
+    assert config == {
+        policy: {"enforcementLevel": "mandatory"}
+        for policy in ("images-by-digest", "federation-source-ranges", "api-allow-list")
+    }
 
 
 def test_gitlab_deploys_and_previews_use_separate_environments_and_the_target_branchs_pack():
@@ -100,6 +103,24 @@ def test_gitlab_deploys_and_previews_use_separate_environments_and_the_target_br
     assert 'git worktree add --detach policy-base "$POLICY_BASE_SHA"' in preview
     assert '--policy-pack "$pack"' in preview
     assert "--policy-pack-config policy/deploy-config.json" in " ".join(ci[".stack-up"]["script"])
+
+
+def test_images_are_pushed_only_from_the_default_branch_with_protected_credentials():
+    (job,) = workflow("images.yml")["jobs"].values()
+    assert job["permissions"] == {"contents": "read", "packages": "write"}
+    assert "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)" in job["if"]
+    assert workflow("images.yml").get("permissions") == {"contents": "read"}  # packages: write in that job only
+    for name, wf in all_workflows().items():
+        for job_name, other in wf["jobs"].items():
+            if (other.get("permissions") or {}).get("packages") == "write":
+                assert (name, job_name) == ("images.yml", "push"), (name, job_name)
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text(encoding="utf-8"))
+    images = ci["images"]
+    assert images["environment"] == {"name": "fleet-images", "action": "prepare"}  # its protected variables' scope
+    rules = images["rules"]
+    assert {"if": "$CI_COMMIT_BRANCH != $CI_DEFAULT_BRANCH", "when": "never"} in rules
+    assert not any("merge_request_event" in str(r.get("if")) and r.get("when") != "never" for r in rules)
+    assert "FLEET_REGISTRY_TOKEN" not in json.dumps({k: v for k, v in ci.items() if k != "images"})
 
 
 def _installs() -> list[str]:

@@ -10,7 +10,15 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as azure_native
 import yaml
-from pulumi_azure_native import authorization, containerservice, keyvault, managedidentity, resources
+from pulumi_azure_native import (
+    authorization,
+    containerservice,
+    keyvault,
+    managedidentity,
+    monitor,
+    operationalinsights,
+    resources,
+)
 
 from components.clusters.cluster import GpuCluster
 from components.clusters.taints import aks_taint
@@ -25,6 +33,14 @@ SYSTEM_POOL_NAME = "system"
 # and the cluster's identity uses the Key Vault key that encrypts its Secrets (AKS docs "Add KMS etcd encryption").
 AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
 KEY_VAULT_CRYPTO_USER = "12338af0-0e69-4776-bea7-57ae8d297424"
+# Auto-upgrade (AKS docs "Automatically upgrade an AKS cluster": channel "patch" takes the newest patch of the
+# cluster's minor version, which the policy keeps; node OS channel "NodeImage" takes weekly node images; values of
+# pulumi_azure_native containerservice UpgradeChannel and NodeOSUpgradeChannel). A minor upgrade stays the policy's.
+AUTO_UPGRADE = {"upgrade_channel": "patch", "node_os_upgrade_channel": "NodeImage"}
+# The control plane's audit log: the resource-log category kube-audit-admin (AKS docs "Monitor AKS", resource logs:
+# kube-audit without get and list events, so far smaller), kept in a Log Analytics workspace of the cluster's.
+AUDIT_CATEGORY = "kube-audit-admin"
+AUDIT_RETENTION_DAYS = 90
 
 
 def agent_pool_name(card: str) -> str:
@@ -169,6 +185,7 @@ class AksCluster(GpuCluster):
                 "network_policy": "cilium",
             },
             api_server_access_profile=self._api_access(),
+            **({"auto_upgrade_profile": AUTO_UPGRADE} if self.settings.auto_upgrade else {}),
             # The policy's scale_down_after, in whole minutes as AKS takes it (both default to 10m).
             auto_scaler_profile={
                 "scale_down_unneeded_time": cluster.scale_down_after,
@@ -202,6 +219,8 @@ class AksCluster(GpuCluster):
             opts=self.child(self.azure_provider),
         )
         self.admin_grant = admin
+        if self.settings.audit_logs:
+            self._audit_log(cluster)
         pools: dict[str, pulumi.Resource] = {
             pool.card: self._gpu_pool(cluster, pool, pool_names[pool.card]) for pool in cluster.pools
         }
@@ -217,6 +236,26 @@ class AksCluster(GpuCluster):
             )
         )
         return kubeconfig, pools, self.cluster.name
+
+    def _audit_log(self, cluster: Cluster) -> None:
+        """The cluster's audit log (kube-audit-admin) to a Log Analytics workspace in its resource group."""
+        workspace = operationalinsights.Workspace(
+            f"{cluster.name}-logs",
+            resource_group_name=self.resource_group.name,
+            location=cluster.region,
+            retention_in_days=AUDIT_RETENTION_DAYS,
+            sku={"name": "PerGB2018"},
+            tags={"gpu-fleet-cluster": cluster.name},
+            opts=self.child(self.azure_provider),
+        )
+        monitor.DiagnosticSetting(
+            f"{cluster.name}-audit",
+            name="gpu-fleet-audit",
+            resource_uri=self.cluster.id,
+            workspace_id=workspace.id,
+            logs=[{"category": AUDIT_CATEGORY, "enabled": True}],
+            opts=self.child(self.azure_provider),
+        )
 
     def _api_access(self) -> dict[str, Any]:
         """The API server's allow-list (``gpu-fleet:apiAllowedCidrs``) or a private cluster."""

@@ -197,9 +197,11 @@ class GkeCluster(GpuCluster):
         return key, agent
 
     def _api_access(self, cluster: Cluster) -> dict[str, Any]:
-        """Who reaches the control plane: the authorised networks of ``gpu-fleet:apiAllowedCidrs`` (Google's own
-        ranges excluded), and with ``gpu-fleet:privateApiEndpoint`` a private endpoint and private nodes, which
-        reach the internet (image registries) through a Cloud NAT."""
+        """Who reaches the control plane and the nodes: the authorised networks of ``gpu-fleet:apiAllowedCidrs``
+        (Google's own ranges excluded); private nodes (no public address: internal IPs only, egress to image
+        registries through a Cloud NAT) unless the stack opts out with ``gpu-fleet:publicNodes``; and with
+        ``gpu-fleet:privateApiEndpoint`` a private endpoint as well. Private nodes need a VPC-native cluster, which
+        this one is (cloud.google.com/kubernetes-engine/docs/how-to/legacy/network-isolation)."""
         settings = self.settings
         access: dict[str, Any] = {}
         if settings.api_allowed_cidrs or settings.private_api_endpoint:
@@ -209,7 +211,7 @@ class GkeCluster(GpuCluster):
                 ],
                 "gcp_public_cidrs_access_enabled": False,
             }
-        if settings.private_api_endpoint:
+        if settings.private_api_endpoint or not settings.public_nodes:
             region = gcp_region(cluster.location or "")
             router = gcp.compute.Router(
                 f"{cluster.name}-router", region=region, network="default", opts=self.child(self.gcp_provider)
@@ -224,7 +226,7 @@ class GkeCluster(GpuCluster):
             )
             access["private_cluster_config"] = {
                 "enable_private_nodes": True,
-                "enable_private_endpoint": True,
+                "enable_private_endpoint": settings.private_api_endpoint,
                 "master_ipv4_cidr_block": MASTER_CIDR,
             }
         return access
@@ -233,8 +235,9 @@ class GkeCluster(GpuCluster):
         """A private cluster's control plane reaches its nodes on 443 and 10250 only (GKE docs "Creating a private
         cluster", "Adding firewall rules for specific use cases"): a webhook or API service on another port (Kueue's
         9443 and 8082) times out, and the API server refuses what the webhook covers. An ingress rule from the control
-        plane's range to the cluster's nodes (by their service account) on exactly those ports."""
-        if not self.settings.private_api_endpoint:
+        plane's range to the cluster's nodes (by their service account) on exactly those ports. Private nodes are
+        the default, so only a cluster whose stack opts into public nodes (and keeps a public endpoint) needs none."""
+        if self.settings.public_nodes and not self.settings.private_api_endpoint:
             return None
         return gcp.compute.Firewall(
             f"{self.spec.name}-{name}-from-control-plane",

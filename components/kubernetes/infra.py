@@ -22,11 +22,12 @@ from components.kubernetes.deployment import PART_OF, app_labels
 from components.kubernetes.gateway import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
 from components.kubernetes.images import helm_release, merged
 from components.kubernetes.network_policy import (
-    DNS_PORTS,
+    NON_PUBLIC,
     allow_ingress,
+    default_deny_egress,
     default_deny_ingress,
     from_namespace,
-    network_policy,
+    internet_block,
     ports,
 )
 from components.kubernetes.pod_security import EXCEPTION_ANNOTATION, namespace_labels
@@ -95,6 +96,21 @@ OPERATOR_WEBHOOK_PORT = 10250
 GRAFANA_ADMIN_SECRET = "grafana-admin"
 GRAFANA_ADMIN_USER = "admin"
 # What the offline plan shows for an encrypted gpu-fleet:alertReceiver (it cannot decrypt it).
+# The central Alertmanager reads its configuration from a Secret the stack writes, so the receiver (webhook URLs,
+# tokens) is that Secret's and the chart's values stay plain for review: alertmanagerSpec.useExistingSecret stops
+# the chart from rendering its own, configSecret names ours (kube-prometheus-stack 79.5.0 values.yaml
+# alertmanager.alertmanagerSpec, templates/alertmanager/secret.yaml and alertmanager.yaml); the key is
+# alertmanager.yaml (prometheus-operator Alertmanager spec.configSecret).
+ALERTMANAGER_CONFIG_SECRET = "gpu-fleet-alertmanager-config"
+ALERTMANAGER_CONFIG_REF = {"useExistingSecret": True, "configSecret": ALERTMANAGER_CONFIG_SECRET}
+# kube-state-metrics 6.4.1's default collectors (values.yaml `collectors`) but secrets.
+KSM_COLLECTORS = [
+    "certificatesigningrequests", "configmaps", "cronjobs", "daemonsets", "deployments", "endpoints",
+    "horizontalpodautoscalers", "ingresses", "jobs", "leases", "limitranges", "mutatingwebhookconfigurations",
+    "namespaces", "networkpolicies", "nodes", "persistentvolumeclaims", "persistentvolumes", "poddisruptionbudgets",
+    "pods", "replicasets", "replicationcontrollers", "resourcequotas", "services", "statefulsets", "storageclasses",
+    "validatingwebhookconfigurations", "volumeattachments",
+]  # fmt: skip
 OFFLINE_RECEIVER = {"name": "gpu-fleet-alert-receiver", "webhook_configs": [{"url": "https://offline-plan.invalid/"}]}
 PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
 # Clouds whose provider runs the control plane out of the cluster's reach (GKE, EKS, AKS): no scheduler, controller
@@ -262,7 +278,6 @@ def prometheus_values(
     scrape_configs: Any = None,
     secrets: list[str] | None = None,
     storage_class: str | None = None,
-    alert_config: Any = None,
 ) -> dict[str, Any]:
     """kube-prometheus-stack values for a leaf or (with scrape configs) the central Prometheus.
 
@@ -343,14 +358,19 @@ def prometheus_values(
     }
     if cluster.cloud in MANAGED_CONTROL_PLANE_CLOUDS:
         values.update({component: {"enabled": False} for component in HIDDEN_CONTROL_PLANE})
-    if cluster.central:
-        values["alertmanager"]["config"] = alert_config if alert_config is not None else alertmanager_config(None)
+    if cluster.central:  # the configuration, receiver included, is a Secret of its own (InfraStack._alert_secret)
+        values["alertmanager"]["alertmanagerSpec"].update(ALERTMANAGER_CONFIG_REF)
         values["grafana"]["admin"] = {
             "existingSecret": GRAFANA_ADMIN_SECRET,
             "userKey": "admin-user",
             "passwordKey": "admin-password",
         }
         values["grafana"] = merged(values["grafana"], dashboards.grafana_values())  # keeps the sidecar's requests
+        # Grafana's sidecar reads its dashboards and datasources in the monitoring namespace only, with a Role
+        # there (grafana 10.1.4 rbac.namespaced: templates/role.yaml; no ClusterRole reading every Secret), instead
+        # of kube-prometheus-stack's searchNamespace ALL
+        values["grafana"]["rbac"] = {"namespaced": True}
+        values["grafana"]["sidecar"]["dashboards"]["searchNamespace"] = MONITORING_NS
     if system:
         spec["nodeSelector"] = system
         values["alertmanager"]["alertmanagerSpec"]["nodeSelector"] = system
@@ -358,6 +378,10 @@ def prometheus_values(
         values["prometheusOperator"]["nodeSelector"] = system
         values["prometheusOperator"]["admissionWebhooks"]["patch"]["nodeSelector"] = system
         values["kube-state-metrics"]["nodeSelector"] = system
+    # kube-state-metrics without the secrets collector: its ClusterRole then has no list/watch on Secrets (the
+    # subchart's templates/role.yaml grants a resource only for a listed collector); nothing of the fleet or the
+    # chart's rules and dashboards reads kube_secret_*
+    values["kube-state-metrics"]["collectors"] = KSM_COLLECTORS
     if cluster.all_pools:  # the node and pod labels the accounting rules join on
         ksm = values.setdefault("kube-state-metrics", {})
         ksm["metricLabelsAllowlist"] = accounting.metric_labels_allowlist(cluster)
@@ -494,13 +518,10 @@ def namespace_network_policies(
             ports(pod_contract.METRICS_PORT),
             opts,
         )
-        network_policy(
-            f"{cluster}-{ns}-default-deny-egress",
-            "default-deny-egress",
-            namespaces[ns],
-            {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"ports": DNS_PORTS}]},
-            opts,
-        )
+        default_deny_egress(f"{cluster}-{ns}-default-deny-egress", namespaces[ns], opts)
+    if CI_BUILDS_NS in namespaces:  # CI jobs: HTTPS to the internet (GitLab, registries), never inside the cluster
+        https = {"to": [{"ipBlock": internet_block("0.0.0.0/0", NON_PUBLIC)}], "ports": ports(443)}
+        default_deny_egress(f"{cluster}-{CI_BUILDS_NS}-default-deny-egress", namespaces[CI_BUILDS_NS], opts, https)
 
 
 class InfraStack(pulumi.ComponentResource):
@@ -575,15 +596,12 @@ class InfraStack(pulumi.ComponentResource):
             "kube-prometheus-stack",
             RELEASE,
             monitoring_ns,
-            prometheus_values(
-                cluster,
-                fleet,
-                scrape_configs,
-                secrets,
-                settings.storage_class,
-                self._alert_config(cluster, settings) if cluster.central else None,
-            ),
-            child,
+            prometheus_values(cluster, fleet, scrape_configs, secrets, settings.storage_class),
+            pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[self._alert_secret(cluster, settings, monitoring_ns, child)])
+            )
+            if cluster.central
+            else child,
             timeout=900,
         )
         nvidia_pools = [p for p in cluster.all_pools if p.accelerator.is_nvidia]
@@ -679,6 +697,24 @@ class InfraStack(pulumi.ComponentResource):
             return alertmanager_config(receiver)
 
         return settings.alert_receiver.apply(config)
+
+    def _alert_secret(
+        self, cluster: Cluster, settings: StackSettings, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+    ) -> k8s.core.v1.Secret:
+        """The central Alertmanager's configuration (receiver included) as a Secret of its own."""
+        config = self._alert_config(cluster, settings)
+        text = (
+            pulumi.Output.secret(config).apply(prometheus.to_yaml)
+            if config is not None
+            else prometheus.to_yaml(alertmanager_config(None))
+        )
+        return k8s.core.v1.Secret(
+            f"{cluster.name}-alertmanager-config",
+            metadata={"name": ALERTMANAGER_CONFIG_SECRET, "namespace": namespace},
+            type="Opaque",
+            string_data={"alertmanager.yaml": text},
+            opts=opts,
+        )
 
     @staticmethod
     def _grafana_admin(

@@ -20,7 +20,28 @@ import pulumi_kubernetes as k8s
 
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 METADATA_ADDRESS = ipaddress.ip_network("169.254.169.254/32")
+# Where the clouds hand out credentials, besides 169.254.169.254 (every cloud's instance metadata): the ECS/EKS
+# container credentials endpoint 169.254.170.2 (AWS docs, "Task IAM role", AWS_CONTAINER_CREDENTIALS_RELATIVE_URI)
+# and Azure's WireServer 168.63.129.16 (Microsoft Learn, "What is IP address 168.63.129.16?"). No egress rule
+# of the fleet ever reaches them.
+CREDENTIAL_ADDRESSES = ("169.254.169.254/32", "169.254.170.2/32", "168.63.129.16/32")
+# Addresses that are never "the internet" for a pod: the private ranges (RFC 1918) and the shared address space
+# (RFC 6598) the clouds take the clusters' node, pod and service ranges from, and link-local (RFC 3927, which
+# holds the metadata addresses). A CI job's HTTPS egress excludes them, so it reaches neither the cluster's pods,
+# services and nodes nor a credentials endpoint.
+NON_PUBLIC = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "168.63.129.16/32")
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+# The cluster's DNS pods: kube-system pods labelled k8s-app=kube-dns on GKE, EKS, AKS and Magnum (CoreDNS keeps the
+# kube-dns label for compatibility); Canonical Kubernetes labels them k8s-app=coredns (tigera/operator#4652).
+CLUSTER_DNS = {
+    "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: "kube-system"}},
+    "podSelector": {"matchExpressions": [{"key": "k8s-app", "operator": "In", "values": ["kube-dns", "coredns"]}]},
+}
+
+
+def dns_egress() -> dict[str, Any]:
+    """An egress rule: DNS to the cluster's DNS pods only (not port 53 of any address)."""
+    return {"to": [CLUSTER_DNS], "ports": DNS_PORTS}
 
 
 def network_policy(
@@ -92,14 +113,32 @@ def allow_ingress(
     )
 
 
-def internet_block(cidr: str) -> dict[str, Any]:
-    """An ``ipBlock`` peer for ``cidr``, never including the cloud's instance metadata address (node credentials
-    live there)."""
+def internet_block(cidr: str, excluded: Sequence[str] = CREDENTIAL_ADDRESSES) -> dict[str, Any]:
+    """An ``ipBlock`` peer for ``cidr``, never including the ``excluded`` ranges inside it (by default the clouds'
+    credentials endpoints)."""
     network = ipaddress.ip_network(cidr, strict=True)
     block: dict[str, Any] = {"cidr": str(network)}
-    if network.version == METADATA_ADDRESS.version and METADATA_ADDRESS.subnet_of(network):  # type: ignore[arg-type]
-        block["except"] = [str(METADATA_ADDRESS)]
+    inside = [
+        str(e)
+        for e in map(ipaddress.ip_network, excluded)
+        if e.version == network.version and e.subnet_of(network) and e != network  # type: ignore[arg-type]
+    ]
+    if inside:
+        block["except"] = inside
     return block
+
+
+def default_deny_egress(
+    resource_name: str, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions, *allowed: dict[str, Any]
+) -> None:
+    """The namespace's pods open connections to the cluster's DNS and to the ``allowed`` egress rules only."""
+    network_policy(
+        resource_name,
+        "default-deny-egress",
+        namespace,
+        {"podSelector": {}, "policyTypes": ["Egress"], "egress": [dns_egress(), *allowed]},
+        opts,
+    )
 
 
 def egress_allow_list(
@@ -111,7 +150,7 @@ def egress_allow_list(
     opts: pulumi.ResourceOptions,
 ) -> None:
     """Egress of the pods with ``pod_labels``: DNS, plus each ``(cidr, ports)`` of ``rules``; nothing else."""
-    egress: list[dict[str, Any]] = [{"ports": DNS_PORTS}]
+    egress: list[dict[str, Any]] = [dns_egress()]
     for cidr, numbers in rules:
         egress.append({"to": [{"ipBlock": internet_block(cidr)}], "ports": ports(*numbers)})
     network_policy(

@@ -1,11 +1,13 @@
-"""What the pull-request preview identity may do inside a cluster: server-side dry runs, and nothing for real.
+"""What the pull-request preview identity may do inside a cluster: server-side dry runs of the kinds the fleet
+registers itself, and nothing for real.
 
 A Pulumi preview dry-runs every Kubernetes object on the server, and the Kubernetes API authorizes a dry run exactly
 as the write itself (Pulumi's server-side apply guide, "Prerequisites"; pulumi/pulumi-kubernetes#2213), so RBAC
 alone cannot give a preview less than the deploy's verbs. The fleet therefore binds the preview identity to the
-verbs it needs, on the API groups the fleet manages (never the admission configuration, which admission policies
-do not guard), and adds a ValidatingAdmissionPolicy that refuses every create, update or delete of that identity
-unless it is a dry run (``request.dryRun``; admissionregistration.k8s.io/v1, Kubernetes 1.30 and later).
+verbs a preview uses on the resources the fleet registers, named one by one (``fleet.model.preview_rights``: no
+Secret, no log, no proxy, no token, no exec, no RBAC or admission object: those preview from the program's inputs),
+and adds a ValidatingAdmissionPolicy that refuses every create, update or delete of that identity unless it is a
+dry run (``request.dryRun``; admissionregistration.k8s.io/v1, Kubernetes 1.30 and later).
 """
 
 from __future__ import annotations
@@ -15,23 +17,9 @@ import json
 import pulumi
 import pulumi_kubernetes as k8s
 
-NAME = "gpu-fleet-previewer"
-# The API groups of everything the fleet deploys (its own objects and its charts'); admissionregistration.k8s.io is
-# left out on purpose: admission policies do not apply to their own configuration objects.
-API_GROUPS = [
-    "",
-    "apps",
-    "batch",
-    "networking.k8s.io",
-    "policy",
-    "rbac.authorization.k8s.io",
-    "apiextensions.k8s.io",
-    "monitoring.coreos.com",
-    "scheduling.k8s.io",
-    "storage.k8s.io",
-    "coordination.k8s.io",
-]
-VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
+from fleet.model import preview_rights
+
+NAME = preview_rights.NAME
 
 
 def dry_run_only_expression() -> str:
@@ -50,19 +38,16 @@ def preview_access(cluster: str, user: str, opts: pulumi.ResourceOptions) -> Non
     role = k8s.rbac.v1.ClusterRole(
         f"{cluster}-previewer",
         metadata={"name": NAME, "labels": labels},
-        rules=[
-            {"apiGroups": API_GROUPS, "resources": ["*"], "verbs": VERBS},
-            # dry-running the charts' roles and bindings needs what they grant, or these two verbs
-            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["*"], "verbs": ["bind", "escalate"]},
-        ],
+        rules=preview_rights.rules(),
         opts=opts,
     )
     k8s.rbac.v1.ClusterRoleBinding(
         f"{cluster}-previewer",
         metadata={"name": NAME, "labels": labels},
-        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata["name"]},
+        # the name itself, not the role's output, so the pack reads it in a preview of a new cluster too
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
         subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[role])),
     )
     policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
         f"{cluster}-previewer-dry-run-only",

@@ -97,6 +97,10 @@ def runner_config(cluster: Cluster, runner: Runner, jobs_namespace: str) -> dict
                     "image": DEFAULT_JOB_IMAGE,
                     "helper_image": HELPER_IMAGE,
                     "privileged": False,
+                    # no API token in a CI job's pods ([runners.kubernetes] automount_service_account_token,
+                    # gitlab-org/gitlab-runner!4543); a job may not pick another service account
+                    # (service_account_overwrite_allowed unset: no overwrite, docs executors/kubernetes)
+                    "automount_service_account_token": False,
                     "cpu_request": runner.cpu_request,
                     "memory_request": runner.memory_request,
                     "cpu_limit": runner.cpu_limit,

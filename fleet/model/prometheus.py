@@ -19,7 +19,12 @@ the paths where they are mounted.
 Each leaf sets the external labels ``cluster`` and ``cloud``: ``/federate`` attaches them to every series it
 returns, and the central job uses ``honor_labels: true`` so they (and the leaf's ``job``/``instance``)
 are kept rather than renamed to ``exported_*``. The central job's own target labels carry the same
-``cluster``/``cloud``, so ``up`` of a federation job says which cluster is unreachable.
+``cluster``/``cloud``, so ``up`` of a federation job says which cluster is unreachable. A leaf does not decide
+its own ``cluster`` and ``cloud`` on the central, though: ``/federate`` attaches an external label only to a
+series that lacks it, and ``honor_labels`` keeps what the leaf sent, so a series exported with another cluster's
+labels (a compromised leaf or benchmark pod) would be booked to that cluster. The job's
+``metric_relabel_configs`` therefore set both on every federated sample from the job's own configuration (they
+run after the scrape, on the merged labels; an empty ``source_labels`` with the default regex always matches).
 
 Staleness does not cross federation (samples come with explicit timestamps): the central keeps a series'
 last value for up to 5 minutes after the leaf stops exporting it. Reports should query
@@ -253,6 +258,10 @@ def federation_scrape_config(
             "insecure_skip_verify": False,
         },
         "static_configs": [{"targets": [target.address], "labels": {"cluster": target.cluster, "cloud": target.cloud}}],
+        "metric_relabel_configs": [
+            {"action": "replace", "target_label": "cluster", "replacement": target.cluster},
+            {"action": "replace", "target_label": "cloud", "replacement": target.cloud},
+        ],
     }
 
 

@@ -168,6 +168,11 @@ class StackSettings:
     # private endpoint only.
     api_allowed_cidrs: list[str] = field(default_factory=list)
     private_api_endpoint: bool = False
+    # Opt-outs of safe defaults a site may need (each named in its stack file): GKE nodes with public addresses;
+    # AKS without the audit log or without auto-upgrade.
+    public_nodes: bool = False
+    audit_logs: bool = True
+    auto_upgrade: bool = True
     # The central's Grafana admin password (secret; None: a generated one) and Alertmanager receiver (secret
     # JSON text of one Alertmanager `receivers` entry; None: alerts reach no one, with a warning).
     # The pull-request preview identity as this cluster knows it (GKE: its service account's email; AKS: its object
@@ -194,8 +199,13 @@ class StackSettings:
         api_cidrs, api_problems = check_source_ranges(config_value(cfg, "apiAllowedCidrs"), API_RANGES)
         problems += [config_problem(api_key, msg, *where) for where, msg in api_problems]
         private = config_value(cfg, "privateApiEndpoint")
-        if private is not None and str(private).lower() not in ("true", "false"):
-            problems.append(config_problem(f"{NAMESPACE}:privateApiEndpoint", "must be true or false"))
+        flags: dict[str, bool] = {}
+        for flag, default in (("privateApiEndpoint", False), ("publicNodes", False), ("auditLogs", True),
+                              ("autoUpgrade", True)):  # fmt: skip
+            value = config_value(cfg, flag)
+            if value is not None and str(value).lower() not in ("true", "false"):
+                problems.append(config_problem(f"{NAMESPACE}:{flag}", "must be true or false"))
+            flags[flag] = default if value is None else str(value).lower() == "true"
         for secret_key in ("grafanaAdminPassword", "alertReceiver"):
             key = f"{NAMESPACE}:{secret_key}"
             problems += [
@@ -234,6 +244,9 @@ class StackSettings:
             runner_tokens=tokens,
             api_allowed_cidrs=api_cidrs,
             private_api_endpoint=str(private).lower() == "true",
+            public_nodes=flags["publicNodes"],
+            audit_logs=flags["auditLogs"],
+            auto_upgrade=flags["autoUpgrade"],
             preview_principal=(cfg.get("previewPrincipal") or "").strip() or None,
             subnet_ids=config_value(cfg, "subnetIds"),
             availability_zones=config_value(cfg, "availabilityZones"),

@@ -84,6 +84,15 @@ SETTINGS: dict[str, Setting] = {
     "privateApiEndpoint": Setting(
         "bool", frozenset({"gcp", "aws", "azure"}), "an API endpoint inside the network only", default=False
     ),
+    "publicNodes": Setting(
+        "bool", frozenset({"gcp"}), "opt out of private nodes: nodes with public addresses, no Cloud NAT", default=False
+    ),
+    "auditLogs": Setting(
+        "bool", frozenset({"azure"}), "the API server's kube-audit-admin log to a Log Analytics workspace", default=True
+    ),
+    "autoUpgrade": Setting(
+        "bool", frozenset({"azure"}), "patch-version auto-upgrade and node-image updates of the cluster", default=True
+    ),
     "previewPrincipal": Setting(
         "string", frozenset({"gcp", "aws", "azure", "existing"}), "the preview identity, limited to dry runs"
     ),

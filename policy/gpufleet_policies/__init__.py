@@ -17,6 +17,8 @@ from . import clusters  # noqa: F401
 from . import ci_runners  # noqa: F401
 from . import sweeps  # noqa: F401
 from . import sharing  # noqa: F401
+from . import preview_access  # noqa: F401
+from . import endpoints  # noqa: F401
 
 # isort: on
 from .registry import POLICIES

@@ -73,13 +73,25 @@ def _runner_problems(entry: dict[str, Any], pool: Any) -> list[str]:
             problems.append(f"[runners.kubernetes] has no {key}: a CI job could starve the node")
     if kube.get("privileged"):
         problems.append("[runners.kubernetes] privileged is true: CI jobs must not run privileged")
+    if kube.get("automount_service_account_token") is not False:
+        problems.append(
+            "[runners.kubernetes] automount_service_account_token must be false: a CI job's pod must hold no API "
+            "token (the chart's service account could be reached from any job)"
+        )
+    for key in sorted(
+        k for k in kube if k.endswith("_overwrite_allowed") and k.startswith(("service_account", "bearer"))
+    ):
+        problems.append(
+            f"[runners.kubernetes] {key} lets a CI job choose its own identity (service_account_overwrite); remove it"
+        )
     return problems
 
 
 @resource_policy(
     "ci-runner-placement",
     "GitLab runners' CI jobs run on the runner's card pool: they select it, tolerate its taints, request the card "
-    "(so two jobs never share one, but on a time-sliced pool) and have cpu and memory limits; never privileged.",
+    "(so two jobs never share one, but on a time-sliced pool) and have cpu and memory limits; never privileged, "
+    "never with an API token or an identity of their choosing.",
 )
 def _validate_runner(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != HELM_RELEASE:

@@ -189,3 +189,35 @@ class TextExporter:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+
+class RecordingUpstream:
+    """An HTTP server on 127.0.0.1 (a thread) that answers every GET 200 ``ok`` and records what it received:
+    ``(method, path with query, body)`` per request."""
+
+    def __init__(self) -> None:
+        received: list[tuple[str, str, bytes]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                received.append(("GET", self.path, self.rfile.read(length) if length else b""))
+                self.send_response(200)
+                self.send_header("Content-Length", "3")
+                self.end_headers()
+                self.wfile.write(b"ok\n")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.received = received
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)

@@ -56,6 +56,7 @@ EXPORTED = """\
 # TYPE benchmark_events_per_second gauge
 benchmark_events_per_second{workload="madgraph",gpu="nvidia-t4",stage="rmb_me"} 3.673078e+07
 benchmark_events_per_second{workload="madgraph",gpu="nvidia-t4",stage="me_only"} 7.195237e+07
+benchmark_events_per_second{workload="spoof",gpu="nvidia-t4",stage="x",cluster="leaf-b",cloud="aws"} 1
 # TYPE benchmark_fit_seconds histogram
 benchmark_fit_seconds_bucket{workload="pyhf",gpu="nvidia-t4",le="1"} 2
 benchmark_fit_seconds_bucket{workload="pyhf",gpu="nvidia-t4",le="10"} 5
@@ -214,10 +215,15 @@ def test_benchmark_metrics_are_federated_with_cluster_labels_and_nothing_else(fe
     # The benchmark gauge arrives with the leaf's external labels and its own job/instance (honor_labels).
     series = _wait_for(
         "benchmark_events_per_second on the central",
-        lambda: _query(central.port, "benchmark_events_per_second"),
+        lambda: _query(central.port, 'benchmark_events_per_second{workload="madgraph"}'),
         fed,
     )
     assert len(series) == 2, series
+    # A series the leaf exports with another cluster's labels is booked to the leaf it came from: the central sets
+    # cluster and cloud from its own job, not from the leaf (metric_relabel_configs after honor_labels).
+    (spoof,) = _query(central.port, 'benchmark_events_per_second{workload="spoof"}')
+    assert (spoof["metric"]["cluster"], spoof["metric"]["cloud"]) == ("leaf-a", "gcp"), spoof
+    assert _query(central.port, '{cluster="leaf-b"}') == [] and _query(central.port, '{cloud="aws"}') == []
     for s in series:
         labels = s["metric"]
         assert labels["cluster"] == "leaf-a" and labels["cloud"] == "gcp", labels
@@ -273,6 +279,7 @@ def test_benchmark_metrics_are_federated_with_cluster_labels_and_nothing_else(fe
     assert sorted((r["metric"]["cluster"], r["metric"]["workload"], r["metric"]["gpu"]) for r in last) == [
         ("leaf-a", "madgraph", "nvidia-t4"),
         ("leaf-a", "pyhf", "nvidia-t4"),
+        ("leaf-a", "spoof", "nvidia-t4"),  # booked to the leaf it came from, whatever labels it claimed
     ]
     for r in last:
         assert abs(float(r["value"][1]) - time.time()) < 30, r

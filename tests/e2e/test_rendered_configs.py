@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import http.client
 import os
+import selectors
 import shutil
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -35,7 +37,7 @@ from fleet.model.prices import card_prices, load_prices
 from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.tools.cli import main
 from tests.conftest import require_tool
-from tests.e2e.processes import Process, Prometheus, TextExporter, wait_for
+from tests.e2e.processes import Process, Prometheus, RecordingUpstream, TextExporter, wait_for
 from tests.e2e.processes import free_port as _free_port
 from tests.e2e.support import Pki, make_pki, promtool, rule_tests, write_yaml
 
@@ -157,7 +159,7 @@ def _loopback_gateway_conf(rendered: Path, leaf: str, pki: Pki, work: Path, port
     for old, new in (  # scratch first: the others may be under /tmp themselves
         ("/tmp/", f"{scratch}/"),
         (f"listen {GATEWAY_PORT} ssl;", f"listen 127.0.0.1:{port} ssl;"),
-        (f"proxy_pass {PROMETHEUS_URL};", f"proxy_pass {upstream};"),
+        (f"proxy_pass {PROMETHEUS_URL}/federate;", f"proxy_pass {upstream}/federate;"),
         (GATEWAY_TLS_DIR, f"{tls}/"),
     ):
         assert old in text, f"the rendered gateway config no longer contains {old!r}"
@@ -288,13 +290,15 @@ def test_selected_metrics_cross_the_rendered_gateway_with_cluster_labels(federat
 
 def test_the_gateway_serves_only_get_federate_to_fleet_clients(federation: dict[str, Any], pki: Pki) -> None:
     port = federation["gateway_port"]
+    fleet_client = _context(pki, pki.client_cert, pki.client_key)
+    # the leaf answers /federate empty until its first scrape: wait for the metric (this test may run first, on
+    # its own worker, without the federation test's wait)
     wait_for(
-        "the gateway",
-        lambda: _gateway(port, _context(pki, pki.client_cert, pki.client_key), "GET", "/healthz")[0] == 200,
+        "the gateway federating the leaf's metric",
+        lambda: METRIC.encode() in _gateway(port, fleet_client, "GET", _federate_path(METRIC))[1],
         federation["deadline"],
         federation["running"],
     )
-    fleet_client = _context(pki, pki.client_cert, pki.client_key)
     status, body, server = _gateway_response(port, fleet_client, "GET", _federate_path(METRIC))
     assert status == 200 and METRIC.encode() in body
     assert server == "nginx", f"the gateway tells its version: Server: {server}"
@@ -323,3 +327,109 @@ def test_the_gateway_serves_only_get_federate_to_fleet_clients(federation: dict[
             continue  # refused in the handshake
         # nginx answers 400 ("No required SSL certificate was sent" / "certificate error"), never metrics.
         assert status == 400 and METRIC.encode() not in body, (what, status)
+
+
+# --- the gateway under abuse: raw URIs, bodies, half-open handshakes ------------------------------------------
+
+# A TLS record header (handshake, TLS 1.0 record version, 512 bytes to follow) and then nothing: the half-open
+# handshake of issue 35.
+TLS_RECORD_HEADER = bytes([0x16, 0x03, 0x01, 0x02, 0x00])
+HALF_OPEN = 1500
+
+
+@pytest.fixture
+def gateway_to_recorder(rendered: Path, pki: Pki, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """The rendered leaf gateway on loopback in front of an upstream that records what reaches it."""
+    upstream = RecordingUpstream()
+    port = _free_port()
+    gateway = _Nginx(_loopback_gateway_conf(rendered, LEAF, pki, tmp_path, port, upstream.url))
+    client = _context(pki, pki.client_cert, pki.client_key)
+    try:
+        wait_for(
+            "the gateway",
+            lambda: _gateway(port, client, "GET", "/healthz")[0] == 200,
+            time.monotonic() + 20,
+            [gateway],
+        )
+        yield {"port": port, "upstream": upstream, "client": client, "nginx": gateway}
+    finally:
+        gateway.stop()
+        upstream.stop()
+
+
+def test_the_gateway_passes_exactly_federate_and_its_query_and_no_body(gateway_to_recorder: dict[str, Any]) -> None:
+    port, upstream, client = (gateway_to_recorder[k] for k in ("port", "upstream", "client"))
+    query = _federate_path(METRIC).split("?", 1)[1]
+    for raw_path in (f"/federate?{query}", f"//federate?{query}", f"/./federate?{query}", f"/x/../federate?{query}"):
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=client, timeout=5)
+        try:
+            conn.request("GET", raw_path, body=b"smuggled=1")
+            response = conn.getresponse()
+            assert response.status == 200 and response.read() == b"ok\n", raw_path
+        finally:
+            conn.close()
+    assert upstream.received == [("GET", f"/federate?{query}", b"")] * 4
+
+
+def _hold_half_open_handshakes(port: int, count: int, deadline: float) -> tuple[list[socket.socket], int]:
+    """Open ``count`` connections, one after the other, each sending a TLS record header as soon as it is connected
+    and nothing more; all the sockets, and how many sent their header before ``deadline``."""
+    sockets = []
+    pending = selectors.DefaultSelector()
+    sent = 0
+    for _ in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sockets.append(sock)
+        sock.connect_ex(("127.0.0.1", port))  # EINPROGRESS
+        pending.register(sock, selectors.EVENT_WRITE)
+        # this one's header goes out as soon as it connects (so the gateway is in its handshake, not waiting for a
+        # first byte), before the next connection opens
+        for key, _ in pending.select(timeout=min(0.2, max(0.0, deadline - time.monotonic()))):
+            pending.unregister(key.fileobj)
+            if key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                key.fileobj.send(TLS_RECORD_HEADER)
+                sent += 1
+    while pending.get_map() and time.monotonic() < deadline:
+        for key, _ in pending.select(timeout=max(0.0, deadline - time.monotonic())):
+            sock = key.fileobj
+            pending.unregister(sock)
+            if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                sock.send(TLS_RECORD_HEADER)
+                sent += 1
+    pending.close()
+    return sockets, sent
+
+
+def _closed_by_server(sockets: list[socket.socket], deadline: float) -> int:
+    """How many of ``sockets`` the server closes (EOF or reset) before ``deadline``."""
+    watch = selectors.DefaultSelector()
+    for sock in sockets:
+        watch.register(sock, selectors.EVENT_READ)
+    closed = 0
+    while watch.get_map() and time.monotonic() < deadline:
+        for key, _ in watch.select(timeout=max(0.0, deadline - time.monotonic())):
+            watch.unregister(key.fileobj)
+            try:
+                closed += key.fileobj.recv(1) == b""
+            except OSError:
+                closed += 1  # reset_timedout_connection: an RST
+    watch.close()
+    return closed
+
+
+def test_the_gateway_serves_a_fleet_client_through_1500_half_open_handshakes(
+    gateway_to_recorder: dict[str, Any],
+) -> None:
+    port, client = gateway_to_recorder["port"], gateway_to_recorder["client"]
+    sockets, connected = _hold_half_open_handshakes(port, HALF_OPEN, time.monotonic() + 20)
+    try:
+        assert connected == HALF_OPEN  # every attacker holds a connection in the handshake
+        status, body = _gateway(port, client, "GET", _federate_path(METRIC))
+        assert (status, body) == (200, b"ok\n")  # served while all of them are held
+        # and the gateway lets go of them (client_header_timeout bounds the handshake), well within a minute
+        assert _closed_by_server(sockets, time.monotonic() + 60) == HALF_OPEN
+        assert gateway_to_recorder["nginx"].alive()
+    finally:
+        for sock in sockets:
+            sock.close()

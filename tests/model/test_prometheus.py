@@ -154,6 +154,11 @@ def test_scrape_job_shape() -> None:
     job = federation_scrape_config(t, match_selectors([GAUGE, HISTOGRAM]))
     assert job["job_name"] == "federate-gke-a" == f"{FEDERATE_JOB_PREFIX}{t.cluster}"
     assert job["honor_labels"] is True
+    # the leaf keeps job/instance, but cluster and cloud come from the central's own job, whatever the leaf sends
+    assert job["metric_relabel_configs"] == [
+        {"action": "replace", "target_label": "cluster", "replacement": t.cluster},
+        {"action": "replace", "target_label": "cloud", "replacement": t.cloud},
+    ]
     assert job["metrics_path"] == "/federate"
     assert job["scheme"] == "https"
     assert job["params"] == {"match[]": match_selectors([GAUGE, HISTOGRAM])}

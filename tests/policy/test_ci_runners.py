@@ -52,6 +52,9 @@ def test_the_fleets_runners_pass(plans, session, stack):
         ),
         (lambda r: r["kubernetes"].pop("memory_limit"), "no memory_limit"),
         (lambda r: r["kubernetes"].update(privileged=True), "privileged is true"),
+        (lambda r: r["kubernetes"].pop("automount_service_account_token"), "automount_service_account_token"),
+        (lambda r: r["kubernetes"].update(automount_service_account_token=True), "automount_service_account_token"),
+        (lambda r: r["kubernetes"].update(service_account_overwrite_allowed=".*"), "service_account_overwrite"),
     ],
 )
 def test_each_rule_fails(plans, session, change, fragment):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.policy.support import assert_violation, check, reg
+from tests.policy.support import assert_violation, check, only, reg
 
 
 @pytest.mark.parametrize(
@@ -18,6 +18,6 @@ from tests.policy.support import assert_violation, check, reg
 )
 def test_unprotected_cluster(plans, session, stack, type_):
     r = reg(plans, stack, type_, stack)
-    assert check(session, r) == []
+    assert only(check(session, r), "cluster-protected") == []
     r.protect = False
     assert_violation(check(session, r), "cluster-protected", "protect=True", urn=r.urn)

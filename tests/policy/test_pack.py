@@ -13,6 +13,9 @@ from fleet.tools.analyzer import PolicyPackSession, analyze_plans
 from fleet.tools.plan import plan_fleet
 from tests.policy.support import PLAN_ARGS, POLICY, SHIPPED, WORKLOADS
 
+# Advisory in a preview, mandatory in a deploy (policy/deploy-config.json): what a stack file leaves open.
+DEPLOY_ONLY = ("api-allow-list", "federation-source-ranges")
+
 
 def test_shipped_fleet_has_no_findings():
     """Whatever the shipped policy says, the program's plan of it passes the pack (derived from the policy)."""
@@ -21,9 +24,13 @@ def test_shipped_fleet_has_no_findings():
     assert set(findings) == set(plans)
     for stack, found in findings.items():
         assert [f for f in found if f.level == "mandatory"] == [], stack
-        # no other advisory either; images-by-digest flags only what the repository does not pin by digest yet
-        assert {f.policy for f in found} <= {"images-by-digest"}, stack
+        # no other advisory either; images-by-digest flags only what the repository does not pin by digest yet,
+        # api-allow-list and federation-source-ranges what a stack file leaves open (a deploy refuses both)
+        assert {f.policy for f in found} <= {"images-by-digest", *DEPLOY_ONLY}, stack
         for f in found:
+            if f.policy in DEPLOY_ONLY:
+                assert "pulumi config set --stack" in f.message, f.message
+                continue
             ref = re.search(r"runs '([^']+)'|\(([^)]+)\) is not pinned", f.message)
             assert ref and "@sha256:" not in (ref.group(1) or ref.group(2)), f.message
 
@@ -33,7 +40,8 @@ def test_fixture_fleet_has_no_findings(plans):
     assert set(findings) == set(plans)
     for stack, found in findings.items():
         assert [f for f in found if f.level == "mandatory"] == [], stack
-        assert {f.policy for f in found} <= {"images-by-digest"}, stack  # the fixtures' images have no digest
+        # the fixtures' images have no digest, and their stack files name no API allow-list
+        assert {f.policy for f in found} <= {"images-by-digest", *DEPLOY_ONLY}, stack
 
 
 def test_pack_lists_every_policy_with_a_description(session):
@@ -59,6 +67,9 @@ def test_pack_lists_every_policy_with_a_description(session):
         "benchmark-set-matches-policy",
         "cluster-protected",
         "ci-runner-placement",
+        "preview-identity-least-privilege",
+        "federation-source-ranges",
+        "api-allow-list",
     } <= set(policies)
     assert all(len(p.description) > 30 for p in policies.values())
 

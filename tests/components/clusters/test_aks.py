@@ -157,3 +157,21 @@ def test_agent_pool_names_follow_the_aks_rule():
         agent_pool_name("rtx-pro-6000x")
     with pytest.raises(ValueError, match="lower-case letters"):
         agent_pool_name("A100")
+
+
+def test_audit_log_and_auto_upgrade_by_default(plan):
+    cluster = one(plan, "azure-native:containerservice:ManagedCluster", "aks-test").inputs
+    assert cluster["autoUpgradeProfile"] == {"upgradeChannel": "patch", "nodeOSUpgradeChannel": "NodeImage"}
+    (workspace,) = by_type(plan, "azure-native:operationalinsights:Workspace")
+    assert workspace.inputs["retentionInDays"] == 90
+    (setting,) = by_type(plan, "azure-native:monitor:DiagnosticSetting")
+    assert setting.inputs["logs"] == [{"category": "kube-audit-admin", "enabled": True}]
+    assert setting.inputs["resourceUri"] and setting.inputs["workspaceId"]  # the cluster's, the workspace's
+
+
+def test_a_site_may_opt_out_of_audit_logs_and_auto_upgrade(tmp_path):
+    config = {**CONFIG, "gpu-fleet:auditLogs": False, "gpu-fleet:autoUpgrade": "false"}
+    bare = plan_one(tmp_path, POLICY, "aks-test", config)
+    assert "autoUpgradeProfile" not in one(bare, "azure-native:containerservice:ManagedCluster", "aks-test").inputs
+    assert not by_type(bare, "azure-native:monitor:DiagnosticSetting")
+    assert not by_type(bare, "azure-native:operationalinsights:Workspace")

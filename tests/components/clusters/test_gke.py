@@ -123,7 +123,13 @@ def test_api_allow_list_and_private_endpoint(tmp_path):
         "cidrBlocks": [{"cidrBlock": "192.0.3.0/24", "displayName": "gpu-fleet:apiAllowedCidrs"}],
         "gcpPublicCidrsAccessEnabled": False,
     }
-    assert "privateClusterConfig" not in cluster
+    # private nodes by default (no public address), the endpoint public behind its allow-list, egress by Cloud NAT
+    assert cluster["privateClusterConfig"] == {
+        "enablePrivateNodes": True,
+        "enablePrivateEndpoint": False,
+        "masterIpv4CidrBlock": "172.16.0.0/28",
+    }
+    assert len(by_type(allowed, "gcp:compute/routerNat:RouterNat")) == 1
     private = plan_one(tmp_path, POLICY, "gke-test", {**CONFIG, "gpu-fleet:privateApiEndpoint": True})
     cluster = one(private, "gcp:container/cluster:Cluster", "gke-test").inputs
     assert cluster["privateClusterConfig"]["enablePrivateEndpoint"] is True
@@ -150,12 +156,18 @@ def test_a_private_cluster_that_runs_sweeps_lets_its_control_plane_reach_the_web
     plans = {}
     for name, policy, config in (
         ("swept", SWEEP_POLICY, private),
-        ("public", SWEEP_POLICY, CONFIG),  # a public control plane reaches every port
+        ("default", SWEEP_POLICY, CONFIG),  # private nodes by default: the same rule
+        (
+            "public",
+            SWEEP_POLICY,
+            {**CONFIG, "gpu-fleet:publicNodes": True},
+        ),  # a public control plane reaches every port
         ("unswept", POLICY, private),  # no Kueue, no webhook to reach
     ):
         (tmp_path / name).mkdir()
         plans[name] = plan_one(tmp_path / name, policy, "gke-test", config, workloads_dir=workloads)
     assert not by_type(plans["public"], FIREWALL) and not by_type(plans["unswept"], FIREWALL)
+    assert len(by_type(plans["default"], FIREWALL)) == 1
     (rule,) = by_type(plans["swept"], FIREWALL)
     inputs = rule.inputs
     assert inputs["direction"] == "INGRESS" and inputs["sourceRanges"] == [MASTER_CIDR]
@@ -163,3 +175,10 @@ def test_a_private_cluster_that_runs_sweeps_lets_its_control_plane_reach_the_web
     # only the cluster's own nodes, by their service account (no network-wide rule)
     assert len(inputs["targetServiceAccounts"]) == 1 and "targetTags" not in inputs
     assert rule.parent == one(plans["swept"], "gpufleet:index:GkeCluster", "gke-test").urn
+
+
+def test_public_nodes_only_when_the_stack_opts_out(tmp_path):
+    public = plan_one(tmp_path, POLICY, "gke-test", {**CONFIG, "gpu-fleet:publicNodes": True})
+    cluster = one(public, "gcp:container/cluster:Cluster", "gke-test").inputs
+    assert "privateClusterConfig" not in cluster
+    assert not by_type(public, "gcp:compute/routerNat:RouterNat")

@@ -3,6 +3,7 @@ the mock engine on the tests' fixture fleet and workloads."""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import kubernetes_validate
@@ -10,13 +11,25 @@ import pytest
 
 from components.kubernetes.benchmark import HOME_DIR
 from components.kubernetes.gateway import GATEWAY_PORT
-from fleet.model import pod_contract
+from fleet.model import pod_contract, preview_rights
+from fleet.model.rbac import Rbac, Request, User
 from fleet.model.spec import load_fleet
 from fleet.tools.plan import StackPlan, plan_fleet
 from tests.conftest import FIXTURES
 from tests.helpers import by_type, write_policy
 
 FIXTURE_WORKLOADS = FIXTURES / "fleet" / "workloads"
+CLUSTER_DNS_ONLY = {
+    "to": [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {
+                "matchExpressions": [{"key": "k8s-app", "operator": "In", "values": ["kube-dns", "coredns"]}]
+            },
+        }
+    ],
+    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+}
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 JOB = "kubernetes:batch/v1:Job"
@@ -116,13 +129,47 @@ def test_benchmarks_are_scraped_only_by_prometheus_and_reach_only_what_they_decl
         }
         assert scrape[0]["ports"] == [{"protocol": "TCP", "port": pod_contract.METRICS_PORT}]
         egress = found["default-deny-egress"]
-        assert egress["egress"] == [{"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
+        assert egress["egress"] == [CLUSTER_DNS_ONLY]  # DNS to the cluster's DNS pods, not port 53 anywhere
     uploader = policies(leaf, "benchmarks-root")["egress-uploader"]
     assert uploader["podSelector"]["matchLabels"]["workload"] == "uploader"
+    assert uploader["egress"][0] == CLUSTER_DNS_ONLY
     https = uploader["egress"][1]
-    assert https["to"] == [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}]
+    # every cloud's credentials endpoints stay out: instance metadata, EKS/ECS container credentials, Azure WireServer
+    assert https["to"] == [
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32", "169.254.170.2/32", "168.63.129.16/32"]}}
+    ]
     assert https["ports"] == [{"protocol": "TCP", "port": 443}]
     assert not any(name.startswith("egress-") for name in policies(leaf, "benchmarks"))  # tracker declares none
+
+
+def test_ci_jobs_reach_dns_and_public_https_only(tmp_path):
+    policy = POLICY.replace("workloads:", "runners:\n  clusters:\n    gke-leaf: [t4]\nworkloads:")
+    policy_file, stacks = write_policy(tmp_path, policy, {"gke-central": GCP, "gke-leaf": GCP})
+    fleet = load_fleet(policy_file, FIXTURE_WORKLOADS)
+    (plan,) = [
+        p
+        for p in plan_fleet(fleet, policy_file, stacks_dir=stacks, workloads_dir=FIXTURE_WORKLOADS)
+        if p.stack == "gke-leaf"
+    ]
+    egress = policies(plan, pod_contract.CI_JOB_NAMESPACE)["default-deny-egress"]
+    assert egress["podSelector"] == {} and egress["policyTypes"] == ["Egress"]
+    dns, https = egress["egress"]
+    assert dns == CLUSTER_DNS_ONLY
+    assert https["ports"] == [{"protocol": "TCP", "port": 443}]
+    (block,) = https["to"]
+    excluded = [ipaddress.ip_network(c) for c in block["ipBlock"]["except"]]
+    assert block["ipBlock"]["cidr"] == "0.0.0.0/0"
+    for address in (
+        "169.254.169.254",
+        "169.254.170.2",
+        "168.63.129.16",
+        "10.4.0.1",
+        "172.20.0.10",
+        "192.168.1.1",
+        "100.64.0.1",
+    ):  # credentials endpoints; pod, service and node ranges of the clouds
+        assert any(ipaddress.ip_address(address) in net for net in excluded), address
+    assert not any(ipaddress.ip_address("188.184.104.2") in net for net in excluded)  # a public GitLab stays open
 
 
 def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -206,9 +253,12 @@ def test_the_preview_identity_may_only_dry_run(preview_plans):
         (binding,) = _kind(plan, "ClusterRoleBinding")
         assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
         (role,) = _kind(plan, "ClusterRole")
+        assert binding["roleRef"]["name"] == role["metadata"]["name"] == preview_rights.NAME
+        for rule in role["rules"]:  # every group, resource and verb named
+            assert "*" not in [*rule["apiGroups"], *rule["resources"], *rule["verbs"]], rule
         groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
         # admission policies do not guard their own configuration: the preview identity may not touch it
-        assert "admissionregistration.k8s.io" not in groups and "*" not in groups
+        assert "admissionregistration.k8s.io" not in groups and "rbac.authorization.k8s.io" not in groups
         (policy,) = _kind(plan, "ValidatingAdmissionPolicy")
         assert policy["spec"]["matchConditions"] == [
             {"name": "preview-identity", "expression": f'request.userInfo.username == "{user}"'}
@@ -231,3 +281,54 @@ def test_the_preview_identity_may_only_dry_run(preview_plans):
 
 def test_no_preview_access_unless_the_stack_names_the_identity(leaf):
     assert not _kind(leaf, "ValidatingAdmissionPolicy") and not _kind(leaf, "ClusterRoleBinding")
+
+
+def _rendered_rbac(plan: StackPlan) -> Rbac:
+    """Every Role, ClusterRole and binding of the plan, as the provider would send them."""
+    return Rbac.of(
+        (r.type.rsplit(":", 1)[-1], r.plain_inputs())
+        for r in plan.registrations
+        if r.type.startswith("kubernetes:rbac.authorization.k8s.io/")
+    )
+
+
+@pytest.mark.parametrize("request_", preview_rights.REFUSED, ids=lambda r: r.describe())
+def test_the_preview_identity_is_refused(preview_plans, request_):
+    for stack, user in (
+        ("gke-p", "gpu-fleet-preview@proj-1.iam.gserviceaccount.com"),
+        ("eks-p", "gpu-fleet-previewer"),
+    ):
+        rbac = _rendered_rbac(preview_plans[stack])
+        assert rbac.why_allowed(User(user), request_) is None, (stack, request_.describe())
+
+
+def test_the_preview_identity_may_dry_run_what_the_fleet_registers_and_nothing_else(preview_plans):
+    """Every kind the fixture fleet registers itself (one cluster per cloud, sweeps, runners) is named in the
+    previewer's role, and the role names nothing the fleet does not register."""
+    fixture = FIXTURES / "fleet"
+    fleet = load_fleet(fixture / "fleet.yaml", fixture / "workloads")
+    plans = plan_fleet(
+        fleet, fixture / "fleet.yaml", stacks_dir=fixture / "stacks", workloads_dir=fixture / "workloads"
+    )
+    registered = {
+        r.type
+        for plan in plans
+        for r in plan.registrations
+        if r.type.startswith("kubernetes:")
+        and r.type.rsplit(":", 1)[-1] not in preview_rights.CLIENT_SIDE_KINDS
+        and "admissionregistration" not in r.type
+        and r.type != "kubernetes:helm.sh/v3:Release"  # rendered client-side (preview_rights' docstring)
+    }
+    user = User("gpu-fleet-previewer")
+    rbac = _rendered_rbac(preview_plans["eks-p"])
+    wanted = set()
+    for type_ in registered:
+        _, api_version, kind = type_.split(":")
+        group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+        group = "" if group == "core" else group
+        resource = {"NetworkPolicy": "networkpolicies"}.get(kind, kind.lower() + "s")  # the API's plurals
+        wanted.add((group, resource))
+        for verb in preview_rights.VERBS:
+            assert rbac.allows(user, Request(verb, resource, group, namespace="benchmarks", name="x")), (verb, type_)
+    named = {(group, res) for group, resources in preview_rights.RESOURCES.items() for res in resources}
+    assert named == wanted

@@ -9,9 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pulumi.runtime import rpc
 
-from components.kubernetes.infra import alertmanager_config, federated_selectors, parse_alert_receiver
+from components.kubernetes.infra import (
+    ALERTMANAGER_CONFIG_SECRET,
+    alertmanager_config,
+    federated_selectors,
+    parse_alert_receiver,
+)
 from fleet.model.accounting import ACCOUNTING_RULES, GROUP
 from fleet.model.spec import load_fleet
 from fleet.tools.cli import main
@@ -187,26 +193,51 @@ def test_central_grafana_admin_password_from_secret_config(tmp_path):
     assert rpc.is_rpc_secret(plan.exports["grafana_admin_password"])
 
 
+def _alertmanager_secret(plan: StackPlan) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The central's Alertmanager configuration (``alertmanager.yaml`` of its Secret, secrets unwrapped) and the
+    kps values that name it."""
+    (secret,) = [
+        r
+        for r in by_type(plan, "kubernetes:core/v1:Secret")
+        if r.inputs["metadata"]["name"] == ALERTMANAGER_CONFIG_SECRET
+    ]
+    data = secret.inputs["stringData"]
+    data = rpc.unwrap_rpc_secret(data) if rpc.is_rpc_secret(data) else data
+    text = data["alertmanager.yaml"]
+    text = rpc.unwrap_rpc_secret(text) if rpc.is_rpc_secret(text) else text
+    return yaml.safe_load(text), release(plan, "kps")["values"]["alertmanager"]
+
+
 def test_alerts_reach_no_one_without_a_receiver_and_the_plan_says_so(gke):
-    config = release(gke, "kps")["values"]["alertmanager"]["config"]
+    config, _ = _alertmanager_secret(gke)
     assert config["route"]["receiver"] == "null"
     assert [f for f in gke.findings if "gpu-fleet:alertReceiver is not set" in f.message]
 
 
-def test_alert_receiver_from_secret_config_routes_every_alert_but_the_watchdog(tmp_path):
+def test_the_alert_receiver_lives_in_a_secret_of_its_own_and_the_values_stay_plain(tmp_path):
     config = {**GCP, "gpu-fleet:alertReceiver": {"secure": "v1:abc"}}
     plan = plan_one(tmp_path, GKE_CENTRAL, "gke-central", config)
+    config, values = _alertmanager_secret(plan)
+    # the chart renders no configuration of its own and the Alertmanager reads ours (values keys of kps 79.5.0)
+    assert "config" not in values
+    assert values["alertmanagerSpec"]["useExistingSecret"] is True
+    assert values["alertmanagerSpec"]["configSecret"] == ALERTMANAGER_CONFIG_SECRET
+    # the receiver (webhook URLs) is secret in the Secret only; no value of the release is
     (kps,) = [r for r in by_type(plan, RELEASE) if r.inputs["name"] == "kps"]
-    shown = kps.plain_inputs()["values"]["alertmanager"]["config"]
-    # it holds webhook URLs: secret in the plan as in the state (offline, a stand-in receiver takes its place)
-    assert shown["receivers"][1] == {"name": "[secret]", "webhook_configs": [{"url": "[secret]"}]}
-    assert shown["route"]["receiver"] == "[secret]"
+    assert "[secret]" not in json.dumps(kps.plain_inputs()["values"])
+    assert "offline-plan.invalid" not in json.dumps(kps.inputs)  # the stand-in receiver is in the Secret only
+    assert config["receivers"][1]["webhook_configs"][0]["url"] == "https://offline-plan.invalid/"
     assert not [f for f in plan.findings if "alertReceiver" in f.message]
     receiver = {"name": "team", "webhook_configs": [{"url": "https://alerts.example.org/hook"}]}
     built = alertmanager_config(parse_alert_receiver(json.dumps(receiver)))
     assert built["route"]["receiver"] == "team"
     assert built["route"]["routes"] == [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}]
     assert built["receivers"] == [{"name": "null"}, receiver]
+
+
+def test_kube_state_metrics_does_not_watch_secrets(gke):
+    ksm = release(gke, "kps")["values"]["kube-state-metrics"]
+    assert "secrets" not in ksm["collectors"] and "pods" in ksm["collectors"]
 
 
 @pytest.mark.parametrize(

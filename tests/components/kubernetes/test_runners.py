@@ -85,6 +85,8 @@ def test_the_config_toml_parses_and_puts_jobs_on_the_cards_pool_requesting_it(pl
     assert runner["feature_flags"] == {ADVANCED_POD_SPEC: True} and "environment" not in runner
     assert "pre_build_script" not in runner  # AKS: the NVIDIA toolkit sets the container up
     assert kube["namespace"] == "ci-builds" and kube["privileged"] is False
+    assert kube["automount_service_account_token"] is False  # no API token in a CI job
+    assert not any(k.endswith("_overwrite_allowed") for k in kube)  # a job cannot pick another service account
     assert kube["poll_timeout"] == POLL_TIMEOUT_SECONDS
     assert (kube["cpu_limit"], kube["memory_limit"]) == (("4", "12Gi") if card == "t4" else ("8", "64Gi"))
     assert (kube["cpu_request"], kube["memory_request"]) == ("1", "4Gi")  # below the limits: the pod fits a node

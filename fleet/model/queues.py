@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 
 import pydantic
 
+from fleet.model import pod_contract
 from fleet.model.errors import Problem
 from fleet.model.validation import StrictModel
 
@@ -185,6 +186,11 @@ def check_queues(
                 (name,),
                 f"queue name {name!r} must be a DNS-1123 label (lower-case letters, digits and '-', a letter first), "
                 "as Kueue's queue objects are named after it; example: gpu",
+            )
+        if name == pod_contract.SWEEP_QUEUE:
+            report(
+                (name,),
+                f"{name!r} is the scaling sweeps' own LocalQueue on every cluster that sweeps: pick another name",
             )
         for i, cluster in enumerate(queue.clusters):
             if cluster == manager:

@@ -426,8 +426,17 @@ class _Checker:
     def check_queues(self) -> None:
         """The fleet-wide queues (fleet/model/queues.py): a known manager that is no worker, known clusters that offer
         the queue's cards."""
-        if self.spec.queues is not None:
-            self.problems.extend(check_queues(self.doc, self.spec.queues, self.offered(), self.catalogue))
+        if self.spec.queues is None:
+            return
+        self.problems.extend(check_queues(self.doc, self.spec.queues, self.offered(), self.catalogue))
+        central = [n for cs in self.spec.clusters.values() for n, c in cs.items() if c.central]
+        manager = self.spec.queues.manager
+        if central and manager in self.offered() and manager != central[0]:
+            self.report(
+                ("queues", "manager"),
+                f"the manager reads every worker's stack outputs, as the central cluster ({central[0]}) reads every "
+                f"leaf's, and is deployed after them: make the central cluster the manager (manager: {central[0]})",
+            )
 
     def check_monitoring(self) -> None:
         """A pod's last samples must reach the central before the pod ends: the central federates each leaf every

@@ -17,6 +17,7 @@ from . import clusters  # noqa: F401
 from . import ci_runners  # noqa: F401
 from . import sweeps  # noqa: F401
 from . import sharing  # noqa: F401
+from . import queues  # noqa: F401
 
 # isort: on
 from .registry import POLICIES

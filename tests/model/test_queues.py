@@ -8,35 +8,23 @@ from pathlib import Path
 
 from fleet.model.queues import SPILL_ALL, SPILL_ORDERED, quota
 from fleet.model.spec import load_fleet
-from tests.model.test_spec_errors import bad
+from fleet.tools.cli import main
+from tests.helpers import QUEUED
 
-# A fleet of the tests: a control cluster without accelerators, GPUs at CERN and on two clouds, TPUs on one.
-QUEUED = """\
-defaults:
-  gpu_pool: {min_nodes: 0, max_nodes: 2, spot: true}
-clusters:
-  openstack:
-    control:
-      region: cern
-      central: true
-    cern-gpu:
-      region: cern
-      gpus: {t4: {max_nodes: 3}, v100: {}}
-  gcp:
-    gke-a:
-      zone: us-central1-a
-      gpus: [t4, tpu-v5e]
-  aws:
-    eks-a:
-      region: us-east-1
-      gpus: {t4: {max_nodes: 4}}
-workloads: {}
-queues:
-  manager: control
-  spill: ordered
-  gpu: {clusters: [cern-gpu, eks-a, gke-a], gpus: [t4, v100]}
-  tpu: {clusters: [gke-a], kind: tpu}
-"""
+
+def bad(tmp_path: Path, capsys, text: str, *expected: str) -> str:
+    """``validate`` of ``text`` exits 2 and prints each of ``expected``, with no traceback."""
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(textwrap.dedent(text), encoding="utf-8")
+    for folder in ("stacks", "workloads"):
+        (tmp_path / folder).mkdir(exist_ok=True)
+    args = ["--stacks-dir", str(tmp_path / "stacks"), "--workloads-dir", str(tmp_path / "workloads")]
+    code = main(["validate", "--policy", str(policy), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    for fragment in expected:
+        assert fragment in err, f"{fragment!r} not in:\n{err}"
+    return err
 
 
 def _load(tmp_path: Path, text: str = QUEUED):

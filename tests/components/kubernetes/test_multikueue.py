@@ -31,19 +31,11 @@ from fleet.tools.plan import plan_fleet
 from fleet.tools.render import kubernetes_manifest
 from fleet.tools.schemas import CRDS_ENV, load_crds, schema_errors
 from tests.conftest import shared_data
-from tests.helpers import MAGNUM_SITE, by_type, write_policy
-from tests.model.test_queues import QUEUED
+from tests.helpers import MAGNUM_SITE, QUEUED, QUEUED_STACKS, by_type, write_policy
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 RELEASE = "kubernetes:helm.sh/v3:Release"
-# Kueue needs Kubernetes 1.29 or newer (fleet/program/stack.py check_kueue_version)
-SITE = {**MAGNUM_SITE, "kubeTag": "v1.31.5-rancher1"}
-STACKS = {
-    "control": {"openstack:cloud": "site", "gpu-fleet:storageClass": "standard", "gpu-fleet:magnum": SITE},
-    "cern-gpu": {"openstack:cloud": "site", "gpu-fleet:magnum": SITE},
-    "gke-a": {"gcp:project": "fixture-project"},
-    "eks-a": {},
-}
+STACKS = QUEUED_STACKS
 
 
 @pytest.fixture(scope="module")

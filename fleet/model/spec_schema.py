@@ -347,8 +347,9 @@ class Monitoring(StrictModel):
     leaf_storage: str = pydantic.Field(
         default="10Gi",
         pattern=r"^[0-9]+Gi$",
-        description="Disk a leaf Prometheus may fill on its node: the size limit of its emptyDir volume; it deletes its "
-        "oldest data at 80% of it (retentionSize), before the kubelet would evict it, whatever leaf_retention says.",
+        description="Disk a leaf Prometheus may fill on its node: the size limit of its emptyDir volume; it deletes "
+        "its oldest data at 80% of it (retentionSize), before the kubelet would evict it, whatever leaf_retention "
+        "says.",
     )
 
 

@@ -88,3 +88,40 @@ clusters:
         t4: {max_nodes: 3}
 workloads: {}
 """
+
+# A fleet of the tests: a control cluster without accelerators, GPUs at CERN and on two clouds, TPUs on one.
+QUEUED = """\
+defaults:
+  gpu_pool: {min_nodes: 0, max_nodes: 2, spot: true}
+clusters:
+  openstack:
+    control:
+      region: cern
+      central: true
+    cern-gpu:
+      region: cern
+      gpus: {t4: {max_nodes: 3}, v100: {}}
+  gcp:
+    gke-a:
+      zone: us-central1-a
+      gpus: [t4, tpu-v5e]
+  aws:
+    eks-a:
+      region: us-east-1
+      gpus: {t4: {max_nodes: 4}}
+workloads: {}
+queues:
+  manager: control
+  spill: ordered
+  gpu: {clusters: [cern-gpu, eks-a, gke-a], gpus: [t4, v100]}
+  tpu: {clusters: [gke-a], kind: tpu}
+"""
+
+# The stack files of QUEUED (Kueue needs Kubernetes 1.29 or newer: fleet/program/stack.py check_kueue_version).
+QUEUED_SITE = {**MAGNUM_SITE, "kubeTag": "v1.31.5-rancher1"}
+QUEUED_STACKS = {
+    "control": {"openstack:cloud": "site", "gpu-fleet:storageClass": "standard", "gpu-fleet:magnum": QUEUED_SITE},
+    "cern-gpu": {"openstack:cloud": "site", "gpu-fleet:magnum": QUEUED_SITE},
+    "gke-a": {"gcp:project": "fixture-project"},
+    "eks-a": {},
+}

@@ -53,7 +53,8 @@ def test_jobs_are_exactly_the_policy_pairs(fleet, plans):
             for r in jobs_of(plan)
         }
         assert set(got) == set(expected), name
-        assert fleet.benchmarks(cluster), f"{name} runs no benchmark"
+        # every cluster with accelerators runs benchmarks (a control cluster without any runs none)
+        assert fleet.benchmarks(cluster) or not cluster.pools, f"{name} runs no benchmark"
         # scheduled workloads and every probe become CronJobs, the others Jobs
         for key, reg in got.items():
             assert reg.type.endswith("CronJob") == (expected[key].schedule is not None), key
@@ -184,7 +185,8 @@ def test_every_cluster_gets_the_infra_stack(fleet, plans):
         external.add(json.dumps(labels, sort_keys=True))
         assert prom["values"]["prometheus"]["prometheusSpec"]["podMonitorSelectorNilUsesHelmValues"] is False
         # the NVIDIA device plugin only where the platform has none (not on GKE)
-        assert ("nvidia-device-plugin" in releases) == (cluster.cloud in ("aws", "azure", "openstack")), name
+        nvidia = any(p.accelerator.is_nvidia for p in cluster.all_pools)
+        assert ("nvidia-device-plugin" in releases) == (nvidia and cluster.cloud in ("aws", "azure", "openstack")), name
         if "nvidia-device-plugin" in releases:
             tol = {(t["key"], t["value"]) for t in releases["nvidia-device-plugin"].inputs["values"]["tolerations"]}
             assert ("nvidia.com/gpu", "present") in tol
@@ -341,3 +343,23 @@ def test_every_rendered_pod_lands_on_its_pool_as_the_model_predicts(fleet, plans
             assert pod_requests(spec) in predicted[(pool.name, kind)], (name, labels)
             checked += 1
     assert checked
+
+
+def test_the_queues_are_wired_as_the_policy_says(fleet, plans):
+    """The manager dispatches each queue to its clusters in the policy's order; every worker exports its kubeconfig
+    for the manager as a secret (nothing to check in a fleet without queues)."""
+    dispatch = fleet.dispatch
+    if dispatch is None:
+        return
+    kueue = "kubernetes:kueue.x-k8s.io/v1beta2:"
+    configs = {
+        r.inputs["metadata"]["name"]: r.inputs["spec"]["clusters"]
+        for r in plans[dispatch.manager].registrations
+        if r.type == kueue + "MultiKueueConfig"
+    }
+    assert configs == {f"queue-{q.name}": list(q.clusters) for q in dispatch.queues}
+    assert dispatch.manager not in {c for q in dispatch.queues for c in q.clusters}
+    for worker in dispatch.workers:
+        assert rpc.is_rpc_secret(plans[worker].exports["multikueue_kubeconfig"]), worker
+        local = {r.inputs["metadata"]["name"] for r in plans[worker].registrations if r.type == kueue + "LocalQueue"}
+        assert {q.name for q in dispatch.queues_of(worker)} <= local, worker

@@ -21,6 +21,7 @@ from components.kubernetes.benchmark import PART_OF as BENCHMARK_PART_OF
 from components.kubernetes.deployment import PART_OF, app_labels
 from components.kubernetes.gateway import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
 from components.kubernetes.images import helm_release, merged
+from components.kubernetes.multikueue import DISPATCHED, multikueue_settings
 from components.kubernetes.network_policy import (
     NON_PUBLIC,
     allow_ingress,
@@ -32,7 +33,13 @@ from components.kubernetes.network_policy import (
 )
 from components.kubernetes.pod_security import EXCEPTION_ANNOTATION, namespace_labels
 from components.kubernetes.runners import RUNNER_METRICS_PORT, RUNNER_PART_OF
-from components.kubernetes.training import KUEUE_VISIBILITY_PORT, TrainingOperators
+from components.kubernetes.training import (
+    KUEUE_FRAMEWORKS,
+    KUEUE_VISIBILITY_PORT,
+    TrainingOperators,
+    kueue_configuration,
+    kueue_release,
+)
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from fleet.model import accounting, pod_contract, prometheus
 from fleet.model.spec import Cluster, Fleet, Sharing
@@ -547,8 +554,12 @@ class InfraStack(pulumi.ComponentResource):
         if fleet.runners_of(cluster):
             wanted += [CI_RUNNERS_NS, CI_BUILDS_NS]
         sweeps = fleet.sweep_points(cluster)
+        # the cluster's part in the fleet's queues: manager, worker or none (components/kubernetes/multikueue.py)
+        self.queue_role = fleet.dispatch.role(name) if fleet.dispatch else None
         if sweeps:
             wanted += [TRAINER_NS, KUEUE_NS]
+        elif self.queue_role:
+            wanted.append(KUEUE_NS)
         namespaces = {ns: fleet_namespace(name, ns, child) for ns in wanted}
         # where the GitLab runners and their CI jobs go (None: the cluster has no runner)
         self.ci_namespaces: tuple[pulumi.Output[str], pulumi.Output[str]] | None = (
@@ -567,8 +578,20 @@ class InfraStack(pulumi.ComponentResource):
             if ns in namespaces:
                 suffix = "benchmark" if ns == BENCHMARK_NS else "benchmark-root"
                 benchmark_limits(f"{name}-{suffix}", cluster, namespaces[ns].metadata["name"], child)
+        # Kueue where sweeps run or the fleet's queues reach (None elsewhere): the sweeps' TrainJobs and JobSets, the
+        # dispatched batch Jobs on a queue's manager and workers; a worker evicts a job whose pods do not all run in
+        # time, and the manager gives it to the next cluster
+        frameworks = (*(KUEUE_FRAMEWORKS if sweeps else ()), *(DISPATCHED if self.queue_role else ()))
+        kueue_config = kueue_configuration(
+            frameworks,
+            wait_for_pods_ready=bool(sweeps) or self.queue_role == "worker",
+            block_admission=bool(sweeps),
+            multikueue=multikueue_settings(fleet.dispatch) if self.queue_role == "manager" and fleet.dispatch else None,
+        )
+        self.kueue_namespace = namespaces[KUEUE_NS].metadata["name"] if KUEUE_NS in namespaces else None
         # the training operator and gang admission of the scaling sweeps (None: the cluster runs no sweep)
         self.training: TrainingOperators | None = None
+        self.kueue: pulumi.Resource | None = None
         if sweeps:
             self.training = TrainingOperators(
                 cluster,
@@ -579,7 +602,11 @@ class InfraStack(pulumi.ComponentResource):
                     self.benchmark_namespace,
                 ),
                 opts=child,
+                kueue_config=kueue_config,
             )
+            self.kueue = self.training.kueue
+        elif self.queue_role:
+            self.kueue = kueue_release(cluster, namespaces[KUEUE_NS].metadata["name"], kueue_config, child)
         monitoring_ns = namespaces[MONITORING_NS].metadata["name"]
         agents_ns = namespaces[NODE_AGENTS_NS].metadata["name"]
         scrape_configs, secrets = (

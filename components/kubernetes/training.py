@@ -42,10 +42,20 @@ KUEUE_VISIBILITY_PORT = 8082
 UNBOUNDED = {"cpu": "10000", "memory": "100Ti"}
 
 
-def kueue_configuration() -> dict[str, Any]:
-    """Kueue's manager configuration (the chart takes it as one YAML string, replacing its default entirely)."""
+def kueue_configuration(
+    frameworks: Sequence[str] = KUEUE_FRAMEWORKS,
+    *,
+    wait_for_pods_ready: bool = True,
+    block_admission: bool = True,
+    multikueue: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Kueue's manager configuration (the chart takes it as one YAML string, replacing its default entirely).
+
+    ``frameworks``: the job kinds it manages; ``wait_for_pods_ready``: evict and requeue a job whose pods are not all
+    running within the scale-up allowance (``block_admission``: admit one job at a time until its pods run, as the
+    sweeps need); ``multikueue``: the MultiKueue section of a queue manager (components/kubernetes/multikueue.py)."""
     allowance = f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
-    return {
+    config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
@@ -57,29 +67,56 @@ def kueue_configuration() -> dict[str, Any]:
         "managedJobsNamespaceSelector": {
             "matchLabels": {"kubernetes.io/metadata.name": pod_contract.BENCHMARK_NAMESPACE}
         },
-        # all workers running within the scale-up allowance, or the job is evicted and requeued (5 times at most)
-        "waitForPodsReady": {
+    }
+    if wait_for_pods_ready:
+        # all workers running within the scale-up allowance, or the job is evicted and requeued (5 times at most); on
+        # a MultiKueue worker the eviction sends the job back to the manager, which offers it to the next cluster
+        config["waitForPodsReady"] = {
             "timeout": allowance,
             "recoveryTimeout": allowance,
-            "blockAdmission": True,
+            "blockAdmission": block_admission,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5, "backoffBaseSeconds": 60},
+        }
+    if multikueue is not None:
+        config["multiKueue"] = multikueue
+    config.update(
+        {
+            "integrations": {"frameworks": list(frameworks)},
+            # Kept from the chart's default configuration, which this one replaces as a whole (kueue 0.19.2 values.yaml
+            # managerConfig.controllerManagerConfigYaml): the API client's rate (the client library's own default is
+            # 20 qps, far too slow for a burst of sweep pods) and the reconcilers' concurrency.
+            "clientConnection": {"qps": 300, "burst": 500},
+            "controller": {
+                "groupKindConcurrency": {
+                    "Job.batch": 5,
+                    "Pod": 5,
+                    "Workload.kueue.x-k8s.io": 10,
+                    "LocalQueue.kueue.x-k8s.io": 5,
+                    "ClusterQueue.kueue.x-k8s.io": 5,
+                    "ResourceFlavor.kueue.x-k8s.io": 1,
+                }
+            },
+        }
+    )
+    return config
+
+
+def kueue_release(
+    cluster: Cluster, namespace: pulumi.Input[str], configuration: dict[str, Any], opts: pulumi.ResourceOptions
+) -> pulumi.Resource:
+    """Kueue 0.19.2 (chart ``kueue``) on the system pool, with ``configuration`` as its whole manager configuration."""
+    return helm_release(
+        f"{cluster.name}-kueue",
+        "kueue",
+        "kueue",
+        namespace,
+        {
+            "controllerManager": {"nodeSelector": cluster.system_selector},
+            "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(configuration, sort_keys=False)},
         },
-        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
-        # Kept from the chart's default configuration, which this one replaces as a whole (kueue 0.19.2 values.yaml
-        # managerConfig.controllerManagerConfigYaml): the API client's rate (the client library's own default is
-        # 20 qps, far too slow for a burst of sweep pods) and the reconcilers' concurrency.
-        "clientConnection": {"qps": 300, "burst": 500},
-        "controller": {
-            "groupKindConcurrency": {
-                "Job.batch": 5,
-                "Pod": 5,
-                "Workload.kueue.x-k8s.io": 10,
-                "LocalQueue.kueue.x-k8s.io": 5,
-                "ClusterQueue.kueue.x-k8s.io": 5,
-                "ResourceFlavor.kueue.x-k8s.io": 1,
-            }
-        },
-    }
+        opts,
+        timeout=900,
+    )
 
 
 def flavor_name(pool: GpuPool) -> str:
@@ -136,8 +173,10 @@ class TrainingOperators(pulumi.ComponentResource):
         points: Sequence[SweepPoint],
         namespaces: tuple[pulumi.Input[str], pulumi.Input[str], pulumi.Input[str]],
         opts: pulumi.ResourceOptions | None = None,
+        kueue_config: dict[str, Any] | None = None,
     ):
-        """``namespaces``: the trainer's, Kueue's and the benchmarks' (where the jobs and their LocalQueue go)."""
+        """``namespaces``: the trainer's, Kueue's and the benchmarks' (where the jobs and their LocalQueue go);
+        ``kueue_config``: Kueue's configuration when the cluster also works for the fleet's queues."""
         super().__init__(self.TYPE, f"{cluster.name}-training", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         trainer_ns, kueue_ns, benchmark_ns = namespaces
@@ -156,20 +195,7 @@ class TrainingOperators(pulumi.ComponentResource):
             child,
             timeout=900,
         )
-        self.kueue = helm_release(
-            f"{cluster.name}-kueue",
-            "kueue",
-            "kueue",
-            kueue_ns,
-            {
-                "controllerManager": {"nodeSelector": system},
-                "managerConfig": {
-                    "controllerManagerConfigYaml": yaml.safe_dump(kueue_configuration(), sort_keys=False)
-                },
-            },
-            child,
-            timeout=900,
-        )
+        self.kueue = kueue_release(cluster, kueue_ns, kueue_config or kueue_configuration(), child)
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.kueue])
         for pool in sweep_pools(points):
             k8s.apiextensions.CustomResource(

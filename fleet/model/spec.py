@@ -16,6 +16,7 @@ from fleet.model import pod_contract
 from fleet.model.catalogue import CLOUDS, Accelerator, Catalogue, CloudFacts, Offer, Taint, load_catalogue
 from fleet.model.errors import InputError, Problem
 from fleet.model.prometheus import duration_seconds
+from fleet.model.queues import Dispatch, check_queues, resolve
 from fleet.model.schedules import longest_gap_seconds
 from fleet.model.spec_schema import FleetFile, Monitoring, PoolSettings, ProbeDefaults, RunnerSettings
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT, ClusterSweeps, SweepPoint, plan_cluster
@@ -272,6 +273,8 @@ class Fleet:
     sweeps: dict[str, ClusterSweeps] = field(default_factory=dict)
     # workloads billed to an account of their own instead of their cluster's (policy: workloads.<name>.billing_account)
     billing_accounts: dict[str, str] = field(default_factory=dict)
+    # the fleet-wide queues dispatched by MultiKueue (policy: queues); None: the fleet has none
+    dispatch: Dispatch | None = None
 
     @property
     def central(self) -> Cluster:
@@ -411,6 +414,29 @@ class _Checker:
                         (*at, "accelerators") if not isinstance(raw.get(name), list) else at,
                         f"a CI job asks for {settings.accelerators} {card}, but {offer.machine_type} has {offer.count}",
                     )
+
+    def offered(self) -> dict[str, tuple[str, frozenset[str]]]:
+        """Every cluster of the policy: its cloud and the cards it offers."""
+        return {
+            name: (cloud, frozenset(c.gpus))
+            for cloud, clusters in self.spec.clusters.items()
+            for name, c in clusters.items()
+        }
+
+    def check_queues(self) -> None:
+        """The fleet-wide queues (fleet/model/queues.py): a known manager that is no worker, known clusters that offer
+        the queue's cards."""
+        if self.spec.queues is None:
+            return
+        self.problems.extend(check_queues(self.doc, self.spec.queues, self.offered(), self.catalogue))
+        central = [n for cs in self.spec.clusters.values() for n, c in cs.items() if c.central]
+        manager = self.spec.queues.manager
+        if central and manager in self.offered() and manager != central[0]:
+            self.report(
+                ("queues", "manager"),
+                f"the manager reads every worker's stack outputs, as the central cluster ({central[0]}) reads every "
+                f"leaf's, and is deployed after them: make the central cluster the manager (manager: {central[0]})",
+            )
 
     def check_monitoring(self) -> None:
         """A pod's last samples must reach the central before the pod ends: the central federates each leaf every
@@ -766,12 +792,15 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
         checker.check_clusters()
         checker.check_monitoring()
         checker.check_runners()
+        checker.check_queues()
         if workloads is not None:
             checker.check_workloads()
         problems.extend(checker.problems)
     if problems or spec is None or workloads is None:
         raise InputError(problems)
     fleet = _resolve(spec, catalogue, workloads, probe, doc.file)
+    if spec.queues is not None:
+        fleet = dataclasses.replace(fleet, dispatch=resolve(spec.queues, checker.offered(), catalogue))
     # every pod the fleet runs must land on its own pool and fit a node of it (fleet/model/placement.py)
     from fleet.model.placement import placement_problems  # placement builds on this module's Fleet
 

@@ -13,6 +13,7 @@ import pydantic
 
 from fleet.model.catalogue import Cloud
 from fleet.model.quantity import parse_quantity
+from fleet.model.queues import QueuesSettings
 from fleet.model.schedules import check_cron
 from fleet.model.validation import StrictModel
 
@@ -360,6 +361,13 @@ class FleetFile(StrictModel):
     clusters: dict[Cloud, dict[str, ClusterSettings]]
     workloads: dict[str, Placement] = pydantic.Field(default_factory=dict)
     runners: Runners = Runners()
+    queues: QueuesSettings | None = pydantic.Field(
+        default=None,
+        description=(
+            "Fleet-wide queues dispatched by Kueue's MultiKueue: the manager cluster, the spill-over, and per queue "
+            "its worker clusters in order of preference and its cards (docs/queues.md)."
+        ),
+    )
 
     @pydantic.field_validator("clusters", mode="before")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pulumi
 from components.clusters.cluster import GpuCluster
 from components.kubernetes.benchmark import BenchmarkJobs
 from components.kubernetes.infra import InfraStack
+from components.kubernetes.multikueue import KUBECONFIG_OUTPUT, QueueManager, QueueWorker
 from components.kubernetes.preview_access import preview_access
 from components.kubernetes.runners import GitLabRunners
 from components.kubernetes.sweeps import SweepJobs
@@ -18,6 +20,7 @@ from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from fleet.model.errors import InputError
 from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached
 from fleet.model.workloads import WORKLOADS_DIR
+from fleet.model.yaml_source import read_yaml
 from fleet.program.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem, storage_class_missing
 
 
@@ -28,13 +31,37 @@ def check_storage_class(cluster: Cluster, settings: StackSettings, has_default: 
         raise InputError([config_problem(f"{NAMESPACE}:storageClass", missing)])
 
 
+# kubernetes-sigs/kueue v0.19.2 README.md: "Requires Kubernetes 1.29 or newer" (its CRDs use selectableFields)
+KUEUE_MIN_KUBERNETES = (1, 29)
+
+
+def check_kueue_version(fleet: Fleet, cluster: Cluster, settings: StackSettings) -> None:
+    """Refuse a cluster that runs Kueue (sweeps or the fleet's queues) below Kubernetes 1.29: on Magnum the stack's
+    ``kubeTag`` decides the version, elsewhere the policy's ``kubernetes_version``."""
+    magnum = settings.magnum if cluster.cloud == "openstack" and isinstance(settings.magnum, dict) else None
+    text = str(magnum.get("kubeTag", "")) if magnum else cluster.kubernetes_version
+    found = re.match(r"^v?(\d+)\.(\d+)", text)
+    if found is None or (int(found[1]), int(found[2])) >= KUEUE_MIN_KUBERNETES:
+        return
+    message = (
+        f"{cluster.name} runs Kueue (scaling sweeps or the fleet's queues), which needs Kubernetes 1.29 or newer "
+        f"(kueue v0.19.2), but runs {text}"
+    )
+    if magnum:
+        raise InputError([config_problem(f"{NAMESPACE}:magnum", f"{message}: set a newer kubeTag", "kubeTag")])
+    where = ("clusters", cluster.cloud, cluster.name, "kubernetes_version")
+    raise InputError([read_yaml(fleet.file).problem(where, f"{message}: raise kubernetes_version")])
+
+
 def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     """Declare every resource of the stack ``stack`` (a cluster name) and export its outputs."""
     cluster = fleet.cluster(stack)
     component_class = GpuCluster.for_cloud(cluster.cloud)
     check_storage_class(cluster, settings, component_class.has_default_storage_class(cluster))
     component = component_class(cluster, settings)
-    if fleet.sweep_points(cluster):
+    kueue_runs = bool(fleet.sweep_points(cluster)) or bool(fleet.dispatch and fleet.dispatch.role(cluster.name))
+    if kueue_runs:
+        check_kueue_version(fleet, cluster, settings)
         # the control plane calls Kueue's and the trainer's webhooks and Kueue's visibility API on their pods: opened
         # (where the cloud's network closes them) before anything in the cluster, which depends on the component
         component.open_to_control_plane("sweep-webhooks", [TRAINING_WEBHOOK_PORT, KUEUE_VISIBILITY_PORT])
@@ -46,7 +73,8 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     sweeps = fleet.sweep_points(cluster)
     # Kueue's Job webhooks (failurePolicy Fail) cover the benchmarks' namespace where it runs (training.py
     # managedJobsNamespaceSelector): a Job created before its webhook answers is refused, so Jobs come after Kueue
-    kueue = [infra.training.kueue] if infra.training is not None else []
+    kueue = [infra.kueue] if infra.kueue is not None else []
+    queues(fleet, cluster, component, infra, settings)
     benchmarks = BenchmarkJobs(
         cluster,
         fleet.workload_jobs(cluster),
@@ -93,6 +121,34 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         pulumi.export("federation_client_cert", infra.federation.client_cert)
         pulumi.export("federation_client_key", infra.federation.client_key)
     return component
+
+
+def queues(fleet: Fleet, cluster: Cluster, component: GpuCluster, infra: InfraStack, settings: StackSettings) -> None:
+    """The cluster's part in the fleet's queues: the manager's MultiKueue objects, reading each worker's kubeconfig from
+    its stack, or a worker's queues and the manager's identity, whose kubeconfig it exports as a secret."""
+    if fleet.dispatch is None or infra.kueue is None or infra.kueue_namespace is None:
+        return
+    opts = pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.kueue])
+    if infra.queue_role == "manager":
+        QueueManager(
+            cluster,
+            fleet.dispatch,
+            fleet.clusters,
+            infra.kueue_namespace,
+            infra.benchmark_namespace,
+            settings.stack_reference_prefix,
+            opts,
+        )
+    elif infra.queue_role == "worker":
+        worker = QueueWorker(
+            cluster,
+            fleet.dispatch.queues_of(cluster.name),
+            infra.kueue_namespace,
+            infra.benchmark_namespace,
+            component.kubeconfig,
+            opts,
+        )
+        pulumi.export(KUBECONFIG_OUTPUT, worker.kubeconfig)
 
 
 def main() -> None:

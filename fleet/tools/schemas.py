@@ -48,11 +48,22 @@ def strict_schema(schema: Any, top: bool = True) -> Any:
             }
         elif key in ("items", "additionalProperties", "allOf", "anyOf", "oneOf", "not"):
             out[key] = strict_schema(value, False)
+        elif key == "pattern" and isinstance(value, str):
+            out[key] = python_pattern(value)
         else:
             out[key] = value
     if "properties" in out and not out.get(PRESERVE) and "additionalProperties" not in out:
         out["additionalProperties"] = False
     return out
+
+
+def python_pattern(pattern: str) -> str:
+    """A CRD's ``pattern`` (Go RE2, which takes inline flags anywhere: Kueue's AdmissionCheck ``kind`` is
+    ``^(?i)[a-z]...``) as Python's ``re`` takes it: the global flags moved to the front."""
+    flags = re.findall(r"\(\?[aiLmsux]+\)", pattern)
+    if not flags or pattern.startswith(flags[0]):
+        return pattern
+    return "".join(flags) + re.sub(r"\(\?[aiLmsux]+\)", "", pattern)
 
 
 def _api_group(api_version: str) -> str:

@@ -127,7 +127,8 @@ def _found_points(cluster: Cluster, resources: list[Any], report: ReportViolatio
 @stack_policy(
     "sweep-set-matches-policy",
     "The stack's TrainJobs are exactly the policy file's sweep points for the cluster, each on a pool that holds it, "
-    "and Kubeflow Trainer and Kueue are deployed exactly where a sweep runs.",
+    "and Kubeflow Trainer and Kueue are deployed exactly where a sweep runs (Kueue also where the fleet's queues "
+    "reach: their manager and workers).",
 )
 def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> None:
     found_stack = stack_cluster(args, report)
@@ -153,8 +154,9 @@ def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> N
         for r in resources
         if r.resource_type == HELM_RELEASE
     }
+    queued = fleet().dispatch is not None and fleet().dispatch.role(stack) is not None  # type: ignore[union-attr]
     for name in OPERATOR_CHARTS:
         if expected and name not in charts:
             report(f"{stack} runs sweep jobs but has no {name} release: nothing would admit or run them")
-        if not expected and name in charts:
+        if not expected and name in charts and not (name == "kueue" and queued):
             report(f"{stack} runs no sweep but deploys {name}: remove the release (TrainingOperators)")

@@ -104,3 +104,14 @@ def test_strictness_keeps_what_the_crd_keeps_open():
     spec = strict["properties"]["spec"]["properties"]
     assert "additionalProperties" not in spec["open"] and spec["map"]["additionalProperties"] == {"type": "string"}
     assert spec["closed"]["additionalProperties"] is False
+
+
+def test_a_go_pattern_with_inline_flags_is_read_as_go_reads_it():
+    """RE2 takes ``(?i)`` anywhere; Python only at the start (Kueue's AdmissionCheck parameters.kind pattern)."""
+    import re
+
+    from fleet.tools.schemas import python_pattern
+
+    pattern = python_pattern("^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$")
+    assert re.match(pattern, "MultiKueueConfig") and not re.match(pattern, "9kind")
+    assert python_pattern("^[a-z]+$") == "^[a-z]+$"

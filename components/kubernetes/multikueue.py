@@ -1,0 +1,422 @@
+"""The fleet's queues on Kubernetes: Kueue's MultiKueue, a manager that holds the queues and workers that run the jobs.
+
+Upstream facts, checked at kubernetes-sigs/kueue v0.19.2 (the version the fleet pins):
+
+* **Manager** (site/content/en/docs/tasks/manage/setup_multikueue.md, site/static/examples/multikueue/): an
+  ``AdmissionCheck`` with ``controllerName: kueue.x-k8s.io/multikueue`` whose ``parameters`` name a
+  ``MultiKueueConfig``; the config lists ``MultiKueueCluster`` names, each with ``clusterSource.kubeConfig``
+  ``{locationType: Secret, location: <secret>}``, the Secret in Kueue's namespace holding the worker's kubeconfig
+  under the key ``kubeconfig`` (apis/kueue/v1beta2/multikueue_types.go). The ClusterQueue runs the check
+  (``admissionChecksStrategy.admissionChecks``). The kubeconfig may hold a bearer token and CA data, never a token
+  file, an exec plugin, an auth provider or ``insecure-skip-tls-verify`` (pkg/controller/admissionchecks/multikueue/
+  multikueuecluster.go ``validateKubeconfig``, ``validateRestConfig``): the workers' own kubeconfigs (exec plugins on
+  GKE and EKS) cannot be used, so each worker makes a token kubeconfig of its own (``token_kubeconfig``).
+* **Dispatcher**: one per manager (``Configuration.multiKueue.dispatcherName``), by default
+  ``kueue.x-k8s.io/multikueue-dispatcher-all-at-once`` (apis/config/v1beta2/defaults.go); the Incremental one
+  nominates ``incrementalDispatcherConfig.stepSize`` more workers every round of 5 minutes
+  (pkg/controller/workloaddispatcher/incrementaldispatcher.go ``incrementalDispatcherRoundTimeout``), in the
+  MultiKueueConfig's order (feature gate ``MultiKueueIncrementalDispatcherRespectConfigOrder``, beta and on in 0.19;
+  off, it sorts them by name) and ``stepSize`` is honoured (``MultiKueueIncrementalDispatcherConfig``, beta, on).
+  ``spill: ordered`` is the Incremental dispatcher with step 1, ``spill: all`` the all-at-once one; both set here
+  explicitly.
+* **Manager -> worker client rate**: the manager's clients to the workers are built from the kubeconfig alone
+  (``clientcmd.RESTConfigFromKubeConfig``, multikueuecluster.go ``toRESTConfig``), so they run at client-go's default
+  5 QPS, burst 10, which the configuration cannot change at 0.19.2 (the ``clientConnection`` below is the manager's
+  own client; kueue issue 14973 and PR 15097 add a setting later). Each dispatched job costs the manager a few calls
+  per worker (create the Workload and the Job, then status), so a worker takes about 1 to 2 new jobs a second from
+  the manager: plenty for benchmark jobs, not for thousands at once (docs/queues.md).
+* **Worker identity**: upstream's ``create-multikueue-kubeconfig.sh`` gives a ServiceAccount in ``kueue-system`` a
+  ClusterRole (cluster-wide: the manager watches Workloads and jobs in every namespace, filtered by the
+  ``kueue.x-k8s.io/multikueue-origin`` label, multikueuecluster.go ``establishWatch``) with, for each job kind the
+  manager dispatches, create/delete/get/list/watch and get on its status, plus Workloads (and their status) and
+  read access to ClusterQueues and LocalQueues. The manager watches every job kind its own Kueue integrates that
+  has a MultiKueue adapter, and a watch it may not open fails the connection, so the manager integrates only the
+  kinds the fleet dispatches (``DISPATCHED``: batch Jobs) and the worker's role grants exactly those.
+  Its token is a ``kubernetes.io/service-account-token`` Secret, filled by the token controller (pulumi-kubernetes
+  waits for it: pulumi/pulumi-kubernetes#2048), and leaves the worker's stack only as a secret output.
+* **Workers** run Kueue with the same namespace and LocalQueue names (setup_multikueue.md: "the worker cluster
+  configuration mirrors the one of the manager ... in terms of namespaces and LocalQueues"), one ResourceFlavor per
+  pool of the queue's cards, in the queue's card order, whose ``nodeLabels`` and ``tolerations`` Kueue adds to a job's
+  pods when it admits them there, so a job submitted once runs on whichever cloud's pool without naming it; and
+  ``waitForPodsReady``, which evicts a job whose pods are not running in time, and the manager then dispatches it
+  again (feature ``MultiKueueRedoAdmissionOnEvictionInWorker``, GA and locked on in 0.19).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.clusters.taints import toleration
+from components.kubernetes.network_policy import DNS_PORTS, internet_block, network_policy, ports
+from components.kubernetes.training import KUEUE_API, UNBOUNDED
+from fleet.model import pod_contract
+from fleet.model.queues import SPILL_ALL, Dispatch, Queue, pool_capacity, quota
+from fleet.model.spec import Cluster, GpuPool
+
+# apis/kueue/v1beta2/multikueue_types.go MultiKueueControllerName
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+# apis/config/v1beta2/configuration_types.go MultiKueueDispatcherModeAllAtOnce / MultiKueueDispatcherModeIncremental
+DISPATCHER_ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+DISPATCHER_INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+# pkg/controller/workloaddispatcher/incrementaldispatcher.go incrementalDispatcherRoundTimeout
+ROUND_SECONDS = 300
+# the job kinds the manager dispatches (Kueue integrations.frameworks) and their API group and resource
+DISPATCHED = {"batch/job": ("batch", "jobs")}
+# the label a job carries to name its LocalQueue (pkg/controller/constants QueueLabel)
+QUEUE_LABEL = pod_contract.QUEUE_NAME_LABEL
+# the ServiceAccount the manager acts as on a worker, in Kueue's namespace (create-multikueue-kubeconfig.sh uses
+# multikueue-sa in kueue-system)
+WORKER_IDENTITY = "multikueue"
+KUBECONFIG_KEY = "kubeconfig"  # multikueue_types.go: "The config should be stored in the kubeconfig key"
+# the stack output carrying a worker's token kubeconfig to the manager (a secret)
+KUBECONFIG_OUTPUT = "multikueue_kubeconfig"
+# apis/config/v1beta2 defaults: gcInterval 1m, workerLostTimeout 15m; kept, and written down
+GC_INTERVAL = "1m"
+WORKER_LOST_TIMEOUT = "15m"
+# the manager reaches each worker's API server: 443 on GKE, EKS and AKS; 6443 on Magnum (openstack/magnum
+# magnum/drivers/heat/k8s_template_def.py KUBE_SECURE_PORT)
+API_SERVER_PORTS = (443, 6443)
+PART_OF = {"app.kubernetes.io/part-of": "gpu-fleet"}
+
+
+def multikueue_settings(dispatch: Dispatch) -> dict[str, Any]:
+    """The manager's ``multiKueue`` configuration: the dispatcher of the policy's spill-over, set explicitly."""
+    settings: dict[str, Any] = {
+        "gcInterval": GC_INTERVAL,
+        "origin": dispatch.manager,  # the label value that marks this manager's objects on the workers
+        "workerLostTimeout": WORKER_LOST_TIMEOUT,
+    }
+    if dispatch.spill == SPILL_ALL:
+        settings["dispatcherName"] = DISPATCHER_ALL_AT_ONCE
+    else:
+        # one more worker each round, in the MultiKueueConfig's order: the first cluster has the job to itself for a
+        # round, then the first two, and so on
+        settings["dispatcherName"] = DISPATCHER_INCREMENTAL
+        settings["incrementalDispatcherConfig"] = {"stepSize": 1}
+    return settings
+
+
+def worker_rules() -> list[dict[str, Any]]:
+    """The manager's rights on a worker: upstream's create-multikueue-kubeconfig.sh, for the kinds it dispatches."""
+    rules: list[dict[str, Any]] = []
+    for group, resource in DISPATCHED.values():
+        rules.append(
+            {"apiGroups": [group], "resources": [resource], "verbs": ["create", "delete", "get", "list", "watch"]}
+        )
+        rules.append({"apiGroups": [group], "resources": [f"{resource}/status"], "verbs": ["get"]})
+    rules += [
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["workloads"],
+            "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"],
+        },
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["clusterqueues", "localqueues"],
+            "verbs": ["get", "list", "watch"],
+        },
+    ]
+    return rules
+
+
+def cluster_queue_name(queue: Queue) -> str:
+    """A queue's ClusterQueue (and on the manager its AdmissionCheck and MultiKueueConfig): ``queue-<name>``."""
+    return f"queue-{queue.name}"
+
+
+def worker_flavor_name(pool: GpuPool) -> str:
+    """The ResourceFlavor of a pool for the queues: ``queue-gpu-t4`` (the sweeps' own flavors are ``gpu-t4``)."""
+    return f"queue-{pool.name}"
+
+
+def kubeconfig_secret_name(worker: str) -> str:
+    """The Secret in the manager's Kueue namespace holding a worker's kubeconfig."""
+    return f"multikueue-{worker}"
+
+
+def manager_cluster_queue_spec(queue: Queue, clusters: Mapping[str, Cluster], namespace: str) -> dict[str, Any]:
+    """The manager's ClusterQueue of a queue: one flavor holding what the workers' pools hold, and the MultiKueue
+    check. The manager runs nothing itself: its quota only caps what it dispatches at once to what the workers can
+    take."""
+    name = cluster_queue_name(queue)
+    resources = {queue.resource: str(quota(queue, clusters)), **UNBOUNDED}
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [
+            {
+                "coveredResources": sorted(resources),
+                "flavors": [
+                    {"name": name, "resources": [{"name": r, "nominalQuota": q} for r, q in sorted(resources.items())]}
+                ],
+            }
+        ],
+        "admissionChecksStrategy": {"admissionChecks": [{"name": name}]},
+    }
+
+
+def worker_cluster_queue_spec(queue: Queue, cluster: Cluster, namespace: str) -> dict[str, Any]:
+    """A worker's ClusterQueue of a queue: a flavor per pool of the queue's cards, in the queue's order, each capped at
+    what the pool holds."""
+    flavors = []
+    for pool in queue.pools(cluster):
+        resources = {queue.resource: str(pool_capacity(pool)), **UNBOUNDED}
+        flavors.append(
+            {
+                "name": worker_flavor_name(pool),
+                "resources": [{"name": r, "nominalQuota": q} for r, q in sorted(resources.items())],
+            }
+        )
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{"coveredResources": sorted([queue.resource, *UNBOUNDED]), "flavors": flavors}],
+    }
+
+
+def worker_flavor_spec(pool: GpuPool) -> dict[str, Any]:
+    """A pool's flavor: its node selector and the tolerations its pods need, which Kueue adds to an admitted job's
+    pods (the job names no cloud's labels)."""
+    return {"nodeLabels": dict(pool.node_selector), "tolerations": [toleration(t) for t in pool.pod_tolerations]}
+
+
+def token_kubeconfig(kubeconfig: str, token: str, name: str) -> str:
+    """A kubeconfig for MultiKueue: the server and CA data of ``kubeconfig``'s current cluster, and ``token``.
+
+    MultiKueue refuses exec plugins, token files, auth providers, basic auth and CA files (multikueuecluster.go), so
+    only a bearer token and CA data go in."""
+    config = yaml.safe_load(kubeconfig)
+    context = next(
+        (c["context"] for c in config.get("contexts", []) if c.get("name") == config.get("current-context")),
+        (config.get("contexts") or [{}])[0].get("context", {}),
+    )
+    clusters = config.get("clusters") or []
+    entry = next((c for c in clusters if c.get("name") == context.get("cluster")), clusters[0] if clusters else {})
+    cluster = entry.get("cluster", {})
+    if not cluster.get("certificate-authority-data") or not cluster.get("server"):
+        raise ValueError(
+            f"the kubeconfig of {name} has no server or certificate-authority-data: MultiKueue needs both (a CA file "
+            "or insecure-skip-tls-verify is refused)"
+        )
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": name,
+                    "cluster": {
+                        "server": cluster["server"],
+                        "certificate-authority-data": cluster["certificate-authority-data"],
+                    },
+                }
+            ],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": WORKER_IDENTITY}}],
+            "current-context": name,
+            "users": [{"name": WORKER_IDENTITY, "user": {"token": token}}],
+        },
+        sort_keys=False,
+    )
+
+
+class QueueWorker(pulumi.ComponentResource):
+    """A worker's side of the queues: the manager's identity (ServiceAccount, ClusterRole, its token and a kubeconfig
+    made from it, a secret), and each of its queues' flavors, ClusterQueue and LocalQueue."""
+
+    TYPE = "gpufleet:index:QueueWorker"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        queues: Sequence[Queue],
+        kueue_namespace: pulumi.Input[str],
+        benchmark_namespace: pulumi.Input[str],
+        kubeconfig: pulumi.Input[str],
+        opts: pulumi.ResourceOptions,
+    ):
+        super().__init__(self.TYPE, f"{cluster.name}-queue-worker", None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        name = cluster.name
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-multikueue-identity",
+            metadata={"name": WORKER_IDENTITY, "namespace": kueue_namespace, "labels": PART_OF},
+            automount_service_account_token=False,
+            opts=child,
+        )
+        role = k8s.rbac.v1.ClusterRole(
+            f"{name}-multikueue-role",
+            metadata={"name": "gpu-fleet-multikueue", "labels": PART_OF},
+            rules=worker_rules(),
+            opts=child,
+        )
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-multikueue-binding",
+            metadata={"name": "gpu-fleet-multikueue", "labels": PART_OF},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata["name"]},
+            subjects=[{"kind": "ServiceAccount", "name": WORKER_IDENTITY, "namespace": kueue_namespace}],
+            opts=child,
+        )
+        token = k8s.core.v1.Secret(
+            f"{name}-multikueue-token",
+            metadata={
+                "name": f"{WORKER_IDENTITY}-token",
+                "namespace": kueue_namespace,
+                "labels": PART_OF,
+                "annotations": {"kubernetes.io/service-account.name": WORKER_IDENTITY},
+            },
+            type="kubernetes.io/service-account-token",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[account]),
+        )
+        bearer = token.data.apply(lambda data: base64.b64decode((data or {}).get("token", "")).decode())
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
+            pulumi.Output.all(kubeconfig, bearer).apply(lambda v: token_kubeconfig(v[0], v[1], name))
+        )
+        pools = {p.name: p for q in queues for p in q.pools(cluster)}
+        flavors = [
+            k8s.apiextensions.CustomResource(
+                f"{name}-queue-flavor-{pool.name}",
+                api_version=KUEUE_API,
+                kind="ResourceFlavor",
+                metadata={"name": worker_flavor_name(pool), "labels": PART_OF},
+                spec=worker_flavor_spec(pool),
+                opts=child,
+            )
+            for pool in pools.values()
+        ]
+        for queue in queues:
+            after = pulumi.ResourceOptions(parent=self, depends_on=flavors)
+            k8s.apiextensions.CustomResource(
+                f"{name}-queue-{queue.name}",
+                api_version=KUEUE_API,
+                kind="ClusterQueue",
+                metadata={"name": cluster_queue_name(queue), "labels": PART_OF},
+                spec=worker_cluster_queue_spec(queue, cluster, pod_contract.BENCHMARK_NAMESPACE),
+                opts=after,
+            )
+            k8s.apiextensions.CustomResource(
+                f"{name}-local-queue-{queue.name}",
+                api_version=KUEUE_API,
+                kind="LocalQueue",
+                metadata={"name": queue.name, "namespace": benchmark_namespace, "labels": PART_OF},
+                spec={"clusterQueue": cluster_queue_name(queue)},
+                opts=after,
+            )
+        self.register_outputs({})
+
+
+class QueueManager(pulumi.ComponentResource):
+    """The manager's side: each worker's kubeconfig (from its stack) and MultiKueueCluster, and per queue the
+    MultiKueueConfig in the policy's order, its AdmissionCheck, flavor, ClusterQueue and LocalQueue; and the egress its
+    Kueue needs to reach the workers."""
+
+    TYPE = "gpufleet:index:QueueManager"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        dispatch: Dispatch,
+        clusters: Mapping[str, Cluster],
+        kueue_namespace: pulumi.Input[str],
+        benchmark_namespace: pulumi.Input[str],
+        stack_reference_prefix: str,
+        opts: pulumi.ResourceOptions,
+    ):
+        super().__init__(self.TYPE, f"{cluster.name}-queue-manager", None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        name = cluster.name
+        connected = []
+        for worker in dispatch.workers:
+            # a reference of its own name: the central's federation may reference the same stack
+            ref = pulumi.StackReference(
+                f"{name}-multikueue-{worker}", stack_name=f"{stack_reference_prefix}/{worker}", opts=child
+            )
+            secret = k8s.core.v1.Secret(
+                f"{name}-multikueue-kubeconfig-{worker}",
+                metadata={"name": kubeconfig_secret_name(worker), "namespace": kueue_namespace, "labels": PART_OF},
+                type="Opaque",
+                string_data={KUBECONFIG_KEY: ref.require_output(KUBECONFIG_OUTPUT)},
+                opts=child,
+            )
+            connected.append(
+                k8s.apiextensions.CustomResource(
+                    f"{name}-multikueue-cluster-{worker}",
+                    api_version=KUEUE_API,
+                    kind="MultiKueueCluster",
+                    metadata={"name": worker, "labels": PART_OF},
+                    spec={
+                        "clusterSource": {
+                            "kubeConfig": {"locationType": "Secret", "location": kubeconfig_secret_name(worker)}
+                        }
+                    },
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[secret]),
+                )
+            )
+        for queue in dispatch.queues:
+            queue_name = cluster_queue_name(queue)
+            config = k8s.apiextensions.CustomResource(
+                f"{name}-multikueue-config-{queue.name}",
+                api_version=KUEUE_API,
+                kind="MultiKueueConfig",
+                metadata={"name": queue_name, "labels": PART_OF},
+                spec={"clusters": list(queue.clusters)},  # the order is the dispatch order
+                opts=pulumi.ResourceOptions(parent=self, depends_on=connected),
+            )
+            check = k8s.apiextensions.CustomResource(
+                f"{name}-admission-check-{queue.name}",
+                api_version=KUEUE_API,
+                kind="AdmissionCheck",
+                metadata={"name": queue_name, "labels": PART_OF},
+                spec={
+                    "controllerName": MULTIKUEUE_CONTROLLER,
+                    "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": queue_name},
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[config]),
+            )
+            flavor = k8s.apiextensions.CustomResource(
+                f"{name}-queue-flavor-{queue.name}",
+                api_version=KUEUE_API,
+                kind="ResourceFlavor",
+                metadata={"name": queue_name, "labels": PART_OF},
+                spec={},
+                opts=child,
+            )
+            k8s.apiextensions.CustomResource(
+                f"{name}-queue-{queue.name}",
+                api_version=KUEUE_API,
+                kind="ClusterQueue",
+                metadata={"name": queue_name, "labels": PART_OF},
+                spec=manager_cluster_queue_spec(queue, clusters, pod_contract.BENCHMARK_NAMESPACE),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[check, flavor]),
+            )
+            k8s.apiextensions.CustomResource(
+                f"{name}-local-queue-{queue.name}",
+                api_version=KUEUE_API,
+                kind="LocalQueue",
+                metadata={"name": queue.name, "namespace": benchmark_namespace, "labels": PART_OF},
+                spec={"clusterQueue": queue_name},
+                opts=child,
+            )
+        # Kueue's controller reaches the workers' API servers (and its own) and nothing else: DNS, then 443 and 6443
+        # anywhere but the instance metadata address; the endpoints' addresses are the clouds' to give
+        network_policy(
+            f"{name}-kueue-egress",
+            "kueue-egress",
+            kueue_namespace,
+            {
+                "podSelector": {},
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {"ports": DNS_PORTS},
+                    {"to": [{"ipBlock": internet_block("0.0.0.0/0")}], "ports": ports(*API_SERVER_PORTS)},
+                ],
+            },
+            child,
+        )
+        self.register_outputs({})

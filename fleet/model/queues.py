@@ -1,0 +1,278 @@
+"""Fleet-wide queues: one place to submit work, dispatched by Kueue's MultiKueue to an ordered list of clusters.
+
+The policy's ``queues`` section names a **manager** cluster, which holds every queue and runs nothing itself, and
+queues, each an ordered list of worker clusters (the first preferred) and the cards, or the accelerator kind, it
+serves::
+
+    queues:
+      manager: cern-control
+      spill: ordered                  # ordered: one more cluster each dispatcher round; all: every cluster at once
+      gpu: {clusters: [cern-main, eks-eastus, gke-uscentral1-c], gpus: [t4, v100]}
+      tpu: {clusters: [gke-uscentral1-a], kind: tpu}
+
+What Kueue 0.19.2 can and cannot do decides the rules (sources beside each):
+
+* the manager cannot be one of its own workers (kueue keps/693-multikueue "Non-Goals": "the management cluster
+  ... cannot be also a worker"); a queue listing it is refused;
+* the spill-over is the manager's **dispatcher**, one per Kueue (``Configuration.multiKueue.dispatcherName``,
+  apis/config/v1beta2/configuration_types.go), so it is set once for every queue, not per queue;
+* a MultiKueueConfig lists at most 20 clusters (its CRD's ``spec.clusters`` maxItems);
+* a queue serves one extended resource (``nvidia.com/gpu`` or ``google.com/tpu``...): its manager quota is counted
+  in it.
+
+This module has no Pulumi: the shape of the section (``QueuesSettings``), its cross-key checks with located errors
+(``check_queues``), and the resolved queues (``Dispatch``) the components and the policy pack read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import pydantic
+
+from fleet.model import pod_contract
+from fleet.model.errors import Problem
+from fleet.model.validation import StrictModel
+
+if TYPE_CHECKING:  # spec.py imports this module
+    from fleet.model.catalogue import Catalogue
+    from fleet.model.spec import Cluster, GpuPool
+    from fleet.model.yaml_source import YamlDocument
+
+# A queue's name is a Kubernetes object name (LocalQueue, ClusterQueue, MultiKueueConfig): a DNS-1123 label.
+QUEUE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+# kueue v0.19.2 config/components/crd/bases/kueue.x-k8s.io_multikueueconfigs.yaml: spec.clusters maxItems 20
+MAX_WORKERS = 20
+SPILL_ORDERED = "ordered"
+SPILL_ALL = "all"
+RESERVED = ("manager", "spill")
+
+
+class QueueSettings(StrictModel):
+    """One queue: its worker clusters, most preferred first, and the cards (or accelerator kind) it serves."""
+
+    clusters: list[str] = pydantic.Field(
+        description="Worker clusters, most preferred first: Kueue tries them in this order.",
+        min_length=1,
+        max_length=MAX_WORKERS,
+    )
+    gpus: list[str] | None = pydantic.Field(
+        default=None, description="Cards the queue serves, most preferred first on each cluster."
+    )
+    kind: str | None = pydantic.Field(
+        default=None,
+        pattern=r"^[a-z][a-z0-9-]*$",
+        description="Instead of gpus: every card of this accelerator kind (gpu, tpu, neuron) its clusters offer.",
+    )
+
+    @pydantic.field_validator("clusters", "gpus")
+    @classmethod
+    def _unique(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len(set(value)) != len(value):
+            twice = sorted({v for v in value if value.count(v) > 1})
+            raise ValueError(f"{', '.join(twice)} listed twice: each cluster or card once, in order of preference")
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _cards_or_kind(self) -> QueueSettings:
+        if (self.gpus is None) == (self.kind is None):
+            raise ValueError("give exactly one of gpus (cards, such as [t4, v100]) or kind (such as tpu)")
+        if self.gpus is not None and not self.gpus:
+            raise ValueError("give at least one card, such as [t4]")
+        return self
+
+
+class QueuesSettings(StrictModel):
+    """The policy's ``queues``: the manager, the spill-over, and every other key a queue of that name."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="allow")
+
+    manager: str = pydantic.Field(
+        description="The cluster that holds the queues and dispatches their jobs; it cannot be a worker of its own."
+    )
+    spill: Literal["ordered", "all"] = pydantic.Field(
+        default=SPILL_ORDERED,
+        description=(
+            "ordered: Kueue offers a job to one more cluster of its queue every round (5 minutes), first to last; "
+            "all: to every cluster at once, the first to admit it runs it."
+        ),
+    )
+    __pydantic_extra__: dict[str, QueueSettings] = pydantic.Field(init=False)  # type: ignore[assignment]
+
+    @property
+    def named(self) -> dict[str, QueueSettings]:
+        """The queues by name, in the file's order."""
+        return dict(self.model_extra or {})
+
+
+@dataclass(frozen=True)
+class Queue:
+    """One resolved queue: its workers in order of preference, its cards in order, and the resource they count."""
+
+    name: str
+    clusters: tuple[str, ...]
+    cards: tuple[str, ...]
+    resource: str
+
+    def pools(self, cluster: Cluster) -> tuple[GpuPool, ...]:
+        """The pools of ``cluster`` that serve this queue, in the queue's card order."""
+        return tuple(p for card in self.cards for p in cluster.pools if p.card == card)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """The fleet's queues: the manager, the spill-over mode, and the queues in the file's order."""
+
+    manager: str
+    spill: str
+    queues: tuple[Queue, ...]
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        """Every worker cluster, each once, in the order the queues first name them."""
+        return tuple(dict.fromkeys(c for q in self.queues for c in q.clusters))
+
+    def queues_of(self, cluster: str) -> tuple[Queue, ...]:
+        """The queues ``cluster`` works for."""
+        return tuple(q for q in self.queues if cluster in q.clusters)
+
+    def role(self, cluster: str) -> str | None:
+        """``manager``, ``worker`` or None (the cluster takes no part in the queues)."""
+        if cluster == self.manager:
+            return "manager"
+        return "worker" if cluster in self.workers else None
+
+
+def pool_capacity(pool: GpuPool) -> int:
+    """What a pool holds at most of its resource: ``max_nodes`` nodes of ``units_per_node`` (slices counted)."""
+    return pool.max_nodes * pool.units_per_node
+
+
+def quota(queue: Queue, clusters: Mapping[str, Cluster]) -> int:
+    """The manager's quota of a queue: what its workers' pools of its cards hold at most, added up."""
+    return sum(pool_capacity(p) for name in queue.clusters for p in queue.pools(clusters[name]))
+
+
+def kind_of(resource: str) -> str:
+    """The accelerator kind of an extended resource: ``nvidia.com/gpu`` -> ``gpu``, ``google.com/tpu`` -> ``tpu``."""
+    return resource.rsplit("/", 1)[-1]
+
+
+def check_queues(
+    doc: YamlDocument,
+    settings: QueuesSettings,
+    offered: Mapping[str, tuple[str, frozenset[str]]],
+    catalogue: Catalogue,
+) -> list[Problem]:
+    """Every problem of the ``queues`` section, located. ``offered``: cluster -> (its cloud, the cards it offers)."""
+    problems: list[Problem] = []
+
+    def report(path: tuple[object, ...], message: str) -> None:
+        problems.append(doc.problem(("queues", *path), message))
+
+    known = ", ".join(offered) or "none"
+    manager = settings.manager
+    if manager not in offered:
+        report(
+            ("manager",),
+            f"no cluster named {manager!r} (clusters: {known}); example: manager: {next(iter(offered), 'control')}",
+        )
+    for name, queue in settings.named.items():
+        if not QUEUE_NAME.match(name):
+            report(
+                (name,),
+                f"queue name {name!r} must be a DNS-1123 label (lower-case letters, digits and '-', a letter first), "
+                "as Kueue's queue objects are named after it; example: gpu",
+            )
+        if name == pod_contract.SWEEP_QUEUE:
+            report(
+                (name,),
+                f"{name!r} is the scaling sweeps' own LocalQueue on every cluster that sweeps: pick another name",
+            )
+        for i, cluster in enumerate(queue.clusters):
+            if cluster == manager:
+                report(
+                    (name, "clusters", i),
+                    f"{cluster} is the manager: MultiKueue's manager cannot also be one of its workers (kueue "
+                    "keps/693-multikueue); remove it from the list, or make a cluster without accelerators the manager",
+                )
+            elif cluster not in offered:
+                report((name, "clusters", i), f"no cluster named {cluster!r} (clusters: {known})")
+        workers = [c for c in queue.clusters if c in offered and c != manager]
+        cards = queue_cards(queue, workers, offered, catalogue)
+        if queue.gpus is not None:
+            resources = set()
+            for i, card in enumerate(queue.gpus):
+                acc = catalogue.accelerators.get(card)
+                if acc is None:
+                    report(
+                        (name, "gpus", i),
+                        f"unknown card {card!r}; the catalogue knows: {', '.join(catalogue.accelerators)}",
+                    )
+                    continue
+                resources.add(acc.resource)
+                if workers and not any(card in offered[c][1] for c in workers):
+                    report(
+                        (name, "gpus", i),
+                        f"none of the queue's clusters ({', '.join(workers)}) offers {card}: add it under a cluster's "
+                        "gpus, add a cluster that offers it to the queue, or remove the card",
+                    )
+            if len(resources) > 1:
+                report(
+                    (name, "gpus"),
+                    f"the cards count different resources ({', '.join(sorted(resources))}): one queue serves one kind, "
+                    "make a queue per kind (example: tpu: {clusters: [...], kind: tpu})",
+                )
+        else:
+            kinds = sorted({kind_of(a.resource) for a in catalogue.accelerators.values()})
+            if queue.kind not in kinds:
+                report(
+                    (name, "kind"),
+                    f"unknown accelerator kind {queue.kind!r}; the catalogue's kinds: {', '.join(kinds)}",
+                )
+            elif workers and not cards:
+                report(
+                    (name, "kind"),
+                    f"none of the queue's clusters ({', '.join(workers)}) offers a {queue.kind} card: add one that does"
+                    "",
+                )
+        for i, cluster in enumerate(queue.clusters):
+            if cluster in workers and cards and not set(cards) & offered[cluster][1]:
+                report(
+                    (name, "clusters", i),
+                    f"{cluster} offers none of the queue's cards ({', '.join(cards)}; it has "
+                    f"{', '.join(sorted(offered[cluster][1])) or 'no cards'}): Kueue would never place a job there; "
+                    "add one of the cards to the cluster, or remove it from the queue",
+                )
+    return problems
+
+
+def queue_cards(
+    queue: QueueSettings,
+    workers: list[str],
+    offered: Mapping[str, tuple[str, frozenset[str]]],
+    catalogue: Catalogue,
+) -> tuple[str, ...]:
+    """The queue's cards: its ``gpus`` in order, or every catalogue card of its ``kind`` one of its workers offers."""
+    if queue.gpus is not None:
+        return tuple(queue.gpus)
+    have = {card for c in workers for card in offered[c][1]}
+    return tuple(
+        card for card, acc in catalogue.accelerators.items() if kind_of(acc.resource) == queue.kind and card in have
+    )
+
+
+def resolve(
+    settings: QueuesSettings, offered: Mapping[str, tuple[str, frozenset[str]]], catalogue: Catalogue
+) -> Dispatch:
+    """The checked section, resolved (call only when ``check_queues`` found nothing)."""
+    queues = []
+    for name, queue in settings.named.items():
+        workers = list(queue.clusters)
+        cards = queue_cards(queue, workers, offered, catalogue)
+        resource = catalogue.accelerators[cards[0]].resource
+        queues.append(Queue(name, tuple(workers), cards, resource))
+    return Dispatch(settings.manager, settings.spill, tuple(queues))

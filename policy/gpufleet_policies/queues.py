@@ -1,0 +1,118 @@
+"""The fleet's queues (Kueue's MultiKueue): the manager dispatches each queue to exactly the policy's workers, in the
+policy's order, with a quota equal to what they hold; every worker has the queue, on flavors of its own pools of the
+queue's cards only; no other cluster takes part. Checked against policy/fleet.yaml's ``queues``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import ReportViolation, StackValidationArgs
+
+from fleet.model.queues import pool_capacity, quota
+
+from .registry import stack_policy
+from .resources import fleet, plain, stack_cluster
+
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+SWEEPS_QUEUE = "gpu-fleet-sweeps"  # the sweeps' own ClusterQueue (components/kubernetes/training.py CLUSTER_QUEUE)
+
+
+def _by_kind(resources: list[Any], kind: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    for r in resources:
+        if r.resource_type == KUEUE + kind:
+            props = plain(r.props) or {}
+            out[str((props.get("metadata") or {}).get("name", ""))] = props
+    return out
+
+
+def _quota(spec: dict[str, Any], resource: str) -> dict[str, int]:
+    """Flavor -> its nominal quota of ``resource`` in a ClusterQueue spec."""
+    out = {}
+    for group in spec.get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for r in flavor.get("resources") or []:
+                if r.get("name") == resource:
+                    out[str(flavor.get("name"))] = int(str(r.get("nominalQuota", "0")))
+    return out
+
+
+@stack_policy(
+    "queues-match-policy",
+    "The manager's MultiKueueConfig of each queue lists exactly the policy's workers in order and its quota is what "
+    "they hold; every worker has the queue on flavors of its own pools of the queue's cards; no other cluster takes "
+    "part in a queue.",
+)
+def _validate_queues(args: StackValidationArgs, report: ReportViolation) -> None:
+    found = stack_cluster(args, report)
+    if found is None:
+        return
+    resources, stack, cluster = found
+    dispatch = fleet().dispatch
+    role = dispatch.role(stack) if dispatch else None
+    configs = _by_kind(resources, "MultiKueueConfig")
+    queues = _by_kind(resources, "ClusterQueue")
+    local = _by_kind(resources, "LocalQueue")
+    if role != "manager" and (configs or _by_kind(resources, "MultiKueueCluster")):
+        report(
+            f"{stack} is not the queues' manager in policy/fleet.yaml but declares MultiKueue objects: a second "
+            "manager would dispatch the same jobs again; remove them"
+        )
+    if dispatch is None or role is None:
+        stray = sorted(n for n in queues if n.startswith("queue-"))
+        if stray:
+            report(f"{stack} takes part in no queue of policy/fleet.yaml but has the queue(s) {', '.join(stray)}")
+        return
+    clusters = fleet().clusters
+    if role == "manager":
+        checks = _by_kind(resources, "AdmissionCheck")
+        for queue in dispatch.queues:
+            name = f"queue-{queue.name}"
+            listed = (configs.get(name, {}).get("spec") or {}).get("clusters")
+            if listed != list(queue.clusters):
+                report(
+                    f"the MultiKueueConfig {name} lists {listed}, but policy/fleet.yaml's queue {queue.name} has the "
+                    f"workers {list(queue.clusters)} in that order: Kueue dispatches in the config's order"
+                )
+            check = (checks.get(name, {}).get("spec") or {}).get("controllerName")
+            if check != MULTIKUEUE_CONTROLLER:
+                report(f"the queue {queue.name} has no AdmissionCheck {name} of {MULTIKUEUE_CONTROLLER}")
+            spec = queues.get(name, {}).get("spec") or {}
+            held = sum(_quota(spec, queue.resource).values())
+            if held != quota(queue, clusters):
+                report(
+                    f"the manager's ClusterQueue {name} holds {held} {queue.resource}, but the workers' pools of "
+                    f"{', '.join(queue.cards)} hold {quota(queue, clusters)}: jobs would wait on the manager for room "
+                    "the workers have, or be dispatched to none that can take them"
+                )
+            if queue.name not in local:
+                report(f"the manager has no LocalQueue {queue.name}: nobody can submit to the queue")
+        extra = sorted(set(configs) - {f"queue-{q.name}" for q in dispatch.queues})
+        if extra:
+            report(f"MultiKueueConfig(s) {', '.join(extra)} are no queue of policy/fleet.yaml")
+        return
+    mine = dispatch.queues_of(stack)
+    flavors = _by_kind(resources, "ResourceFlavor")
+    for queue in mine:
+        name = f"queue-{queue.name}"
+        if name not in queues or queue.name not in local:
+            report(
+                f"{stack} works for the queue {queue.name} but has no ClusterQueue {name} and LocalQueue {queue.name}"
+            )
+            continue
+        pools = {f"queue-{p.name}": p for p in queue.pools(cluster)}
+        held = _quota(queues[name].get("spec") or {}, queue.resource)
+        for flavor, amount in held.items():
+            pool = pools.get(flavor)
+            labels = (flavors.get(flavor, {}).get("spec") or {}).get("nodeLabels")
+            if pool is None or labels != pool.node_selector:
+                report(
+                    f"the ClusterQueue {name} on {stack} admits on the flavor {flavor}, which is no pool of the "
+                    f"queue's cards ({', '.join(queue.cards)}) on {stack}: its jobs would land outside the queue"
+                )
+            elif amount != pool_capacity(pool):
+                report(f"the flavor {flavor} of {name} holds {amount}, but its pool holds {pool_capacity(pool)}")
+    extra = sorted(set(queues) - {f"queue-{q.name}" for q in mine} - {SWEEPS_QUEUE})
+    if extra:
+        report(f"{stack} has the queue(s) {', '.join(extra)}, for which policy/fleet.yaml does not name it a worker")

@@ -1,0 +1,261 @@
+"""The fleet's queues under the mock engine (components/kubernetes/multikueue.py), on a fleet of the tests' own: a
+control cluster as manager, GPUs at a Magnum site first and on two clouds, TPUs on one. The order of dispatch, the
+spill-over, the TPU routing, the workers' queues and flavors, the manager's identity on each worker and its
+kubeconfig carried as a secret stack output, and every MultiKueue object against Kueue's upstream CRD schemas."""
+
+from __future__ import annotations
+
+import base64
+import textwrap
+
+import pytest
+import yaml
+from pulumi.runtime import rpc
+
+from components.kubernetes.multikueue import (
+    DISPATCHED,
+    DISPATCHER_ALL_AT_ONCE,
+    DISPATCHER_INCREMENTAL,
+    KUBECONFIG_OUTPUT,
+    MULTIKUEUE_CONTROLLER,
+    cluster_queue_name,
+    multikueue_settings,
+    token_kubeconfig,
+    worker_flavor_name,
+    worker_rules,
+)
+from fleet.model import pod_contract
+from fleet.model.queues import pool_capacity, quota
+from fleet.model.spec import load_fleet
+from fleet.tools.plan import plan_fleet
+from fleet.tools.render import kubernetes_manifest
+from fleet.tools.schemas import CRDS_ENV, load_crds, schema_errors
+from tests.conftest import shared_data
+from tests.helpers import MAGNUM_SITE, QUEUED, QUEUED_STACKS, by_type, write_policy
+
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+STACKS = QUEUED_STACKS
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    """The queued fleet of tests/model/test_queues.py, every stack planned (the manager last)."""
+    tmp = tmp_path_factory.mktemp("queued")
+    policy, stacks = write_policy(tmp, QUEUED, STACKS)
+    workloads = tmp / "workloads"
+    workloads.mkdir()
+    fleet = load_fleet(policy, workloads)
+    plans = {p.stack: p for p in plan_fleet(fleet, policy, stacks_dir=stacks, workloads_dir=workloads)}
+    return fleet, plans
+
+
+def _objects(plan, kind: str) -> dict[str, dict]:
+    return {r.inputs["metadata"]["name"]: r.inputs for r in by_type(plan, KUEUE + kind)}
+
+
+def _kueue_config(plan) -> dict:
+    (release,) = [r.inputs for r in by_type(plan, RELEASE) if r.inputs["name"] == "kueue"]
+    return yaml.safe_load(release["values"]["managerConfig"]["controllerManagerConfigYaml"])
+
+
+def test_the_manager_dispatches_each_queue_to_its_clusters_in_the_policys_order(planned):
+    fleet, plans = planned
+    dispatch = fleet.dispatch
+    manager = plans[dispatch.manager]
+    configs = _objects(manager, "MultiKueueConfig")
+    checks = _objects(manager, "AdmissionCheck")
+    queues = _objects(manager, "ClusterQueue")
+    local = _objects(manager, "LocalQueue")
+    for queue in dispatch.queues:
+        name = cluster_queue_name(queue)
+        assert configs[name]["spec"]["clusters"] == list(queue.clusters)
+        assert checks[name]["spec"] == {
+            "controllerName": MULTIKUEUE_CONTROLLER,
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": name},
+        }
+        assert queues[name]["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": name}]}
+        assert local[queue.name]["spec"] == {"clusterQueue": name}
+        assert local[queue.name]["metadata"]["namespace"] == pod_contract.BENCHMARK_NAMESPACE
+    # TPU work goes only where the tpu queue says, GPU work first to the first cluster of the gpu queue
+    tpu = next(q for q in dispatch.queues if q.resource == "google.com/tpu")
+    assert configs[cluster_queue_name(tpu)]["spec"]["clusters"] == list(tpu.clusters)
+    assert all(fleet.clusters[c].cloud == "gcp" for c in tpu.clusters)
+    # one MultiKueueCluster per worker, each reading its own kubeconfig Secret
+    clusters = _objects(manager, "MultiKueueCluster")
+    assert sorted(clusters) == sorted(dispatch.workers)
+    secrets = {r.inputs["metadata"]["name"]: r for r in by_type(manager, "kubernetes:core/v1:Secret")}
+    for worker, spec in clusters.items():
+        location = spec["spec"]["clusterSource"]["kubeConfig"]
+        assert location["locationType"] == "Secret" and worker in location["location"]
+        assert secrets[location["location"]].inputs["metadata"]["namespace"] == pod_contract.KUEUE_NAMESPACE
+    # the workers run nothing of the manager's: no MultiKueue object anywhere else
+    for stack, plan in plans.items():
+        if stack != dispatch.manager:
+            assert not _objects(plan, "MultiKueueConfig") and not _objects(plan, "AdmissionCheck")
+
+
+def test_spill_over_sets_the_dispatcher_explicitly(planned):
+    fleet, plans = planned
+    config = _kueue_config(plans[fleet.dispatch.manager])
+    assert config["multiKueue"]["dispatcherName"] == DISPATCHER_INCREMENTAL
+    assert config["multiKueue"]["incrementalDispatcherConfig"] == {"stepSize": 1}  # one more cluster a round
+    assert config["multiKueue"]["origin"] == fleet.dispatch.manager
+    # the manager integrates only the kinds it dispatches: it watches each of them on every worker
+    assert config["integrations"]["frameworks"] == list(DISPATCHED)
+    assert "waitForPodsReady" not in config  # nothing runs on the manager
+    everywhere = multikueue_settings(
+        type(fleet.dispatch)(fleet.dispatch.manager, "all", fleet.dispatch.queues)  # spill: all
+    )
+    assert everywhere["dispatcherName"] == DISPATCHER_ALL_AT_ONCE and "incrementalDispatcherConfig" not in everywhere
+
+
+def test_each_worker_has_its_queues_flavors_of_its_own_pools_and_gives_stuck_jobs_back(planned):
+    fleet, plans = planned
+    dispatch = fleet.dispatch
+    for worker in dispatch.workers:
+        plan, cluster = plans[worker], fleet.clusters[worker]
+        mine = dispatch.queues_of(worker)
+        queues = _objects(plan, "ClusterQueue")
+        local = _objects(plan, "LocalQueue")
+        flavors = _objects(plan, "ResourceFlavor")
+        assert sorted(q for q in queues if q.startswith("queue-")) == sorted(cluster_queue_name(q) for q in mine)
+        assert sorted(local) == sorted(q.name for q in mine)
+        for queue in mine:
+            (group,) = queues[cluster_queue_name(queue)]["spec"]["resourceGroups"]
+            pools = queue.pools(cluster)
+            assert [f["name"] for f in group["flavors"]] == [worker_flavor_name(p) for p in pools]
+            for pool, flavor in zip(pools, group["flavors"], strict=True):
+                quotas = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
+                assert quotas[queue.resource] == str(pool_capacity(pool))
+                spec = flavors[worker_flavor_name(pool)]["spec"]
+                # the pool's own selector (Magnum's role label at the site), and its taints tolerated
+                assert spec["nodeLabels"] == pool.node_selector
+                assert {t["key"] for t in spec["tolerations"]} == {t.key for t in pool.pod_tolerations}
+        config = _kueue_config(plan)
+        assert "batch/job" in config["integrations"]["frameworks"]
+        assert config["waitForPodsReady"]["timeout"] == f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
+        assert config["waitForPodsReady"]["blockAdmission"] is bool(fleet.sweep_points(cluster))
+        assert "multiKueue" not in config
+    # a cluster that is no worker gets none of it
+    others = set(fleet.clusters) - set(dispatch.workers) - {dispatch.manager}
+    for stack in others:
+        assert not _objects(plans[stack], "LocalQueue")
+
+
+def test_the_managers_quota_is_what_its_workers_hold(planned):
+    fleet, plans = planned
+    dispatch = fleet.dispatch
+    for queue in dispatch.queues:
+        (group,) = _objects(plans[dispatch.manager], "ClusterQueue")[cluster_queue_name(queue)]["spec"][
+            "resourceGroups"
+        ]
+        (flavor,) = group["flavors"]
+        manager_quota = next(r["nominalQuota"] for r in flavor["resources"] if r["name"] == queue.resource)
+        workers_quota = 0
+        for worker in queue.clusters:
+            (wgroup,) = _objects(plans[worker], "ClusterQueue")[cluster_queue_name(queue)]["spec"]["resourceGroups"]
+            workers_quota += sum(
+                int(r["nominalQuota"]) for f in wgroup["flavors"] for r in f["resources"] if r["name"] == queue.resource
+            )
+        assert int(manager_quota) == workers_quota == quota(queue, fleet.clusters) > 0
+
+
+def test_the_managers_identity_on_a_worker_and_its_kubeconfig_a_secret_output(planned):
+    fleet, plans = planned
+    manager = plans[fleet.dispatch.manager]
+    for worker in fleet.dispatch.workers:
+        plan = plans[worker]
+        (role,) = by_type(plan, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+        assert role.inputs["rules"] == worker_rules()
+        granted = {(g, res) for rule in role.inputs["rules"] for g in rule["apiGroups"] for res in rule["resources"]}
+        assert set(DISPATCHED.values()) <= granted  # every kind the manager watches there
+        assert not any("*" in rule["verbs"] or "secrets" in rule["resources"] for rule in role.inputs["rules"])
+        (binding,) = by_type(plan, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+        (subject,) = binding.inputs["subjects"]
+        (account,) = [
+            r
+            for r in by_type(plan, "kubernetes:core/v1:ServiceAccount")
+            if r.inputs["metadata"]["name"] == subject["name"]
+        ]
+        assert account.inputs["automountServiceAccountToken"] is False
+        tokens = [
+            r.inputs
+            for r in by_type(plan, "kubernetes:core/v1:Secret")
+            if r.inputs.get("type") == "kubernetes.io/service-account-token"
+        ]
+        assert [t["metadata"]["annotations"]["kubernetes.io/service-account.name"] for t in tokens] == [subject["name"]]
+        exported = plan.exports[KUBECONFIG_OUTPUT]
+        assert rpc.is_rpc_secret(exported)  # a secret stack output, never plain
+        config = yaml.safe_load(rpc.unwrap_rpc_secret(exported))
+        (user,) = config["users"]
+        assert set(user["user"]) == {"token"}  # no exec plugin, no token file: MultiKueue refuses them
+        assert config["clusters"][0]["cluster"]["certificate-authority-data"]
+    # the manager reads each worker's kubeconfig through a StackReference of the worker's stack
+    refs = [r for r in manager.registrations if r.type == "pulumi:pulumi:StackReference"]
+    referenced = {str(r.inputs["name"]).rsplit("/", 1)[-1] for r in refs}
+    assert set(fleet.dispatch.workers) <= referenced
+    assert KUBECONFIG_OUTPUT not in manager.exports
+
+
+def test_the_manager_may_reach_api_servers_only(planned):
+    fleet, plans = planned
+    policies = {
+        r.inputs["metadata"]["name"]: r.inputs
+        for r in by_type(plans[fleet.dispatch.manager], "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    }
+    egress = policies["kueue-egress"]["spec"]["egress"]
+    assert [r.get("ports") for r in egress[1:]] == [
+        [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]
+    ]
+    assert egress[1]["to"][0]["ipBlock"]["except"] == ["169.254.169.254/32"]
+
+
+def test_every_queue_object_fits_kueues_upstream_crds(planned):
+    crds = load_crds(shared_data(CRDS_ENV, "k8s/crds", "the upstream CRD files"))
+    fleet, plans = planned
+    checked, bad = 0, []
+    for stack, plan in plans.items():
+        for reg in plan.registrations:
+            if reg.type.startswith(KUEUE):
+                manifest = kubernetes_manifest(reg)
+                checked += 1
+                bad += [f"{stack} {manifest['kind']} {reg.name}: {e}" for e in schema_errors(manifest, "1.33", crds)]
+    assert bad == []
+    assert checked >= 5 + 2 * len(fleet.dispatch.queues)
+    # and the schema refuses a misspelt field of ours
+    config = next(kubernetes_manifest(r) for r in by_type(plans[fleet.dispatch.manager], KUEUE + "MultiKueueConfig"))
+    config["spec"]["cluster"] = config["spec"].pop("clusters")
+    assert schema_errors(config, "1.33", crds)
+
+
+def test_a_kueue_cluster_below_kubernetes_1_29_is_refused(tmp_path):
+    from fleet.model.errors import InputError
+    from fleet.tools.plan import plan_stack
+
+    policy, stacks = write_policy(
+        tmp_path, QUEUED, {**STACKS, "cern-gpu": {**STACKS["cern-gpu"], "gpu-fleet:magnum": MAGNUM_SITE}}
+    )
+    (tmp_path / "workloads").mkdir()
+    with pytest.raises(
+        InputError, match=r"Pulumi.cern-gpu.yaml:\d+: config.gpu-fleet:magnum.kubeTag: cern-gpu runs Kueue"
+    ):
+        plan_stack("cern-gpu", policy, stacks, {}, tmp_path / "workloads")
+
+
+def test_a_token_kubeconfig_keeps_only_server_ca_and_token():
+    source = textwrap.dedent(
+        """\
+        apiVersion: v1
+        clusters: [{name: a, cluster: {server: 'https://a.example:443', certificate-authority-data: Q0E=}}]
+        contexts: [{name: a, context: {cluster: a, user: a}}]
+        current-context: a
+        users: [{name: a, user: {exec: {command: gke-gcloud-auth-plugin}}}]
+        """
+    )
+    config = yaml.safe_load(token_kubeconfig(source, "t0ken", "worker"))
+    assert config["clusters"][0]["cluster"] == {"server": "https://a.example:443", "certificate-authority-data": "Q0E="}
+    assert config["users"][0]["user"] == {"token": "t0ken"}
+    with pytest.raises(ValueError, match="certificate-authority-data"):
+        token_kubeconfig(source.replace("certificate-authority-data: Q0E=", "insecure-skip-tls-verify: true"), "t", "w")
+    assert base64.b64decode("Q0E=") == b"CA"

@@ -505,6 +505,16 @@ class _Checker:
         for (cloud, where), names in users.items():
             facts = self.catalogue.clouds[cloud]  # type: ignore[index]
             calendar = facts.kubernetes_versions
+            if cloud == "openstack" and where[0] == "clusters":
+                warnings.append(
+                    str(
+                        self.doc.problem(
+                            where,
+                            "ignored on OpenStack Magnum: the cluster runs the Kubernetes of the kubeTag in its stack "
+                            "file's gpu-fleet:magnum settings (docs/clouds.md, Magnum upgrades); remove this line",
+                        )
+                    )
+                )
             if calendar is None or not calendar.supported:
                 continue
             version = default if where[0] == "defaults" else self.spec.clusters[cloud][names[0]].kubernetes_version  # type: ignore[index]

@@ -179,6 +179,16 @@ def test_a_version_newer_than_the_catalogue_knows_is_a_warning(tmp_path, capsys)
     ), err
 
 
+def test_a_magnum_clusters_own_version_is_ignored_and_said_so(tmp_path, capsys):
+    text = GOOD.replace("      region: cern\n", '      region: cern\n      kubernetes_version: "1.12"\n')
+    _, err = validate(tmp_path, text, capsys)
+    assert "no longer supported" not in err
+    assert (
+        "fleet.yaml:7: clusters.openstack.cern-main.kubernetes_version: ignored on OpenStack Magnum: the cluster "
+        in err
+    )
+
+
 def test_every_supported_version_passes(tmp_path, capsys):
     for version in facts("aws").kubernetes_versions.supported:
         text = GOOD.replace(

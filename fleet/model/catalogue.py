@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -54,6 +55,57 @@ class Reservations(StrictModel):
     source: str
 
 
+# A GCP AI zone: `<region>-ai<deployment group><letter>` (Compute Engine "Regions and zones", "AI zone")
+AI_ZONE = re.compile(r"^(?P<region>.+)-ai[0-9]+[a-z]$")
+
+
+class Locations(StrictModel):
+    """Where a cloud's clusters may be: its regions (Azure: locations), and on GCP each region's zone letters."""
+
+    source: str
+    cited_as: str  # the source in a few words, for messages
+    regions: list[str] = []
+    zones: dict[str, list[str]] = {}  # region -> zone letters (GCP: us-central1 -> [a, b, c, f])
+
+    @property
+    def all_regions(self) -> list[str]:
+        """Every region, listed ones and those the zones name."""
+        return [*self.regions, *(r for r in self.zones if r not in self.regions)]
+
+    @property
+    def all_zones(self) -> list[str]:
+        """Every listed zone by its full name (``us-central1-a``)."""
+        return [f"{region}-{letter}" for region, letters in self.zones.items() for letter in letters]
+
+    def has_zone(self, zone: str) -> bool:
+        """Whether ``zone`` is a listed zone, or an AI zone (not listed) of a known region."""
+        ai = AI_ZONE.match(zone)
+        return zone in self.all_zones or bool(ai and ai["region"] in self.zones)
+
+
+class KubernetesVersions(StrictModel):
+    """The Kubernetes minor versions a managed service supports, each with the end of its last support, as of a date."""
+
+    as_of: datetime.date
+    end_of_support: dict[str, datetime.date]
+    source: str
+    cited_as: str  # the source in a few words, for messages
+
+    @property
+    def supported(self) -> list[str]:
+        """The minor versions still supported on ``as_of``, oldest first."""
+        return sorted((v for v, end in self.end_of_support.items() if end >= self.as_of), key=version_key)
+
+
+def version_key(text: str) -> tuple[int, int]:
+    """``"1.33"`` as (1, 33), for comparing Kubernetes minor versions; (0, 0) for anything else."""
+    major, _, minor = text.partition(".")
+    try:
+        return int(major), int(minor.split(".")[0])
+    except ValueError:
+        return (0, 0)
+
+
 class CloudFacts(StrictModel):
     """What one cloud does around GPU pools, independent of the card."""
 
@@ -81,6 +133,10 @@ class CloudFacts(StrictModel):
     gpu_driver_dir: str = ""
     # the system reservations of its nodes (None: not known, e.g. a site's OpenStack; pods are placed by labels only)
     reservations: Reservations | None = None
+    # where its clusters may be (None: anywhere, a site's own cloud)
+    locations: Locations | None = None
+    # the Kubernetes versions its managed clusters support (None: the site decides, e.g. Magnum's kube_tag)
+    kubernetes_versions: KubernetesVersions | None = None
     source: str
 
 
@@ -225,7 +281,7 @@ def reserved_by(reservations: Reservations, size: MachineSize, kubernetes_versio
     elif reservations.formula == "eks":
         mem = (11 * pods + 255) * MIB + 100 * MIB
         how = f"EKS AL2023 nodeadm: 11 MiB x {pods} pods + 255 MiB + 100 MiB eviction, CPU tiers"
-    elif _version(kubernetes_version) >= (1, 29):
+    elif version_key(kubernetes_version) >= (1, 29):
         # "MB" in the AKS docs; taken as MiB, the larger reading
         mem = min(20 * pods + 50, 0.25 * memory / MIB) * MIB + 100 * MIB
         how = f"AKS (1.29+): min(20 MB x {pods} pods + 50 MB, 25% of memory) + 100 Mi eviction, CPU by cores"
@@ -233,14 +289,6 @@ def reserved_by(reservations: Reservations, size: MachineSize, kubernetes_versio
         mem = _tiered(size.memory_gib, _MEMORY_TIERS) * GIB + 750 * MIB
         how = "AKS (before 1.29): tiered memory reservation + 750 Mi eviction, CPU by cores"
     return int(cpu), int(mem), pods, how
-
-
-def _version(text: str) -> tuple[int, int]:
-    major, _, minor = text.partition(".")
-    try:
-        return int(major), int(minor.split(".")[0])
-    except ValueError:
-        return (0, 0)
 
 
 class Catalogue(StrictModel):

@@ -13,8 +13,17 @@ from functools import lru_cache
 from pathlib import Path
 
 from fleet.model import pod_contract
-from fleet.model.catalogue import CLOUDS, Accelerator, Catalogue, CloudFacts, Offer, Taint, load_catalogue
-from fleet.model.errors import InputError, Problem
+from fleet.model.catalogue import (
+    CLOUDS,
+    Accelerator,
+    Catalogue,
+    CloudFacts,
+    Offer,
+    Taint,
+    load_catalogue,
+    version_key,
+)
+from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.prometheus import duration_seconds
 from fleet.model.queues import Dispatch, check_queues, resolve
 from fleet.model.schedules import longest_gap_seconds
@@ -28,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 POLICY_FILE = ROOT / "policy" / "fleet.yaml"
 CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 GPU_LABEL = "gpu"
+# a region of each cloud, as an example in messages
+REGION_EXAMPLES = {"gcp": "us-central1", "aws": "us-east-1", "azure": "eastus"}
 
 
 @dataclass(frozen=True)
@@ -458,14 +469,104 @@ class _Checker:
             )
 
     def check_location(self, cloud: str, path: tuple[object, ...], region: str | None, zone: str | None) -> None:
+        """A region and zone the cloud has (the catalogue's lists, with their source), consistent with each other."""
         if cloud == "gcp" and not (region or zone):
             self.report(path, "a GKE cluster needs a zone (zonal cluster) or a region (regional cluster)")
-        if cloud == "gcp" and region and zone and not zone.startswith(region + "-"):
-            self.report((*path, "zone"), f"zone {zone!r} is not in region {region!r}")
         if cloud in ("aws", "azure") and not region:
             self.report(path, f"an {cloud} cluster needs a region")
         if cloud in ("aws", "azure") and zone:
             self.report((*path, "zone"), f"{cloud} clusters span zones of their region: give only 'region'")
+        known = self.catalogue.clouds[cloud].locations  # type: ignore[index]
+        if known is None:
+            return
+        title = self.catalogue.clouds[cloud].title  # type: ignore[index]
+        regions = known.all_regions
+        region_ok = region is None or region in regions
+        if not region_ok:
+            example = REGION_EXAMPLES.get(cloud, regions[0])
+            elsewhere = self._elsewhere(region, cloud)
+            near = "" if elsewhere else did_you_mean(region, regions)
+            self.report(
+                (*path, "region"),
+                f"{region!r} is not a region of {title}{elsewhere}; expected one such as {example}{near} (the "
+                f"catalogue's list: {known.cited_as}; a newer region goes into fleet/model/catalogue.yaml)",
+            )
+        if cloud == "gcp" and zone and not known.has_zone(zone):
+            elsewhere = self._elsewhere(zone, cloud)
+            near = "" if elsewhere else did_you_mean(zone, known.all_zones)
+            self.report(
+                (*path, "zone"),
+                f"{zone!r} is not a zone of {title}{elsewhere}; expected a region and a zone letter such as "
+                f"us-central1-a{near} (the catalogue's list: {known.cited_as}; a newer zone goes into "
+                "fleet/model/catalogue.yaml)",
+            )
+        elif cloud == "gcp" and region_ok and region and zone and not zone.startswith(region + "-"):
+            self.report((*path, "zone"), f"zone {zone!r} is not in region {region!r}")
+
+    def _elsewhere(self, name: str, cloud: str) -> str:
+        """`` ('eastus' is an Azure region)`` when ``name`` is a location of another cloud, else empty."""
+        for other, facts in self.catalogue.clouds.items():
+            known = facts.locations
+            if other == cloud or known is None:
+                continue
+            if name in known.all_regions:
+                return f" ({name!r} is a region of {facts.title})"
+            if name in known.all_zones:
+                return f" ({name!r} is a zone of {facts.title})"
+        return ""
+
+    def check_kubernetes_versions(self) -> tuple[str, ...]:
+        """Each managed cluster's Kubernetes version against the versions its cloud supports (the catalogue's
+        calendar, as of its date): one no longer supported is a problem, with the supported range; one newer than the
+        catalogue knows is a warning (the cloud may have it already). Returns the warnings."""
+        warnings: list[str] = []
+        default = self.spec.defaults.kubernetes_version
+        # by (cloud, where the version is written) -> the clusters that take it from there
+        users: dict[tuple[str, tuple[object, ...]], list[str]] = {}
+        for cloud, clusters in self.spec.clusters.items():
+            for name, settings in clusters.items():
+                own = settings.kubernetes_version is not None
+                where = ("clusters", cloud, name, "kubernetes_version") if own else ("defaults", "kubernetes_version")
+                users.setdefault((cloud, where), []).append(name)
+        for (cloud, where), names in users.items():
+            facts = self.catalogue.clouds[cloud]  # type: ignore[index]
+            calendar = facts.kubernetes_versions
+            if cloud == "openstack" and where[0] == "clusters":
+                warnings.append(
+                    str(
+                        self.doc.problem(
+                            where,
+                            "ignored on OpenStack Magnum: the cluster runs the Kubernetes of the kubeTag in its stack "
+                            "file's gpu-fleet:magnum settings (docs/clouds.md, Magnum upgrades); remove this line",
+                        )
+                    )
+                )
+            if calendar is None or not calendar.supported:
+                continue
+            version = default if where[0] == "defaults" else self.spec.clusters[cloud][names[0]].kubernetes_version  # type: ignore[index]
+            assert version is not None
+            supported = calendar.supported
+            oldest, newest = supported[0], supported[-1]
+            taken = f" (taken by {', '.join(names)})" if where[0] == "defaults" else ""
+            if version_key(version) < version_key(oldest):
+                self.report(
+                    where,
+                    f"Kubernetes {version}{taken} is no longer supported by {facts.title}: it supports {oldest} to "
+                    f"{newest} (as of {calendar.as_of}; {calendar.cited_as}); use one of them, such as "
+                    f'kubernetes_version: "{newest}"',
+                )
+            elif version_key(version) > version_key(newest):
+                warnings.append(
+                    str(
+                        self.doc.problem(
+                            where,
+                            f"Kubernetes {version}{taken} is newer than the newest {facts.title} version the catalogue "
+                            f"knows ({newest}, as of {calendar.as_of}): check that {facts.title} offers it, then add "
+                            "it to fleet/model/catalogue.yaml",
+                        )
+                    )
+                )
+        return tuple(warnings)
 
     def check_card(self, cloud: str, path: tuple[object, ...], card: str, pool: PoolSettings) -> None:
         where = self.card_path(path, card)
@@ -790,6 +891,7 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     if spec is not None:
         checker = _Checker(doc, spec, catalogue, workloads or {})
         checker.check_clusters()
+        version_warnings = checker.check_kubernetes_versions()
         checker.check_monitoring()
         checker.check_runners()
         checker.check_queues()
@@ -807,7 +909,7 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     misplaced = placement_problems(fleet, doc)
     if misplaced:
         raise InputError(misplaced)
-    return dataclasses.replace(fleet, warnings=checker.warnings(fleet))
+    return dataclasses.replace(fleet, warnings=version_warnings + checker.warnings(fleet))
 
 
 @lru_cache(maxsize=8)

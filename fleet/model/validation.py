@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any, TypeVar
 
 import pydantic
 
-from fleet.model.errors import InputError, Problem
+from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.yaml_source import YamlDocument
 
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -56,10 +58,53 @@ def _given(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _message(error: Any) -> str:
+def _unwrap(annotation: Any) -> list[Any]:
+    """The types an annotation may hold: ``X | None`` and unions give each member, anything else itself."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [a for a in typing.get_args(annotation) if a is not type(None)]
+    return [annotation]
+
+
+def _model_at(model: Any, loc: tuple[object, ...]) -> type[pydantic.BaseModel] | None:
+    """The input model that holds the key at ``loc`` (a pydantic error location below ``model``), or None."""
+    current: list[Any] = [model]
+    for part in loc:
+        following: list[Any] = []
+        for kind in current:
+            for each in _unwrap(kind):
+                origin = typing.get_origin(each)
+                if isinstance(each, type) and issubclass(each, pydantic.BaseModel):
+                    field = each.model_fields.get(str(part))
+                    if field is not None:
+                        following.append(field.annotation)
+                elif origin is dict:
+                    following.append(typing.get_args(each)[1])
+                elif origin is list and isinstance(part, int):
+                    following.append(typing.get_args(each)[0])
+        current = following
+    found = [
+        each
+        for kind in current
+        for each in _unwrap(kind)
+        if isinstance(each, type) and issubclass(each, pydantic.BaseModel)
+    ]
+    return found[0] if found else None
+
+
+def _unknown_key(error: Any, model: Any) -> str:
+    """An unknown key, with the keys allowed there and the nearest of them."""
+    loc = tuple(error["loc"])
+    holder = _model_at(model, loc[:-1]) if model is not None else None
+    if holder is None:
+        return "unknown key (check the spelling)"
+    allowed = list(holder.model_fields)
+    return f"unknown key{did_you_mean(loc[-1], allowed)}; the keys allowed here: {', '.join(allowed)}"
+
+
+def _message(error: Any, model: Any = None) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
-        return "unknown key (check the spelling)"
+        return _unknown_key(error, model)
     if kind == "missing":
         return "required key is missing"
     if kind == "string_pattern_mismatch":
@@ -72,12 +117,18 @@ def _message(error: Any) -> str:
     return msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
 
 
-def problems_from(exc: pydantic.ValidationError, doc: YamlDocument, prefix: tuple[object, ...] = ()) -> list[Problem]:
-    """Translate a pydantic error into located problems (one per failing key)."""
+def problems_from(
+    exc: pydantic.ValidationError,
+    doc: YamlDocument,
+    prefix: tuple[object, ...] = (),
+    model: type[pydantic.BaseModel] | None = None,
+) -> list[Problem]:
+    """Translate a pydantic error into located problems (one per failing key); with the ``model`` validated, an
+    unknown key names the keys allowed where it is, and the nearest one."""
     out = []
     for error in exc.errors():
         loc = tuple(part for part in error["loc"] if not (isinstance(part, str) and part.startswith("function-")))
-        out.append(doc.problem((*prefix, *loc), _message(error)))
+        out.append(doc.problem((*prefix, *loc), _message({**error, "loc": loc}, model)))
     return out
 
 
@@ -88,4 +139,4 @@ def validate_document(model: type[M], doc: YamlDocument, context: dict[str, Any]
     try:
         return model.model_validate(doc.data, context=context)
     except pydantic.ValidationError as exc:
-        raise InputError(problems_from(exc, doc)) from None
+        raise InputError(problems_from(exc, doc, model=model)) from None

@@ -49,17 +49,22 @@ def _summary(fleet: Fleet) -> str:
     return "\n".join(lines)
 
 
-def _checked_fleet(args: argparse.Namespace) -> Fleet:
+def _checked_fleet(args: argparse.Namespace, warnings: list[str] | None = None) -> Fleet:
     """The policy, the workload folders and the stack files, all checked: an ``InputError`` with every problem at
-    once, else the fleet; warnings and notes are printed once, whatever the number of stacks."""
+    once, else the fleet; warnings and notes are printed once, whatever the number of stacks (into ``warnings``
+    instead when given: the plan shows them with its own findings, at the end)."""
     from fleet.tools.stack_checks import check_stacks
     from fleet.tools.workload_checks import check_workloads
 
     fleet = load_fleet(args.policy, args.workloads_dir)
     stacks = check_stacks(fleet, args.stacks_dir)
     workload_problems, notes = check_workloads(fleet.deployed_workloads)
-    for line in (*fleet.warnings, *stacks.warnings):
-        print(f"warning: {line}", file=sys.stderr)
+    found = [*fleet.warnings, *stacks.warnings]
+    if warnings is not None and not (stacks.problems or workload_problems):
+        warnings.extend(found)
+    else:
+        for line in found:
+            print(f"warning: {line}", file=sys.stderr)
     for line in notes:
         print(f"note: {line}", file=sys.stderr)
     if stacks.problems or workload_problems:
@@ -73,12 +78,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _plan_selected(args: argparse.Namespace, what: str) -> tuple[Fleet, list[StackPlan]] | int:
+def _plan_selected(
+    args: argparse.Namespace, what: str, warnings: list[str] | None = None
+) -> tuple[Fleet, list[StackPlan]] | int:
     """Check every input and plan ``--stack`` (all by default); an exit status on failure."""
     from fleet.tools.mock_engine import PlanError
     from fleet.tools.plan import plan_fleet
 
-    fleet = _checked_fleet(args)
+    fleet = _checked_fleet(args, warnings)
     try:
         return fleet, plan_fleet(
             fleet, Path(args.policy).resolve(), args.stack or None, args.stacks_dir, args.workloads_dir
@@ -110,8 +117,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.json is not None:
         _check_output_file(args.json, "--json")
-    planned = _plan_selected(args, "plan")
+    input_warnings: list[str] = []  # shown once, with the plan's own findings
+    planned = _plan_selected(args, "plan", input_warnings)
     if isinstance(planned, int):
+        for line in input_warnings:
+            print(f"warning: {line}", file=sys.stderr)
         return planned
     fleet, plans = planned
     if not args.no_policy_pack:
@@ -125,7 +135,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         for plan in plans:
             plan.findings += found.get(plan.stack, [])
     prices = load_prices(args.prices)
-    print(render_plan(plans, fleet, prices))
+    print(render_plan(plans, fleet, prices, input_warnings))
     total = sum(len(p.registrations) for p in plans)
     mandatory = sum(1 for p in plans for f in p.findings if f.level == "mandatory")
     print(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -244,10 +245,11 @@ def _named(stack: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w.-]){re.escape(stack)}(?![\w-])")
 
 
-def render_findings(plans: list[StackPlan]) -> str:
+def render_findings(plans: list[StackPlan], input_warnings: Sequence[str] = ()) -> str:
     """Every stack's findings, once each: a message that differs between stacks only by the stack's name is shown
     once, with ``<stack>`` for the name and the stacks it concerns; an advisory policy (which may flag every
-    container) as one line with its count and first case (``--json`` keeps every finding)."""
+    container) as one line with its count and first case (``--json`` keeps every finding). The warnings about the
+    inputs (policy, stack files: ``FILE:LINE: key: message``) follow the mandatory findings, marked ``input``."""
     grouped: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
     advisory: dict[str, list[tuple[str, Finding]]] = {}
     for plan in plans:
@@ -257,10 +259,10 @@ def render_findings(plans: list[StackPlan]) -> str:
             else:
                 text = _named(plan.stack).sub("<stack>", f.message)
                 grouped.setdefault((f.level, f.policy, text), []).append((plan.stack, f.message))
-    if not grouped and not advisory:
+    if not grouped and not advisory and not input_warnings:
         return "Findings: none"
     every = [p.stack for p in plans]
-    lines = ["Findings"]
+    mandatory, rest = ["Findings"], [f"  [warning] input: {line}" for line in input_warnings]
     order = {"mandatory": 0, "warning": 1}
     for (level, policy, text), found in sorted(grouped.items(), key=lambda kv: order.get(kv[0][0], 2)):
         stacks = list(dict.fromkeys(stack for stack, _ in found))
@@ -268,7 +270,8 @@ def render_findings(plans: list[StackPlan]) -> str:
             text = found[0][1]
         else:
             text += " (every stack)" if stacks == every else f" (stacks {', '.join(stacks)})"
-        lines.append(f"  [{level}] {policy + ': ' if policy else ''}{text}")
+        (mandatory if level == "mandatory" else rest).append(f"  [{level}] {policy + ': ' if policy else ''}{text}")
+    lines = mandatory + rest  # mandatory first, then the inputs' warnings and the program's
     for policy, cases in advisory.items():
         first = cases[0][1].message.splitlines()[-1].strip()
         stacks = len({s for s, _ in cases})
@@ -290,11 +293,12 @@ def render_totals(totals: list[StackTotals], currency: str) -> str:
     return "\n".join(_table(rows, indent=""))
 
 
-def render_plan(plans: list[StackPlan], fleet: Fleet, prices: PriceTable) -> str:
-    """The whole plan as text: each stack, the findings grouped once, the totals last."""
+def render_plan(plans: list[StackPlan], fleet: Fleet, prices: PriceTable, input_warnings: Sequence[str] = ()) -> str:
+    """The whole plan as text: each stack, the findings (the inputs' warnings with them) grouped once, the totals
+    last."""
     totals = [stack_totals(p, fleet, prices) for p in plans]
     parts = [render_stack(p, fleet, prices, t) for p, t in zip(plans, totals, strict=True)]
-    parts.append(render_findings(plans))
+    parts.append(render_findings(plans, input_warnings))
     parts.append(render_totals(totals, prices.currency))
     parts.append(
         f"Prices: {prices.file}, spot for spot pools, else on-demand ({prices.currency}, approximate, dated per "

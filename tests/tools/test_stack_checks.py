@@ -150,9 +150,19 @@ def test_a_missing_stack_file_and_an_orphan_one(fleet_dir, capsys):
 
 def test_warnings_are_printed_once_not_per_stack(fleet_dir, capsys):
     set_config(fleet_dir, "fix-gke", gcp__project="my-gcp-project")
-    status, err = run(fleet_dir, capsys, "plan")
+    status, err = run(fleet_dir, capsys)
     assert status == 0
     assert err.count("is the sample's placeholder") == 1
+
+
+def test_the_plan_shows_the_inputs_warnings_once_with_its_findings_at_the_end(fleet_dir, capsys):
+    set_config(fleet_dir, "fix-gke", gcp__project="my-gcp-project")
+    args = ["plan", "--policy", str(fleet_dir / "fleet.yaml"), "--stacks-dir", str(fleet_dir / "stacks")]
+    status = main([*args, "--workloads-dir", str(fleet_dir / "workloads"), "--no-policy-pack"])
+    out, err = capsys.readouterr()
+    assert status == 0 and "is the sample's placeholder" not in err
+    findings = out.split("\nFindings\n", 1)[1]
+    assert out.count("is the sample's placeholder") == 1 and "[warning] input: " in findings
 
 
 # --- the same refusals when the program runs under Pulumi (no `fleet` command in between) -------------------

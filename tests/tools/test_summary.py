@@ -146,6 +146,11 @@ def test_findings_are_grouped_once_across_stacks():
     assert lines[3] == "  [advisory] digests: 2 finding(s) in 2 stack(s), such as: case one"
     assert len(lines) == 4
     assert render_findings([stack("east")]) == "Findings: none"
+    # the inputs' warnings are shown with the findings, after the mandatory ones, once
+    lines = render_findings(plans, ["fleet.yaml:3: clusters.x: a warning"]).splitlines()
+    assert lines[1] == "  [mandatory] p: east-2 is broken"
+    assert lines[2] == "  [warning] input: fleet.yaml:3: clusters.x: a warning" and len(lines) == 5
+    assert render_findings([stack("east")], ["w"]).splitlines() == ["Findings", "  [warning] input: w"]
 
 
 def test_plan_prints_findings_once_and_ends_with_the_totals_and_json_keeps_its_keys(tmp_path, capsys):

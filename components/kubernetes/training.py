@@ -154,6 +154,7 @@ class TrainingOperators(pulumi.ComponentResource):
                 "jobset": {"install": True, "controller": {"nodeSelector": system}},
             },
             child,
+            registry=cluster.registry,
             timeout=900,
         )
         self.kueue = helm_release(
@@ -168,6 +169,7 @@ class TrainingOperators(pulumi.ComponentResource):
                 },
             },
             child,
+            registry=cluster.registry,
             timeout=900,
         )
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.kueue])

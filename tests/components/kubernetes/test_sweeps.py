@@ -15,6 +15,7 @@ from components.kubernetes.sweeps import ANCESTOR_LABEL, NODE, RESTART_ATTEMPT_L
 from components.kubernetes.training import CLUSTER_QUEUE, KUEUE_FRAMEWORKS, KUEUE_VISIBILITY_PORT, WEBHOOK_PORT
 from fleet.model import pod_contract
 from fleet.model.placement import selector_matches
+from fleet.model.registry import DEFAULT_REGISTRY
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT
 from fleet.tools.plan import StackPlan
 from tests.helpers import SHIPPED_WORKLOADS, by_type, one, plan_one
@@ -164,7 +165,7 @@ def test_trainer_and_kueue_are_pinned_and_only_where_a_sweep_runs(gke, tmp_path)
         assert releases[name]["chart"] == f"{pinned.repo}/{name}" and pinned.repo.startswith("oci://")
         assert releases[name]["version"] == pinned.version and "repositoryOpts" not in releases[name]
     trainer = releases["kubeflow-trainer"]["values"]
-    images = {i.name: i for i in chart_images("kubeflow-trainer")}
+    images = {i.name: i for i in chart_images(DEFAULT_REGISTRY, "kubeflow-trainer")}  # the policy sets none
     assert trainer["image"]["repository"] == images["trainer-controller-manager"].image.split("/", 1)[1].split(":")[0]
     assert trainer["jobset"]["image"]["repository"] == images["jobset"].image.rsplit(":", 1)[0]
     assert trainer["jobset"]["install"] is True

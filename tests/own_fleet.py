@@ -42,6 +42,10 @@ def make_copy(dest: Path) -> Path:
         placed = set((yaml.safe_load(example.read_text(encoding="utf-8")) or {}).get("workloads") or {})
         if not placed <= kept:
             shutil.rmtree(example.parent)
+    # a team's repository is a git repository with its fleet committed (`affected` compares with a base)
+    git = ["git", "-c", "user.name=lab", "-c", "user.email=lab@example.org", "-c", "commit.gpgsign=false"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the lab's fleet"]):
+        subprocess.run([*git, *command], cwd=dest, check=True, capture_output=True)
     return dest
 
 

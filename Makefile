@@ -10,9 +10,12 @@ STAMP := $(VENV)/.installed
 
 # The venv installs from the hash-locked file: every package and its dependencies at the pinned version with the
 # pinned hashes, or nothing. Edit requirements*.txt or policy/requirements.in, then `make lock`.
-$(STAMP): requirements-dev.lock
+$(STAMP): requirements-dev.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-dev.lock
+	# the project itself, editable, for the `fleet` command (.venv/bin/fleet); the lock above has every dependency
+	# and the setuptools it builds with, so nothing else is fetched
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --editable .
 	touch $@
 
 LOCK := $(PY) -m piptools compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url \

@@ -9,9 +9,9 @@ from typing import Any
 import yaml
 
 from fleet.model.spec import load_fleet
-from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.mock_engine import Registration
 from fleet.tools.plan import StackPlan, plan_stack
+from tests.conftest import FIXTURES
 
 
 def write_policy(tmp_path: Path, policy: str, stack_configs: dict[str, dict[str, Any]]) -> tuple[Path, Path]:
@@ -55,7 +55,10 @@ def one(plan: StackPlan, type_: str, name: str) -> Registration:
     return found[0]
 
 
-SHIPPED_WORKLOADS = WORKLOADS_DIR
+# The tests' own workloads (tests/fixtures/fleet/workloads), for fixture policies: never the shipped workloads/, which
+# a team replaces. `sweeper` is the distributed one (the shipped 3dgan-jax under its own name, with its real sample
+# log), `tracker` and `fitter` run on one card, `uploader` has credentials and egress.
+FIXTURE_WORKLOADS = FIXTURES / "fleet" / "workloads"
 
 # The required ``gpu-fleet:magnum`` site settings of a fixture Magnum stack (tags as the upstream heat driver has them).
 MAGNUM_SITE = {

@@ -113,9 +113,9 @@ def test_no_moving_image_tags(plans):
 def test_the_fleets_own_containers_pull_from_its_registry(fleet, plans):
     """Every container the fleet adds (log preparation, mtail sidecar, federation gateway) pulls the copy in the
     fleet's registry, never the upstream image (pruned upstream, rate-limited on Docker Hub)."""
-    from components.kubernetes.images import pinned_images, registry
+    from components.kubernetes.images import pinned_images
 
-    ours = {p.reference for p in pinned_images()}
+    ours = {p.reference for p in pinned_images(fleet.registry)}
     workload_images = {w.spec.image for w in fleet.deployed_workloads.values()}
     for plan in plans.values():
         pods = [job_spec(r)["template"]["spec"] for r in jobs_of(plan)]
@@ -123,7 +123,9 @@ def test_the_fleets_own_containers_pull_from_its_registry(fleet, plans):
         for pod in pods:
             for c in pod.get("initContainers", []) + pod["containers"]:
                 if c["image"] not in workload_images:
-                    assert c["image"] in ours and c["image"].startswith(registry() + "/"), c["image"]
+                    assert c["image"] in ours and c["image"].startswith(fleet.registry + "/"), c["image"]
+                else:
+                    assert c["image"].startswith(fleet.registry + "/"), c["image"]
 
 
 def test_job_name_changes_with_its_spec(fleet, tmp_path):

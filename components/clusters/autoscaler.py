@@ -27,10 +27,11 @@ def cluster_autoscaler(
     cloud_values: dict[str, Any],
     opts: pulumi.ResourceOptions,
     scale_down_after: str,
+    registry: str,
 ) -> k8s.helm.v3.Release:
     """The pinned cluster-autoscaler chart in kube-system with the cloud's values, the fleet's common flags, and the
     policy's ``scale_down_after`` as how long an unneeded node, or a new one, is kept (cluster-autoscaler FAQ:
-    --scale-down-unneeded-time and --scale-down-delay-after-add, both 10m by default)."""
+    --scale-down-unneeded-time and --scale-down-delay-after-add, both 10m by default); images from ``registry``."""
     scale_down = {"scale-down-unneeded-time": scale_down_after, "scale-down-delay-after-add": scale_down_after}
     values = {
         # the chart leaves resources empty; its values.yaml suggests 100m and 300Mi (cluster-autoscaler-chart-9.56.0)
@@ -38,4 +39,4 @@ def cluster_autoscaler(
         **cloud_values,
         "extraArgs": {**COMMON_ARGS, **scale_down, **cloud_values.get("extraArgs", {})},
     }
-    return helm_release(resource_name, "cluster-autoscaler", release, NAMESPACE, values, opts)
+    return helm_release(resource_name, "cluster-autoscaler", release, NAMESPACE, values, opts, registry=registry)

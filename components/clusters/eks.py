@@ -528,7 +528,7 @@ class EksCluster(GpuCluster):
             "awsRegion": self.region,
             "autoDiscovery": {"clusterName": name},
             # must match the control plane's minor (autoscaler README): images.yaml autoscaler_images
-            "image": autoscaler_image(minor),
+            "image": autoscaler_image(minor, cluster.registry),
             "rbac": {
                 "serviceAccount": {
                     "create": True,
@@ -544,4 +544,5 @@ class EksCluster(GpuCluster):
             values,
             pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[self.system_node_group, policy]),
             scale_down_after=cluster.scale_down_after,
+            registry=cluster.registry,
         )

@@ -285,7 +285,7 @@ class MagnumCluster(GpuCluster):
         (``magnum_autoscaler_images``: Docker Hub rate-limits anonymous pulls and the fleet pulls from its own
         registry), else the site's image by tag, with a warning."""
         upstream = f"{self.site.autoscaler_image}:{self.site.autoscaler_tag}"
-        mirrored = magnum_autoscaler_image(upstream)
+        mirrored = magnum_autoscaler_image(upstream, cluster.registry)
         if mirrored is not None:
             return mirrored
         if self.site.autoscaler_image == MAGNUM_AUTOSCALER_IMAGE:
@@ -339,6 +339,7 @@ class MagnumCluster(GpuCluster):
             values,
             pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=list(self.gpu_pools.values())),
             scale_down_after=cluster.scale_down_after,
+            registry=cluster.registry,
         )
 
     def _node_group(self, cluster: Cluster, pool: GpuPool) -> containerinfra.NodeGroup:

@@ -178,7 +178,7 @@ def pod_spec(
         "initContainers": [
             {
                 "name": "prepare-log",
-                "image": image("busybox"),
+                "image": image("busybox", cluster.registry),
                 "command": ["sh", "-c", f"touch {log_file}"],
                 "volumeMounts": [{"name": "logs", "mountPath": pod_contract.LOG_DIR}],
                 "resources": pod_contract.PREPARE_LOG_RESOURCES,
@@ -186,7 +186,7 @@ def pod_spec(
             },
             {
                 "name": "mtail",
-                "image": image("mtail"),
+                "image": image("mtail", cluster.registry),
                 "restartPolicy": "Always",
                 "args": pod_contract.mtail_args(logs=log_file),
                 "ports": [{"name": pod_contract.METRICS_PORT_NAME, "containerPort": pod_contract.METRICS_PORT}],

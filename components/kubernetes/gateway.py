@@ -86,7 +86,10 @@ class FederationEndpoint(pulumi.ComponentResource):
         selectors: Sequence[str],
         opts: pulumi.ResourceOptions | None = None,
         node_selector: dict[str, str] | None = None,
+        *,
+        registry: str,
     ):
+        """``registry``: where the gateway's nginx image is pulled from (the policy's ``registry``)."""
         super().__init__(self.TYPE, f"{cluster}-federation", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tls_provider = tls.Provider(f"{cluster}-tls", opts=child)
@@ -161,7 +164,7 @@ class FederationEndpoint(pulumi.ComponentResource):
                 "containers": [
                     {
                         "name": "nginx",
-                        "image": image("nginx"),
+                        "image": image("nginx", registry),
                         "args": ["nginx", "-g", "daemon off;", "-c", "/etc/gateway/conf/nginx.conf"],
                         "ports": [{"name": "https", "containerPort": GATEWAY_PORT}],
                         "readinessProbe": {"tcpSocket": {"port": "https"}, "periodSeconds": 10},

@@ -1,4 +1,8 @@
-"""Pinned images and Helm chart versions of the fleet's own services (data in images.yaml), and their releases."""
+"""Pinned images and Helm chart versions of the fleet's own services (data in images.yaml), and their releases.
+
+images.yaml names each image relative to the fleet's registry (the policy file's ``registry``, ``Fleet.registry`` and
+``Cluster.registry``), so every function that returns an image takes that registry.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
+
+from fleet.model.registry import in_registry
 
 IMAGES_FILE = Path(__file__).with_name("images.yaml")
 
@@ -48,18 +54,15 @@ def reload_images() -> None:
     _data.cache_clear()
 
 
-def registry() -> str:
-    """The registry that holds the fleet's own images (its builds and its copies of upstream images)."""
-    return str(_data()["registry"])
+def _pinned(name: str, entry: dict[str, Any], registry: str) -> PinnedImage:
+    return PinnedImage(
+        name, in_registry(entry["image"], registry), entry.get("upstream", ""), entry.get("digest") or ""
+    )
 
 
-def _pinned(name: str, entry: dict[str, Any]) -> PinnedImage:
-    return PinnedImage(name, entry["image"], entry.get("upstream", ""), entry.get("digest") or "")
-
-
-def pinned_images() -> list[PinnedImage]:
-    """Every image of images.yaml, in file order."""
-    return [_pinned(name, entry) for name, entry in _data()["images"].items()]
+def pinned_images(registry: str) -> list[PinnedImage]:
+    """Every image of images.yaml, in file order, in ``registry``."""
+    return [_pinned(name, entry, registry) for name, entry in _data()["images"].items()]
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,8 @@ class ChartImage:
         return f"{self.image}@{self.digest}" if self.digest else self.image
 
 
-def chart_images(chart_name: str | None = None) -> list[ChartImage]:
-    """The images of images.yaml ``chart_images`` (of one chart, when named), in file order."""
+def chart_images(registry: str, chart_name: str | None = None) -> list[ChartImage]:
+    """The images of images.yaml ``chart_images`` (of one chart, when named), in file order, in ``registry``."""
     out = []
     for name, entry in (_data().get("chart_images") or {}).items():
         if chart_name is None or entry["chart"] == chart_name:
@@ -116,7 +119,7 @@ def chart_images(chart_name: str | None = None) -> list[ChartImage]:
                     entry["values"],
                     entry["layout"],
                     entry["digest_as"],
-                    entry["image"],
+                    in_registry(entry["image"], registry),
                     entry.get("upstream", ""),
                     entry.get("digest") or "",
                 )
@@ -127,8 +130,9 @@ def chart_images(chart_name: str | None = None) -> list[ChartImage]:
 AUTOSCALER_UPSTREAM = "registry.k8s.io/autoscaling/cluster-autoscaler"
 
 
-def autoscaler_images() -> list[ChartImage]:
-    """The EKS cluster-autoscaler images of images.yaml, one per Kubernetes minor (``cluster-autoscaler-<minor>``)."""
+def autoscaler_images(registry: str) -> list[ChartImage]:
+    """The EKS cluster-autoscaler images of images.yaml, one per Kubernetes minor (``cluster-autoscaler-<minor>``),
+    in ``registry``."""
     return [
         ChartImage(
             f"cluster-autoscaler-{minor}",
@@ -136,7 +140,7 @@ def autoscaler_images() -> list[ChartImage]:
             "image",
             "joined",
             "tag",
-            entry["image"],
+            in_registry(entry["image"], registry),
             entry.get("upstream", ""),
             entry.get("digest") or "",
         )
@@ -144,17 +148,19 @@ def autoscaler_images() -> list[ChartImage]:
     ]
 
 
-def autoscaler_image(minor: str) -> dict[str, str]:
+def autoscaler_image(minor: str, registry: str) -> dict[str, str]:
     """The cluster-autoscaler chart's ``image`` values for a control plane of Kubernetes ``minor``: the fleet's copy
-    (by digest once recorded), or upstream's ``v<minor>.0`` by tag for a minor images.yaml does not list."""
-    for entry in autoscaler_images():
+    in ``registry`` (by digest once recorded), or upstream's ``v<minor>.0`` by tag for a minor images.yaml does not
+    list."""
+    for entry in autoscaler_images(registry):
         if entry.name == f"cluster-autoscaler-{minor}":
             return entry.block()
     return {"repository": AUTOSCALER_UPSTREAM, "tag": f"v{minor}.0"}
 
 
-def magnum_autoscaler_images() -> list[ChartImage]:
-    """The Magnum autoscaler images of images.yaml, one per ``autoscalerTag`` (``magnum-cluster-autoscaler-<tag>``)."""
+def magnum_autoscaler_images(registry: str) -> list[ChartImage]:
+    """The Magnum autoscaler images of images.yaml, one per ``autoscalerTag`` (``magnum-cluster-autoscaler-<tag>``),
+    in ``registry``."""
     return [
         ChartImage(
             f"magnum-cluster-autoscaler-{tag}",
@@ -162,7 +168,7 @@ def magnum_autoscaler_images() -> list[ChartImage]:
             "image",
             "joined",
             "tag",
-            entry["image"],
+            in_registry(entry["image"], registry),
             entry.get("upstream", ""),
             entry.get("digest") or "",
         )
@@ -170,19 +176,19 @@ def magnum_autoscaler_images() -> list[ChartImage]:
     ]
 
 
-def magnum_autoscaler_image(upstream: str) -> dict[str, str] | None:
-    """The cluster-autoscaler chart's ``image`` values of the fleet's copy of ``upstream`` (``repository:tag``), or
-    None when images.yaml does not mirror it."""
-    for entry in magnum_autoscaler_images():
+def magnum_autoscaler_image(upstream: str, registry: str) -> dict[str, str] | None:
+    """The cluster-autoscaler chart's ``image`` values of the fleet's copy of ``upstream`` (``repository:tag``) in
+    ``registry``, or None when images.yaml does not mirror it."""
+    for entry in magnum_autoscaler_images(registry):
         if entry.upstream == upstream:
             return entry.block()
     return None
 
 
-def chart_image_values(chart_name: str) -> dict[str, Any]:
-    """The values that make ``chart_name`` pull its images from the fleet's registry (nested by the dotted paths)."""
+def chart_image_values(chart_name: str, registry: str) -> dict[str, Any]:
+    """The values that make ``chart_name`` pull its images from ``registry`` (nested by the dotted paths)."""
     values: dict[str, Any] = {}
-    for entry in chart_images(chart_name):
+    for entry in chart_images(registry, chart_name):
         node = values
         *parents, last = entry.values.split(".")
         for key in parents:
@@ -202,9 +208,9 @@ def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def image(name: str) -> str:
-    """The reference pods pull for ``name`` (KeyError for an unknown one)."""
-    return _pinned(name, _data()["images"][name]).reference
+def image(name: str, registry: str) -> str:
+    """The reference pods pull for ``name`` from ``registry`` (KeyError for an unknown one)."""
+    return _pinned(name, _data()["images"][name], registry).reference
 
 
 def chart(name: str) -> Chart:
@@ -220,12 +226,14 @@ def helm_release(
     namespace: pulumi.Input[str],
     values: pulumi.Input[dict[str, Any]],
     opts: pulumi.ResourceOptions,
+    *,
+    registry: str,
     **extra: Any,
 ) -> k8s.helm.v3.Release:
     """A Helm release of the pinned chart ``chart_name`` (``extra``: other Release arguments, such as timeout),
-    its images pulled from the fleet's registry (``chart_images``)."""
+    its images pulled from the fleet's ``registry`` (``chart_images``)."""
     pinned = chart(chart_name)
-    images = chart_image_values(chart_name)
+    images = chart_image_values(chart_name, registry)
     if images:
         values = (
             merged(values, images)

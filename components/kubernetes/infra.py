@@ -629,6 +629,7 @@ class InfraStack(pulumi.ComponentResource):
             )
             if cluster.central
             else child,
+            registry=cluster.registry,
             timeout=900,
         )
         nvidia_pools = [p for p in cluster.all_pools if p.accelerator.is_nvidia]
@@ -648,6 +649,7 @@ class InfraStack(pulumi.ComponentResource):
                     **device_plugin_sharing(cluster),
                 },
                 child,
+                registry=cluster.registry,
             )
         if nvidia_pools:
             # The chart gives its pods priorityClassName system-node-critical (it cannot be unset: the template
@@ -686,6 +688,7 @@ class InfraStack(pulumi.ComponentResource):
                     **(exporter_values or {}),
                 },
                 pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus, critical]),
+                registry=cluster.registry,
             )
         self.federation: FederationEndpoint | None = None
         if not cluster.central:
@@ -703,6 +706,7 @@ class InfraStack(pulumi.ComponentResource):
                 federated_selectors(fleet),
                 opts=child,
                 node_selector=cluster.system_selector,
+                registry=cluster.registry,
             )
         self.register_outputs({"benchmark_namespace": self.benchmark_namespace})
 

@@ -51,9 +51,9 @@ POLL_TIMEOUT_SECONDS = 1800
 # The image of a CI job that names none (jobs name their own, such as nvidia/cuda): the fleet's copy of Docker Hub's
 # official Ubuntu; and the helper container of every job pod (clone, artifacts, cache), the fleet's copy of the
 # runner's default helper (images.yaml: ubuntu, gitlab-runner-helper). Neither is pulled from where upstream
-# publishes it: Docker Hub rate-limits anonymous pulls.
-DEFAULT_JOB_IMAGE = image("ubuntu")
-HELPER_IMAGE = image("gitlab-runner-helper")
+# publishes it: Docker Hub rate-limits anonymous pulls. Both in the fleet's registry (Cluster.registry).
+DEFAULT_JOB_IMAGE = "ubuntu"
+HELPER_IMAGE = "gitlab-runner-helper"
 ADVANCED_POD_SPEC = pod_contract.ADVANCED_POD_SPEC_FLAG
 # What the runner needs in the job namespace (gitlab-runner docs executors/kubernetes, "Configure runner API
 # permissions"): its job pods, exec and attach into them, their logs, the Secrets and Services of a job.
@@ -94,8 +94,8 @@ def runner_config(cluster: Cluster, runner: Runner, jobs_namespace: str) -> dict
                 "feature_flags": {ADVANCED_POD_SPEC: True},
                 "kubernetes": {
                     "namespace": jobs_namespace,
-                    "image": DEFAULT_JOB_IMAGE,
-                    "helper_image": HELPER_IMAGE,
+                    "image": image(DEFAULT_JOB_IMAGE, cluster.registry),
+                    "helper_image": image(HELPER_IMAGE, cluster.registry),
                     "privileged": False,
                     # no API token in a CI job's pods ([runners.kubernetes] automount_service_account_token,
                     # gitlab-org/gitlab-runner!4543); a job may not pick another service account
@@ -244,6 +244,7 @@ class GitLabRunners(pulumi.ComponentResource):
                 runners_ns,
                 values,
                 pulumi.ResourceOptions(parent=self, depends_on=depends),
+                registry=cluster.registry,
                 skip_await=True,
             )
         pod_monitor(

@@ -115,6 +115,7 @@ def kueue_release(
             "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(configuration, sort_keys=False)},
         },
         opts,
+        registry=cluster.registry,
         timeout=900,
     )
 
@@ -193,6 +194,7 @@ class TrainingOperators(pulumi.ComponentResource):
                 "jobset": {"install": True, "controller": {"nodeSelector": system}},
             },
             child,
+            registry=cluster.registry,
             timeout=900,
         )
         self.kueue = kueue_release(cluster, kueue_ns, kueue_config or kueue_configuration(), child)

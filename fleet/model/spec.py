@@ -26,6 +26,7 @@ from fleet.model.catalogue import (
 from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.prometheus import duration_seconds
 from fleet.model.queues import Dispatch, check_queues, resolve
+from fleet.model.registry import DEFAULT_REGISTRY, in_registry, outside_message, outside_registry
 from fleet.model.schedules import longest_gap_seconds
 from fleet.model.spec_schema import FleetFile, Monitoring, PoolSettings, ProbeDefaults, RunnerSettings
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT, ClusterSweeps, SweepPoint, plan_cluster
@@ -202,6 +203,8 @@ class Cluster:
     checkpoint_claim: str | None = None
     # the account its GPU time is billed to, unless a workload names its own (policy: billing_account)
     billing_account: str = "default"
+    # where its pods pull the fleet's own images and the charts' images from (policy: registry)
+    registry: str = DEFAULT_REGISTRY
 
     @property
     def all_pools(self) -> tuple[GpuPool, ...]:
@@ -286,6 +289,8 @@ class Fleet:
     billing_accounts: dict[str, str] = field(default_factory=dict)
     # the fleet-wide queues dispatched by MultiKueue (policy: queues); None: the fleet has none
     dispatch: Dispatch | None = None
+    # the registry every image is pulled from and pushed to (policy: registry); workload images are resolved in it
+    registry: str = DEFAULT_REGISTRY
 
     @property
     def central(self) -> Cluster:
@@ -820,6 +825,7 @@ def _resolve(
                 scale_down_after=defaults.gpu_pool.scale_down_after,
                 checkpoint_claim=settings.checkpoint_claim,
                 billing_account=settings.billing_account,
+                registry=spec.registry,
             )
 
     def every_card_of(workload: str) -> tuple[str, ...]:
@@ -846,6 +852,7 @@ def _resolve(
         file, clusters, placements, schedules, spec.monitoring, workloads, probe_workload=probe, runners=runners,
         scales=scales, sweeps=sweeps,
         billing_accounts={n: p.billing_account for n, p in spec.workloads.items() if p.billing_account},
+        registry=spec.registry,
     )  # fmt: skip
 
 
@@ -898,9 +905,11 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
         if workloads is not None:
             checker.check_workloads()
         problems.extend(checker.problems)
+        problems.extend(_image_problems(doc, spec.registry, [*(workloads or {}).values(), probe]))
     if problems or spec is None or workloads is None:
         raise InputError(problems)
-    fleet = _resolve(spec, catalogue, workloads, probe, doc.file)
+    workloads = {name: _in_registry(wl, spec.registry) for name, wl in workloads.items()}
+    fleet = _resolve(spec, catalogue, workloads, _in_registry(probe, spec.registry), doc.file)
     if spec.queues is not None:
         fleet = dataclasses.replace(fleet, dispatch=resolve(spec.queues, checker.offered(), catalogue))
     # every pod the fleet runs must land on its own pool and fit a node of it (fleet/model/placement.py)
@@ -910,6 +919,22 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     if misplaced:
         raise InputError(misplaced)
     return dataclasses.replace(fleet, warnings=version_warnings + checker.warnings(fleet))
+
+
+def _image_problems(doc: YamlDocument, registry: str, workloads: list[Workload]) -> list[Problem]:
+    """A workload image outside the policy's ``registry``, located at its ``image:`` line in workload.yaml."""
+    where = f"{doc.file}:{doc.line_of(('registry',))} registry" if "registry" in (doc.data or {}) else "the default"
+    return [
+        read_yaml(wl.folder / "workload.yaml").problem(("image",), outside_message(wl.spec.image, registry, where))
+        for wl in workloads
+        if outside_registry(wl.spec.image, registry)
+    ]
+
+
+def _in_registry(workload: Workload, registry: str) -> Workload:
+    """``workload`` with its image as pods pull it: a name written relative to the registry gets it in front."""
+    image = in_registry(workload.spec.image, registry)
+    return dataclasses.replace(workload, spec=workload.spec.model_copy(update={"image": image}))
 
 
 @lru_cache(maxsize=8)

@@ -14,6 +14,7 @@ import pydantic
 from fleet.model.catalogue import Cloud
 from fleet.model.quantity import parse_quantity
 from fleet.model.queues import QueuesSettings
+from fleet.model.registry import DEFAULT_REGISTRY, registry_problem
 from fleet.model.schedules import check_cron
 from fleet.model.validation import StrictModel
 
@@ -368,6 +369,19 @@ class FleetFile(StrictModel):
             "its worker clusters in order of preference and its cards (docs/queues.md)."
         ),
     )
+    registry: str = pydantic.Field(
+        default=DEFAULT_REGISTRY,
+        description="The container registry every image of the fleet is pulled from and pushed to (`fleet images`): "
+        "a host with an optional path, such as registry.example.org/lab. Images are named relative to it.",
+    )
+
+    @pydantic.field_validator("registry")
+    @classmethod
+    def _registry(cls, value: str) -> str:
+        problem = registry_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value.rstrip("/")
 
     @pydantic.field_validator("clusters", mode="before")
     @classmethod

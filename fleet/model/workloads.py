@@ -166,6 +166,8 @@ class WorkloadSpec(StrictModel):
 
     name: str
     description: str
+    # The image, named relative to the fleet's registry (the policy's `registry`: pods pull <registry>/<image>); one
+    # written with a registry host of its own must lie inside it (fleet.model.registry)
     image: str
     # Where the image is published when the fleet does not build it: the images workflow copies it, digest
     # unchanged, to `image` in the fleet's registry (as components/kubernetes/images.yaml does for its own).

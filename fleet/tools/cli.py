@@ -163,7 +163,7 @@ def _note_unpinned_images(fleet: Fleet) -> None:
     """Say once (not per stack) which of the fleet's own images the repository does not pin by digest yet."""
     from fleet.tools.image_delivery import image_jobs
 
-    unpinned = [job.name for job in image_jobs(fleet.deployed_workloads) if not job.digest]
+    unpinned = [job.name for job in image_jobs(fleet.deployed_workloads, fleet.registry) if not job.digest]
     if unpinned:
         print(
             f"note: {len(unpinned)} image(s) the fleet copies or builds are pinned by tag only "
@@ -298,20 +298,21 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_images(args: argparse.Namespace) -> int:
     """List what the images workflow copies and builds; with --pushed, check the digests it got are recorded."""
     from fleet.model.errors import Problem
-    from fleet.model.workloads import load_workloads, with_probe
-    from fleet.tools.image_delivery import image_jobs, job_problems, jobs_json
+    from fleet.model.workloads import load_workloads
+    from fleet.tools.image_delivery import fleet_image_jobs, job_problems, jobs_json
 
     def read_jobs() -> list[ImageJob]:
         from components.kubernetes.images import reload_images
 
         reload_images()
         load_workloads.cache_clear()
-        return image_jobs(with_probe(load_workloads(args.workloads_dir)))
+        return fleet_image_jobs(load_fleet(args.policy, args.workloads_dir))
 
-    # The workloads' images and the pool probe's (fleet/model/probe), which every probed pool runs.
-    jobs = image_jobs(with_probe(load_workloads(args.workloads_dir)))
+    # The workloads' images and the pool probe's (fleet/model/probe), in the policy's registry.
+    fleet = load_fleet(args.policy, args.workloads_dir)
+    jobs = fleet_image_jobs(fleet)
     record = read_jobs if args.record else None
-    problems = job_problems(jobs)
+    problems = job_problems(jobs, fleet.registry, fleet.file)
     if problems:
         raise InputError(problems)
     if args.out is not None and not args.push:

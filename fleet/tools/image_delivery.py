@@ -25,9 +25,10 @@ from components.kubernetes.images import (
     chart_images,
     magnum_autoscaler_images,
     pinned_images,
-    registry,
 )
 from fleet.model.errors import Problem
+from fleet.model.registry import relative_to
+from fleet.model.spec import Fleet
 from fleet.model.workloads import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,7 @@ class ImageJob:
     target: str  # where it is pushed: the reference pods pull, without digest
     digest: str  # the digest the repository records now ("" when none)
     pinned_in: str  # the file that records it, relative to the repository
+    pinned_as: str = ""  # how that file names the image: relative to the fleet's registry, without digest
 
 
 def split_digest(reference: str) -> tuple[str, str]:
@@ -59,33 +61,48 @@ def _relative(path: Path) -> str:
         return str(path)
 
 
-def image_jobs(workloads: dict[str, Workload]) -> list[ImageJob]:
-    """The copies of images.yaml, then the builds of the workloads with a Dockerfile, by name."""
+def image_jobs(workloads: dict[str, Workload], registry: str) -> list[ImageJob]:
+    """The copies of images.yaml into ``registry``, then the builds of the workloads with a Dockerfile, by name
+    (``workloads`` as the fleet resolves them: their images in the registry)."""
     jobs = [
-        ImageJob(p.name, "copy", p.upstream, p.image, p.digest, _relative(IMAGES_FILE))
-        for p in [*pinned_images(), *chart_images(), *autoscaler_images(), *magnum_autoscaler_images()]
+        ImageJob(p.name, "copy", p.upstream, p.image, p.digest, _relative(IMAGES_FILE), relative_to(p.image, registry))
+        for p in [
+            *pinned_images(registry),
+            *chart_images(registry),
+            *autoscaler_images(registry),
+            *magnum_autoscaler_images(registry),
+        ]
         if p.upstream
     ]
     for name, wl in sorted(workloads.items()):
         target, digest = split_digest(wl.spec.image)
         pinned_in = _relative(wl.folder / "workload.yaml")
+        written = relative_to(target, registry)
         if (wl.folder / "Dockerfile").is_file():
-            jobs.append(ImageJob(name, "build", _relative(wl.folder), target, digest, pinned_in))
+            jobs.append(ImageJob(name, "build", _relative(wl.folder), target, digest, pinned_in, written))
         elif wl.spec.upstream:
-            jobs.append(ImageJob(name, "copy", wl.spec.upstream, target, digest, pinned_in))
+            jobs.append(ImageJob(name, "copy", wl.spec.upstream, target, digest, pinned_in, written))
     return jobs
 
 
-def job_problems(jobs: list[ImageJob]) -> list[Problem]:
-    """Images the workflow could not push where pods pull them: a target outside the fleet's registry."""
-    prefix = registry().rstrip("/") + "/"
+def fleet_image_jobs(fleet: Fleet) -> list[ImageJob]:
+    """What the images workflow pushes for ``fleet``: images.yaml's copies, every workload folder's image (placed
+    in the policy or not) and the pool probe's, all in the policy's ``registry``."""
+    probe = {fleet.probe_workload.name: fleet.probe_workload} if fleet.probe_workload else {}
+    return image_jobs({**fleet.workloads, **probe}, fleet.registry)
+
+
+def job_problems(jobs: list[ImageJob], registry: str, policy: str = "policy/fleet.yaml") -> list[Problem]:
+    """Images the workflow could not push where pods pull them: a target outside the fleet's registry (an image
+    images.yaml names with a registry host of its own; workload images are checked when the policy is loaded)."""
+    prefix = registry.rstrip("/") + "/"
     return [
         Problem(
             job.pinned_in,
             1,
             job.name,
-            f"{job.target} is not in the fleet's registry {prefix} "
-            "(components/kubernetes/images.yaml `registry`), where the images workflow pushes",
+            f"{job.target} is not in the fleet's registry {registry} ({policy} `registry`), where the images workflow "
+            f"pushes and pods pull: name it relative to the registry ({job.target.split('/')[-1]})",
         )
         for job in jobs
         if not job.target.startswith(prefix)
@@ -107,10 +124,10 @@ def unrecorded_digests(jobs: list[ImageJob], pushed: dict[str, str]) -> list[str
 
 def record_as(job: ImageJob, digest: str) -> tuple[str, str]:
     """The key and value that record ``digest`` for ``job``: images.yaml's ``digest:``, or a workload's ``image:``
-    with the digest after its tag (the readable tag stays beside it)."""
+    with the digest after its tag (the readable tag stays beside it, the name relative to the registry)."""
     if job.pinned_in == _relative(IMAGES_FILE):
         return "digest:", digest
-    return "image:", f"{job.target}@{digest}"
+    return "image:", f"{job.pinned_as or job.target}@{digest}"
 
 
 def record_digests(jobs: list[ImageJob], pushed: dict[str, str], root: Path = ROOT) -> list[str]:

@@ -44,7 +44,7 @@ import pytest
 
 from components.kubernetes.benchmark import METRIC_LABELS, PROBE_SERIES_RELABELINGS
 from fleet.model.prometheus import leaf_external_labels
-from fleet.model.workloads import PROBE_DIR, load_workload, load_workloads
+from fleet.model.workloads import PROBE_DIR, Workload, WorkloadSpec, load_workload, load_workloads
 from fleet.report.costs import approximate, load_prices
 from fleet.report.queries import GPU_ENERGY, GPU_UTILIZATION, runs_counter
 from tests.conftest import ROOT, require_tool
@@ -64,7 +64,13 @@ RESULT_LINE = {
     "madgraph4gpu": re.compile(r"^TOTAL +:"),
     "pyhf": re.compile(r"^pyhf fit "),
     "3dgan": re.compile(r"^Time taken by epoch ?\d+ was "),
+    # the tests' own workload, whatever the repository ships: the lab fleet's gemm (a real run), one result per
+    # timed product of the largest size, its headline
+    "gemm": re.compile(r"^gemm run backend=\w+ size=4096 "),
 }
+# Where the tests' own workload lives (tests/fixtures/ownfleet, the lab fleet of tests/test_own_fleet.py).
+OWN_WORKLOADS = ROOT / "tests" / "fixtures" / "ownfleet" / "workloads"
+OWN = "gemm"
 
 
 @dataclass(frozen=True)
@@ -90,8 +96,25 @@ CARDS = (
     Card("loop-gke", "gcp", "l4", "NVIDIA L4", "half", utilization=41.0, watts=72.0, probe_runs=(True, True)),
     Card("loop-site", "openstack", "v100", "Tesla V100-PCIE-32GB", "one", utilization=None),
 )
-# The shipped workloads this test knows how to cut into results (RESULT_LINE) and that the repository still has.
-KNOWN = sorted(set(RESULT_LINE) & set(load_workloads()))
+# The shipped workloads this test knows how to cut into results (RESULT_LINE) and that the repository still has, and
+# the tests' own: the report is tested on every fleet.
+KNOWN = sorted(set(RESULT_LINE) & {*load_workloads(), OWN})
+
+
+@functools.cache
+def report_workloads() -> Path:
+    """The loopback fleet's workloads folder: the KNOWN shipped workloads and the tests' own."""
+    folder = Path(tempfile.mkdtemp(prefix="report-workloads-"))
+    atexit.register(shutil.rmtree, folder, True)
+    shipped = load_workloads()
+    for name in KNOWN:
+        shutil.copytree(OWN_WORKLOADS / name if name == OWN else shipped[name].folder, folder / name)
+    return folder
+
+
+def workloads() -> dict[str, Workload]:
+    """The loopback fleet's workloads, by name."""
+    return load_workloads(report_workloads())
 
 
 @functools.cache
@@ -111,7 +134,7 @@ def pod_name(workload: str, card: Card) -> str:
 
 def log_lines(workload: str, results: str) -> list[str]:
     """The sample log, or its lines up to the end of its k-th result."""
-    lines = load_workloads()[workload].sample_log.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = workloads()[workload].sample_log.read_text(encoding="utf-8").splitlines(keepends=True)
     ends = [i for i, line in enumerate(lines) if RESULT_LINE[workload].search(line)]
     assert ends, f"{workload}: no result line in the sample"
     k = {"all": len(ends), "all-but-last": len(ends) - 1, "half": math.ceil(len(ends) / 2), "one": 1}[results]
@@ -142,6 +165,13 @@ def one_shot(mtail: str, programs: Path, log: Path) -> list[tuple[str, dict[str,
     return out
 
 
+def runs_match(spec: WorkloadSpec) -> dict[str, str]:
+    """The labels of the headline's match that the run counter has too: the report counts the runs of those series
+    only (fleet/report/queries.py), such as the largest size's products of a workload timed at several sizes."""
+    declared = next((m.labels for m in spec.metrics if m.name == runs_counter(spec)), [])
+    return {k: v for k, v in spec.headline.match.items() if k in declared}
+
+
 @dataclass(frozen=True)
 class Expected:
     """What the report must say for one (workload, card), from mtail's one-shot output."""
@@ -151,15 +181,15 @@ class Expected:
 
 
 def expected_values(mtail: str, programs: Path, log: Path, workload: str) -> Expected:
-    spec = load_workloads()[workload].spec
+    spec = workloads()[workload].spec
     samples = one_shot(mtail, programs, log)
     head = [
         v
         for name, labels, v in samples
         if name == spec.headline.metric and all(labels.get(k) == val for k, val in spec.headline.match.items())
     ]
-    counter = runs_counter(spec)
-    runs = sum(v for name, _, v in samples if name == counter)
+    counter, narrowed = runs_counter(spec), runs_match(spec)
+    runs = sum(v for name, labels, v in samples if name == counter and narrowed.items() <= labels.items())
     assert len(head) == 1 and runs > 0, (workload, samples)
     return Expected(head[0], runs)
 
@@ -351,15 +381,15 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str, budget: float
     """Start mtails, the GPU exporter and Prometheus; feed the logs; yield once Prometheus holds every result."""
     start = time.monotonic()
     deadline = start + budget
-    workloads = {name: wl for name, wl in load_workloads().items() if name in KNOWN}
+    placed = workloads()
     running: list[Process] = []
-    gpu = GpuExporter([(card, pod_name(w, card)) for w in workloads for card in CARDS if card.utilization is not None])
+    gpu = GpuExporter([(card, pod_name(w, card)) for w in placed for card in CARDS if card.utilization is not None])
     runners = RunnerExporter()
     try:
         mtails: dict[tuple[str, Card], Mtail] = {}
         feeds: dict[Path, list[str]] = {}
         expected: dict[tuple[str, str, str], Expected] = {}
-        for name, wl in workloads.items():
+        for name, wl in placed.items():
             programs = wl.folder / "mtail"
             for card in CARDS:
                 lines = log_lines(name, card.results)
@@ -415,8 +445,9 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str, budget: float
 
         def all_results_in() -> bool:
             for (name, cluster, gpu_name), want in expected.items():
-                spec = workloads[name].spec
-                sel = f'{{workload="{name}",cluster="{cluster}",gpu="{gpu_name}"}}'
+                spec = placed[name].spec
+                narrowed = "".join(f',{k}="{v}"' for k, v in runs_match(spec).items())
+                sel = f'{{workload="{name}",cluster="{cluster}",gpu="{gpu_name}"{narrowed}}}'
                 runs = prometheus.query(f"sum({runs_counter(spec)}{sel})")
                 if not runs or float(runs[0]["value"][1]) != want.runs:
                     return False
@@ -433,9 +464,10 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str, budget: float
 
 
 def run_report(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """``python -m fleet report ARGS`` as a subprocess from the repository root (the loopback fleet's policy unless
-    ARGS name one)."""
+    """``python -m fleet report ARGS`` as a subprocess from the repository root (the loopback fleet's policy and
+    workloads unless ARGS name them)."""
     policy = () if "--policy" in args else ("--policy", str(report_policy()))
+    policy += () if "--workloads-dir" in args else ("--workloads-dir", str(report_workloads()))
     return subprocess.run(
         [sys.executable, "-m", "fleet", "report", *args, *policy],
         capture_output=True,
@@ -464,12 +496,12 @@ def test_report_tables_hold_every_workload_card_and_value(fleet_report: dict[str
     assert "Traceback" not in run.stderr
     # Progress on stderr while querying, one line per request.
     assert re.search(r"report: \[1/\d+\] connecting to http://127\.0\.0\.1:\d+", run.stderr), run.stderr
-    assert "report: [" in run.stderr and "simpletrack: runs" in run.stderr
+    assert "report: [" in run.stderr and f"{KNOWN[0]}: runs" in run.stderr
     tables = markdown_tables((out / "report.md").read_text(encoding="utf-8"))
-    workloads = {name: wl for name, wl in load_workloads().items() if name in KNOWN}
-    assert set(workloads) <= set(tables), tables.keys()
+    placed = workloads()
+    assert set(placed) == set(KNOWN) and set(placed) <= set(tables), tables.keys()
     prices = load_prices()
-    for name, wl in workloads.items():
+    for name, wl in placed.items():
         unit = wl.spec.headline.unit
         rows = {(r["cluster"], r["card"]): r for r in tables[name]}
         assert set(rows) == {(c.cluster, c.gpu) for c in CARDS}, rows.keys()
@@ -668,21 +700,21 @@ def test_an_empty_window_fails_without_writing_a_report(fleet_report: dict[str, 
     assert not out.exists()
 
 
-@pytest.mark.skipif("pyhf" not in KNOWN, reason="copies the shipped pyhf workload, which this repository no longer has")
 def test_a_workload_without_its_metric_is_reported_as_having_no_data(
     fleet_report: dict[str, Any], tmp_path: Path
 ) -> None:
-    # A workloads folder with pyhf plus "ghost", a copy of pyhf whose metrics nothing exports.
+    # A workloads folder with the tests' own workload plus "ghost", a copy of it whose metrics nothing exports.
     workloads_dir = tmp_path / "workloads"
-    shutil.copytree(ROOT / "workloads" / "pyhf", workloads_dir / "pyhf")
+    shutil.copytree(OWN_WORKLOADS / OWN, workloads_dir / OWN)
     ghost = workloads_dir / "ghost"
-    shutil.copytree(ROOT / "workloads" / "pyhf", ghost)
+    shutil.copytree(OWN_WORKLOADS / OWN, ghost)
     for path in [ghost / "workload.yaml", *ghost.glob("mtail/*.mtail")]:
-        path.write_text(path.read_text(encoding="utf-8").replace("pyhf", "ghost"), encoding="utf-8")
+        path.write_text(path.read_text(encoding="utf-8").replace(OWN, "ghost"), encoding="utf-8")
+    (ghost / "mtail" / f"{OWN}.mtail").rename(ghost / "mtail" / "ghost.mtail")
     policy = tmp_path / "fleet.yaml"
     policy.write_text(
         "clusters:\n  aws:\n    loop-aws: {region: us-east-1, central: true, gpus: [t4]}\n"
-        "workloads:\n  pyhf: all\n  ghost: all\n",
+        f"workloads:\n  {OWN}: all\n  ghost: all\n",
         encoding="utf-8",
     )
     out = tmp_path / "out"
@@ -699,11 +731,12 @@ def test_a_workload_without_its_metric_is_reported_as_having_no_data(
         str(policy),
     )
     assert run.returncode == 0, run.stderr
-    assert "warning: ghost: no data (no series of the headline metric ghost_fit_duration_seconds" in run.stderr
+    headline = workloads()[OWN].spec.headline.metric.replace(OWN, "ghost")
+    assert f"warning: ghost: no data (no series of the headline metric {headline}" in run.stderr
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert "## ghost" in markdown and "**No data** in this window" in markdown
-    assert set(markdown_tables(markdown)) >= {"pyhf"} and "ghost" not in markdown_tables(markdown)
-    assert not (out / "ghost-bars.png").exists() and (out / "pyhf-bars.png").exists()
+    assert set(markdown_tables(markdown)) >= {OWN} and "ghost" not in markdown_tables(markdown)
+    assert not (out / "ghost-bars.png").exists() and (out / "gemm-bars.png").exists()
 
 
 def test_an_unreachable_prometheus_fails_with_a_message(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from fleet.model.accounting import (
 )
 from fleet.model.errors import InputError
 from fleet.model.spec import load_fleet
-from tests.helpers import SHIPPED_WORKLOADS
+from tests.helpers import FIXTURE_WORKLOADS
 
 POLICY = """\
 clusters:
@@ -28,14 +28,14 @@ clusters:
       billing_account: {account}
       gpus: [l4]
 workloads:
-  3dgan-jax: {{gpus: [l4], scale: [1, 8], billing_account: ml-team}}
+  sweeper: {{gpus: [l4], scale: [1, 8], billing_account: ml-team}}
 """
 
 
 def fleet_of(tmp_path: Path, account: str = "physics"):
     path = tmp_path / "fleet.yaml"
     path.write_text(POLICY.format(account=account), encoding="utf-8")
-    return load_fleet(path, SHIPPED_WORKLOADS)
+    return load_fleet(path, FIXTURE_WORKLOADS)
 
 
 def test_kube_state_metrics_names():
@@ -56,7 +56,7 @@ def test_pools_are_told_apart_by_their_selector_and_size(tmp_path):
 def test_each_pool_has_its_records_and_a_workload_its_own_account(tmp_path):
     fleet = fleet_of(tmp_path)
     cluster = fleet.clusters["gke-b"]
-    assert cluster.billing_account == "physics" and fleet.billing_accounts == {"3dgan-jax": "ml-team"}
+    assert cluster.billing_account == "physics" and fleet.billing_accounts == {"sweeper": "ml-team"}
     rules = accounting_rules(cluster, fleet, interval="30s")["groups"][0]
     assert rules["interval"] == "30s"
     records = [r["record"] for r in rules["rules"]]
@@ -66,7 +66,7 @@ def test_each_pool_has_its_records_and_a_workload_its_own_account(tmp_path):
         (p.name, a) for p in cluster.all_pools for a in ("physics", "ml-team")
     }
     theirs = next(r for r in pods if r["labels"]["billing_account"] == "ml-team")
-    assert 'label_workload=~"3dgan-jax"' in theirs["expr"]
+    assert 'label_workload=~"sweeper"' in theirs["expr"]
     billed = [r for r in rules["rules"] if r["record"] == "gpufleet:billed_cards"]
     assert {r["labels"]["billing_account"] for r in billed} == {"physics"}  # the pool's owner pays its nodes
 

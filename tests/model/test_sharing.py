@@ -14,7 +14,7 @@ from fleet.model.catalogue import load_catalogue
 from fleet.model.errors import InputError
 from fleet.model.spec import DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL, Sharing, load_fleet
 from tests.conftest import FIXTURES
-from tests.helpers import SHIPPED_WORKLOADS
+from tests.helpers import FIXTURE_WORKLOADS
 
 POLICY = """\
 clusters:
@@ -32,14 +32,14 @@ clusters:
         a100: {{sharing: {{mig: 1g.5gb}}}}
         l4: {l4}
 workloads:
-  3dgan-jax: {{gpus: [l4], scale: [1, 2]}}
+  sweeper: {{gpus: [l4], scale: [1, 2]}}
 """
 
 
 def fleet_of(tmp_path: Path, policy: str):
     path = tmp_path / "fleet.yaml"
     path.write_text(textwrap.dedent(policy), encoding="utf-8")
-    return load_fleet(path, SHIPPED_WORKLOADS)
+    return load_fleet(path, FIXTURE_WORKLOADS)
 
 
 def test_pods_per_card_come_from_the_slices_or_the_profile(tmp_path):

@@ -13,7 +13,7 @@ from fleet.model.catalogue import Machine, load_catalogue
 from fleet.model.errors import InputError
 from fleet.model.spec import load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT, Placed, place
-from tests.helpers import SHIPPED_WORKLOADS
+from tests.helpers import FIXTURE_WORKLOADS
 
 SIZES = [Machine(machine_type=f"m{n}", count=n, source="test") for n in (1, 4, 8)]
 
@@ -56,7 +56,7 @@ clusters:
       region: us-east-1
       gpus: {{l4: {{max_nodes: 1}}}}
 workloads:
-  3dgan-jax:
+  sweeper:
     gpus: [l4, tpu-v5e]
     scale: [1, 2, 4, 8, 16]
 """
@@ -65,7 +65,7 @@ workloads:
 def fleet_of(tmp_path: Path, policy: str):
     path = tmp_path / "fleet.yaml"
     path.write_text(textwrap.dedent(policy), encoding="utf-8")
-    return load_fleet(path, SHIPPED_WORKLOADS)
+    return load_fleet(path, FIXTURE_WORKLOADS)
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_points_the_pools_cannot_reach_are_left_out_with_a_warning(fleet):
 
 def test_a_sweeping_workload_runs_no_single_card_benchmark(fleet):
     for cluster in fleet.clusters.values():
-        assert all(b.workload.name != "3dgan-jax" for b in fleet.benchmarks(cluster))
+        assert all(b.workload.name != "sweeper" for b in fleet.benchmarks(cluster))
 
 
 def test_catalogue_machines_are_distinct_sizes_on_sweep_clouds_only():
@@ -136,12 +136,12 @@ def test_catalogue_machines_are_distinct_sizes_on_sweep_clouds_only():
 @pytest.mark.parametrize(
     ("placement", "message"),
     [
-        ("3dgan: {gpus: [l4], scale: [1, 2]}", "a sweep needs `distributed` in 3dgan/workload.yaml"),
-        ("3dgan-jax: {gpus: [l4], scale: [2, 1]}", "smallest first"),
-        ("3dgan-jax: {gpus: [l4], scale: [1, 1]}", "smallest first"),
-        ("3dgan-jax: {gpus: [l4], scale: [0, 2]}", "a point is a total accelerator count"),
-        ("3dgan-jax: {gpus: [l4], scale: []}", "give at least one accelerator count"),
-        ("3dgan-jax: {gpus: [l4], scale: [1], schedule: '0 3 * * *'}", "remove schedule, or scale"),
+        ("tracker: {gpus: [l4], scale: [1, 2]}", "a sweep needs `distributed` in tracker/workload.yaml"),
+        ("sweeper: {gpus: [l4], scale: [2, 1]}", "smallest first"),
+        ("sweeper: {gpus: [l4], scale: [1, 1]}", "smallest first"),
+        ("sweeper: {gpus: [l4], scale: [0, 2]}", "a point is a total accelerator count"),
+        ("sweeper: {gpus: [l4], scale: []}", "give at least one accelerator count"),
+        ("sweeper: {gpus: [l4], scale: [1], schedule: '0 3 * * *'}", "remove schedule, or scale"),
     ],
 )
 def test_bad_scale_is_refused_with_its_location(tmp_path, placement, message):
@@ -159,8 +159,8 @@ def test_a_bad_checkpoint_claim_name_is_refused(tmp_path):
 
 def test_a_workload_that_needs_root_cannot_sweep(tmp_path):
     workloads = tmp_path / "workloads"
-    shutil.copytree(SHIPPED_WORKLOADS / "3dgan-jax", workloads / "3dgan-jax")
-    spec = workloads / "3dgan-jax" / "workload.yaml"
+    shutil.copytree(FIXTURE_WORKLOADS / "sweeper", workloads / "sweeper")
+    spec = workloads / "sweeper" / "workload.yaml"
     spec.write_text(spec.read_text(encoding="utf-8") + "needs_root: writes beside its image\n", encoding="utf-8")
     path = tmp_path / "fleet.yaml"
     path.write_text(POLICY.format(claim=""), encoding="utf-8")

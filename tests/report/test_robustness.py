@@ -23,14 +23,18 @@ import pytest
 from fleet.report.prometheus_api import DEFAULT_MAX_BYTES, PrometheusClient, PrometheusError, redact_url
 from fleet.report.report import ReportError, ReportRequest, build
 from fleet.tools.cli import build_parser, main
+from tests.conftest import FIXTURES
 
 LIFETIME_S = 20.0  # the fake server stops by itself after this long, whatever the test does
 NOW = time.time()
-CARD = {"cluster": "eks-eastus", "cloud": "aws", "gpu": "t4", "namespace": "benchmarks", "pod": "pyhf-t4-x7k2p"}
+# The report runs on the tests' own fleet and its workload `fitter` (tests/fixtures/fleet), whatever the shipped one is.
+FLEET = FIXTURES / "fleet"
+WORKLOAD = "fitter"
+CARD = {"cluster": "fix-eks", "cloud": "aws", "gpu": "t4", "namespace": "benchmarks", "pod": "fitter-t4-x7k2p"}
 VECTOR = {"resultType": "vector", "result": [{"metric": CARD, "value": [NOW, "2.5"]}]}
 MATRIX = {"resultType": "matrix", "result": [{"metric": CARD, "values": [[NOW - 60, "2.5"], [NOW, "2.4"]]}]}
-RESULT_QUERY = "the query 'avg by (cluster, cloud, gpu) (last_over_time(pyhf_fit_duration_seconds"
-RANGE_QUERY = "the range query 'max by (cluster, cloud, gpu) (pyhf_fit_duration_seconds"
+RESULT_QUERY = "the query 'avg by (cluster, cloud, gpu) (last_over_time(fitter_duration_seconds"
+RANGE_QUERY = "the range query 'max by (cluster, cloud, gpu) (fitter_duration_seconds"
 
 Reply = Iterable[bytes | float]  # what the server does, in order: bytes are sent, a number is a pause in seconds
 Route = Callable[[], Reply]
@@ -142,9 +146,11 @@ def serve() -> Iterator[Callable[[Callable[[str], Reply]], FakePrometheus]]:
 
 
 def report(url: str, out: Path, *extra: str) -> tuple[int, float]:
-    """``python -m fleet report`` (in this process) for pyhf over the last hour; exit status and seconds taken."""
+    """``python -m fleet report`` (in this process) for the fixture fleet's ``fitter`` over the last hour; exit status
+    and seconds taken."""
     started = time.monotonic()
-    args = ["report", "--prometheus", url, "--since", "1h", "--workload", "pyhf", "--out", str(out)]
+    args = ["report", "--prometheus", url, "--since", "1h", "--workload", WORKLOAD, "--out", str(out)]
+    args += ["--policy", str(FLEET / "fleet.yaml"), "--workloads-dir", str(FLEET / "workloads")]
     code = main([*args, "--timeout", "1", *extra])
     return code, time.monotonic() - started
 
@@ -314,8 +320,20 @@ def test_a_dripping_answer_is_cut_off_at_the_timeout(
 def test_the_whole_report_ends_by_its_deadline(serve: Callable[..., FakePrometheus], tmp_path: Path) -> None:
     """Each answer comes within the timeout, but the requests together run past the report's budget."""
     server = serve(lambda path: [0.4, *healthy()(path)])
+    fleet = ["--policy", str(FLEET / "fleet.yaml"), "--workloads-dir", str(FLEET / "workloads")]
     args = build_parser().parse_args(
-        ["report", "--prometheus", server.url, "--since", "1h", "--out", str(tmp_path / "out"), "--timeout", "1"]
+        [
+            "report",
+            "--prometheus",
+            server.url,
+            "--since",
+            "1h",
+            "--out",
+            str(tmp_path / "out"),
+            "--timeout",
+            "1",
+            *fleet,
+        ]
     )
     started = time.monotonic()
     with pytest.raises(ReportError, match="before the deadline of all requests") as failed:

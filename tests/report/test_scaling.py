@@ -12,9 +12,9 @@ from fleet.model.workloads import load_workloads
 from fleet.report.costs import load_prices
 from fleet.report.queries import Window
 from fleet.report.scaling import scaling_queries, scaling_rows
-from tests.helpers import SHIPPED_WORKLOADS
+from tests.helpers import FIXTURE_WORKLOADS
 
-WORKLOAD = load_workloads(SHIPPED_WORKLOADS)["3dgan-jax"]
+WORKLOAD = load_workloads(FIXTURE_WORKLOADS)["sweeper"]
 POLICY = """\
 clusters:
   gcp:
@@ -23,7 +23,7 @@ clusters:
       central: true
       gpus: [l4]
 workloads:
-  3dgan-jax: {gpus: [l4], scale: [1, 2, 8]}
+  sweeper: {gpus: [l4], scale: [1, 2, 8]}
 """
 
 
@@ -39,13 +39,13 @@ def sample(n: int, worker: int, attempt: int, value: float, pod: str = "p") -> d
 def fleet(tmp_path: Path):
     path = tmp_path / "fleet.yaml"
     path.write_text(POLICY, encoding="utf-8")
-    return load_fleet(path, SHIPPED_WORKLOADS)
+    return load_fleet(path, FIXTURE_WORKLOADS)
 
 
 def test_queries_keep_each_pod_apart():
     for query in scaling_queries(WORKLOAD, Window(0, 3600)).values():
         assert "pod" in query.split("max by (", 1)[1].split(")", 1)[0]
-        assert 'workload="3dgan-jax"' in query and "[3600s]" in query
+        assert 'workload="sweeper"' in query and "[3600s]" in query
 
 
 def test_rows_add_attempts_and_pods_and_compare_with_the_smallest_point(fleet):

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import yaml
 
-from components.kubernetes.images import registry
 from components.kubernetes.infra import MANAGED_CONTROL_PLANE_CLOUDS
 from fleet.model import pod_contract
 from fleet.model.spec import Cluster, GpuPool
@@ -121,10 +120,10 @@ def _runner_job_images(release: HelmRelease) -> list[tuple[str, str]]:
 
 def test_every_image_comes_from_the_fleets_registry(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
     """Every container of every rendered pod, every image an operator or a runner starts pods with: the fleet's
-    registry holds it (upstream prunes versions and Docker Hub rate-limits)."""
-    ours = registry() + "/"
+    registry holds it, the policy's `registry` (upstream prunes versions and Docker Hub rate-limits)."""
     bad = []
     for planned, stack, _cluster in _clusters(planned_fleets):
+        ours = planned.fleet.registry + "/"
         rendered = rendered_charts[(planned.name, stack)]
         for item, pod in _pods(rendered):
             for c in pod.containers():

@@ -1,6 +1,7 @@
 """The fleet's own images: kept in its registry, copied and built by CI, pinned by the digest CI pushed.
 
-Expectations come from components/kubernetes/images.yaml and the workload folders, so another fleet keeps a green suite.
+Expectations come from the policy's `registry`, components/kubernetes/images.yaml and the workload folders, so another
+fleet (and another registry) keeps a green suite.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from components.kubernetes.images import (
     image,
     magnum_autoscaler_images,
     pinned_images,
-    registry,
 )
-from fleet.model.workloads import WORKLOADS_DIR, load_workloads, with_probe
+from fleet.model.spec import load_fleet
+from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.cli import main
 from fleet.tools.image_delivery import (
     ImageJob,
+    fleet_image_jobs,
     image_jobs,
     push_all,
     push_commands,
@@ -43,40 +45,51 @@ DIGEST = "sha256:" + "ab" * 32
 OTHER = "sha256:" + "cd" * 32
 
 
+# The policy's registry: every image below is expected there.
+REGISTRY = load_fleet().registry
+
+
+def workloads() -> dict:
+    """Every workload folder as the fleet resolves it (images in its registry), placed in the policy or not."""
+    return load_fleet().workloads
+
+
 @pytest.fixture(scope="module")
 def jobs() -> list[ImageJob]:
-    return image_jobs(load_workloads())
+    return image_jobs(workloads(), REGISTRY)
 
 
 def test_mtail_image_is_the_tag_mtail_publishes():
     """mtail releases are tagged v3.0.8 but its images 3.0.8 (google/mtail v3.0.8 .goreleaser.yml): a `v` tag
     does not exist, and every benchmark pod would sit in ImagePullBackOff."""
-    (mtail,) = [p for p in pinned_images() if p.name == "mtail"]
+    (mtail,) = [p for p in pinned_images(REGISTRY) if p.name == "mtail"]
     assert re.fullmatch(r"ghcr\.io/google/mtail:\d+\.\d+\.\d+", mtail.upstream), mtail.upstream
     assert mtail.image.rsplit(":", 1)[1] == mtail.upstream.rsplit(":", 1)[1]  # our copy keeps upstream's tag
 
 
 def test_pods_pull_the_fleets_own_images_from_its_registry():
-    prefix = registry() + "/"
-    for pinned in pinned_images():
+    prefix = REGISTRY + "/"
+    for pinned in pinned_images(REGISTRY):
         assert pinned.image.startswith(prefix), pinned.name
-        assert image(pinned.name) == (f"{pinned.image}@{pinned.digest}" if pinned.digest else pinned.image)
+        assert image(pinned.name, REGISTRY) == (f"{pinned.image}@{pinned.digest}" if pinned.digest else pinned.image)
         assert not pinned.digest or re.fullmatch(r"sha256:[0-9a-f]{64}", pinned.digest)
 
 
 def test_every_copy_and_every_workload_dockerfile_is_a_job(jobs):
     copies = {j.name: j for j in jobs if j.kind == "copy"}
-    upstream_workloads = {name for name, wl in load_workloads().items() if wl.spec.upstream}
-    charts = {c.name for c in [*chart_images(), *autoscaler_images(), *magnum_autoscaler_images()]}
-    assert set(copies) == {p.name for p in pinned_images() if p.upstream} | upstream_workloads | charts
+    upstream_workloads = {name for name, wl in workloads().items() if wl.spec.upstream}
+    charts = {
+        c.name for c in [*chart_images(REGISTRY), *autoscaler_images(REGISTRY), *magnum_autoscaler_images(REGISTRY)]
+    }
+    assert set(copies) == {p.name for p in pinned_images(REGISTRY) if p.upstream} | upstream_workloads | charts
     assert len(jobs) == len({j.name for j in jobs})  # names are unique: --record finds each entry by name
     builds = {j.name: j for j in jobs if j.kind == "build"}
     with_dockerfile = {p.parent.name for p in WORKLOADS_DIR.glob("*/Dockerfile")}
     assert set(builds) == with_dockerfile
-    workloads = load_workloads()
+    resolved = workloads()
     for name, job in builds.items():
-        assert job.target == split_digest(workloads[name].spec.image)[0]
-        assert job.target.startswith(registry() + "/") and (ROOT / job.source / "Dockerfile").is_file()
+        assert job.target == split_digest(resolved[name].spec.image)[0]
+        assert job.target.startswith(REGISTRY + "/") and (ROOT / job.source / "Dockerfile").is_file()
 
 
 def test_push_commands_copy_lists_with_their_digest_and_build_per_builder(tmp_path):
@@ -151,7 +164,7 @@ def test_images_push_with_fake_tools_fails_until_the_digests_are_committed(tmp_p
     out = tmp_path / "pushed.json"
     status = main(["images", "--push", "buildah", "--out", str(out)])
     err = capsys.readouterr().err
-    jobs = image_jobs(with_probe(load_workloads()))  # the pool probe's image too
+    jobs = fleet_image_jobs(load_fleet())  # the pool probe's image too
     pushed = json.loads(out.read_text(encoding="utf-8"))
     assert set(pushed) == {j.target for j in jobs} and set(pushed.values()) == {DIGEST}
     calls = log.read_text(encoding="utf-8").splitlines()
@@ -205,7 +218,8 @@ def test_hadolint_fails_a_bad_dockerfile(tmp_path: Path):
 def test_plan_notes_once_which_images_lack_a_digest(capsys):
     status = main(["plan", "--no-policy-pack"])
     err = capsys.readouterr().err
-    unpinned = [j.name for j in image_jobs(load_workloads()) if not j.digest]
+    fleet = load_fleet()
+    unpinned = [j.name for j in image_jobs(fleet.deployed_workloads, fleet.registry) if not j.digest]
     assert status == 0
     notes = [line for line in err.splitlines() if line.startswith("note:") and "pinned by tag only" in line]
     assert len(notes) == (1 if unpinned else 0)
@@ -267,13 +281,13 @@ def test_record_digests_writes_only_the_pinning_lines(tmp_path):
 
 
 def test_chart_images_come_from_the_fleets_registry_with_the_upstream_tag():
-    prefix = registry() + "/"
-    entries = chart_images()
+    prefix = REGISTRY + "/"
+    entries = chart_images(REGISTRY)
     assert entries
     for entry in entries:
         assert entry.image.startswith(prefix), entry.name
         assert entry.image.rsplit(":", 1)[1] == entry.upstream.rsplit(":", 1)[1], entry.name  # same tag
-        node = chart_image_values(entry.chart)
+        node = chart_image_values(entry.chart, REGISTRY)
         for key in entry.values.split("."):
             node = node[key]
         assert node == entry.block()
@@ -306,18 +320,19 @@ def test_releases_pull_chart_images_from_the_fleets_registry(tmp_path):
     plan = plan_one(tmp_path, policy, "os-c", config)
     releases = {r.inputs["name"]: r.inputs for r in by_type(plan, "kubernetes:helm.sh/v3:Release")}
     kps = releases["kps"]["values"]
-    assert kps["prometheus"]["prometheusSpec"]["image"]["registry"] == registry().split("/")[0]
+    default = load_fleet(tmp_path / "fleet.yaml", tmp_path / "no-workloads").registry  # the policy sets none
+    assert kps["prometheus"]["prometheusSpec"]["image"]["registry"] == default.split("/")[0]
     assert kps["prometheus"]["prometheusSpec"]["externalLabels"]  # merged, not replaced
-    assert releases["dcgm-exporter"]["values"]["image"]["repository"].startswith(registry() + "/")
+    assert releases["dcgm-exporter"]["values"]["image"]["repository"].startswith(default + "/")
 
 
 def test_autoscaler_image_per_minor_from_the_fleets_registry_else_upstream_by_tag():
-    for entry in autoscaler_images():
+    for entry in autoscaler_images(REGISTRY):
         minor = entry.name.removeprefix("cluster-autoscaler-")
-        block = autoscaler_image(minor)
+        block = autoscaler_image(minor, REGISTRY)
         assert block["repository"] == entry.image.rsplit(":", 1)[0] and block["tag"].startswith(f"v{minor}.")
         assert entry.upstream.startswith("registry.k8s.io/autoscaling/cluster-autoscaler:v" + minor + ".")
-    assert autoscaler_image("1.99") == {
+    assert autoscaler_image("1.99", REGISTRY) == {
         "repository": "registry.k8s.io/autoscaling/cluster-autoscaler",
         "tag": "v1.99.0",
     }
@@ -326,12 +341,21 @@ def test_autoscaler_image_per_minor_from_the_fleets_registry_else_upstream_by_ta
 def test_the_images_workflow_copies_the_pool_probes_image(capsys: pytest.CaptureFixture[str]) -> None:
     """The probe (fleet/model/probe) runs on every probed pool: its image is copied like a workload's, and the
     workflows run when its workload.yaml changes."""
-    from fleet.model.workloads import load_probe_workload
-
-    probe = load_probe_workload()
+    probe = load_fleet().probe_workload
     assert main(["images", "--format", "json"]) == 0
     jobs = json.loads(capsys.readouterr().out)
     (job,) = [j for j in jobs if j["name"] == probe.name]
     assert job["target"] == probe.spec.image and job["source"] == probe.spec.upstream
     for workflow in (ROOT / ".github" / "workflows" / "images.yml", ROOT / ".gitlab-ci.yml"):
         assert "fleet/model/probe/workload.yaml" in workflow.read_text(encoding="utf-8"), workflow
+
+
+def test_the_images_workflows_log_in_to_the_policys_registry_and_run_when_it_changes() -> None:
+    """The registry is the policy file's `registry`: the workflows read it there, and a new one gets every image."""
+    for workflow in (ROOT / ".github" / "workflows" / "images.yml", ROOT / ".gitlab-ci.yml"):
+        text = workflow.read_text(encoding="utf-8")
+        lookup = next(line for line in text.splitlines() if "host=$(python -c" in line)
+        command = lookup.split("python -c '", 1)[1].split("'", 1)[0]
+        done = subprocess.run([sys.executable, "-c", command], cwd=ROOT, capture_output=True, text=True, check=True)
+        assert done.stdout.strip() == REGISTRY.split("/")[0], workflow
+        assert "policy/fleet.yaml" in text, workflow

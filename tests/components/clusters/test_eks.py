@@ -7,6 +7,7 @@ import json
 import pytest
 from pulumi.runtime import rpc
 
+from fleet.model.registry import DEFAULT_REGISTRY
 from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.program.stack_config import STACKS_DIR
 from fleet.tools.plan import plan_stack
@@ -219,7 +220,7 @@ def test_autoscaler_release_uses_the_cluster_provider_and_a_pinned_chart(plan):
     assert values["autoDiscovery"] == {"clusterName": "eks-test"}
     assert values["awsRegion"] == "us-east-1"
     assert values["image"]["tag"].startswith("v1.33.")  # the autoscaler matches the control plane's minor
-    assert values["image"]["repository"] == "ghcr.io/gpu-fleet/cluster-autoscaler"  # the fleet's copy
+    assert values["image"]["repository"] == f"{DEFAULT_REGISTRY}/cluster-autoscaler"  # the copy in the registry
     sa = values["rbac"]["serviceAccount"]
     assert sa["name"] == "cluster-autoscaler"
     assert (

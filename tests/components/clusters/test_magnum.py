@@ -6,8 +6,9 @@ import pytest
 from pulumi.runtime import rpc
 
 from components.clusters.magnum import GPU_AUTOSCALER, node_selector
-from components.kubernetes.images import magnum_autoscaler_image, registry
+from components.kubernetes.images import magnum_autoscaler_image
 from fleet.model.errors import InputError
+from fleet.model.registry import DEFAULT_REGISTRY
 from tests.helpers import MAGNUM_SITE, by_type, one, plan_one
 
 POLICY = """
@@ -187,8 +188,10 @@ def test_gpu_node_groups_get_their_own_autoscaler(plan):
         "tolerations"
     ]
     # the site's image and tag (docker.io/openstackmagnum/cluster-autoscaler:v1.28.0), as the fleet's copy
-    assert values["image"] == magnum_autoscaler_image("docker.io/openstackmagnum/cluster-autoscaler:v1.28.0")
-    assert values["image"]["repository"].startswith(registry() + "/") and values["image"]["tag"] == "v1.28.0"
+    # (the test's policy names no registry: the default one)
+    upstream = "docker.io/openstackmagnum/cluster-autoscaler:v1.28.0"
+    assert values["image"] == magnum_autoscaler_image(upstream, DEFAULT_REGISTRY)
+    assert values["image"]["repository"].startswith(DEFAULT_REGISTRY + "/") and values["image"]["tag"] == "v1.28.0"
     # beside Magnum's own autoscaler: its own lease and status, or the two would elect one leader between them
     assert values["extraArgs"]["leader-elect-resource-name"] == GPU_AUTOSCALER
     assert values["extraArgs"]["status-config-map-name"] != "cluster-autoscaler-status"

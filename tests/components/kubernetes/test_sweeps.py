@@ -15,9 +15,10 @@ from components.kubernetes.sweeps import ANCESTOR_LABEL, NODE, RESTART_ATTEMPT_L
 from components.kubernetes.training import CLUSTER_QUEUE, KUEUE_FRAMEWORKS, KUEUE_VISIBILITY_PORT, WEBHOOK_PORT
 from fleet.model import pod_contract
 from fleet.model.placement import selector_matches
+from fleet.model.registry import DEFAULT_REGISTRY
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT
 from fleet.tools.plan import StackPlan
-from tests.helpers import SHIPPED_WORKLOADS, by_type, one, plan_one
+from tests.helpers import FIXTURE_WORKLOADS, by_type, one, plan_one
 
 POLICY = """
 defaults:
@@ -37,7 +38,7 @@ clusters:
       central: true
       gpus: [t4]
 workloads:
-  3dgan-jax:
+  sweeper:
     gpus: [l4, tpu-v5e]
     scale: [1, 4, 16]
 """
@@ -52,12 +53,12 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 
 @pytest.fixture(scope="module")
 def gke(tmp_path_factory: pytest.TempPathFactory) -> StackPlan:
-    return plan_one(tmp_path_factory.mktemp("gke"), POLICY, "gke-sweep", GKE, workloads_dir=SHIPPED_WORKLOADS)
+    return plan_one(tmp_path_factory.mktemp("gke"), POLICY, "gke-sweep", GKE, workloads_dir=FIXTURE_WORKLOADS)
 
 
 @pytest.fixture(scope="module")
 def eks(tmp_path_factory: pytest.TempPathFactory) -> StackPlan:
-    return plan_one(tmp_path_factory.mktemp("eks"), POLICY, "eks-sweep", AWS, workloads_dir=SHIPPED_WORKLOADS)
+    return plan_one(tmp_path_factory.mktemp("eks"), POLICY, "eks-sweep", AWS, workloads_dir=FIXTURE_WORKLOADS)
 
 
 def jobs(plan: StackPlan) -> dict[tuple[str, int], tuple[dict, dict]]:
@@ -164,7 +165,7 @@ def test_trainer_and_kueue_are_pinned_and_only_where_a_sweep_runs(gke, tmp_path)
         assert releases[name]["chart"] == f"{pinned.repo}/{name}" and pinned.repo.startswith("oci://")
         assert releases[name]["version"] == pinned.version and "repositoryOpts" not in releases[name]
     trainer = releases["kubeflow-trainer"]["values"]
-    images = {i.name: i for i in chart_images("kubeflow-trainer")}
+    images = {i.name: i for i in chart_images(DEFAULT_REGISTRY, "kubeflow-trainer")}  # the policy sets none
     assert trainer["image"]["repository"] == images["trainer-controller-manager"].image.split("/", 1)[1].split(":")[0]
     assert trainer["jobset"]["image"]["repository"] == images["jobset"].image.rsplit(":", 1)[0]
     assert trainer["jobset"]["install"] is True
@@ -178,7 +179,7 @@ def test_trainer_and_kueue_are_pinned_and_only_where_a_sweep_runs(gke, tmp_path)
         POLICY.replace("central: true", "central: false").replace("eks-sweep:", "eks-sweep:\n      central: true"),
         "eks-plain",
         AWS,
-        workloads_dir=SHIPPED_WORKLOADS,
+        workloads_dir=FIXTURE_WORKLOADS,
     )
     assert not {"kubeflow-trainer", "kueue"} & {r.inputs["name"] for r in by_type(plain, RELEASE)}
     assert not by_type(plain, TRAINJOB)
@@ -203,7 +204,7 @@ def test_the_queue_caps_each_pool_at_what_it_holds(gke):
 def test_workers_of_a_job_reach_each_other_and_nothing_else(gke):
     job, _ = jobs(gke)[("l4", 16)]
     name = job["metadata"]["name"]
-    policy = one(gke, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "gke-sweep-3dgan-jax-l4-n16-workers")
+    policy = one(gke, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "gke-sweep-sweeper-l4-n16-workers")
     selector = {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": name}}
     assert policy.inputs["spec"]["podSelector"] == selector
     assert policy.inputs["spec"]["ingress"] == [{"from": [{"podSelector": selector}]}]
@@ -248,18 +249,18 @@ def test_a_point_on_the_cards_own_pool_keeps_off_the_sweep_pools(gke):
 
 def test_a_sweeping_workloads_credentials_and_egress_are_made(tmp_path):
     workloads = tmp_path / "workloads"
-    shutil.copytree(SHIPPED_WORKLOADS / "3dgan-jax", workloads / "3dgan-jax")
-    spec = workloads / "3dgan-jax" / "workload.yaml"
+    shutil.copytree(FIXTURE_WORKLOADS / "sweeper", workloads / "sweeper")
+    spec = workloads / "sweeper" / "workload.yaml"
     text = spec.read_text(encoding="utf-8")
     extra = "secret_env: [DATA_TOKEN]\negress:\n  - cidr: 188.184.0.0/16\n    ports: [443]\n"
     spec.write_text(text.replace("timeout_seconds:", extra + "timeout_seconds:"), encoding="utf-8")
-    config = {**GKE, "gpu-fleet:workloadSecrets": {"3dgan-jax": {"DATA_TOKEN": {"secure": "v1:c2VjcmV0"}}}}
+    config = {**GKE, "gpu-fleet:workloadSecrets": {"sweeper": {"DATA_TOKEN": {"secure": "v1:c2VjcmV0"}}}}
     plan = plan_one(tmp_path, POLICY, "gke-sweep", config, workloads_dir=workloads)
-    assert [r.name for r in by_type(plan, "kubernetes:core/v1:Secret") if "3dgan-jax" in r.name] == [
-        "gke-sweep-3dgan-jax-credentials"
+    assert [r.name for r in by_type(plan, "kubernetes:core/v1:Secret") if "sweeper" in r.name] == [
+        "gke-sweep-sweeper-credentials"
     ]
-    egress = one(plan, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "gke-sweep-3dgan-jax-egress")
-    assert egress.inputs["spec"]["podSelector"]["matchLabels"]["workload"] == "3dgan-jax"
+    egress = one(plan, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "gke-sweep-sweeper-egress")
+    assert egress.inputs["spec"]["podSelector"]["matchLabels"]["workload"] == "sweeper"
 
 
 def _kueue_flavor_of(pod: dict, flavors: list[tuple[str, dict[str, str]]]) -> str | None:

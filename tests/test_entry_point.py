@@ -1,0 +1,57 @@
+"""How the commands are run: the ``fleet`` console script ``pip install -e .`` provides (pyproject.toml), and
+``python -m fleet`` outside the virtualenv, which says where to run it instead of a traceback."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import tomllib
+
+from tests.conftest import ROOT
+
+# Runs ``python -m fleet ARGS`` in a Python where importing ``blocked`` fails as it does where it is not installed.
+BLOCKED_RUN = """
+import runpy, sys
+from importlib.abc import MetaPathFinder
+
+blocked = sys.argv.pop(1)
+
+class Missing(MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Missing())
+sys.argv[0] = "fleet"
+runpy.run_module("fleet", run_name="__main__", alter_sys=True)
+"""
+
+
+def _run_without(blocked: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKED_RUN, blocked, *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_console_script_is_the_command_line():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    module, _, function = project["project"]["scripts"]["fleet"].partition(":")
+    from fleet.tools.cli import main
+
+    assert getattr(importlib.import_module(module), function) is main
+
+
+def test_a_missing_dependency_is_one_line_naming_the_virtualenv():
+    done = _run_without("pydantic", "validate")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'pydantic' is not installed" in lines[0]
+    assert ".venv/bin/fleet plan" in lines[0] and "make plan" in lines[0]
+
+
+def test_a_missing_module_of_our_own_is_a_bug_and_says_so():
+    done = _run_without("components", "validate")
+    assert done.returncode == 1 and "Traceback" in done.stderr and "ModuleNotFoundError" in done.stderr

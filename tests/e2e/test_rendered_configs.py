@@ -485,7 +485,7 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize(("method", "path"), REFUSED, ids=[f"{m} {p.split('?')[0]}" for m, p in REFUSED])
+@pytest.mark.parametrize(("method", "path"), REFUSED, ids=[f"{m}:{p.split('?')[0]}" for m, p in REFUSED])
 def test_the_gateway_refuses_every_other_path_and_method(
     federation: dict[str, Any], pki: Pki, method: str, path: str
 ) -> None:

@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: plan test lint validate schema benchmark clean lock
+.PHONY: plan test lint validate schema benchmark clean lock mutation
 
 # The venv installs from the hash-locked file: every package and its dependencies at the pinned version with the
 # pinned hashes, or nothing. Edit requirements*.txt or policy/requirements.in, then `make lock`.
@@ -43,5 +43,14 @@ schema: $(STAMP)
 benchmark: $(STAMP)
 	$(PY) -m benchmarks.plan_speed
 
+# Mutation testing, before a release (not in CI: hours on 2 cores, see docs/tests.md): mutmut plants small bugs in the
+# model, the pack and the Kubernetes components, one at a time, and runs the tests that reach each ([tool.mutmut] in
+# pyproject.toml). MUTANTS narrows the run to some mutants by name, e.g. MUTANTS='fleet.model.sweeps*'.
+MUTANTS ?=
+mutation: $(STAMP)
+	rm -rf mutants
+	nice -n 19 $(VENV)/bin/mutmut run --max-children 2 $(MUTANTS)
+	$(VENV)/bin/mutmut results
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis mutants

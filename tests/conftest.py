@@ -60,3 +60,12 @@ def shared_data(env: str, relative: str, what: str) -> Path:
     if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
         pytest.fail(f"{reason}, and {REQUIRE_TOOLS_ENV}=1 requires it")
     pytest.skip(reason)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under mutmut (``make mutation``) the policy pack answers in the test process, where mutmut sees it
+    (tests/in_process_pack.py says why)."""
+    from tests.in_process_pack import serve_the_pack_in_process, under_mutmut
+
+    if under_mutmut():
+        serve_the_pack_in_process()

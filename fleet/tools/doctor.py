@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -1431,8 +1431,14 @@ def exit_status(rows: Sequence[Row]) -> int:
     return EXIT_FAILED if any(r.problem for r in rows) else EXIT_OK
 
 
-def run(args: Any, out: Any = None) -> int:
-    """The ``doctor`` subcommand: inspect the cluster of ``args.stack`` and print one table; 0, 1 or 2."""
+def utc_now() -> datetime:
+    """The real clock, ``run``'s default (tests pass a stopped one)."""
+    return datetime.now(UTC)
+
+
+def run(args: Any, out: Any = None, clock: Callable[[], datetime] = utc_now) -> int:
+    """The ``doctor`` subcommand: inspect the cluster of ``args.stack`` and print one table; 0, 1 or 2. Ages and
+    grace periods are measured from ``clock()``, read once."""
     out = out or sys.stdout
     if args.timeout <= 0:
         raise InputError(
@@ -1448,7 +1454,7 @@ def run(args: Any, out: Any = None) -> int:
                 raise InputError([Problem(flag, 1, flag, str(exc))]) from None
     fleet = load_fleet(args.policy, args.workloads_dir)
     cluster = fleet.cluster(args.stack)
-    now = datetime.now(UTC)
+    now = clock()
     kubectl = kubectl_for_stack(cluster.name, args.kubeconfig)
     title = f"{cluster.name} ({cluster.facts.title}{', central' if cluster.central else ''}), {now:%Y-%m-%d %H:%M} UTC"
     with kubeconfig_file(cluster.name, args.kubeconfig) as path:

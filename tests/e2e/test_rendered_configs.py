@@ -233,7 +233,13 @@ def federation(rendered: Path, pki: Pki, tmp_path_factory: pytest.TempPathFactor
         central_config["rule_files"] = [str(central_file.parent / f) for f in central_config["rule_files"]]
         central = Prometheus(prometheus, work / "central", central_config)
         running.append(central)
-        yield {"central": central, "gateway_port": gateway_port, "running": running, "deadline": start + DEADLINE_S}
+        yield {
+            "central": central,
+            "leaf": leaf,
+            "gateway_port": gateway_port,
+            "running": running,
+            "deadline": start + DEADLINE_S,
+        }
     finally:
         for proc in reversed(running):
             proc.stop()
@@ -288,17 +294,25 @@ def test_selected_metrics_cross_the_rendered_gateway_with_cluster_labels(federat
         assert central.query(absent) == [], f"{absent} was federated"
 
 
+def _gateway_and_its_upstream_ready(federation: dict[str, Any], pki: Pki) -> None:
+    """Wait for what the gateway tests use: nginx answering and, behind it, the leaf Prometheus ready with the
+    fleet's metric scraped (nginx alone would answer 502 to /federate until then)."""
+    leaf: Prometheus = federation["leaf"]
+    deadline, running = federation["deadline"], federation["running"]
+    wait_for(f"{METRIC} on the leaf", lambda: leaf.ready() and leaf.query(METRIC), deadline, running)
+    client = _context(pki, pki.client_cert, pki.client_key)
+    wait_for(
+        "the gateway",
+        lambda: _gateway(federation["gateway_port"], client, "GET", "/healthz")[0] == 200,
+        deadline,
+        running,
+    )
+
+
 def test_the_gateway_serves_only_get_federate_to_fleet_clients(federation: dict[str, Any], pki: Pki) -> None:
     port = federation["gateway_port"]
+    _gateway_and_its_upstream_ready(federation, pki)
     fleet_client = _context(pki, pki.client_cert, pki.client_key)
-    # the leaf answers /federate empty until its first scrape: wait for the metric (this test may run first, on
-    # its own worker, without the federation test's wait)
-    wait_for(
-        "the gateway federating the leaf's metric",
-        lambda: METRIC.encode() in _gateway(port, fleet_client, "GET", _federate_path(METRIC))[1],
-        federation["deadline"],
-        federation["running"],
-    )
     status, body, server = _gateway_response(port, fleet_client, "GET", _federate_path(METRIC))
     assert status == 200 and METRIC.encode() in body
     assert server == "nginx", f"the gateway tells its version: Server: {server}"
@@ -433,3 +447,52 @@ def test_the_gateway_serves_a_fleet_client_through_1500_half_open_handshakes(
     finally:
         for sock in sockets:
             sock.close()
+
+
+# Every other way to Prometheus a fleet client could try: its API (each endpoint with the fleet's own metric, so a
+# gateway passing it would answer with data), its UI and management endpoints, and /federate with any other method.
+_SELECTOR = urllib.parse.urlencode([("match[]", METRIC)])
+REFUSED = [
+    *(
+        ("GET", path)
+        for path in (
+            f"/api/v1/series?{_SELECTOR}",
+            f"/api/v1/query?{urllib.parse.urlencode({'query': METRIC})}",
+            f"/api/v1/query_range?{urllib.parse.urlencode({'query': METRIC, 'start': 0, 'end': 60, 'step': 15})}",
+            f"/api/v1/query_exemplars?{urllib.parse.urlencode({'query': METRIC})}",
+            f"/api/v1/labels?{_SELECTOR}",
+            f"/api/v1/label/__name__/values?{_SELECTOR}",
+            "/api/v1/label/workload/values",
+            "/api/v1/targets",
+            "/api/v1/targets/metadata",
+            "/api/v1/metadata",
+            "/api/v1/rules",
+            "/api/v1/alerts",
+            "/api/v1/status/config",
+            "/api/v1/status/flags",
+            "/api/v1/status/tsdb",
+            "/graph",
+            "/metrics",
+            "/-/ready",
+            "/-/healthy",
+            "/",
+            f"/federate/?{_SELECTOR}",
+            f"/federatex?{_SELECTOR}",
+        )
+    ),
+    *(("POST", path) for path in ("/-/reload", "/-/quit", "/api/v1/admin/tsdb/snapshot", f"/api/v1/query?{_SELECTOR}")),
+    *((method, f"/federate?{_SELECTOR}") for method in ("POST", "PUT", "PATCH", "DELETE", "OPTIONS")),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), REFUSED, ids=[f"{m}:{p.split('?')[0]}" for m, p in REFUSED])
+def test_the_gateway_refuses_every_other_path_and_method(
+    federation: dict[str, Any], pki: Pki, method: str, path: str
+) -> None:
+    """Only GET /federate (with the fleet's selectors) reaches the leaf Prometheus; a second endpoint opening would
+    hand its API to anyone holding a fleet certificate. The same request through GET /federate succeeds."""
+    _gateway_and_its_upstream_ready(federation, pki)
+    client = _context(pki, pki.client_cert, pki.client_key)
+    status, body = _gateway(federation["gateway_port"], client, method, path)
+    assert status == 403 and METRIC.encode() not in body, (method, path, status, body[:200])
+    assert _gateway(federation["gateway_port"], client, "GET", _federate_path(METRIC))[0] == 200

@@ -11,7 +11,8 @@ import pytest
 from fleet.model.spec import load_fleet
 from fleet.tools.analyzer import PolicyPackSession, analyze_plans
 from fleet.tools.plan import plan_fleet
-from tests.policy.support import PLAN_ARGS, POLICY, SHIPPED, WORKLOADS
+from tests.in_process_pack import InProcessPackSession, under_mutmut
+from tests.policy.support import PLAN_ARGS, POLICY, SHIPPED, WORKLOADS, issue_job_spec, raw_job
 
 # Advisory in a preview, mandatory in a deploy (policy/deploy-config.json): what a stack file leaves open.
 DEPLOY_ONLY = ("api-allow-list", "federation-source-ranges")
@@ -95,6 +96,17 @@ def test_pack_process_is_stopped():
     assert proc.poll() is not None
 
 
+def test_the_pack_in_the_test_process_finds_what_the_pack_process_finds(plans, session):
+    """``make mutation`` runs the pack in the test process (tests/in_process_pack.py): it must be the same pack."""
+    in_process = InProcessPackSession(POLICY, workloads_dir=WORKLOADS)
+    assert {p.name for p in in_process.info.policies} == {p.name for p in session.info.policies}
+    broken = raw_job(issue_job_spec())
+    for registrations in [*(p.registrations for p in plans.values()), [broken]]:
+        found = {(f.level, f.policy, f.urn, f.message) for f in session.analyze_registrations(registrations)}
+        assert found == {(f.level, f.policy, f.urn, f.message) for f in in_process.analyze_registrations(registrations)}
+    assert any(level == "mandatory" for level, *_ in found)  # the broken Job's findings were compared too
+
+
 def _broken_plan(capsys: pytest.CaptureFixture[str], stack: str) -> tuple[int, str]:
     """``python -m fleet plan --stack STACK`` in this process (so a patched component is what runs)."""
     from fleet.tools.cli import main
@@ -126,6 +138,9 @@ def test_plan_fails_a_program_that_runs_a_workload_on_a_card_the_policy_forbids(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from fleet.model.spec import Benchmark, Fleet
+
+    if under_mutmut():
+        pytest.skip("the patched model would reach the pack too: under mutmut it runs in this process")
 
     # The bug: benchmarks placed on every card of the cluster, ignoring the policy's list for fitter (no A10).
     def every_card(self: Fleet, cluster: Any) -> list[Benchmark]:

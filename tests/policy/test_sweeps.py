@@ -78,6 +78,32 @@ def test_a_job_bigger_than_its_pool_is_found(plans, session):
     assert "needs 3 nodes but pool gpu-l4-x2 has max_nodes 1" in messages
 
 
+def test_a_job_of_one_node_more_than_its_pool_has_is_found(plans, session):
+    """A TrainJob is refused as soon as it needs more nodes than its pool's max_nodes, even when the pool's cards
+    (max_nodes x cards per node) would cover its cards: Kueue admits whole nodes. At max_nodes it is not."""
+    cluster = load_fleet(POLICY, WORKLOADS).cluster("fix-gke")
+    checked = 0
+    for runtime in of_type(plans["fix-gke"].registrations, RUNTIME):
+        size = worker_pod(runtime)["spec"]["nodeSelector"].get(CARDS_PER_NODE_LABEL)
+        pool = cluster.pool_sized("l4", size)
+        if pool is None or pool.accelerators_per_node < 2:
+            continue  # one card per node: max_nodes and max_nodes x cards per node agree
+        for nodes, refused in ((pool.max_nodes + 1, True), (pool.max_nodes, False)):
+            regs = copy.deepcopy(plans["fix-gke"].registrations)
+            job = next(
+                j
+                for j in of_type(regs, TRAIN_JOB)
+                if j.inputs["spec"]["runtimeRef"]["name"] == runtime.inputs["metadata"]["name"]
+            )
+            job.inputs["spec"]["trainer"]["numNodes"] = nodes
+            assert nodes <= pool.max_nodes * pool.accelerators_per_node  # the pool's cards would cover the job
+            messages = "\n".join(f.message for f in only(session.analyze_registrations(regs), SET))
+            needs = f"needs {nodes} nodes but pool {pool.name} has max_nodes {pool.max_nodes}"
+            assert (needs in messages) == refused, messages
+        checked += 1
+    assert checked, "the fixture fleet has no sweep pool of several cards per node"
+
+
 def test_operators_exactly_where_sweeps_run(plans, session):
     regs = copy.deepcopy(plans["fix-gke"].registrations)
     regs = [r for r in regs if not (r.type == RELEASE and r.inputs["name"] == "kueue")]

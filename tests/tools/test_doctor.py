@@ -34,7 +34,7 @@ from kubernetes import client as k8s
 from fleet.model import pod_contract
 from fleet.model.spec import Cluster, Fleet, GpuPool, load_fleet
 from fleet.tools import doctor
-from fleet.tools.cli import main
+from fleet.tools.cli import build_parser, main
 from tests.conftest import FIXTURES
 
 FLEET_DIR = FIXTURES / "fleet"
@@ -43,13 +43,20 @@ WORKLOADS = FLEET_DIR / "workloads"
 STACKS = FLEET_DIR / "stacks"
 TOKEN = "doctor-test-token"
 BASE = ["doctor", "--policy", str(POLICY), "--workloads-dir", str(WORKLOADS), "--stacks-dir", str(STACKS)]
-NOW = datetime.now(UTC).replace(microsecond=0)
+# The clock every doctor run of these tests reads (doctor.run's clock): the objects' ages are measured from it, so a
+# test gives the same answer however long after collection it runs.
+NOW = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 SERIALIZER = k8s.ApiClient()
 
 
 @pytest.fixture(scope="module")
 def fleet() -> Fleet:
     return load_fleet(POLICY, WORKLOADS)
+
+
+def doctor_at(argv: list[str], now: datetime = NOW) -> int:
+    """``python -m fleet doctor ...`` as ``main`` runs it, with doctor's clock stopped at ``now``."""
+    return doctor.run(build_parser().parse_args(argv), clock=lambda: now)
 
 
 def leaf_of(fleet: Fleet) -> Cluster:
@@ -574,7 +581,7 @@ def run_doctor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[A
     def run(world: World, stack: str, *extra: str) -> Result:
         with ApiServer(world) as api:
             kubeconfig = write_kubeconfig(tmp_path / "kubeconfig.yaml", api.url)
-            status = main(
+            status = doctor_at(
                 [
                     "doctor",
                     "--policy",
@@ -1085,7 +1092,7 @@ def test_the_kubeconfig_comes_from_the_stack_output_in_a_private_file_deleted_af
             return real(config_file=config_file, **kwargs)
 
         monkeypatch.setattr(doctor, "new_client_from_config", spy)
-        status = main([*BASE, "--stack", cluster.name])
+        status = doctor_at([*BASE, "--stack", cluster.name])
     out = capsys.readouterr().out
     assert status == 0, out
     assert calls.read_text().split() == ["stack", "output", "kubeconfig", "--show-secrets", "--stack", cluster.name]

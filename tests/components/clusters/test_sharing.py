@@ -101,6 +101,23 @@ def test_eks_counts_time_slices_in_the_autoscaler_template(tmp_path):
     assert set(plugin_configs(plan)) == {"default", "time-slicing-3"}
 
 
+def test_each_time_sliced_pool_advertises_its_own_number_of_slices(tmp_path):
+    """Our device plugin's configuration gives each time-sliced pool the replicas its policy says, not one number for
+    all: a pool of 4 slices whose nodes advertised 2 would leave half its pods Pending."""
+    policy = "clusters:\n  aws:\n    eks-ts:\n      region: us-east-1\n      central: true\n      gpus:\n"
+    policy += "        t4: {sharing: {time_slicing: 3}}\n        a10g: {sharing: {time_slicing: 4}}\n"
+    plan = plan_one(tmp_path, policy, "eks-ts", {"aws:region": "us-east-1"})
+    configs = plugin_configs(plan)
+    assert set(configs) == {"default", "time-slicing-3", "time-slicing-4"}
+    for slices in (3, 4):
+        sharing = configs[f"time-slicing-{slices}"]["sharing"]["timeSlicing"]
+        assert sharing["resources"] == [{"name": "nvidia.com/gpu", "replicas": slices}]
+    tags = {r.name: r.inputs["tag"]["value"] for r in by_type(plan, "aws:autoscaling/tag:Tag")}
+    assert tags["eks-ts-gpu-t4-asg-label-nvidia-com-device-plugin-config"] == "time-slicing-3"
+    assert tags["eks-ts-gpu-a10g-asg-label-nvidia-com-device-plugin-config"] == "time-slicing-4"
+    assert quota(plan)["requests.nvidia.com/gpu"] == str(4 * 1 * 3 + 4 * 1 * 4)  # max_nodes x cards x slices
+
+
 def test_an_unshared_cluster_keeps_its_plugin_unconfigured(tmp_path):
     policy = "clusters:\n  aws:\n    eks-w:\n      region: us-east-1\n      central: true\n      gpus: [t4]\n"
     plan = plan_one(tmp_path, policy, "eks-w", {"aws:region": "us-east-1"})

@@ -21,7 +21,7 @@ from components.kubernetes.infra import (
 from fleet.model.accounting import ACCOUNTING_RULES, GROUP
 from fleet.model.spec import load_fleet
 from fleet.tools.cli import main
-from fleet.tools.plan import StackPlan
+from fleet.tools.plan import StackPlan, plan_fleet
 from tests.helpers import MAGNUM_SITE, by_type, plan_one, write_policy
 
 MAGNUM = {"openstack:cloud": "site", "gpu-fleet:magnum": MAGNUM_SITE, "gpu-fleet:storageClass": "cinder-ssd"}
@@ -269,3 +269,19 @@ def test_accounting_rules_and_their_labels_reach_the_leaf_and_the_central(tmp_pa
     assert billed[0]["labels"]["billing_account"] == "lab"
     fleet = load_fleet(tmp_path / "fleet.yaml", tmp_path / "no-workloads")
     assert set(ACCOUNTING_RULES) <= set(federated_selectors(fleet))
+
+
+@pytest.mark.parametrize(("leaf", "central"), [("3d", "90d"), ("12h", "2y")])
+def test_each_prometheus_keeps_its_own_retention(tmp_path, leaf, central):
+    """The policy's monitoring.leaf_retention reaches every leaf Prometheus and central_retention the central one (a
+    central given the leaf's would lose the fleet's history after days)."""
+    policy = f"monitoring:\n  leaf_retention: {leaf}\n  central_retention: {central}\n" + MAGNUM_CENTRAL
+    policy += "  gcp:\n    gke-leaf:\n      zone: europe-west4-a\n      gpus: [l4]\n"
+    policy_file, stacks = write_policy(tmp_path, policy, {"os-central": MAGNUM, "gke-leaf": GCP})
+    (tmp_path / "no-workloads").mkdir()
+    fleet = load_fleet(policy_file, tmp_path / "no-workloads")
+    retention = {
+        plan.stack: release(plan, "kps")["values"]["prometheus"]["prometheusSpec"]["retention"]
+        for plan in plan_fleet(fleet, policy_file, stacks_dir=stacks, workloads_dir=tmp_path / "no-workloads")
+    }
+    assert retention == {"os-central": central, "gke-leaf": leaf}

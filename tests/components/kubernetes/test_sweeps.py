@@ -317,3 +317,16 @@ def test_benchmark_jobs_are_created_after_kueue_whose_webhook_covers_their_names
     kueue = next(r for r in by_type(gke, RELEASE) if r.inputs["name"] == "kueue")
     (jobs_component,) = by_type(gke, "gpufleet:index:BenchmarkJobs")
     assert kueue.urn in jobs_component.dependencies
+
+
+def test_every_worker_reports_the_points_total_accelerator_count(gke):
+    """GPUFLEET_ACCELERATORS is the point's whole count (nodes x cards per node) on every worker, not one node's: a
+    point of 16 cards on 2 nodes of 8 reports 16, as its TrainJob's name and the report's scaling rows say."""
+    multi_node = 0
+    for (card, total), (job, runtime) in jobs(gke).items():
+        pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        node = next(c for c in pod["containers"] if c["name"] == NODE)
+        assert {e["name"]: e.get("value") for e in node["env"]}["GPUFLEET_ACCELERATORS"] == str(total), (card, total)
+        assert job["metadata"]["name"].startswith(f"sweep-3dgan-jax-{card}-n{total}-")
+        multi_node += job["spec"]["trainer"]["numNodes"] > 1
+    assert multi_node, "no point spans several nodes: the test could not tell the total from one node's count"

@@ -24,6 +24,7 @@ from components.kubernetes.multikueue import (
     worker_flavor_name,
     worker_rules,
 )
+from components.kubernetes.network_policy import CREDENTIAL_ADDRESSES
 from fleet.model import pod_contract
 from fleet.model.queues import pool_capacity, quota
 from fleet.model.spec import load_fleet
@@ -208,7 +209,7 @@ def test_the_manager_may_reach_api_servers_only(planned):
     assert [r.get("ports") for r in egress[1:]] == [
         [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]
     ]
-    assert egress[1]["to"][0]["ipBlock"]["except"] == ["169.254.169.254/32"]
+    assert egress[1]["to"][0]["ipBlock"]["except"] == list(CREDENTIAL_ADDRESSES)  # every cloud's metadata address
 
 
 def test_every_queue_object_fits_kueues_upstream_crds(planned):

@@ -327,6 +327,6 @@ def test_every_worker_reports_the_points_total_accelerator_count(gke):
         pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
         node = next(c for c in pod["containers"] if c["name"] == NODE)
         assert {e["name"]: e.get("value") for e in node["env"]}["GPUFLEET_ACCELERATORS"] == str(total), (card, total)
-        assert job["metadata"]["name"].startswith(f"sweep-3dgan-jax-{card}-n{total}-")
+        assert job["metadata"]["name"].startswith(f"sweep-sweeper-{card}-n{total}-")
         multi_node += job["spec"]["trainer"]["numNodes"] > 1
     assert multi_node, "no point spans several nodes: the test could not tell the total from one node's count"

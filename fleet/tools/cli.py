@@ -167,7 +167,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     """Write the policy file's JSON Schema and Pulumi.yaml's declarations of the stack settings, or check that the
     committed ones are current."""
     from fleet.model.spec_schema import json_schema
-    from fleet.tools.stack_checks import project_file_text
+    from fleet.model.stack_settings import project_file_text
 
     project = PROJECT_FILE.read_text(encoding="utf-8")
     wanted = {

@@ -11,7 +11,7 @@ from pulumi.runtime import rpc
 
 from components.kubernetes.benchmark import METRIC_LABELS
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
-from fleet.model.pool_view import gpu_pool_views
+from fleet.model.pool_view import pool_views
 from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from fleet.program.stack_config import load_stack_config
@@ -161,7 +161,7 @@ def test_every_gpu_pool_keeps_the_fleet_invariants(fleet, plans):
     for name, plan in plans.items():
         cluster = fleet.cluster(name)
         # a card's own pool, and its sweep pools (told apart by their cards-per-node label)
-        views = {(v.card, v.labels.get(CARDS_PER_NODE_LABEL)): v for v in gpu_pool_views(plan.registrations)}
+        views = {(v.card, v.labels.get(CARDS_PER_NODE_LABEL)): v for v in pool_views(plan.registrations) if v.card}
         assert set(views) == {(p.card, p.labels.get(CARDS_PER_NODE_LABEL)) for p in cluster.all_pools}, name
         for pool in cluster.all_pools:
             view = views[(pool.card, pool.labels.get(CARDS_PER_NODE_LABEL))]

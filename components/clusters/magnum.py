@@ -22,8 +22,6 @@ from fleet.program.settings import NAMESPACE, StackSettings, config_problem
 
 # The Kubernetes node label Magnum puts on every node of a node group: ``<ROLE_LABEL>=<the group's role>``.
 ROLE_LABEL = "magnum.openstack.org/role"
-# The role of Magnum's default worker node group (our system pool).
-SYSTEM_ROLE = "worker"
 
 # Magnum's default admission plugins (kubernetes driver), plus ExtendedResourceToleration: the list
 # replaces the default, so every default plugin is listed again.

@@ -95,8 +95,3 @@ POOL_TYPES: dict[str, Callable[[Registration], PoolView]] = {
 def pool_views(registrations: list[Registration]) -> list[PoolView]:
     """Every node pool (system and GPU) among the registrations, in their order (the plan lists them by URN)."""
     return [POOL_TYPES[r.type](r) for r in registrations if r.type in POOL_TYPES]
-
-
-def gpu_pool_views(registrations: list[Registration]) -> list[PoolView]:
-    """Only the pools that carry a card."""
-    return [v for v in pool_views(registrations) if v.card]

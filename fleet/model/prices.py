@@ -46,10 +46,6 @@ class PriceEntry(StrictModel):
         """The spot or on-demand price per machine-hour, or None when the table does not know it."""
         return self.spot if spot else self.on_demand
 
-    def citation(self) -> str:
-        """``<source>, as of <date>`` for the report's footnotes."""
-        return f"{self.source.strip()}, as of {self.as_of.isoformat()}"
-
 
 class PriceFile(StrictModel):
     """What ``prices.yaml`` holds."""

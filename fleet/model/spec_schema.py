@@ -111,9 +111,13 @@ class PoolSettings(StrictModel):
 class GpuPoolDefaults(StrictModel):
     """Defaults for every GPU pool in the fleet."""
 
-    min_nodes: int = pydantic.Field(default=0, ge=0, le=MAX_POOL_NODES)
-    max_nodes: int = pydantic.Field(default=4, ge=1, le=MAX_POOL_NODES)
-    spot: bool = True
+    min_nodes: int = pydantic.Field(
+        default=0, ge=0, le=MAX_POOL_NODES, description="Fewest nodes of a GPU pool (0 lets it cost nothing idle)."
+    )
+    max_nodes: int = pydantic.Field(
+        default=4, ge=1, le=MAX_POOL_NODES, description="Most nodes the autoscaler may add to a GPU pool."
+    )
+    spot: bool = pydantic.Field(default=True, description="GPU pools use spot/preemptible capacity.")
     scale_down_after: str = pydantic.Field(
         default="5m",
         pattern=r"^[1-9][0-9]{0,3}m$",
@@ -150,31 +154,59 @@ class SystemPool(StrictModel):
     machine_type: str | None = pydantic.Field(
         default=None, description="Defaults to the cloud's entry in the catalogue."
     )
-    min_nodes: int = pydantic.Field(default=1, ge=1, le=MAX_POOL_NODES)
-    max_nodes: int = pydantic.Field(default=3, ge=1, le=MAX_POOL_NODES)
+    min_nodes: int = pydantic.Field(
+        default=1, ge=1, le=MAX_POOL_NODES, description="Fewest system nodes (at least one runs the infra services)."
+    )
+    max_nodes: int = pydantic.Field(
+        default=3, ge=1, le=MAX_POOL_NODES, description="Most system nodes the autoscaler may add."
+    )
 
 
 class Defaults(StrictModel):
     """Fleet-wide defaults."""
 
-    gpu_pool: GpuPoolDefaults = GpuPoolDefaults()
-    probe: ProbeDefaults = ProbeDefaults()
-    system_pool: SystemPool = SystemPool()
-    kubernetes_version: str = pydantic.Field(default=DEFAULT_KUBERNETES_VERSION, pattern=r"^1\.[0-9]{2}$")
+    gpu_pool: GpuPoolDefaults = pydantic.Field(
+        default=GpuPoolDefaults(),
+        description="What every GPU pool gets unless its cluster's gpus entry says otherwise.",
+    )
+    probe: ProbeDefaults = pydantic.Field(
+        default=ProbeDefaults(), description="Schedule and alert threshold of every pool's probe (docs/probes.md)."
+    )
+    system_pool: SystemPool = pydantic.Field(
+        default=SystemPool(), description="The system pool of every cluster that gives none of its own."
+    )
+    kubernetes_version: str = pydantic.Field(
+        default=DEFAULT_KUBERNETES_VERSION,
+        pattern=r"^1\.[0-9]{2}$",
+        description='Kubernetes minor version of every cluster the fleet creates, such as "1.33".',
+    )
 
 
 class ClusterSettings(StrictModel):
     """One cluster: where it is, which cards it offers, and its role in the fleet."""
 
-    region: str | None = None
-    zone: str | None = None
+    region: str | None = pydantic.Field(
+        default=None,
+        description="The cloud's region (EKS, AKS, a regional GKE cluster) or the OpenStack region, such as eastus.",
+    )
+    zone: str | None = pydantic.Field(
+        default=None, description="GKE only: the zone of a zonal cluster, such as us-central1-a."
+    )
     central: bool = pydantic.Field(default=False, description="Holds the central Prometheus (exactly one cluster).")
     gpus: dict[str, PoolSettings] = pydantic.Field(
         default_factory=dict, description="Cards: a list, or card -> pool settings."
     )
-    kubernetes_version: str | None = pydantic.Field(default=None, pattern=r"^1\.[0-9]{2}$")
-    system_pool: SystemPool | None = None
-    description: str = ""
+    kubernetes_version: str | None = pydantic.Field(
+        default=None,
+        pattern=r"^1\.[0-9]{2}$",
+        description="This cluster's Kubernetes minor version, instead of defaults.kubernetes_version.",
+    )
+    system_pool: SystemPool | None = pydantic.Field(
+        default=None, description="This cluster's system pool, instead of defaults.system_pool."
+    )
+    description: str = pydantic.Field(
+        default="", description="What the cluster is for, in words (GKE shows it on the cluster)."
+    )
     billing_account: str = pydantic.Field(
         default=DEFAULT_BILLING_ACCOUNT,
         pattern=BILLING_ACCOUNT,
@@ -213,7 +245,9 @@ class Placement(StrictModel):
 
     gpus: list[str] = pydantic.Field(description="Card names, or ['all'].")
     schedule: str | None = pydantic.Field(default=None, description="Cron schedule: run as a CronJob instead of a Job.")
-    enabled: bool = True
+    enabled: bool = pydantic.Field(
+        default=True, description="false keeps the workload in the file but deploys none of its jobs."
+    )
     billing_account: str | None = pydantic.Field(
         default=None,
         pattern=BILLING_ACCOUNT,
@@ -340,11 +374,25 @@ class Runners(StrictModel):
 class Monitoring(StrictModel):
     """Prometheus settings shared by every cluster."""
 
-    scrape_interval: str = pydantic.Field(default="30s", pattern=r"^[0-9]+[smh]$")
-    federation_interval: str = pydantic.Field(default="60s", pattern=r"^[0-9]+[smh]$")
-    leaf_retention: str = pydantic.Field(default="7d", pattern=r"^[0-9]+[hdwy]$")
-    central_retention: str = pydantic.Field(default="180d", pattern=r"^[0-9]+[hdwy]$")
-    central_storage: str = pydantic.Field(default="100Gi", pattern=r"^[0-9]+(Gi|Ti)$")
+    scrape_interval: str = pydantic.Field(
+        default="30s", pattern=r"^[0-9]+[smh]$", description="How often every Prometheus scrapes its targets."
+    )
+    federation_interval: str = pydantic.Field(
+        default="60s",
+        pattern=r"^[0-9]+[smh]$",
+        description="How often the central Prometheus pulls each leaf's /federate (not below scrape_interval).",
+    )
+    leaf_retention: str = pydantic.Field(
+        default="7d", pattern=r"^[0-9]+[hdwy]$", description="How long a leaf Prometheus keeps its data."
+    )
+    central_retention: str = pydantic.Field(
+        default="180d",
+        pattern=r"^[0-9]+[hdwy]$",
+        description="How long the central Prometheus keeps what it federates.",
+    )
+    central_storage: str = pydantic.Field(
+        default="100Gi", pattern=r"^[0-9]+(Gi|Ti)$", description="Size of the central Prometheus volume."
+    )
     leaf_storage: str = pydantic.Field(
         default="10Gi",
         pattern=r"^[0-9]+Gi$",
@@ -357,11 +405,22 @@ class Monitoring(StrictModel):
 class FleetFile(StrictModel):
     """The whole policy file."""
 
-    defaults: Defaults = Defaults()
-    monitoring: Monitoring = Monitoring()
-    clusters: dict[Cloud, dict[str, ClusterSettings]]
-    workloads: dict[str, Placement] = pydantic.Field(default_factory=dict)
-    runners: Runners = Runners()
+    defaults: Defaults = pydantic.Field(
+        default=Defaults(), description="Fleet-wide defaults: GPU pools, probes, system pools, Kubernetes version."
+    )
+    monitoring: Monitoring = pydantic.Field(
+        default=Monitoring(), description="Prometheus scraping, federation and retention on every cluster."
+    )
+    clusters: dict[Cloud, dict[str, ClusterSettings]] = pydantic.Field(
+        description="Cloud -> cluster name -> the cluster; each cluster is one stack (stacks/Pulumi.<name>.yaml)."
+    )
+    workloads: dict[str, Placement] = pydantic.Field(
+        default_factory=dict,
+        description="Workload (a folder of workloads/) -> the cards it runs on: all, a list of cards, or settings.",
+    )
+    runners: Runners = pydantic.Field(
+        default=Runners(), description="GitLab CI runners on the fleet's pools (docs/runners.md)."
+    )
     queues: QueuesSettings | None = pydantic.Field(
         default=None,
         description=(

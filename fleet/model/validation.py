@@ -26,6 +26,7 @@ PATTERN_WORDS = {
     r"^[0-9]+[smh]$": "a whole number of seconds, minutes or hours, such as 30s, 5m or 2h",
     r"^[0-9]+[hdwy]$": "a whole number of hours, days, weeks or years, such as 12h, 7d or 1y",
     r"^[0-9]+(Gi|Ti)$": "a size in Gi or Ti, such as 100Gi",
+    r"^[0-9]+Gi$": "a size in Gi, such as 10Gi",
     r"^[1-9][0-9]{0,3}m$": "whole minutes, such as 5m",
     r"^1\.[0-9]{2}$": 'a Kubernetes minor version in quotes, such as "1.33"',
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$": "a Kubernetes name: lower-case letters, digits and '-', such as my-claim",

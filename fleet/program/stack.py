@@ -19,9 +19,10 @@ from components.kubernetes.training import KUEUE_VISIBILITY_PORT
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from fleet.model.errors import InputError
 from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached
+from fleet.model.stack_settings import storage_class_missing
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.model.yaml_source import read_yaml
-from fleet.program.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem, storage_class_missing
+from fleet.program.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem
 
 
 def check_storage_class(cluster: Cluster, settings: StackSettings, has_default: bool) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Any
 import yaml
 
 from fleet.tools.mock_engine import Registration
-from fleet.tools.plan import ROOT, StackPlan
+from fleet.tools.plan import StackPlan
 
 CHART_CACHE_ENV = "GPU_FLEET_CHART_CACHE"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -59,12 +58,6 @@ def load_all(text: str) -> Iterator[Any]:
 
 class ChartCacheError(Exception):
     """The chart cache lacks an archive a release needs, or cannot be read."""
-
-
-def default_chart_cache() -> Path:
-    """``$GPU_FLEET_CHART_CACHE``, else ``../shared/charts`` beside the repository."""
-    configured = os.environ.get(CHART_CACHE_ENV)
-    return Path(configured) if configured else ROOT.parent / "shared" / "charts"
 
 
 @dataclass(frozen=True)
@@ -243,18 +236,3 @@ def pods_of(obj: dict[str, Any], default_namespace: str = "default") -> PodOf | 
     if not isinstance(node, dict):
         return None
     return PodOf(kind, meta.get("name", ""), namespace, node.get("metadata") or {}, node.get("spec") or {})
-
-
-def write_rendered(rendered: list[RenderedRelease], out: Path) -> list[Path]:
-    """Write each release's objects to ``out/<release>/<kind>_<namespace>_<name>.yaml``; return the paths."""
-    written = []
-    for item in rendered:
-        folder = out / re.sub(r"[^A-Za-z0-9._-]+", "-", item.release.name)
-        folder.mkdir(parents=True, exist_ok=True)
-        for obj in item.objects:
-            meta = obj.get("metadata") or {}
-            parts = [obj.get("kind", "_"), meta.get("namespace") or item.release.namespace, meta.get("name", "_")]
-            path = folder / ("_".join(re.sub(r"[^A-Za-z0-9._-]+", "-", str(p)) for p in parts) + ".yaml")
-            path.write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
-            written.append(path)
-    return written

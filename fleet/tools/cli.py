@@ -173,17 +173,24 @@ def _note_unpinned_images(fleet: Fleet) -> None:
         )
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
-    """Write the policy file's JSON Schema and Pulumi.yaml's declarations of the stack settings, or check that the
-    committed ones are current."""
+def generated_files() -> dict[Path, str]:
+    """Every file generated from the declarations, with the text it must hold: the policy file's JSON Schema,
+    Pulumi.yaml's declarations of the stack settings and the reference page (docs/reference.md)."""
     from fleet.model.spec_schema import json_schema
-    from fleet.tools.stack_checks import project_file_text
+    from fleet.model.stack_settings import project_file_text
+    from fleet.tools.reference import REFERENCE_FILE, reference_text
 
-    project = PROJECT_FILE.read_text(encoding="utf-8")
-    wanted = {
+    return {
         SCHEMA_FILE: json.dumps(json_schema(), indent=2, sort_keys=True) + "\n",
-        PROJECT_FILE: project_file_text(project),
+        PROJECT_FILE: project_file_text(PROJECT_FILE.read_text(encoding="utf-8")),
+        REFERENCE_FILE: reference_text(),
     }
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Write the files generated from the declarations (``generated_files``), or check that the committed ones are
+    current."""
+    wanted = generated_files()
     if args.check:
         stale = [
             path
@@ -429,7 +436,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-policy-pack", action="store_true", help="skip the CrossGuard policy pack (policy/)")
     p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_plan)
-    p = sub.add_parser("schema", help="write policy/fleet.schema.json (--check: verify it is current)")
+    p = sub.add_parser(
+        "schema",
+        help="write policy/fleet.schema.json, Pulumi.yaml's config block and docs/reference.md (--check: verify they "
+        "are current)",
+    )
     p.add_argument("--check", action="store_true")
     p.set_defaults(func=cmd_schema)
     p = sub.add_parser("render", help="write each stack's Kubernetes, Helm, Prometheus and gateway files")

@@ -12,7 +12,6 @@ Schema ignores the ``x-kubernetes-*`` keywords and CEL rules, which are not chec
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,16 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from fleet.tools.charts import CRD_KIND, kube_version, load_all
-from fleet.tools.plan import ROOT
 
 CRDS_ENV = "GPU_FLEET_CRDS"
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
-
-
-def default_crd_folder() -> Path:
-    """``$GPU_FLEET_CRDS``, else ``../shared/k8s/crds`` beside the repository."""
-    configured = os.environ.get(CRDS_ENV)
-    return Path(configured) if configured else ROOT.parent / "shared" / "k8s" / "crds"
 
 
 def strict_schema(schema: Any, top: bool = True) -> Any:

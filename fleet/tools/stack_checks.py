@@ -1,8 +1,9 @@
 """Checks of the stack files (``stacks/Pulumi.<cluster>.yaml``) against their clusters, before anything is planned.
 
-The program checks the same settings when it runs (``fleet.program.settings``, ``MagnumSettings``); these checks read
-the files themselves, so ``validate`` and ``plan`` point at the line: YAML and encoding errors, keys a cloud requires,
-types, CIDR ranges, plain text where a secret belongs, and (as warnings) values left from the sample files.
+Each ``gpu-fleet:*`` setting is checked against its declaration (``fleet.model.stack_settings``), as the program
+checks it when it runs (``fleet.program.settings``, ``MagnumSettings``); these checks read the files themselves, so
+``validate`` and ``plan`` point at the line: YAML and encoding errors, keys a cloud requires, types, CIDR ranges, plain
+text where a secret belongs, and (as warnings) values left from the sample files.
 """
 
 from __future__ import annotations
@@ -11,123 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.spec import Cluster, Fleet
-from fleet.model.yaml_source import YamlDocument, read_yaml
-from fleet.program.settings import (
-    API_RANGES,
+from fleet.model.stack_settings import (
     NAMESPACE,
-    RUNNER_TOKENS,
-    WORKLOAD_SECRETS,
-    check_source_ranges,
+    PLAIN_KINDS,
+    STACK_SETTINGS,
     decode_config_text,
+    parse_value,
     plain_secret_message,
     storage_class_missing,
 )
+from fleet.model.yaml_source import YamlDocument, read_yaml
 from fleet.program.stack_config import is_secure, malformed_secure, plain_leaves, stack_file, stack_names
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One ``gpu-fleet:*`` stack setting: which clouds it is for (None: all) and what kind of value it takes."""
-
-    kind: str  # "string", "bool", "string-list", "cidr-list", "secret", "secret-map", "magnum"
-    clouds: frozenset[str] | None = None
-    meaning: str = ""
-    default: Any = None  # what the program uses when the stack does not set it (None: nothing)
-
-    def declaration(self) -> dict[str, Any] | None:
-        """This setting as Pulumi.yaml declares project config (pulumi/pulumi sdk/go/common/workspace/project.json:
-        a type of string, integer, boolean or array, arrays with `items`, an optional default, description and
-        secret), or None for a mapping, which that schema cannot type."""
-        types = {
-            "string": "string",
-            "bool": "boolean",
-            "secret": "string",
-            "string-list": "array",
-            "cidr-list": "array",
-        }
-        if self.kind not in types:
-            return None
-        where = f" ({', '.join(sorted(self.clouds))} clusters)" if self.clouds else ""
-        out: dict[str, Any] = {"type": types[self.kind], "description": f"{self.meaning}{where}"}
-        if out["type"] == "array":
-            out["items"] = {"type": "string"}
-        if self.kind == "secret":
-            out["secret"] = True
-        if self.default is not None:
-            out["default"] = self.default
-        return out
-
-
-SETTINGS: dict[str, Setting] = {
-    "stackReferencePrefix": Setting(
-        "string", meaning="<org>/<project> of the stacks the central one references", default="organization/gpu-fleet"
-    ),
-    "federationSourceRanges": Setting("cidr-list", meaning="the central cluster's egress ranges"),
-    "protect": Setting("bool", meaning="protect the cluster against deletion", default=True),
-    "storageClass": Setting("string", meaning="StorageClass of the central Prometheus volume"),
-    WORKLOAD_SECRETS: Setting("secret-map", meaning="workload credentials, set with --secret --path"),
-    RUNNER_TOKENS: Setting(
-        "secret-map", meaning="GitLab runner authentication tokens by card, set with --secret --path"
-    ),
-    "policyFile": Setting("string", meaning="another policy file than policy/fleet.yaml"),
-    "workloadsDir": Setting("string", meaning="another workloads folder than workloads/"),
-    "magnum": Setting("magnum", frozenset({"openstack"}), "Magnum site settings"),
-    "kubeconfig": Setting("secret", frozenset({"existing"}), "the existing cluster's kubeconfig"),
-    "subnetIds": Setting("string-list", frozenset({"aws"}), "existing subnets instead of a new VPC"),
-    "apiAllowedCidrs": Setting(
-        "cidr-list", frozenset({"gcp", "aws", "azure", "openstack"}), "who may reach the cluster's API endpoint"
-    ),
-    "privateApiEndpoint": Setting(
-        "bool", frozenset({"gcp", "aws", "azure"}), "an API endpoint inside the network only", default=False
-    ),
-    "publicNodes": Setting(
-        "bool", frozenset({"gcp"}), "opt out of private nodes: nodes with public addresses, no Cloud NAT", default=False
-    ),
-    "auditLogs": Setting(
-        "bool", frozenset({"azure"}), "the API server's kube-audit-admin log to a Log Analytics workspace", default=True
-    ),
-    "autoUpgrade": Setting(
-        "bool", frozenset({"azure"}), "patch-version auto-upgrade and node-image updates of the cluster", default=True
-    ),
-    "previewPrincipal": Setting(
-        "string", frozenset({"gcp", "aws", "azure", "existing"}), "the preview identity, limited to dry runs"
-    ),
-    "grafanaAdminPassword": Setting("secret", meaning="the central Grafana's admin password"),
-    "alertReceiver": Setting("secret", meaning="the central Alertmanager's receiver (JSON), set with --secret"),
-    "availabilityZones": Setting("string-list", frozenset({"aws"}), "zones of the new VPC's subnets"),
-}
-
-
-def project_config() -> dict[str, dict[str, Any]]:
-    """The ``config:`` block of Pulumi.yaml: every setting Pulumi's project schema can type, by full key."""
-    out = {}
-    for name, setting in SETTINGS.items():
-        declared = setting.declaration()
-        if declared is not None:
-            out[f"{NAMESPACE}:{name}"] = declared
-    return out
-
-
-PROJECT_CONFIG_MARKER = "# Every gpu-fleet:* stack setting Pulumi's project schema can type"
-PROJECT_CONFIG_HEADER = (
-    PROJECT_CONFIG_MARKER + " (type, default, description; secrets\n"
-    "# marked), so `pulumi config` knows them. Generated from fleet/tools/stack_checks.py SETTINGS: `python -m fleet\n"
-    "# schema` rewrites it and the tests fail when it is stale. gpu-fleet:magnum, gpu-fleet:workloadSecrets and\n"
-    "# gpu-fleet:runnerTokens are mappings, which the schema cannot type\n"
-    "# (pulumi/pulumi sdk/go/common/workspace/project.json).\n"
-)
-
-
-def project_file_text(current: str) -> str:
-    """Pulumi.yaml with its ``config:`` block as ``project_config`` says (everything before the block kept)."""
-    head = current.split(PROJECT_CONFIG_MARKER, 1)[0].rstrip("\n") + "\n"
-    block = yaml.safe_dump({"config": project_config()}, sort_keys=False, width=110)
-    return head + PROJECT_CONFIG_HEADER + block
-
 
 # Keys a cloud's component cannot do without (they have no sensible default).
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -243,17 +140,18 @@ class _StackChecker:
             )
 
     def check_setting(self, key: str, name: str, value: Any) -> None:
-        setting = SETTINGS.get(name)
+        """A ``gpu-fleet:*`` value against its declaration (``fleet.model.stack_settings.STACK_SETTINGS``)."""
+        setting = STACK_SETTINGS.get(name)
         if setting is None:
-            known = sorted(n for n, s in SETTINGS.items() if s.clouds is None or self.cluster.cloud in s.clouds)
+            known = sorted(n for n, s in STACK_SETTINGS.items() if s.applies_to(self.cluster.cloud))
             self.problem(
                 (key,),
                 f"unknown setting{did_you_mean(name, known, f'{NAMESPACE}:')} (known for {self.cluster.cloud}: "
                 f"{', '.join(known)})",
             )
             return
-        if setting.clouds is not None and self.cluster.cloud not in setting.clouds:
-            self.problem((key,), f"only for {', '.join(sorted(setting.clouds))} clusters ({setting.meaning})")
+        if not setting.applies_to(self.cluster.cloud):
+            self.problem((key,), f"only for {', '.join(sorted(setting.clouds or ()))} clusters ({setting.description})")
             return
         kind = setting.kind
         if kind == "secret":
@@ -262,17 +160,8 @@ class _StackChecker:
         elif kind == "secret-map":
             for leaf in plain_leaves(value):
                 self.problem((key, *leaf), plain_secret_message(key, leaf))
-        elif kind == "string" and not (isinstance(value, str) and value.strip()):
-            self.problem((key,), f"must be a non-empty string ({setting.meaning})")
-        elif kind == "bool" and not (isinstance(value, bool) or str(value).lower() in ("true", "false")):
-            self.problem((key,), "must be true or false")
-        elif kind == "string-list" and not (
-            isinstance(value := decode_config_text(value), list) and all(isinstance(v, str) for v in value)
-        ):
-            self.problem((key,), f'must be a list of strings, such as ["a", "b"] ({setting.meaning})')
-        elif kind == "cidr-list":
-            wanted = API_RANGES if name == "apiAllowedCidrs" else "the central cluster's egress ranges"
-            for where, message in check_source_ranges(decode_config_text(value), wanted)[1]:
+        elif kind in PLAIN_KINDS:
+            for where, message in parse_value(setting, value)[1]:
                 self.problem((key, *where), message)
         elif kind == "magnum":
             from components.clusters.magnum import MagnumSettings

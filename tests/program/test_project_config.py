@@ -9,8 +9,13 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.program.settings import NAMESPACE
-from fleet.tools.stack_checks import SETTINGS, Setting, project_config, project_file_text
+from fleet.model.stack_settings import (
+    NAMESPACE,
+    STACK_SETTINGS,
+    StackSetting,
+    project_config,
+    project_file_text,
+)
 from tests.conftest import ROOT
 
 PROJECT = yaml.safe_load((ROOT / "Pulumi.yaml").read_text(encoding="utf-8"))
@@ -44,9 +49,9 @@ def valid_value(declared: dict[str, Any], value: Any) -> bool:
 def test_pulumi_yaml_declares_every_setting_it_can_type():
     declared = PROJECT["config"]
     assert declared == project_config()
-    mappings = {name for name, s in SETTINGS.items() if s.declaration() is None}
+    mappings = {name for name, s in STACK_SETTINGS.items() if s.declaration() is None}
     assert mappings == {"magnum", "workloadSecrets", "runnerTokens"}  # the schema has no object type
-    assert set(declared) == {f"{NAMESPACE}:{name}" for name in SETTINGS} - {f"{NAMESPACE}:{m}" for m in mappings}
+    assert set(declared) == {f"{NAMESPACE}:{name}" for name in STACK_SETTINGS} - {f"{NAMESPACE}:{m}" for m in mappings}
     for key, declaration in declared.items():
         assert key.startswith(f"{PROJECT['name']}:"), key  # only project keys may declare a type
         assert set(declaration) <= DECLARATION_KEYS and declaration["type"] in SIMPLE_TYPES, key
@@ -58,7 +63,7 @@ def test_pulumi_yaml_declares_every_setting_it_can_type():
 
 
 def test_secrets_are_declared_secret():
-    for name, setting in SETTINGS.items():
+    for name, setting in STACK_SETTINGS.items():
         if setting.kind == "secret":
             assert PROJECT["config"][f"{NAMESPACE}:{name}"]["secret"] is True, name
 
@@ -75,7 +80,8 @@ def test_every_stack_file_holds_values_of_the_declared_types(stack_file: Path):
 def test_the_type_check_can_fail():
     assert not valid_value({"type": "array", "items": {"type": "string"}}, "10.0.0.0/8")
     assert not valid_value({"type": "boolean"}, "yes")
-    assert Setting("bool", default=True).declaration() == {"type": "boolean", "description": "", "default": True}
+    declared = StackSetting("x", "bool", "", default=True).declaration()
+    assert declared == {"type": "boolean", "description": "", "default": True}
 
 
 def test_a_stale_pulumi_yaml_is_rewritten_whole():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.program.settings import check_source_ranges
+from fleet.model.stack_settings import check_source_ranges
 from fleet.tools.cli import main
 from tests.helpers import write_policy
 
@@ -71,3 +71,36 @@ def test_check_source_ranges_keeps_good_ranges_in_order():
     ranges, problems = check_source_ranges(["10.0.0.0/8", "203.0.113.0/24", "2a00:1450::/32"])
     assert ranges == ["10.0.0.0/8", "2a00:1450::/32"]
     assert [where for where, _ in problems] == [(1,)]
+
+
+def test_the_program_reads_each_declared_setting_into_a_field_of_its_own():
+    """One declaration per setting (fleet/model/stack_settings.py): StackSettings has exactly one field for each."""
+    import dataclasses
+
+    from fleet.model.stack_settings import STACK_SETTINGS
+    from fleet.program.settings import StackSettings
+
+    assert [f.name for f in dataclasses.fields(StackSettings)] != []
+    assert {f.name for f in dataclasses.fields(StackSettings)} == {s.attribute for s in STACK_SETTINGS.values()}
+    assert STACK_SETTINGS["stackReferencePrefix"].attribute == "stack_reference_prefix"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "parsed", "problem"),
+    [
+        ("protect", "false", False, None),
+        ("protect", "yes", None, "must be true or false"),
+        ("storageClass", " ssd ", "ssd", None),
+        ("storageClass", "  ", None, "must be a non-empty string"),
+        ("subnetIds", '["subnet-1"]', ["subnet-1"], None),
+        ("subnetIds", "subnet-1", None, "must be a list of strings"),
+        ("apiAllowedCidrs", ["0.0.0.0/0"], [], "the ranges of the people and CI runners"),
+    ],
+)
+def test_a_value_is_parsed_as_its_declaration_says(name, value, parsed, problem):
+    from fleet.model.stack_settings import STACK_SETTINGS, parse_value
+
+    got, problems = parse_value(STACK_SETTINGS[name], value)
+    assert got == parsed
+    assert (problem is None) == (problems == []), problems
+    assert problem is None or problem in problems[0][1]

@@ -59,7 +59,7 @@ def test_lookup_falls_back_to_the_machine_without_accelerator() -> None:
     a10 = table.lookup("azure", "Standard_NC8ads_A10_v4")
     assert a10 is not None and a10.spot is None  # listed, but the source has no eastus price: none, not a guess
     assert table.lookup("aws", "p5.48xlarge") is None
-    assert "as of 2026-11-22" in g4dn.citation()
+    assert g4dn.as_of.isoformat() == "2026-11-22"
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -176,7 +176,7 @@ def test_the_program_refuses_a_plain_kubeconfig(fleet_dir):
     with pytest.raises(InputError) as caught:
         plan_stack("fix-lab", fleet_dir / "fleet.yaml", fleet_dir / "stacks", workloads_dir=fleet_dir / "workloads")
     (problem,) = caught.value.problems
-    assert problem.path == "config.gpu-fleet:kubeconfig" and "required as a secret" in problem.message
+    assert problem.path == "config.gpu-fleet:kubeconfig" and "plain text where a credential belongs" in problem.message
     assert "apiVersion" not in str(caught.value)
 
 

@@ -1,0 +1,46 @@
+"""The generated files (policy/fleet.schema.json, Pulumi.yaml's config block, docs/reference.md) are what the
+declarations say: a stale one fails here and in `python -m fleet schema --check`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleet.model import spec_schema
+from fleet.model.stack_settings import STACK_SETTINGS
+from fleet.tools import reference
+from fleet.tools.cli import generated_files, main
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize("path", sorted(generated_files()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_generated_file_is_current(path: Path):
+    assert path.read_text(encoding="utf-8") == generated_files()[path], "stale: run python -m fleet schema"
+
+
+def test_schema_check_fails_on_a_stale_reference_page(tmp_path, monkeypatch, capsys):
+    stale = tmp_path / "reference.md"
+    stale.write_text(reference.reference_text().replace("Fewest", "Least"), encoding="utf-8")
+    monkeypatch.setattr(reference, "REFERENCE_FILE", stale)
+    assert main(["schema", "--check"]) == 1
+    assert "reference.md is out of date" in capsys.readouterr().err
+
+
+def test_the_reference_page_has_every_key_with_its_default():
+    text = reference.reference_text()
+    for setting in STACK_SETTINGS.values():
+        assert f"| `{setting.key}` |" in text, setting.key
+    for name in dir(spec_schema):
+        model = getattr(spec_schema, name)
+        if (
+            isinstance(model, type)
+            and issubclass(model, spec_schema.StrictModel)
+            and model is not spec_schema.StrictModel
+        ):
+            for key in model.model_fields:
+                assert f"| `{key}` |" in text, f"{name}.{key}"
+    assert "| `max_nodes` | integer 1..1000 | `4` |" in text  # defaults.gpu_pool.max_nodes, from the model
+    assert "| `clusters` |" in text and "required" in text.split("| `clusters` |", 1)[1].split("\n", 1)[0]
+    assert "### `clusters.<cloud>.<cluster>.gpus.<card>.sharing`" in text
+    assert "### `runners.clusters.<cluster>.<card>`" in text

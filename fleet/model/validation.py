@@ -33,6 +33,7 @@ PATTERN_WORDS = {
     r"^https://[^\s/]+(/[^\s]*)?$": "an https:// URL, such as https://gitlab.example.org",
     r"^[1-7]g\.[0-9]+gb$": "a MIG profile such as 1g.5gb",
     r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$": "a name of letters, digits, '_', '.' and '-', such as cern-it",
+    r"^[a-z][a-z0-9-]*$": "a name of lower-case letters, digits and '-' starting with a letter, such as gpu",
 }
 # pydantic's names of plain types, as a policy file writes them
 TYPE_WORDS = {

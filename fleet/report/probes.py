@@ -4,6 +4,9 @@ Each probed pool writes one series per probe metric (the PodMonitor drops the pr
 reads the raw samples of the window (``metric[window]``) and tells the runs apart by their start time
 (``gpufleet_probe_last_run_timestamp_seconds``): a run is scraped several times while its pod lingers, and each
 scrape of a run carries the same start time. Success and wait of a run are the samples scraped with it.
+
+The wait by phase comes from the leaves' ``gpufleet:probe_phase_seconds`` (fleet/model/probe_phases.py), one series
+per phase of each run's probe pod: :func:`phase_rows` gives each pool's median and worst per phase.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.model.pod_contract import PROBE_METRICS
+from fleet.model.probe_phases import PHASE_RECORD, PHASES
 from fleet.report.queries import Window, card_key
 
 SCALE_UP, SUCCESS, LAST_RUN = PROBE_METRICS
@@ -94,3 +98,49 @@ def probe_rows(samples: Mapping[str, list[dict[str, Any]]]) -> list[ProbeRow]:
 def pool_waits(rows: list[ProbeRow]) -> dict[Card, float]:
     """The median time to first accelerator of each pool that has one."""
     return {(r.cluster, r.cloud, r.gpu): r.median_wait for r in rows if r.median_wait is not None}
+
+
+@dataclass
+class PhaseRow:
+    """A pool's probe runs in the window split into phases (fleet/model/probe_phases.py): per run (its probe pod), the
+    seconds of each phase measured."""
+
+    cluster: str
+    cloud: str
+    gpu: str
+    runs: dict[str, dict[str, float]] = field(default_factory=dict)  # pod -> phase -> seconds
+
+    def seconds(self, phase: str) -> list[float]:
+        """The measured seconds of ``phase``, one per run that has it."""
+        return [run[phase] for run in self.runs.values() if phase in run]
+
+    def median(self, phase: str) -> float | None:
+        """The median seconds of ``phase`` over the runs."""
+        values = self.seconds(phase)
+        return statistics.median(values) if values else None
+
+    def worst(self, phase: str) -> float | None:
+        """The longest ``phase`` of any run."""
+        values = self.seconds(phase)
+        return max(values) if values else None
+
+
+def phase_query(window: Window) -> str:
+    """The raw samples of the leaves' phase records in the window."""
+    return f"{PHASE_RECORD}[{window.range}]"
+
+
+def phase_rows(series: list[dict[str, Any]]) -> list[PhaseRow]:
+    """The pools' runs by phase from the raw samples of :func:`phase_query`: each run's (pod's) last value of each
+    phase (a phase's record holds one value per run; the last sample wins if it changed)."""
+    rows: dict[Card, PhaseRow] = {}
+    for s in series:
+        labels = s["metric"]
+        card = card_key(labels)
+        phase, pod = labels.get("phase", ""), labels.get("pod", "")
+        if phase not in PHASES or not s["values"]:
+            continue
+        last = max(s["values"], key=lambda tv: float(tv[0]))
+        row = rows.setdefault(card, PhaseRow(*card))
+        row.runs.setdefault(pod, {})[phase] = float(last[1])
+    return [rows[c] for c in sorted(rows)]

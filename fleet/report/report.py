@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from fleet.model.probe_phases import PHASES
 from fleet.model.prometheus import duration_seconds
 from fleet.model.spec import Fleet, load_fleet
 from fleet.model.workloads import Workload, load_workloads
@@ -37,7 +38,7 @@ from fleet.report.costs import (
     machine_share,
 )
 from fleet.report.model import Card, CardRow, Report, WorkloadSection
-from fleet.report.probes import ProbeRow, pool_waits, probe_queries, probe_rows
+from fleet.report.probes import PhaseRow, ProbeRow, phase_query, phase_rows, pool_waits, probe_queries, probe_rows
 from fleet.report.prometheus_api import PrometheusClient, PrometheusError
 from fleet.report.queries import (
     Window,
@@ -115,7 +116,7 @@ def sweeping(workload: Workload, fleet: Fleet | None) -> bool:
 
 def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None = None) -> int:
     """How many requests :func:`gather` sends at most (for the progress line)."""
-    extra = len(probe_queries(window)) + len(runner_queries(window)) + len(accounting_queries(window, 60))
+    extra = len(probe_queries(window)) + 1 + len(runner_queries(window)) + len(accounting_queries(window, 60))
     per_workload = [
         len(scaling_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 3
         for w in workloads
@@ -189,6 +190,8 @@ def gather(
         progress.step(f"probes: {metric}")
         probe_samples[metric] = client.query_samples(promql, window.end)
     probes = probe_rows(probe_samples)
+    progress.step("probes: time by phase")
+    phases = phase_rows(client.query_samples(phase_query(window), window.end))
     waits = pool_waits(probes)
     for section in sections:
         for row in section.rows:
@@ -205,7 +208,7 @@ def gather(
         account_answers[name] = client.query(promql, window.end)
     return Report(
         client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
-        runner_rows(runner_answers), scaling, accounting_rows(account_answers, fleet, prices),
+        runner_rows(runner_answers), scaling, accounting_rows(account_answers, fleet, prices), phases,
     )  # fmt: skip
 
 
@@ -356,6 +359,18 @@ def probe_table_rows(rows: list[ProbeRow]) -> list[list[str]]:
     ]
 
 
+PHASE_HEADER = ["cluster", "cloud", "card", "runs"] + [f"{p}: median / worst (s)" for p in PHASES]
+
+
+def phase_table_rows(rows: list[PhaseRow]) -> list[list[str]]:
+    """The cells of the phases' table, one list per probed pool: per phase its median and worst over the runs."""
+    return [
+        [r.cluster or MISSING, r.cloud or MISSING, r.gpu or MISSING, str(len(r.runs))]
+        + [f"{fmt(r.median(p), 3)} / {fmt(r.worst(p), 3)}" for p in PHASES]
+        for r in rows
+    ]
+
+
 RUNNER_HEADER = ["cluster", "cloud", "card", "CI jobs", "failed", "failed (%)", "mean job duration (s)"]
 
 
@@ -411,6 +426,8 @@ ACCOUNTING_TITLE = "GPU accounting per billing account"
 NO_RUNNERS = "No CI job ran on the fleet's GitLab runners in this window (policy file: runners)."
 RUNNERS_TITLE = "CI jobs per card (GitLab runners)"
 NO_PROBES = "No probe ran in this window (the pools' probes: defaults.probe in the policy file)."
+NO_PHASES = "No probe's phases were recorded in this window (the leaves' gpufleet-probe-phases rules)."
+PHASES_TITLE = "Time to first accelerator by phase (probes)"
 PROBES_TITLE = "Time to first accelerator (probes)"
 
 
@@ -419,6 +436,7 @@ def fleet_tables(report: Report) -> list[tuple[str, list[str], list[list[str]], 
     first accelerator and the runners' CI jobs. Their numeric columns start at the fourth."""
     return [
         (PROBES_TITLE, PROBE_HEADER, probe_table_rows(report.probes), NO_PROBES),
+        (PHASES_TITLE, PHASE_HEADER, phase_table_rows(report.phases), NO_PHASES),
         (RUNNERS_TITLE, RUNNER_HEADER, runner_table_rows(report.runners), NO_RUNNERS),
         (ACCOUNTING_TITLE, ACCOUNT_HEADER, account_table_rows(report.accounting), NO_ACCOUNTING),
     ]

@@ -8,7 +8,7 @@ import pytest
 from fleet.model.pod_contract import PROBE_METRICS
 from fleet.report.costs import Machine, PriceEntry
 from fleet.report.model import CardRow
-from fleet.report.probes import pool_waits, probe_rows
+from fleet.report.probes import phase_rows, pool_waits, probe_rows
 
 SCALE_UP, SUCCESS, LAST_RUN = PROBE_METRICS
 T4 = {"cluster": "alpha", "cloud": "gcp", "gpu": "t4", "job": "benchmarks/gpu-fleet-benchmarks"}
@@ -89,3 +89,18 @@ def test_the_billed_time_adds_each_pods_wait_and_the_cost_follows() -> None:
     assert row.billed_seconds_per_result == (1000 + 2 * 300) / 10
     assert row.cost_per_result == pytest.approx(0.36 * 160 / 3600)
     assert without == pytest.approx(0.36 * 100 / 3600)
+
+
+def test_phase_rows_take_each_runs_last_value_and_skip_unknown_phases() -> None:
+    pool = {"cluster": "c1", "cloud": "gcp", "gpu": "t4", "pool": "gpu-t4", "namespace": "benchmarks"}
+    series = [
+        {"metric": {**pool, "phase": "node", "pod": "p1"}, "values": [[100, "10"], [160, "300"]]},
+        {"metric": {**pool, "phase": "node", "pod": "p2"}, "values": [[900, "0"]]},
+        {"metric": {**pool, "phase": "check", "pod": "p2"}, "values": [[900, "4"]]},
+        {"metric": {**pool, "phase": "unknown", "pod": "p2"}, "values": [[900, "99"]]},
+    ]
+    (row,) = phase_rows(series)
+    assert (row.cluster, row.cloud, row.gpu, len(row.runs)) == ("c1", "gcp", "t4", 2)
+    assert (row.median("node"), row.worst("node")) == (150, 300)
+    assert (row.median("check"), row.worst("check")) == (4, 4)
+    assert row.median("device") is None and row.worst("containers") is None

@@ -1,6 +1,7 @@
 """Time to first accelerator by phase, end to end: kube-state-metrics series of an hour whose probe phases are known,
 the leaf's probe phase rules (fleet/model/probe_phases.py) evaluated over them by promtool's rule backfill against a
-real Prometheus, then ``python -m fleet report``'s phase table, every median and worst by hand.
+real Prometheus, then ``python -m fleet report``'s phase table, every median and worst by hand, and ``doctor``'s line
+per phase of each pool's last probe.
 
 The cluster (its own policy) has a T4 pool (nodes labelled gpu=t4) and an L4 pool. Times from the hour's start, s:
 
@@ -26,9 +27,10 @@ from typing import Any
 
 import pytest
 
-from fleet.model.probe_phases import PHASE_RECORD, PHASES, leaf_rules
+from fleet.model.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES, leaf_rules
 from fleet.model.spec import load_fleet
 from fleet.report.report import PHASES_TITLE, fmt
+from fleet.tools import doctor
 from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Prometheus, http_get, wait_for
 from tests.e2e.support import markdown_tables, write_yaml
@@ -154,7 +156,7 @@ def phase_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
             ],
             capture_output=True, text=True, timeout=120, cwd=ROOT,
         )  # fmt: skip
-        yield {"run": report, "out": out, "url": prometheus.url, "end": start + 3600}
+        yield {"run": report, "out": out, "url": prometheus.url, "end": start + 3600, "policy": policy}
     finally:
         prometheus.stop()
 
@@ -181,3 +183,25 @@ def test_only_each_pools_newest_probe_pod_is_recorded(phase_report: dict[str, An
     assert status == 200, body
     got = {(r["metric"]["gpu"], r["metric"]["pod"]): r["value"][1] for r in json.loads(body)["data"]["result"]}
     assert got == {("t4", "probe-t4-b"): str(len(PHASES)), ("l4", "probe-l4-c"): str(len(PHASES))}
+
+
+def test_doctor_shows_each_phase_of_the_last_probe(phase_report: dict[str, Any]) -> None:
+    """doctor's query on the cluster's Prometheus (here at the hour's end) and its line per phase of the last probe."""
+    cluster = load_fleet(phase_report["policy"], FIXTURES / "fleet" / "workloads").clusters["phase-gke"]
+    query = urllib.parse.urlencode({"query": doctor.probe_phase_query(cluster), "time": phase_report["end"]})
+    status, body = http_get(f"{phase_report['url']}/api/v1/query?{query}")
+    assert status == 200, body
+    rows = {r.what: r for r in doctor.probe_phase_rows(cluster, json.loads(body)["data"]["result"])}
+    last = {"t4": ("probe-t4-b", (0, 30, 70, 15)), "l4": ("probe-l4-c", (600, 90, 210, 3))}
+    assert set(rows) == {f"last probe of pool gpu-{card}: {phase}" for card in last for phase in PHASES}
+    for card, (pod, seconds) in last.items():
+        for phase, value in zip(PHASES, seconds, strict=True):
+            row = rows[f"last probe of pool gpu-{card}: {phase}"]
+            assert row.status == "ok" and row.state == f"{value:g} s in {PHASE_MEANING[phase]} ({pod})"
+
+
+def test_doctor_says_when_no_probe_has_phases() -> None:
+    cluster = load_fleet(FIXTURES / "fleet" / "fleet.yaml", FIXTURES / "fleet" / "workloads").clusters
+    probed = next(c for c in cluster.values() if any(p.probe is not None for p in c.pools))
+    rows = doctor.probe_phase_rows(probed, [])
+    assert rows and all(r.status == "skip" and "no phases recorded" in r.state for r in rows)

@@ -46,7 +46,7 @@ from fleet.report.queries import (
     card_key,
     choose_step,
     observed_seconds,
-    pod_key,
+    pod_spans,
     runs_counter,
     selector,
     window_from,
@@ -118,7 +118,7 @@ def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None
     """How many requests :func:`gather` sends at most (for the progress line)."""
     extra = len(probe_queries(window)) + 1 + len(runner_queries(window)) + len(accounting_queries(window, 60))
     per_workload = [
-        len(scaling_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 3
+        len(scaling_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 2
         for w in workloads
     ]
     return 1 + extra + sum(per_workload)
@@ -160,11 +160,8 @@ def gather(
             points = [(float(t), float(v)) for t, v in sample["values"] if math.isfinite(float(v))]
             if points:
                 section.series[card_key(sample["metric"])] = points
-        stamps: dict[str, dict[tuple[str, ...], float]] = {}
-        for name, promql in (("first", queries.first_sample), ("last", queries.last_sample)):
-            progress.step(f"{wl.name}: {name} sample per pod")
-            stamps[name] = {pod_key(s["metric"]): float(s["value"][1]) for s in client.query(promql, window.end)}
-        observed = observed_seconds(stamps["first"], stamps["last"])
+        progress.step(f"{wl.name}: first and last sample per pod")
+        observed = observed_seconds(*pod_spans(client.query_samples(queries.samples, window.end)))
         for card, result in sorted(values["result"].items()):
             cluster, cloud, gpu = card
             machine = machine_for(cluster, cloud, gpu, fleet) if cloud and gpu else None

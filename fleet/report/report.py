@@ -28,7 +28,7 @@ from fleet.model.probe_phases import PHASES
 from fleet.model.prometheus import duration_seconds
 from fleet.model.spec import Fleet, load_fleet
 from fleet.model.workloads import Workload, load_workloads
-from fleet.report.accounting import AccountRow, accounting_queries, accounting_rows
+from fleet.report.accounting import AccountRow, accounting_queries, accounting_rows, lost_query
 from fleet.report.costs import (
     PriceEntry,
     PriceTable,
@@ -116,7 +116,7 @@ def sweeping(workload: Workload, fleet: Fleet | None) -> bool:
 
 def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None = None) -> int:
     """How many requests :func:`gather` sends at most (for the progress line)."""
-    extra = len(probe_queries(window)) + 1 + len(runner_queries(window)) + len(accounting_queries(window, 60))
+    extra = len(probe_queries(window)) + 1 + len(runner_queries(window)) + len(accounting_queries(window, 60)) + 1
     per_workload = [
         len(scaling_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 2
         for w in workloads
@@ -201,8 +201,11 @@ def gather(
     resolution = duration_seconds(fleet.monitoring.federation_interval) if fleet else 60.0
     account_answers = {}
     for name, promql in accounting_queries(window, resolution).items():
-        progress.step(f"accounting: {name} card-hours")
+        progress.step(f"accounting: {name.replace('_', ' ')}" + ("" if name == "lost_pods" else " card-hours"))
         account_answers[name] = client.query(promql, window.end)
+    progress.step("accounting: lost card-hours")
+    lost = lost_query(window, resolution, account_answers["lost_pods"])
+    account_answers["lost"] = client.query(lost, window.end) if lost else []
     return Report(
         client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
         runner_rows(runner_answers), scaling, accounting_rows(account_answers, fleet, prices), phases,

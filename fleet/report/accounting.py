@@ -19,7 +19,7 @@ from typing import Any
 from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED
 from fleet.model.spec import Fleet, GpuPool
 from fleet.report.costs import PriceEntry, PriceTable
-from fleet.report.queries import Window
+from fleet.report.queries import Window, escape_label_value
 
 BY = "billing_account, cluster, cloud, gpu, pool"
 KEYS = ("billing_account", "cluster", "cloud", "gpu", "pool")
@@ -83,7 +83,7 @@ def lost_query(window: Window, resolution: float, lost_pods: list[dict[str, Any]
     names = sorted({p["metric"].get("pod", "") for p in lost_pods if float(p["value"][1]) > 0} - {""})
     if not names:
         return None
-    pods = "|".join(re.escape(n) for n in names)  # pod names are DNS names: nothing a PromQL string must escape
+    pods = escape_label_value("|".join(re.escape(n) for n in names))  # a regex in a PromQL string
     used = f'{POD_USED}{{pod=~"{pods}"}}{_span(window, resolution)}'
     lost_pods = accounting_queries(window, resolution)["lost_pods"]
     return (

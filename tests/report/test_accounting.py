@@ -38,13 +38,14 @@ def test_queries_integrate_each_record_at_the_resolution():
 def test_lost_card_hours_read_only_the_lost_pods():
     window = Window(0, 3600)
     pods = [
-        {"metric": {"cluster": "c", "namespace": "benchmarks", "pod": "p3"}, "value": [3600, "1"]},
+        {"metric": {"cluster": "c", "namespace": "benchmarks", "pod": "p-3"}, "value": [3600, "1"]},
         {"metric": {"cluster": "c", "namespace": "benchmarks", "pod": "p1.x"}, "value": [3600, "1"]},
         {"metric": {"cluster": "c", "namespace": "benchmarks", "pod": "p9"}, "value": [3600, "0"]},
     ]
     query = lost_query(window, 60, pods)
     assert query is not None
-    assert 'sum_over_time(gpufleet:pod_used_cards{pod=~"p1\\.x|p3"}[3570000ms:60s])' in query
+    # re.escape's backslashes doubled in the PromQL string literal: the regex is p\-3|p1\.x (sorted)
+    assert r'sum_over_time(gpufleet:pod_used_cards{pod=~"p\\-3|p1\\.x"}[3570000ms:60s])' in query
     assert query.endswith(
         "group_left () max by (cluster, namespace, pod) (max_over_time(gpufleet:pod_preempted[3600s]))) * 60 / 3600"
     )

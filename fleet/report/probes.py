@@ -6,7 +6,8 @@ reads the raw samples of the window (``metric[window]``) and tells the runs apar
 scrape of a run carries the same start time. Success and wait of a run are the samples scraped with it.
 
 The wait by phase comes from the leaves' ``gpufleet:probe_phase_seconds`` (fleet/model/probe_phases.py), one series
-per phase of each run's probe pod: :func:`phase_rows` gives each pool's median and worst per phase.
+per phase of each run's probe pod: :func:`phase_queries` asks Prometheus for each pool's runs and its median and worst
+per phase.
 """
 
 from __future__ import annotations
@@ -102,45 +103,48 @@ def pool_waits(rows: list[ProbeRow]) -> dict[Card, float]:
 
 @dataclass
 class PhaseRow:
-    """A pool's probe runs in the window split into phases (fleet/model/probe_phases.py): per run (its probe pod), the
-    seconds of each phase measured."""
+    """A pool's probe runs in the window split into phases (fleet/model/probe_phases.py): how many runs, and per phase
+    the median and the worst over the runs (each run's last value of the phase)."""
 
     cluster: str
     cloud: str
     gpu: str
-    runs: dict[str, dict[str, float]] = field(default_factory=dict)  # pod -> phase -> seconds
-
-    def seconds(self, phase: str) -> list[float]:
-        """The measured seconds of ``phase``, one per run that has it."""
-        return [run[phase] for run in self.runs.values() if phase in run]
+    runs: int = 0
+    medians: dict[str, float] = field(default_factory=dict)
+    worsts: dict[str, float] = field(default_factory=dict)
 
     def median(self, phase: str) -> float | None:
-        """The median seconds of ``phase`` over the runs."""
-        values = self.seconds(phase)
-        return statistics.median(values) if values else None
+        """The median seconds of ``phase`` over the runs (None: never measured)."""
+        return self.medians.get(phase)
 
     def worst(self, phase: str) -> float | None:
         """The longest ``phase`` of any run."""
-        values = self.seconds(phase)
-        return max(values) if values else None
+        return self.worsts.get(phase)
 
 
-def phase_query(window: Window) -> str:
-    """The raw samples of the leaves' phase records in the window."""
-    return f"{PHASE_RECORD}[{window.range}]"
+def phase_queries(window: Window) -> dict[str, str]:
+    """The instant queries of the phases, aggregated by Prometheus (a run is a probe pod, each of its phases one
+    series: over 180 days of a large fleet, over a million series, too many to read one by one)."""
+    last = f"last_over_time({PHASE_RECORD}[{window.range}])"
+    return {
+        "runs": f"count by (cluster, cloud, gpu) (group by (cluster, cloud, gpu, pod) ({last}))",
+        "median": f"quantile by (cluster, cloud, gpu, phase) (0.5, {last})",
+        "worst": f"max by (cluster, cloud, gpu, phase) ({last})",
+    }
 
 
-def phase_rows(series: list[dict[str, Any]]) -> list[PhaseRow]:
-    """The pools' runs by phase from the raw samples of :func:`phase_query`: each run's (pod's) last value of each
-    phase (a phase's record holds one value per run; the last sample wins if it changed)."""
+def phase_rows(answers: Mapping[str, list[dict[str, Any]]]) -> list[PhaseRow]:
+    """The pools' rows from the answers to :func:`phase_queries`, by name (phases not in ``PHASES`` left out)."""
     rows: dict[Card, PhaseRow] = {}
-    for s in series:
-        labels = s["metric"]
-        card = card_key(labels)
-        phase, pod = labels.get("phase", ""), labels.get("pod", "")
-        if phase not in PHASES or not s["values"]:
-            continue
-        last = max(s["values"], key=lambda tv: float(tv[0]))
-        row = rows.setdefault(card, PhaseRow(*card))
-        row.runs.setdefault(pod, {})[phase] = float(last[1])
+    for s in answers.get("runs", []):
+        card = card_key(s["metric"])
+        rows.setdefault(card, PhaseRow(*card)).runs = int(float(s["value"][1]))
+    for name in ("median", "worst"):
+        for s in answers.get(name, []):
+            phase = s["metric"].get("phase", "")
+            if phase not in PHASES:
+                continue
+            card = card_key(s["metric"])
+            row = rows.setdefault(card, PhaseRow(*card))
+            (row.medians if name == "median" else row.worsts)[phase] = float(s["value"][1])
     return [rows[c] for c in sorted(rows)]

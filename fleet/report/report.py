@@ -38,7 +38,7 @@ from fleet.report.costs import (
     machine_share,
 )
 from fleet.report.model import Card, CardRow, Report, WorkloadSection
-from fleet.report.probes import PhaseRow, ProbeRow, phase_query, phase_rows, pool_waits, probe_queries, probe_rows
+from fleet.report.probes import PhaseRow, ProbeRow, phase_queries, phase_rows, pool_waits, probe_queries, probe_rows
 from fleet.report.prometheus_api import PrometheusClient, PrometheusError
 from fleet.report.queries import (
     Window,
@@ -116,7 +116,13 @@ def sweeping(workload: Workload, fleet: Fleet | None) -> bool:
 
 def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None = None) -> int:
     """How many requests :func:`gather` sends at most (for the progress line)."""
-    extra = len(probe_queries(window)) + 1 + len(runner_queries(window)) + len(accounting_queries(window, 60)) + 1
+    extra = (
+        len(probe_queries(window))
+        + len(phase_queries(window))
+        + len(runner_queries(window))
+        + len(accounting_queries(window, 60))
+        + 1
+    )
     per_workload = [
         len(scaling_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 2
         for w in workloads
@@ -187,8 +193,11 @@ def gather(
         progress.step(f"probes: {metric}")
         probe_samples[metric] = client.query_samples(promql, window.end)
     probes = probe_rows(probe_samples)
-    progress.step("probes: time by phase")
-    phases = phase_rows(client.query_samples(phase_query(window), window.end))
+    phase_answers = {}
+    for name, promql in phase_queries(window).items():
+        progress.step(f"probes: {name} by phase")
+        phase_answers[name] = client.query(promql, window.end)
+    phases = phase_rows(phase_answers)
     waits = pool_waits(probes)
     for section in sections:
         for row in section.rows:
@@ -365,7 +374,7 @@ PHASE_HEADER = ["cluster", "cloud", "card", "runs"] + [f"{p}: median / worst (s)
 def phase_table_rows(rows: list[PhaseRow]) -> list[list[str]]:
     """The cells of the phases' table, one list per probed pool: per phase its median and worst over the runs."""
     return [
-        [r.cluster or MISSING, r.cloud or MISSING, r.gpu or MISSING, str(len(r.runs))]
+        [r.cluster or MISSING, r.cloud or MISSING, r.gpu or MISSING, str(r.runs)]
         + [f"{fmt(r.median(p), 3)} / {fmt(r.worst(p), 3)}" for p in PHASES]
         for r in rows
     ]

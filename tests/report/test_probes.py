@@ -8,7 +8,8 @@ import pytest
 from fleet.model.pod_contract import PROBE_METRICS
 from fleet.report.costs import Machine, PriceEntry
 from fleet.report.model import CardRow
-from fleet.report.probes import phase_rows, pool_waits, probe_rows
+from fleet.report.probes import phase_queries, phase_rows, pool_waits, probe_rows
+from fleet.report.queries import Window
 
 SCALE_UP, SUCCESS, LAST_RUN = PROBE_METRICS
 T4 = {"cluster": "alpha", "cloud": "gcp", "gpu": "t4", "job": "benchmarks/gpu-fleet-benchmarks"}
@@ -91,16 +92,25 @@ def test_the_billed_time_adds_each_pods_wait_and_the_cost_follows() -> None:
     assert without == pytest.approx(0.36 * 100 / 3600)
 
 
-def test_phase_rows_take_each_runs_last_value_and_skip_unknown_phases() -> None:
-    pool = {"cluster": "c1", "cloud": "gcp", "gpu": "t4", "pool": "gpu-t4", "namespace": "benchmarks"}
-    series = [
-        {"metric": {**pool, "phase": "node", "pod": "p1"}, "values": [[100, "10"], [160, "300"]]},
-        {"metric": {**pool, "phase": "node", "pod": "p2"}, "values": [[900, "0"]]},
-        {"metric": {**pool, "phase": "check", "pod": "p2"}, "values": [[900, "4"]]},
-        {"metric": {**pool, "phase": "unknown", "pod": "p2"}, "values": [[900, "99"]]},
-    ]
-    (row,) = phase_rows(series)
-    assert (row.cluster, row.cloud, row.gpu, len(row.runs)) == ("c1", "gcp", "t4", 2)
+def test_phase_rows_from_the_aggregated_answers() -> None:
+    pool = {"cluster": "c1", "cloud": "gcp", "gpu": "t4"}
+    answers = {
+        "runs": [{"metric": pool, "value": [0, "2"]}],
+        "median": [
+            {"metric": {**pool, "phase": "node"}, "value": [0, "150"]},
+            {"metric": {**pool, "phase": "unknown"}, "value": [0, "99"]},
+        ],
+        "worst": [{"metric": {**pool, "phase": "node"}, "value": [0, "300"]}],
+    }
+    (row,) = phase_rows(answers)
+    assert (row.cluster, row.cloud, row.gpu, row.runs) == ("c1", "gcp", "t4", 2)
     assert (row.median("node"), row.worst("node")) == (150, 300)
-    assert (row.median("check"), row.worst("check")) == (4, 4)
-    assert row.median("device") is None and row.worst("containers") is None
+    assert row.median("unknown") is None and row.worst("check") is None
+
+
+def test_phase_queries_aggregate_each_runs_last_value() -> None:
+    q = phase_queries(Window(0, 3600))
+    last = "last_over_time(gpufleet:probe_phase_seconds[3600s])"
+    assert q["median"] == f"quantile by (cluster, cloud, gpu, phase) (0.5, {last})"
+    assert q["worst"] == f"max by (cluster, cloud, gpu, phase) ({last})"
+    assert q["runs"] == f"count by (cluster, cloud, gpu) (group by (cluster, cloud, gpu, pod) ({last}))"

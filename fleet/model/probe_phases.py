@@ -4,8 +4,9 @@ kube-state-metrics series it reads), federated to the central as ``gpufleet:prob
 
 The probe pod of a pool is told by its ``workload`` label (kube-state-metrics' ``kube_pod_labels``, allowlisted for
 the accounting rules) and by the node it is bound to carrying the pool's selector labels (``kube_node_labels``, as
-the accounting rules tell a pool's nodes). Of a pool's probe pods only the newest one bound to a node is recorded, so
-each run has its series (its ``pod``) and the central keeps the last run as state
+the accounting rules tell a pool's nodes). Of a pool's probe pods only the newest one bound to a node is recorded, and
+only until 15 minutes after it completed (a completed pod stays as long as its Job is kept: days of samples of one
+run would only cost the central), so each run has its series (its ``pod``) and the central keeps the last run as state
 (``gpufleet:probe_phase_seconds:last``, fleet/model/rules/central-probe-alerts.yaml).
 """
 
@@ -36,6 +37,9 @@ PHASE_MEANING = {
 #: The probe's own container (components/kubernetes/benchmark.py pod_spec's default container name).
 PROBE_CONTAINER = "workload"
 PROBE_WORKLOAD = "probe"  # fleet/model/probe/workload.yaml name
+#: Seconds a completed probe pod's phases are still recorded: each run's series then holds about 15 samples at the
+#: central, whatever the schedule, and the central keeps the values as state (gpufleet:probe_phase_seconds:last).
+RECORDED_AFTER_COMPLETION = 900
 
 
 def _per_pod(expr: str) -> str:
@@ -54,13 +58,17 @@ def _values(pool: GpuPool, cluster: Cluster) -> dict[str, str]:
         f" * on (namespace, pod) group_left () {_per_pod(f'{pod_node} * on (node) group_left () {on_pool}')}"
     )
     node_created = _per_pod(f"{pod_node} * 0 + on (node) group_left () max by (node) (kube_node_created)")
+    finished = _per_pod(f'kube_pod_completion_time{{namespace="{ns}"}}')
     started = f'kube_pod_container_state_started{{namespace="{ns}",container="{PROBE_CONTAINER}"}}'
     return {
-        "probe": f"topk(1, {on_this_pool})",
+        # the newest probe pod of the pool, until RECORDED_AFTER_COMPLETION after it completed
+        "probe": (
+            f"topk(1, {on_this_pool}) unless on (namespace, pod) (time() - {finished} > {RECORDED_AFTER_COMPLETION})"
+        ),
         "pod_created": created,
         "scheduled": _per_pod(f'kube_pod_status_scheduled_time{{namespace="{ns}"}}'),
         "started": _per_pod(started),
-        "finished": _per_pod(f'kube_pod_completion_time{{namespace="{ns}"}}'),
+        "finished": finished,
         "node_created": node_created,
         "linger": str(pod_contract.LINGER_SECONDS),
     }

@@ -156,7 +156,7 @@ def phase_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
             ],
             capture_output=True, text=True, timeout=120, cwd=ROOT,
         )  # fmt: skip
-        yield {"run": report, "out": out, "url": prometheus.url, "end": start + 3600, "policy": policy}
+        yield {"run": report, "out": out, "url": prometheus.url, "start": start, "policy": policy}
     finally:
         prometheus.stop()
 
@@ -175,23 +175,33 @@ def test_the_phase_table_holds_the_known_median_and_worst(phase_report: dict[str
             assert row[f"{phase}: median / worst (s)"] == f"{fmt(median, 3)} / {fmt(worst, 3)}", (card, phase)
 
 
-def test_only_each_pools_newest_probe_pod_is_recorded(phase_report: dict[str, Any]) -> None:
-    """At the hour's end probe a (completed, kept) and b both exist on the T4 pool: only b, the newest, has records;
-    the benchmark pod has none."""
-    query = urllib.parse.urlencode({"query": f"count by (gpu, pod) ({PHASE_RECORD})", "time": phase_report["end"]})
+def at(phase_report: dict[str, Any], promql: str, seconds: int) -> list[dict[str, Any]]:
+    """The answer to ``promql`` at ``seconds`` into the hour."""
+    query = urllib.parse.urlencode({"query": promql, "time": phase_report["start"] + seconds})
     status, body = http_get(f"{phase_report['url']}/api/v1/query?{query}")
     assert status == 200, body
-    got = {(r["metric"]["gpu"], r["metric"]["pod"]): r["value"][1] for r in json.loads(body)["data"]["result"]}
+    return json.loads(body)["data"]["result"]
+
+
+def test_only_each_pools_newest_probe_pod_is_recorded_until_15_minutes_after_it_completed(
+    phase_report: dict[str, Any],
+) -> None:
+    """At 2400 s probe a (completed, kept) and b both exist on the T4 pool: only b, the newest, has records, and c on
+    the L4 (completed 822 s before); the benchmark pod has none. At the hour's end b and c completed over 15 minutes
+    ago: nothing is recorded (the central keeps the last values)."""
+    query = f"count by (gpu, pod) ({PHASE_RECORD})"
+    got = {(r["metric"]["gpu"], r["metric"]["pod"]): r["value"][1] for r in at(phase_report, query, 2400)}
     assert got == {("t4", "probe-t4-b"): str(len(PHASES)), ("l4", "probe-l4-c"): str(len(PHASES))}
+    assert at(phase_report, query, 3600) == []
 
 
 def test_doctor_shows_each_phase_of_the_last_probe(phase_report: dict[str, Any]) -> None:
-    """doctor's query on the cluster's Prometheus (here at the hour's end) and its line per phase of the last probe."""
+    """doctor's query on the cluster's Prometheus (here 2400 s into the hour) and its line per phase of the last
+    probe."""
     cluster = load_fleet(phase_report["policy"], FIXTURES / "fleet" / "workloads").clusters["phase-gke"]
-    query = urllib.parse.urlencode({"query": doctor.probe_phase_query(cluster), "time": phase_report["end"]})
-    status, body = http_get(f"{phase_report['url']}/api/v1/query?{query}")
-    assert status == 200, body
-    rows = {r.what: r for r in doctor.probe_phase_rows(cluster, json.loads(body)["data"]["result"])}
+    rows = {
+        r.what: r for r in doctor.probe_phase_rows(cluster, at(phase_report, doctor.probe_phase_query(cluster), 2400))
+    }
     last = {"t4": ("probe-t4-b", (0, 30, 70, 15)), "l4": ("probe-l4-c", (600, 90, 210, 3))}
     assert set(rows) == {f"last probe of pool gpu-{card}: {phase}" for card in last for phase in PHASES}
     for card, (pod, seconds) in last.items():

@@ -244,6 +244,7 @@ def test_central_federates_every_other_cluster_and_leaves_are_authenticated(flee
 def test_every_probed_pool_is_watched_by_the_central_and_its_metrics_are_federated(fleet, plans):
     """Derived from the policy: one probe CronJob per probed pool (test_jobs_are_exactly_the_policy_pairs), its three
     metrics in every federation job's match[], and one pair of expectations per pool in the central's probe rules."""
+    from fleet.model.probe_phases import PHASE_RECORD
     from fleet.model.prometheus import PROBE_SCALE_UP_RULE, PROBE_STALE_RULE
 
     probed = {(c.name, p.card): p.probe for c in fleet.clusters.values() for p in c.pools if p.probe}
@@ -253,7 +254,8 @@ def test_every_probed_pool_is_watched_by_the_central_and_its_metrics_are_federat
     ]
     values = release.inputs["values"]
     for job in values["prometheus"]["prometheusSpec"]["additionalScrapeConfigs"]:
-        assert {m.name for m in fleet.probe_workload.spec.metrics} <= set(job["params"]["match[]"]), job["job_name"]
+        wanted = {m.name for m in fleet.probe_workload.spec.metrics} | ({PHASE_RECORD} if probed else set())
+        assert wanted <= set(job["params"]["match[]"]), job["job_name"]
     rules = values["additionalPrometheusRulesMap"].get("gpufleet-probe-alerts")
     if not probed:
         assert rules is None
@@ -263,7 +265,7 @@ def test_every_probed_pool_is_watched_by_the_central_and_its_metrics_are_federat
         got = {(r["labels"]["cluster"], r["labels"]["gpu"]): r["expr"] for r in records if r["record"] == record}
         assert got == {key: f"vector({math.ceil(getattr(probe, attr))})" for key, probe in probed.items()}
     alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
-    assert alerts == {"ProbeFailed", "ProbeNotRun", "ProbeNeverReported", "ProbeSlowScaleUp"}
+    assert alerts == {"ProbeFailed", "ProbeNotRun", "ProbeNeverReported", "ProbeSlowScaleUp", "ProbeSlowPhase"}
 
 
 def test_no_secret_in_plain_text_anywhere(plans):

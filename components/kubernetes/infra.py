@@ -41,7 +41,7 @@ from components.kubernetes.training import (
     kueue_release,
 )
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
-from fleet.model import accounting, pod_contract, prometheus
+from fleet.model import accounting, pod_contract, probe_phases, prometheus
 from fleet.model.spec import Cluster, Fleet, Sharing
 from fleet.program.settings import StackSettings
 from fleet.program.stack_config import SECRET_PLACEHOLDER
@@ -202,9 +202,12 @@ def gpu_node_affinity(cluster: Cluster) -> dict[str, Any]:
 
 def federated_selectors(fleet: Fleet) -> list[str]:
     """What the central pulls from every leaf (and each leaf's gateway lets through): the metrics of every workload
-    that runs in the fleet's pods, the GPU aggregates and, when the fleet has CI runners, theirs."""
+    that runs in the fleet's pods, the GPU aggregates, the accounting records, when the fleet has CI runners theirs
+    and, when a pool is probed, the probes' phases."""
     runners = any(fleet.runners.values())
+    probed = any(p.probe is not None for c in fleet.clusters.values() for p in c.pools)
     extra = [*accounting.ACCOUNTING_RULES, *(prometheus.RUNNER_SERIES if runners else ())]
+    extra += [probe_phases.PHASE_RECORD] if probed else []
     return prometheus.match_selectors(prometheus.workload_metrics(fleet.deployed_workloads), extra=extra)
 
 
@@ -318,6 +321,9 @@ def prometheus_values(
     rules: dict[str, Any] = {"gpufleet-gpu-aggregates": prometheus.leaf_recording_rules()}
     if cluster.all_pools:  # GPU card-hours billed, used and idle per billing account (fleet/model/accounting.py)
         rules[accounting.GROUP] = accounting.accounting_rules(cluster, fleet)
+    phases = probe_phases.leaf_rules(cluster)  # time to first accelerator by phase (fleet/model/probe_phases.py)
+    if phases is not None:
+        rules[probe_phases.GROUP] = phases
     if cluster.central:
         claim: dict[str, Any] = {
             "accessModes": ["ReadWriteOnce"],

@@ -11,6 +11,7 @@ with their node (``gpufleet:pod_preempted``): already in "used", shown apart.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED
 from fleet.model.spec import Fleet, GpuPool
 from fleet.report.costs import PriceEntry, PriceTable
-from fleet.report.queries import Window
+from fleet.report.queries import Window, escape_label_value
 
 BY = "billing_account, cluster, cloud, gpu, pool"
 KEYS = ("billing_account", "cluster", "cloud", "gpu", "pool")
@@ -55,23 +56,40 @@ class AccountRow:
         return None if hourly is None else (self.used + self.idle) * hourly / self.cards
 
 
-def accounting_queries(window: Window, resolution: float) -> dict[str, str]:
-    """The four instant queries at the window's end, each in card-hours per (account, cluster, card, pool)."""
+def _span(window: Window, resolution: float) -> str:
     # the subquery's points are at whole multiples of the resolution; a range half a step short of the window holds
     # the same points whether the range's start is inclusive (Prometheus 2) or not (3): one per step, each standing
     # for the step before it
-    span = f"[{int(window.seconds * 1000 - resolution * 500)}ms:{int(resolution)}s]"
+    return f"[{int(window.seconds * 1000 - resolution * 500)}ms:{int(resolution)}s]"
+
+
+def accounting_queries(window: Window, resolution: float) -> dict[str, str]:
+    """The instant queries at the window's end: billed, used and idle, each in card-hours per (account, cluster, card,
+    pool), and ``lost_pods``, the pods lost with their node in the window (whose card-hours :func:`lost_query` adds
+    up)."""
     hours = f"* {int(resolution)} / 3600"
 
     def integral(record: str) -> str:
-        return f"sum by ({BY}) (sum_over_time({record}{span})) {hours}"
+        return f"sum by ({BY}) (sum_over_time({record}{_span(window, resolution)})) {hours}"
 
     lost_pods = f"max by (cluster, namespace, pod) (max_over_time({PREEMPTED}[{int(window.seconds)}s]))"
-    lost = (
-        f"sum by ({BY}) (sum_over_time({POD_USED}{span}) * on (cluster, namespace, pod) group_left () {lost_pods})"
-        f" {hours}"
+    return {"billed": integral(BILLED), "used": integral(USED), "idle": integral(IDLE), "lost_pods": lost_pods}
+
+
+def lost_query(window: Window, resolution: float, lost_pods: list[dict[str, Any]]) -> str | None:
+    """The card-hours used by the pods lost with their node (the answer to ``lost_pods``), per (account, cluster, card,
+    pool); None when no pod was lost. The subquery reads only those pods' series: over every pod's, it would step
+    through the whole window for each run ever recorded (minutes for 180 days of a fleet)."""
+    names = sorted({p["metric"].get("pod", "") for p in lost_pods if float(p["value"][1]) > 0} - {""})
+    if not names:
+        return None
+    pods = escape_label_value("|".join(re.escape(n) for n in names))  # a regex in a PromQL string
+    used = f'{POD_USED}{{pod=~"{pods}"}}{_span(window, resolution)}'
+    lost_pods = accounting_queries(window, resolution)["lost_pods"]
+    return (
+        f"sum by ({BY}) (sum_over_time({used}) * on (cluster, namespace, pod) group_left () {lost_pods})"
+        f" * {int(resolution)} / 3600"
     )
-    return {"billed": integral(BILLED), "used": integral(USED), "idle": integral(IDLE), "lost": lost}
 
 
 def _pool(fleet: Fleet | None, cluster: str, name: str) -> GpuPool | None:

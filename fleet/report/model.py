@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fleet.model.workloads import Workload
 from fleet.report.accounting import AccountRow
 from fleet.report.costs import Machine, PriceEntry, PriceTable, cost_per_result, per_result
-from fleet.report.probes import ProbeRow
+from fleet.report.probes import PhaseRow, ProbeRow
 from fleet.report.queries import Window, WorkloadQueries
 from fleet.report.runners import RunnerRow
 from fleet.report.scaling import ScalingRow
@@ -103,3 +103,4 @@ class Report:
     runners: list[RunnerRow] = field(default_factory=list)  # CI jobs per card
     scaling: dict[str, list[ScalingRow]] = field(default_factory=dict)  # per sweeping workload: its sweep points
     accounting: list[AccountRow] = field(default_factory=list)  # card-hours per billing account and pool
+    phases: list[PhaseRow] = field(default_factory=list)  # time to first accelerator by phase, per probed pool

@@ -4,6 +4,10 @@ Each probed pool writes one series per probe metric (the PodMonitor drops the pr
 reads the raw samples of the window (``metric[window]``) and tells the runs apart by their start time
 (``gpufleet_probe_last_run_timestamp_seconds``): a run is scraped several times while its pod lingers, and each
 scrape of a run carries the same start time. Success and wait of a run are the samples scraped with it.
+
+The wait by phase comes from the leaves' ``gpufleet:probe_phase_seconds`` (fleet/model/probe_phases.py), one series
+per phase of each run's probe pod: :func:`phase_queries` asks Prometheus for each pool's runs and its median and worst
+per phase.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.model.pod_contract import PROBE_METRICS
+from fleet.model.probe_phases import PHASE_RECORD, PHASES
 from fleet.report.queries import Window, card_key
 
 SCALE_UP, SUCCESS, LAST_RUN = PROBE_METRICS
@@ -94,3 +99,52 @@ def probe_rows(samples: Mapping[str, list[dict[str, Any]]]) -> list[ProbeRow]:
 def pool_waits(rows: list[ProbeRow]) -> dict[Card, float]:
     """The median time to first accelerator of each pool that has one."""
     return {(r.cluster, r.cloud, r.gpu): r.median_wait for r in rows if r.median_wait is not None}
+
+
+@dataclass
+class PhaseRow:
+    """A pool's probe runs in the window split into phases (fleet/model/probe_phases.py): how many runs, and per phase
+    the median and the worst over the runs (each run's last value of the phase)."""
+
+    cluster: str
+    cloud: str
+    gpu: str
+    runs: int = 0
+    medians: dict[str, float] = field(default_factory=dict)
+    worsts: dict[str, float] = field(default_factory=dict)
+
+    def median(self, phase: str) -> float | None:
+        """The median seconds of ``phase`` over the runs (None: never measured)."""
+        return self.medians.get(phase)
+
+    def worst(self, phase: str) -> float | None:
+        """The longest ``phase`` of any run."""
+        return self.worsts.get(phase)
+
+
+def phase_queries(window: Window) -> dict[str, str]:
+    """The instant queries of the phases, aggregated by Prometheus (a run is a probe pod, each of its phases one
+    series: over 180 days of a large fleet, over a million series, too many to read one by one)."""
+    last = f"last_over_time({PHASE_RECORD}[{window.range}])"
+    return {
+        "runs": f"count by (cluster, cloud, gpu) (group by (cluster, cloud, gpu, pod) ({last}))",
+        "median": f"quantile by (cluster, cloud, gpu, phase) (0.5, {last})",
+        "worst": f"max by (cluster, cloud, gpu, phase) ({last})",
+    }
+
+
+def phase_rows(answers: Mapping[str, list[dict[str, Any]]]) -> list[PhaseRow]:
+    """The pools' rows from the answers to :func:`phase_queries`, by name (phases not in ``PHASES`` left out)."""
+    rows: dict[Card, PhaseRow] = {}
+    for s in answers.get("runs", []):
+        card = card_key(s["metric"])
+        rows.setdefault(card, PhaseRow(*card)).runs = int(float(s["value"][1]))
+    for name in ("median", "worst"):
+        for s in answers.get(name, []):
+            phase = s["metric"].get("phase", "")
+            if phase not in PHASES:
+                continue
+            card = card_key(s["metric"])
+            row = rows.setdefault(card, PhaseRow(*card))
+            (row.medians if name == "median" else row.worsts)[phase] = float(s["value"][1])
+    return [rows[c] for c in sorted(rows)]

@@ -18,9 +18,10 @@ at its end, never as an instant value:
   pod's life and the energy ``increase()`` over the window;
 * the time series of the headline per card, as a range query whose step keeps every series under
   Prometheus' limit of 11,000 points;
-* per pod, the timestamps of the run counter's first and last samples in the window (subqueries of
-  ``timestamp()``, at most 30 s apart, so a pod of a few minutes is measured whatever the window): the
-  pod's running time, from which the GPU time per result is derived.
+* per pod, the timestamps of the run counter's first and last samples in the window (its raw samples, read once:
+  a pod's series holds only the samples of its run, so this is exact and costs what the runs hold, where a
+  ``timestamp()`` subquery evaluates every step of the window over every series): the pod's running time, from
+  which the GPU time per result is derived.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from __future__ import annotations
 import datetime
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from fleet.model.prometheus import GPU_RECORDING_RULES, duration_seconds
 from fleet.model.workloads import WorkloadSpec, runs_counter
@@ -46,8 +48,6 @@ assert GPU_UTILIZATION in GPU_RECORDING_RULES and GPU_ENERGY in GPU_RECORDING_RU
 #: Points a plotted series aims at; the step grows with the window and never drops below MIN_STEP_SECONDS.
 TARGET_POINTS = 1000
 MIN_STEP_SECONDS = 1.0
-#: The subqueries that find a pod's first and last samples evaluate at most this far apart.
-MAX_SUBQUERY_RESOLUTION_SECONDS = 30
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
@@ -131,12 +131,6 @@ def choose_step(
     return float(step)
 
 
-def subquery_resolution(window: Window) -> int:
-    """Seconds between the evaluations of the first/last-sample subqueries: about a thousand per window, at
-    most 30 s (the first sample is found at most that late) and at least 1 s."""
-    return max(1, min(MAX_SUBQUERY_RESOLUTION_SECONDS, math.ceil(window.seconds / TARGET_POINTS)))
-
-
 def escape_label_value(value: str) -> str:
     """A label value as a PromQL string literal body (backslash, double quote and newline escaped)."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -164,8 +158,7 @@ class WorkloadQueries:
     gpu_utilization: str  # per card: mean GPU utilisation of the benchmark's pods over their life
     gpu_energy: str  # per card: GPU energy (J) of the benchmark's pods in the window
     series: str  # range query: the headline per card
-    first_sample: str  # per pod: the time of the run counter's (or headline's) first sample in the window
-    last_sample: str  # per pod: the time of its last sample in the window
+    samples: str  # per pod: the run counter's (or headline's) raw samples in the window (its first and last)
 
     def instant(self) -> dict[str, str]:
         """The instant queries by name (the order the report runs them)."""
@@ -184,8 +177,7 @@ class WorkloadQueries:
         return [
             *self.instant().items(),
             ("series", self.series),
-            ("first_sample", self.first_sample),
-            ("last_sample", self.last_sample),
+            ("samples", self.samples),
         ]
 
 
@@ -208,7 +200,6 @@ def workload_queries(spec: WorkloadSpec, window: Window) -> WorkloadQueries:
     with_pod = selector(headline.metric, {"workload": spec.name}, 'pod!=""')
     pods_of_benchmark = f"group by ({on_pod}, gpu) (last_over_time({with_pod}[{w}]))"
     join = f"on ({on_pod}) group_left (gpu) {pods_of_benchmark}"
-    stamps = f"timestamp({counter or head})[{w}:{subquery_resolution(window)}s]"
     return WorkloadQueries(
         headline_selector=head,
         result=f"avg by ({card}) (last_over_time({head}[{w}]))",
@@ -218,8 +209,7 @@ def workload_queries(spec: WorkloadSpec, window: Window) -> WorkloadQueries:
         gpu_utilization=f"avg by ({card}) (avg_over_time({GPU_UTILIZATION}[{w}]) * {join})",
         gpu_energy=f"sum by ({card}) (increase({GPU_ENERGY}[{w}]) * {join})",
         series=f"max by ({card}) ({head})",
-        first_sample=f"min by ({card}, namespace, pod) (min_over_time({stamps}))",
-        last_sample=f"max by ({card}, namespace, pod) (max_over_time({stamps}))",
+        samples=f"{counter or head}[{w}]",
     )
 
 
@@ -231,6 +221,21 @@ def card_key(labels: Mapping[str, str]) -> tuple[str, str, str]:
 def pod_key(labels: Mapping[str, str]) -> tuple[str, str, str, str, str]:
     """(cluster, cloud, gpu, namespace, pod) of a per-pod series."""
     return (*card_key(labels), labels.get("namespace", ""), labels.get("pod", ""))
+
+
+def pod_spans(series: Sequence[Mapping[str, Any]]) -> tuple[dict[tuple[str, ...], float], dict[tuple[str, ...], float]]:
+    """Per pod key, the times of its first and of its last sample, from raw samples (a matrix: ``metric`` and
+    ``values`` per series; a pod's several series, one per label value, merge)."""
+    first: dict[tuple[str, ...], float] = {}
+    last: dict[tuple[str, ...], float] = {}
+    for s in series:
+        times = [float(t) for t, _ in s["values"]]
+        if not times:
+            continue
+        key = pod_key(s["metric"])
+        first[key] = min(first.get(key, math.inf), min(times))
+        last[key] = max(last.get(key, -math.inf), max(times))
+    return first, last
 
 
 def observed_seconds(

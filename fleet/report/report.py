@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from fleet.model.probe_phases import PHASES
 from fleet.model.prometheus import duration_seconds
 from fleet.model.spec import Fleet, load_fleet
 from fleet.model.workloads import Workload, load_workloads
-from fleet.report.accounting import AccountRow, accounting_queries, accounting_rows
+from fleet.report.accounting import AccountRow, accounting_queries, accounting_rows, lost_query
 from fleet.report.costs import (
     PriceEntry,
     PriceTable,
@@ -37,7 +38,7 @@ from fleet.report.costs import (
     machine_share,
 )
 from fleet.report.model import Card, CardRow, Report, WorkloadSection
-from fleet.report.probes import ProbeRow, pool_waits, probe_queries, probe_rows
+from fleet.report.probes import PhaseRow, ProbeRow, phase_queries, phase_rows, pool_waits, probe_queries, probe_rows
 from fleet.report.prometheus_api import PrometheusClient, PrometheusError
 from fleet.report.queries import (
     Window,
@@ -45,7 +46,7 @@ from fleet.report.queries import (
     card_key,
     choose_step,
     observed_seconds,
-    pod_key,
+    pod_spans,
     runs_counter,
     selector,
     window_from,
@@ -115,9 +116,15 @@ def sweeping(workload: Workload, fleet: Fleet | None) -> bool:
 
 def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None = None) -> int:
     """How many requests :func:`gather` sends at most (for the progress line)."""
-    extra = len(probe_queries(window)) + len(runner_queries(window)) + len(accounting_queries(window, 60))
+    extra = (
+        len(probe_queries(window))
+        + len(phase_queries(window))
+        + len(runner_queries(window))
+        + len(accounting_queries(window, 60))
+        + 1
+    )
     per_workload = [
-        len(scaling_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 3
+        len(scaling_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 2
         for w in workloads
     ]
     return 1 + extra + sum(per_workload)
@@ -159,11 +166,8 @@ def gather(
             points = [(float(t), float(v)) for t, v in sample["values"] if math.isfinite(float(v))]
             if points:
                 section.series[card_key(sample["metric"])] = points
-        stamps: dict[str, dict[tuple[str, ...], float]] = {}
-        for name, promql in (("first", queries.first_sample), ("last", queries.last_sample)):
-            progress.step(f"{wl.name}: {name} sample per pod")
-            stamps[name] = {pod_key(s["metric"]): float(s["value"][1]) for s in client.query(promql, window.end)}
-        observed = observed_seconds(stamps["first"], stamps["last"])
+        progress.step(f"{wl.name}: first and last sample per pod")
+        observed = observed_seconds(*pod_spans(client.query_samples(queries.samples, window.end)))
         for card, result in sorted(values["result"].items()):
             cluster, cloud, gpu = card
             machine = machine_for(cluster, cloud, gpu, fleet) if cloud and gpu else None
@@ -189,6 +193,11 @@ def gather(
         progress.step(f"probes: {metric}")
         probe_samples[metric] = client.query_samples(promql, window.end)
     probes = probe_rows(probe_samples)
+    phase_answers = {}
+    for name, promql in phase_queries(window).items():
+        progress.step(f"probes: {name} by phase")
+        phase_answers[name] = client.query(promql, window.end)
+    phases = phase_rows(phase_answers)
     waits = pool_waits(probes)
     for section in sections:
         for row in section.rows:
@@ -201,11 +210,14 @@ def gather(
     resolution = duration_seconds(fleet.monitoring.federation_interval) if fleet else 60.0
     account_answers = {}
     for name, promql in accounting_queries(window, resolution).items():
-        progress.step(f"accounting: {name} card-hours")
+        progress.step(f"accounting: {name.replace('_', ' ')}" + ("" if name == "lost_pods" else " card-hours"))
         account_answers[name] = client.query(promql, window.end)
+    progress.step("accounting: lost card-hours")
+    lost = lost_query(window, resolution, account_answers["lost_pods"])
+    account_answers["lost"] = client.query(lost, window.end) if lost else []
     return Report(
         client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
-        runner_rows(runner_answers), scaling, accounting_rows(account_answers, fleet, prices),
+        runner_rows(runner_answers), scaling, accounting_rows(account_answers, fleet, prices), phases,
     )  # fmt: skip
 
 
@@ -356,6 +368,18 @@ def probe_table_rows(rows: list[ProbeRow]) -> list[list[str]]:
     ]
 
 
+PHASE_HEADER = ["cluster", "cloud", "card", "runs"] + [f"{p}: median / worst (s)" for p in PHASES]
+
+
+def phase_table_rows(rows: list[PhaseRow]) -> list[list[str]]:
+    """The cells of the phases' table, one list per probed pool: per phase its median and worst over the runs."""
+    return [
+        [r.cluster or MISSING, r.cloud or MISSING, r.gpu or MISSING, str(r.runs)]
+        + [f"{fmt(r.median(p), 3)} / {fmt(r.worst(p), 3)}" for p in PHASES]
+        for r in rows
+    ]
+
+
 RUNNER_HEADER = ["cluster", "cloud", "card", "CI jobs", "failed", "failed (%)", "mean job duration (s)"]
 
 
@@ -411,6 +435,8 @@ ACCOUNTING_TITLE = "GPU accounting per billing account"
 NO_RUNNERS = "No CI job ran on the fleet's GitLab runners in this window (policy file: runners)."
 RUNNERS_TITLE = "CI jobs per card (GitLab runners)"
 NO_PROBES = "No probe ran in this window (the pools' probes: defaults.probe in the policy file)."
+NO_PHASES = "No probe's phases were recorded in this window (the leaves' gpufleet-probe-phases rules)."
+PHASES_TITLE = "Time to first accelerator by phase (probes)"
 PROBES_TITLE = "Time to first accelerator (probes)"
 
 
@@ -419,6 +445,7 @@ def fleet_tables(report: Report) -> list[tuple[str, list[str], list[list[str]], 
     first accelerator and the runners' CI jobs. Their numeric columns start at the fourth."""
     return [
         (PROBES_TITLE, PROBE_HEADER, probe_table_rows(report.probes), NO_PROBES),
+        (PHASES_TITLE, PHASE_HEADER, phase_table_rows(report.phases), NO_PHASES),
         (RUNNERS_TITLE, RUNNER_HEADER, runner_table_rows(report.runners), NO_RUNNERS),
         (ACCOUNTING_TITLE, ACCOUNT_HEADER, account_table_rows(report.accounting), NO_ACCOUNTING),
     ]

@@ -62,6 +62,7 @@ from fleet.model import pod_contract
 from fleet.model.catalogue import Taint, load_catalogue
 from fleet.model.errors import InputError, Problem
 from fleet.model.placement import describe, pod_requests
+from fleet.model.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES
 from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.quantity import parse_quantity
 from fleet.model.spec import DEVICE_PLUGIN_CONFIG_LABEL, ROOT, Cluster, Fleet, GpuPool, load_fleet
@@ -1254,6 +1255,33 @@ def federation_rows(
     return rows
 
 
+def probe_phase_query(cluster: Cluster) -> str:
+    """The cluster's own records of its pools' last probe, by phase (fleet/model/probe_phases.py)."""
+    return f'{PHASE_RECORD}{{cluster="{cluster.name}"}}'
+
+
+def probe_phase_rows(cluster: Cluster, results: Sequence[dict[str, Any]]) -> list[Row]:
+    """A line per phase of each probed pool's last probe (the answer to :func:`probe_phase_query`): how long it waited
+    for a node, the device, its containers and the check; informational, never a problem (ProbeSlowPhase alerts)."""
+    seen: dict[tuple[str, str], tuple[float, str]] = {}
+    for r in results:
+        labels = r["metric"]
+        seen[(labels.get("gpu", ""), labels.get("phase", ""))] = (float(r["value"][1]), labels.get("pod", ""))
+    rows = []
+    for pool in (p for p in cluster.pools if p.probe is not None):
+        what = f"last probe of pool {pool.name}"
+        if not any(card == pool.card for card, _ in seen):
+            rows.append(
+                Row(what, "no phases recorded: no probe pod of the pool has been bound to a node", skipped=True)
+            )
+            continue
+        for phase in PHASES:
+            seconds, pod = seen.get((pool.card, phase), (None, ""))
+            state = "not measured yet" if seconds is None else f"{seconds:g} s in {PHASE_MEANING[phase]} ({pod})"
+            rows.append(Row(f"{what}: {phase}", state))
+    return rows
+
+
 def prometheus_rows(
     fleet: Fleet,
     cluster: Cluster,
@@ -1274,6 +1302,11 @@ def prometheus_rows(
         url = central_prometheus
         forward = port_forward_command(kubectl_for_stack(central.name, None), PROMETHEUS_PORT + 1)
     leaf_fix = f"pulumi up --stack {central.name} so the central mounts the new ones"
+    if prometheus is not None and any(p.probe is not None for p in cluster.pools):  # time to first accelerator
+        try:
+            rows += probe_phase_rows(cluster, _query(prometheus, probe_phase_query(cluster), timeout))
+        except Exception as exc:
+            rows.append(_unreachable_row("probe phases", prometheus, exc, here))
     return rows + federation_rows(fleet, cluster, url, timeout, forward, leaf_fix)
 
 

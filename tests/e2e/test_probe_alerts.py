@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from fleet.model.probe_phases import PHASE_LAST_RECORD, PHASE_RECORD
 from fleet.model.prometheus import PROBE_STALE_RULE, ProbeExpectation, probe_alert_rules
 from tests.e2e.support import alert_annotations, no_alert, promtool, sel, write_yaml
 
@@ -26,6 +27,16 @@ JOB = {"job": "benchmarks/gpu-fleet-benchmarks", "namespace": "benchmarks"}
 
 def series(metric: str, pool: dict[str, str], values: str) -> dict[str, str]:
     return {"series": metric + sel({**pool, **JOB}), "values": values}
+
+
+L4_PHASES = {"node": 600, "device": 200, "containers": 80, "check": 20}
+T4_PHASES = {"node": 0, "device": 240, "containers": 50, "check": 10}
+
+
+def phase(pool: dict[str, str], name: str, seconds: int) -> dict[str, str]:
+    """A leaf's phase record of its pool's newest probe pod (fleet/model/probe_phases.py), federated at 10m and 15m."""
+    labels = {**pool, "pool": f"gpu-{pool['gpu']}", "phase": name, "namespace": "benchmarks", "pod": "probe-x-1"}
+    return {"series": PHASE_RECORD + sel(labels), "values": f"_x2 {seconds}x1"}
 
 
 def fired(alertname: str, pool: dict[str, str], severity: str, value: str) -> dict[str, Any]:
@@ -136,6 +147,45 @@ def rule_tests() -> dict[str, Any]:
                     no_alert("ProbeFailed", "40m"),
                     no_alert("ProbeSlowScaleUp", "40m"),
                     no_alert("ProbeFailed", "2d"),
+                ],
+            },
+            {
+                # l4's run at 10m waited 900 s: 600 s for a node, 200 s for the device, 80 s for its containers, then
+                # a 20 s check; t4's waited 300 s, under its threshold. The phases come from each leaf's newest probe
+                # pod (its pod label), federated at 10m and 15m.
+                "name": "the slowest phase of a slow scale-up",
+                "interval": "5m",
+                "input_series": [
+                    series("gpufleet_probe_last_run_timestamp_seconds", L4, "_x2 600x1"),
+                    series("gpufleet_probe_scaleup_seconds", L4, "_x2 900x1"),
+                    series("gpufleet_probe_last_run_timestamp_seconds", T4, "_x2 600x1"),
+                    series("gpufleet_probe_scaleup_seconds", T4, "_x2 300x1"),
+                    *(phase(L4, name, seconds) for name, seconds in L4_PHASES.items()),
+                    *(phase(T4, name, seconds) for name, seconds in T4_PHASES.items()),
+                ],
+                "promql_expr_test": [
+                    {
+                        # a day later, long after the pods are gone: the last run's phases are kept
+                        "expr": PHASE_LAST_RECORD,
+                        "eval_time": "1d",
+                        "exp_samples": [
+                            {"labels": PHASE_LAST_RECORD + sel({**pool, "phase": name}), "value": seconds}
+                            for pool, phases in ((L4, L4_PHASES), (T4, T4_PHASES))
+                            for name, seconds in phases.items()
+                        ],
+                    },
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "20m",
+                        "alertname": "ProbeSlowPhase",
+                        "exp_alerts": [fired("ProbeSlowPhase", {**L4, "phase": "node"}, "info", "10m 0s")],
+                    },
+                    {
+                        "eval_time": "1d",
+                        "alertname": "ProbeSlowPhase",
+                        "exp_alerts": [fired("ProbeSlowPhase", {**L4, "phase": "node"}, "info", "10m 0s")],
+                    },
                 ],
             },
             {

@@ -126,10 +126,12 @@ def test_every_rendered_rule_file_passes_promtool(rendered: Path) -> None:
     rule_files = sorted(rendered.glob("*/prometheus/rules/*.yml"))
     probed = any(p.probe for c in FLEET.clusters.values() for p in c.pools)
     priced = bool(card_prices(FLEET, load_prices()))
-    # GPU aggregates everywhere, accounting where the cluster has GPU pools; on the central, the federation alerts,
-    # (when a pool is probed) the probe alerts and (when a card is priced) the card prices the dashboards read
+    # GPU aggregates everywhere, accounting where the cluster has GPU pools, probe phases where a pool is probed; on
+    # the central, the federation alerts, (when a pool is probed) the probe alerts and (when a card is priced) the
+    # card prices the dashboards read
     with_pools = sum(1 for c in FLEET.clusters.values() if c.all_pools)
-    assert len(rule_files) == len(FLEET.clusters) + with_pools + 1 + probed + priced
+    with_probes = sum(1 for c in FLEET.clusters.values() if any(p.probe for p in c.pools))
+    assert len(rule_files) == len(FLEET.clusters) + with_pools + with_probes + 1 + probed + priced
     result = promtool("check", "rules", *rule_files)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet.model.spec import load_fleet
-from fleet.report.accounting import accounting_queries, accounting_rows
+from fleet.report.accounting import accounting_queries, accounting_rows, lost_query
 from fleet.report.costs import load_prices
 from fleet.report.queries import Window
 
@@ -32,10 +32,24 @@ def test_queries_integrate_each_record_at_the_resolution():
         "sum by (billing_account, cluster, cloud, gpu, pool) (sum_over_time(gpufleet:billed_cards[3570000ms:60s]))"
         " * 60 / 3600"
     )
-    assert (
-        "gpufleet:pod_used_cards[3570000ms:60s]" in queries["lost"]
-        and "gpufleet:pod_preempted[3600s]" in queries["lost"]
+    assert queries["lost_pods"] == "max by (cluster, namespace, pod) (max_over_time(gpufleet:pod_preempted[3600s]))"
+
+
+def test_lost_card_hours_read_only_the_lost_pods():
+    window = Window(0, 3600)
+    pods = [
+        {"metric": {"cluster": "c", "namespace": "benchmarks", "pod": "p-3"}, "value": [3600, "1"]},
+        {"metric": {"cluster": "c", "namespace": "benchmarks", "pod": "p1.x"}, "value": [3600, "1"]},
+        {"metric": {"cluster": "c", "namespace": "benchmarks", "pod": "p9"}, "value": [3600, "0"]},
+    ]
+    query = lost_query(window, 60, pods)
+    assert query is not None
+    # re.escape's backslashes doubled in the PromQL string literal: the regex is p\-3|p1\.x (sorted)
+    assert r'sum_over_time(gpufleet:pod_used_cards{pod=~"p\\-3|p1\\.x"}[3570000ms:60s])' in query
+    assert query.endswith(
+        "group_left () max by (cluster, namespace, pod) (max_over_time(gpufleet:pod_preempted[3600s]))) * 60 / 3600"
     )
+    assert lost_query(window, 60, pods[2:]) is None and lost_query(window, 60, []) is None
 
 
 def test_the_owner_pays_the_idle_cards_and_every_account_its_use(tmp_path: Path):

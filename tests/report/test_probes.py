@@ -8,7 +8,8 @@ import pytest
 from fleet.model.pod_contract import PROBE_METRICS
 from fleet.report.costs import Machine, PriceEntry
 from fleet.report.model import CardRow
-from fleet.report.probes import pool_waits, probe_rows
+from fleet.report.probes import phase_queries, phase_rows, pool_waits, probe_rows
+from fleet.report.queries import Window
 
 SCALE_UP, SUCCESS, LAST_RUN = PROBE_METRICS
 T4 = {"cluster": "alpha", "cloud": "gcp", "gpu": "t4", "job": "benchmarks/gpu-fleet-benchmarks"}
@@ -89,3 +90,27 @@ def test_the_billed_time_adds_each_pods_wait_and_the_cost_follows() -> None:
     assert row.billed_seconds_per_result == (1000 + 2 * 300) / 10
     assert row.cost_per_result == pytest.approx(0.36 * 160 / 3600)
     assert without == pytest.approx(0.36 * 100 / 3600)
+
+
+def test_phase_rows_from_the_aggregated_answers() -> None:
+    pool = {"cluster": "c1", "cloud": "gcp", "gpu": "t4"}
+    answers = {
+        "runs": [{"metric": pool, "value": [0, "2"]}],
+        "median": [
+            {"metric": {**pool, "phase": "node"}, "value": [0, "150"]},
+            {"metric": {**pool, "phase": "unknown"}, "value": [0, "99"]},
+        ],
+        "worst": [{"metric": {**pool, "phase": "node"}, "value": [0, "300"]}],
+    }
+    (row,) = phase_rows(answers)
+    assert (row.cluster, row.cloud, row.gpu, row.runs) == ("c1", "gcp", "t4", 2)
+    assert (row.median("node"), row.worst("node")) == (150, 300)
+    assert row.median("unknown") is None and row.worst("check") is None
+
+
+def test_phase_queries_aggregate_each_runs_last_value() -> None:
+    q = phase_queries(Window(0, 3600))
+    last = "last_over_time(gpufleet:probe_phase_seconds[3600s])"
+    assert q["median"] == f"quantile by (cluster, cloud, gpu, phase) (0.5, {last})"
+    assert q["worst"] == f"max by (cluster, cloud, gpu, phase) ({last})"
+    assert q["runs"] == f"count by (cluster, cloud, gpu) (group by (cluster, cloud, gpu, pod) ({last}))"

@@ -23,9 +23,9 @@ from fleet.report.queries import (
     parse_duration,
     parse_time,
     pod_key,
+    pod_spans,
     runs_counter,
     selector,
-    subquery_resolution,
     window_from,
     workload_queries,
 )
@@ -183,9 +183,7 @@ def test_madgraph_queries_select_the_headline_stage_over_the_window() -> None:
     assert q.best == f"max by (cluster, cloud, gpu) (max_over_time({head}[3600s]))"
     assert q.runs == 'sum by (cluster, cloud, gpu) (max_over_time(madgraph_runs_total{workload="madgraph4gpu"}[3600s]))'
     assert q.series == f"max by (cluster, cloud, gpu) ({head})"
-    stamps = 'timestamp(madgraph_runs_total{workload="madgraph4gpu"})[3600s:4s]'
-    assert q.first_sample == f"min by (cluster, cloud, gpu, namespace, pod) (min_over_time({stamps}))"
-    assert q.last_sample == f"max by (cluster, cloud, gpu, namespace, pod) (max_over_time({stamps}))"
+    assert q.samples == 'madgraph_runs_total{workload="madgraph4gpu"}[3600s]'
 
 
 @pytest.mark.skipif(not (WORKLOADS_DIR / "pyhf").is_dir(), reason="the shipped pyhf workload was removed")
@@ -223,7 +221,7 @@ def test_a_workload_without_counter_has_no_runs_query() -> None:
     s = spec([{"name": "demo_rate", "type": "gauge", "help": "h"}], {"metric": "demo_rate", "unit": "x"})
     q = workload_queries(s, Window(0, 10))
     assert q.runs is None and "runs" not in q.instant()
-    assert 'min_over_time(timestamp(demo_rate{workload="demo"})[10s:1s])' in q.first_sample
+    assert q.samples == 'demo_rate{workload="demo"}[10s]'
 
 
 @pytest.mark.e2e
@@ -244,9 +242,19 @@ def test_promtool_accepts_every_query(tmp_path: Path) -> None:
 # --- reading results ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("seconds", "resolution"), [(60, 1), (3600, 4), (7 * 86400, 30), (365 * 86400, 30)])
-def test_the_first_and_last_sample_subqueries_step_at_most_30_s(seconds: float, resolution: int) -> None:
-    assert subquery_resolution(Window(0, seconds)) == resolution
+def test_pod_spans_take_each_pods_first_and_last_sample_over_its_series() -> None:
+    pod = {"cluster": "c", "cloud": "gcp", "gpu": "t4", "namespace": "benchmarks", "pod": "p1"}
+    series = [
+        {"metric": {**pod, "stage": "a"}, "values": [[120.5, "1"], [180.5, "2"]]},
+        {"metric": {**pod, "stage": "b"}, "values": [[60.5, "1"], [150.5, "2"]]},
+        {"metric": {**pod, "pod": "p2"}, "values": [[900, "1"]]},
+        {"metric": {**pod, "pod": "p3"}, "values": []},
+    ]
+    first, last = pod_spans(series)
+    key = pod_key(pod)
+    assert (first[key], last[key]) == (60.5, 180.5)
+    assert first[pod_key({**pod, "pod": "p2"})] == last[pod_key({**pod, "pod": "p2"})] == 900
+    assert pod_key({**pod, "pod": "p3"}) not in first
 
 
 def test_observed_seconds_sums_each_cards_pods() -> None:

@@ -1,0 +1,445 @@
+"""The central Prometheus at fleet scale: a real ``prometheus`` federating 10, 50 and 200 synthetic leaves.
+
+For each size N it writes a synthetic fleet (``plan_speed.generate_fleet``: N leaves of 8 GKE pools and 4 workloads,
+every pool probed, CI runners on two cards, plus the central), serves each leaf's ``/federate`` answer from one Python
+process (one port a leaf; the series come from ``benchmarks.synthetic_leaf``), backfills a 180-day history into the
+central's storage with ``promtool tsdb create-blocks-from openmetrics``, starts ``prometheus`` with the central
+configuration the model renders (``central_prometheus_config`` with the central's alert and probe rules; targets on
+loopback, plain HTTP instead of mutual TLS), lets it scrape for ``--observe`` seconds and reads from it: series and
+bytes per federate answer, scrape duration, resident memory and CPU, rule evaluation time; then times ``python -m
+fleet report`` over 7, 30 and 180 days.
+
+    nice -n 10 .venv/bin/python -m benchmarks.central_scale [--sizes 10,50,200] [--observe 240] [--json FILE]
+
+The history is thinner than a real central's (see ``write_history``): runs keep their real series (a new ``pod``
+each run), continuous records get one sample a day. See docs/performance.md for the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+import zlib
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks import synthetic_leaf
+from benchmarks.plan_speed import generate_fleet
+from components.kubernetes.infra import federated_selectors, probe_expectations
+from fleet.model.prometheus import (
+    FederationTarget,
+    central_alert_rules,
+    central_prometheus_config,
+    probe_alert_rules,
+    to_yaml,
+    workload_metrics,
+)
+from fleet.model.spec import Cluster, Fleet, load_fleet
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNNER_CARDS = ("t4", "l4")
+DAY = 86400
+RUN_HOUR = 3  # the day's runs start at 03:00 UTC (a nightly CronJob), spread over the next hour
+REPORT_WINDOWS = ("7d", "30d", "180d")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The leaves
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Leaf:
+    """One synthetic leaf: its cluster and its ``/federate`` answer's lines."""
+
+    cluster: Cluster
+    lines: list[tuple[str, str]]
+    port: int = 0
+    served: int = 0
+    bytes_served: int = 0
+
+
+def synthetic_fleet(root: Path, leaves: int) -> tuple[Fleet, Path, Path]:
+    """The fleet of ``leaves`` leaves (and the central), with runners on two cards of every leaf."""
+    synthetic = generate_fleet(root, leaves + 1, cards=8, workloads=4)
+    policy = yaml.safe_load(synthetic.policy_file.read_text(encoding="utf-8"))
+    cards = {c: {"concurrency": 2} for c in RUNNER_CARDS if c in synthetic.cards}
+    policy["runners"] = {
+        "gitlab_url": "https://gitlab.example.org",
+        "clusters": {name: dict(cards) for name in synthetic.clusters[1:]},
+    }
+    synthetic.policy_file.write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
+    fleet = load_fleet(synthetic.policy_file, synthetic.workloads_dir)
+    return fleet, synthetic.policy_file, synthetic.workloads_dir
+
+
+class _Handler(BaseHTTPRequestHandler):
+    leaf: Leaf
+
+    def do_GET(self) -> None:
+        leaf = self.server.leaf  # type: ignore[attr-defined]
+        body = synthetic_leaf.exposition(leaf.lines, 1.0 + (time.time() // 60) % 7, int(time.time() * 1000))
+        data = body.encode()
+        if "gzip" in self.headers.get("Accept-Encoding", ""):
+            compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+            data = compressor.compress(data) + compressor.flush()
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+        else:
+            self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        leaf.served += 1
+        leaf.bytes_served += len(data)
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+
+def serve(leaves: list[Leaf]) -> list[ThreadingHTTPServer]:
+    """One HTTP server a leaf on a free loopback port, each in a daemon thread of this process."""
+    servers = []
+    for leaf in leaves:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        server.leaf = leaf  # type: ignore[attr-defined]
+        leaf.port = server.server_address[1]
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+    return servers
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The history
+# --------------------------------------------------------------------------------------------------------------
+
+RUN_MARK = "-x7k2p"
+
+
+def write_history(leaves: list[Leaf], day: int, run_every_days: int, out: Path) -> int:
+    """One day of history (OpenMetrics, samples in the 2 h from 03:00 so promtool writes one block): every series of a
+    benchmark run with the run's own pod, 3 samples a minute apart, each (workload, card) pair every ``run_every_days``
+    days; each pool's probe series daily, likewise; the continuous records (pools' billed and idle cards, idle GPUs,
+    runners) one sample. Returns the samples written."""
+    by_name: dict[str, list[str]] = {}
+    base = day * DAY + RUN_HOUR * 3600
+    for j, leaf in enumerate(leaves):
+        offset = (j * 37) % 3000
+        for k, (_, text) in enumerate(leaf.lines):
+            name = text.split("{", 1)[0]
+            if RUN_MARK in text or name.startswith("gpufleet_probe_"):
+                probe = "probe-" in text or name.startswith("gpufleet_probe_")
+                pair = zlib.crc32(text.split(RUN_MARK)[0].encode()) if RUN_MARK in text else k
+                if not probe and (day + pair) % run_every_days:
+                    continue
+                series = text.replace(RUN_MARK, f"-d{day}")
+                t0 = base + offset + (pair % 600)
+                value = 30 + (pair + day) % 200
+                by_name.setdefault(name, []).extend(f"{series} {value} {t0 + 60 * i}" for i in range(3))
+            else:
+                by_name.setdefault(name, []).append(f"{text} {(k + day) % 5} {base + offset}")
+    lines = 0
+    with out.open("w", encoding="utf-8") as f:
+        for name, samples in sorted(by_name.items()):
+            f.write(f"# TYPE {name} gauge\n")
+            f.write("\n".join(samples) + "\n")
+            lines += len(samples)
+        f.write("# EOF\n")
+    return lines
+
+
+def backfill(leaves: list[Leaf], days: int, run_every_days: int, data: Path, work: Path) -> dict[str, Any]:
+    """``days`` days of history up to yesterday into ``data``, a day a promtool run."""
+    promtool = shutil.which("promtool") or "promtool"
+    today = int(time.time()) // DAY
+    samples, started = 0, time.monotonic()
+    source = work / "history.om"
+    for day in range(today - days, today):
+        samples += write_history(leaves, day, run_every_days, source)
+        subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(source), str(data)],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+    source.unlink(missing_ok=True)
+    return {"days": days, "samples": samples, "seconds": round(time.monotonic() - started, 1)}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The central
+# --------------------------------------------------------------------------------------------------------------
+
+
+def central_files(fleet: Fleet, leaves: list[Leaf], directory: Path, port: int) -> Path:
+    """The central's prometheus.yml and rule files as the model renders them, targets on loopback over plain HTTP."""
+    rules = {
+        "central-alerts.yml": central_alert_rules(workload_metrics(fleet.workloads)),
+        "probe-alerts.yml": probe_alert_rules(probe_expectations(fleet)),
+    }
+    for name, rule in rules.items():
+        (directory / name).write_text(to_yaml(rule), encoding="utf-8")
+    targets = [
+        FederationTarget(leaf.cluster.name, leaf.cluster.cloud, f"127.0.0.1:{leaf.port}", "leaf", "ca", "crt", "key")
+        for leaf in leaves
+    ]
+    config = central_prometheus_config(
+        targets,
+        federated_selectors(fleet),
+        {"fleet_role": "central"},
+        rule_files=list(rules),
+        interval=fleet.monitoring.federation_interval,
+        self_address=f"127.0.0.1:{port}",
+    )
+    for job in config["scrape_configs"]:
+        if job.pop("tls_config", None) is not None:  # mutual TLS left out: loopback, no certificates
+            job["scheme"] = "http"
+    path = directory / "prometheus.yml"
+    path.write_text(to_yaml(config), encoding="utf-8")
+    return path
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _query(url: str, promql: str) -> list[dict[str, Any]]:
+    full = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(full, timeout=120) as response:
+        return json.load(response)["data"]["result"]
+
+
+def _scalar(url: str, promql: str) -> float | None:
+    result = _query(url, promql)
+    return float(result[0]["value"][1]) if result else None
+
+
+def start_prometheus(config: Path, data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """``prometheus`` on ``port`` keeping the 180-day history (the central's retention, with a day of margin)."""
+    args = [
+        shutil.which("prometheus") or "prometheus",
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data}",
+        "--storage.tsdb.retention.time=182d",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    proc = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=config.parent)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as response:
+                if response.status == 200:
+                    return proc
+        except OSError:
+            pass
+        time.sleep(1)
+    raise RuntimeError("prometheus did not become ready in 10 minutes")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@dataclass
+class SizeResult:
+    """The figures of one size."""
+
+    leaves: int
+    series_per_leaf: int
+    bytes_per_answer: int
+    gzip_bytes_per_answer: int
+    history: dict[str, Any]
+    federated_series: float | None = None
+    head_series: float | None = None
+    blocks: float | None = None
+    scrape_seconds_avg: float | None = None
+    scrape_seconds_max: float | None = None
+    rss_mib: float | None = None
+    cpu_cores: float | None = None
+    rule_groups_ms: dict[str, float] = field(default_factory=dict)
+    report_seconds: dict[str, float | None] = field(default_factory=dict)
+    report_errors: dict[str, str] = field(default_factory=dict)
+
+
+def measure(url: str, result: SizeResult, observe: float) -> None:
+    """Read the central's own figures after ``observe`` seconds of scraping."""
+    jobs = 'job=~"federate-.+"'
+    window = f"{int(max(observe - 60, 60))}s"
+    result.federated_series = _scalar(url, f"sum(scrape_samples_scraped{{{jobs}}})")
+    result.head_series = _scalar(url, "prometheus_tsdb_head_series")
+    result.blocks = _scalar(url, "prometheus_tsdb_blocks_loaded")
+    result.scrape_seconds_avg = _scalar(url, f"avg(avg_over_time(scrape_duration_seconds{{{jobs}}}[{window}]))")
+    result.scrape_seconds_max = _scalar(url, f"max(max_over_time(scrape_duration_seconds{{{jobs}}}[{window}]))")
+    rss = _scalar(url, 'max(process_resident_memory_bytes{job="prometheus"})')
+    result.rss_mib = rss / 2**20 if rss is not None else None
+    result.cpu_cores = _scalar(url, f'rate(process_cpu_seconds_total{{job="prometheus"}}[{window}])')
+    for sample in _query(url, "prometheus_rule_group_last_duration_seconds"):
+        group = sample["metric"]["rule_group"].rsplit(";", 1)[-1]
+        result.rule_groups_ms[group] = round(float(sample["value"][1]) * 1000, 2)
+
+
+def time_reports(url: str, policy: Path, workloads: Path, work: Path, result: SizeResult, limit: float) -> None:
+    """``python -m fleet report`` over each window, timed (one run each, a generous per-request timeout); a window
+    whose report takes over ``limit`` seconds is stopped, and the longer windows are not tried."""
+    for since in REPORT_WINDOWS:
+        out = work / f"report-{since}"
+        started = time.monotonic()
+        try:
+            run = subprocess.run(
+                [
+                sys.executable, "-m", "fleet", "report", "--prometheus", url, "--since", since, "--out", str(out),
+                "--policy", str(policy), "--workloads-dir", str(workloads), "--timeout", "600",
+            ],
+            capture_output=True, text=True, timeout=limit, cwd=ROOT,
+        )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            result.report_errors[since] = f"stopped after {limit:g} s"
+            return
+        elapsed = time.monotonic() - started
+        result.report_seconds[since] = round(elapsed, 1) if run.returncode == 0 else None
+        if run.returncode != 0:
+            result.report_errors[since] = (run.stderr or run.stdout)[-500:]
+
+
+def measure_size(
+    size: int, work: Path, observe: float, days: int, run_every_days: int, report_limit: float
+) -> SizeResult:
+    """Every figure of one size (module docstring)."""
+    work.mkdir(parents=True, exist_ok=True)
+    fleet, policy, workloads = synthetic_fleet(work / "fleet", size)
+    leaves = [
+        Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet)))
+        for c in fleet.clusters.values()
+        if not c.central
+    ]
+    sample = synthetic_leaf.exposition(leaves[0].lines, 1.0, int(time.time() * 1000)).encode()
+    data = work / "data"
+    data.mkdir()
+    history = backfill(leaves, days, run_every_days, data, work)
+    result = SizeResult(
+        size, len(leaves[0].lines), len(sample), len(zlib.compress(sample, 6)) + 18, history
+    )  # gzip: deflate + header
+    servers = serve(leaves)
+    port = _free_port()
+    config = central_files(fleet, leaves, work, port)
+    proc = start_prometheus(config, data, port, work / "prometheus.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        time.sleep(observe)
+        measure(url, result, observe)
+        time_reports(url, policy, workloads, work, result, report_limit)
+    finally:
+        stop(proc)
+        for server in servers:
+            server.shutdown()
+    return result
+
+
+def render(results: list[SizeResult], environment: dict[str, Any]) -> str:
+    """The figures as Markdown tables."""
+    head = (
+        "| leaves | series / leaf | answer KiB (gzip) | federated series | head series | blocks "
+        "| scrape s avg / max | RSS MiB | CPU cores | rule groups ms (max) | "
+        + " | ".join(f"report {w} s" for w in REPORT_WINDOWS)
+        + " |"
+    )
+    lines = [head, "|" + "---:|" * (10 + len(REPORT_WINDOWS))]
+    for r in results:
+
+        def f(v: float | None, d: int = 1) -> str:
+            return "—" if v is None else f"{v:.{d}f}"
+
+        rules = max(r.rule_groups_ms.values()) if r.rule_groups_ms else None
+        lines.append(
+            f"| {r.leaves} | {r.series_per_leaf} "
+            f"| {r.bytes_per_answer / 1024:.0f} ({r.gzip_bytes_per_answer / 1024:.0f}) "
+            f"| {f(r.federated_series, 0)} | {f(r.head_series, 0)} | {f(r.blocks, 0)} "
+            f"| {f(r.scrape_seconds_avg, 3)} / {f(r.scrape_seconds_max, 3)} | {f(r.rss_mib, 0)} | {f(r.cpu_cores, 3)} "
+            f"| {f(rules, 1)} | " + " | ".join(f(r.report_seconds.get(w)) for w in REPORT_WINDOWS) + " |"
+        )
+    lines.append("")
+    lines.append("History backfilled: " + "; ".join(
+        f"{r.leaves} leaves: {r.history['samples']:,} samples over {r.history['days']} days in {r.history['seconds']} s"
+        for r in results
+    ))  # fmt: skip
+    lines.append("Rule groups (last evaluation, ms): " + "; ".join(f"{r.leaves}: {r.rule_groups_ms}" for r in results))
+    lines.append(f"Environment: {json.dumps(environment)}")
+    for r in results:
+        for window, error in r.report_errors.items():
+            lines.append(f"report {window} at {r.leaves} leaves failed: {error}")
+    return "\n".join(lines)
+
+
+def environment() -> dict[str, Any]:
+    """Where the figures come from: the machine, its load, the tools."""
+    version = subprocess.run(["prometheus", "--version"], capture_output=True, text=True).stdout.splitlines()
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "prometheus": version[0] if version else "?",
+        "nice": os.nice(0),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,50,200", help="leaf counts (default 10,50,200)")
+    parser.add_argument("--observe", type=float, default=240, help="seconds of scraping per size (default 240)")
+    parser.add_argument("--days", type=int, default=180, help="days of history backfilled (default 180)")
+    parser.add_argument("--run-every", type=int, default=7, help="days between two runs of a pair (default 7)")
+    parser.add_argument("--report-limit", type=float, default=300, help="seconds a report may take (default 300)")
+    parser.add_argument("--json", type=Path, help="write every figure as JSON")
+    parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
+    args = parser.parse_args(argv)
+    env = environment()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="central-scale-"))
+    results = []
+    started = time.monotonic()
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            print(f"central_scale: {size} leaves ...", file=sys.stderr, flush=True)
+            results.append(
+                measure_size(size, work / f"leaves-{size}", args.observe, args.days, args.run_every, args.report_limit)
+            )
+            print(render(results[-1:], env).splitlines()[2], file=sys.stderr, flush=True)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    env["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    env["seconds"] = round(time.monotonic() - started)
+    print(render(results, env))
+    if args.json:
+        args.json.write_text(json.dumps({"results": [asdict(r) for r in results], "environment": env}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Time to first accelerator by phase: the leaf rules that split each probed pool's newest probe pod's wait into
+node, device, containers and check (fleet/model/rules/leaf-probe-phases.yaml says what each phase covers and which
+kube-state-metrics series it reads), federated to the central as ``gpufleet:probe_phase_seconds``.
+
+The probe pod of a pool is told by its ``workload`` label (kube-state-metrics' ``kube_pod_labels``, allowlisted for
+the accounting rules) and by the node it is bound to carrying the pool's selector labels (``kube_node_labels``, as
+the accounting rules tell a pool's nodes). Of a pool's probe pods only the newest one bound to a node is recorded, and
+only until 15 minutes after it completed (a completed pod stays as long as its Job is kept: days of samples of one
+run would only cost the central), so each run has its series (its ``pod``) and the central keeps the last run as state
+(``gpufleet:probe_phase_seconds:last``, fleet/model/rules/central-probe-alerts.yaml).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.model import pod_contract
+from fleet.model.accounting import WORKLOAD_POD_LABEL, ksm_label, node_selector
+from fleet.model.rule_files import fill, rule_file
+from fleet.model.spec import Cluster, GpuPool
+
+RULES_FILE = "leaf-probe-phases.yaml"
+GROUP = "gpufleet-probe-phases"
+#: The leaf record, one series per phase of each pool's newest probe pod.
+PHASE_RECORD = "gpufleet:probe_phase_seconds"
+#: The central's state: each pool's last run's phases.
+PHASE_LAST_RECORD = "gpufleet:probe_phase_seconds:last"
+#: The phases, in the order a probe goes through them.
+PHASES: tuple[str, ...] = ("node", "device", "containers", "check")
+#: What each phase covers, for the report and doctor.
+PHASE_MEANING = {
+    "node": "waiting for a node (pod created to node created)",
+    "device": "device ready (node created to pod scheduled)",
+    "containers": "image pulled, containers started",
+    "check": "device check",
+}
+#: The probe's own container (components/kubernetes/benchmark.py pod_spec's default container name).
+PROBE_CONTAINER = "workload"
+PROBE_WORKLOAD = "probe"  # fleet/model/probe/workload.yaml name
+#: Seconds a completed probe pod's phases are still recorded: each run's series then holds about 15 samples at the
+#: central, whatever the schedule, and the central keeps the values as state (gpufleet:probe_phase_seconds:last).
+RECORDED_AFTER_COMPLETION = 900
+
+
+def _per_pod(expr: str) -> str:
+    """``expr`` reduced to one value per pod (two kube-state-metrics replicas, or a restart's overlap, count once)."""
+    return f"max by (namespace, pod) ({expr})"
+
+
+def _values(pool: GpuPool, cluster: Cluster) -> dict[str, str]:
+    ns = pod_contract.BENCHMARK_NAMESPACE
+    pod_node = f'max by (namespace, pod, node) (kube_pod_info{{namespace="{ns}",node!=""}})'
+    on_pool = f"max by (node) ({node_selector(pool, cluster)})"
+    probe_pods = f'kube_pod_labels{{namespace="{ns}",{ksm_label(WORKLOAD_POD_LABEL)}="{PROBE_WORKLOAD}"}}'
+    created = _per_pod(f'kube_pod_created{{namespace="{ns}"}}')
+    on_this_pool = (
+        f"{created} * on (namespace, pod) group_left () {_per_pod(probe_pods)}"
+        f" * on (namespace, pod) group_left () {_per_pod(f'{pod_node} * on (node) group_left () {on_pool}')}"
+    )
+    node_created = _per_pod(f"{pod_node} * 0 + on (node) group_left () max by (node) (kube_node_created)")
+    finished = _per_pod(f'kube_pod_completion_time{{namespace="{ns}"}}')
+    started = f'kube_pod_container_state_started{{namespace="{ns}",container="{PROBE_CONTAINER}"}}'
+    return {
+        # the newest probe pod of the pool, until RECORDED_AFTER_COMPLETION after it completed
+        "probe": (
+            f"topk(1, {on_this_pool}) unless on (namespace, pod) (time() - {finished} > {RECORDED_AFTER_COMPLETION})"
+        ),
+        "pod_created": created,
+        "scheduled": _per_pod(f'kube_pod_status_scheduled_time{{namespace="{ns}"}}'),
+        "started": _per_pod(started),
+        "finished": finished,
+        "node_created": node_created,
+        "linger": str(pod_contract.LINGER_SECONDS),
+    }
+
+
+def leaf_rules(cluster: Cluster, interval: str | None = None) -> dict[str, Any] | None:
+    """The leaf's probe phase rule file for ``cluster``: the four phase records per probed pool, each labelled with
+    the cluster, cloud, card and pool; None when no pool of the cluster is probed."""
+    rules: list[dict[str, Any]] = []
+    template = rule_file(RULES_FILE)["groups"][0]["rules"]
+    for pool in cluster.pools:
+        if pool.probe is None:
+            continue
+        values = _values(pool, cluster)
+        for rule in fill({"groups": [{"rules": template}]}, values, f"fleet/model/rules/{RULES_FILE}")["groups"][0][
+            "rules"
+        ]:
+            labels = {"cluster": cluster.name, "cloud": cluster.cloud, "gpu": pool.card, "pool": pool.name}
+            rules.append({**rule, "labels": {**labels, **rule["labels"]}})
+    if not rules:
+        return None
+    group: dict[str, Any] = {"name": GROUP, **({"interval": interval} if interval else {}), "rules": rules}
+    return {"groups": [group]}

@@ -1,0 +1,75 @@
+"""The synthetic leaf of benchmarks/central_scale.py: it answers ``/federate`` with exactly the series the central's
+``match[]`` selectors pull, labelled as a leaf labels them, and its history is OpenMetrics promtool accepts.
+
+Not a timed test: the benchmark itself is run by ``make benchmark``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks import central_scale, synthetic_leaf
+from fleet.model import accounting, probe_phases
+from fleet.model.prometheus import GPU_RECORDING_RULES, RUNNER_SERIES
+from tests.conftest import require_tool
+
+
+@pytest.fixture(scope="module")
+def fleet_and_leaves(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    fleet, _, _ = central_scale.synthetic_fleet(tmp_path_factory.mktemp("scale"), leaves=2)
+    leaves = [c for c in fleet.clusters.values() if not c.central]
+    return fleet, leaves
+
+
+def test_a_leaf_answers_exactly_the_selected_series(fleet_and_leaves: tuple) -> None:
+    fleet, leaves = fleet_and_leaves
+    names = {s.name for s in synthetic_leaf.leaf_series(leaves[0], fleet)}
+    assert names == synthetic_leaf.selected_names(fleet)
+    assert {*GPU_RECORDING_RULES, *accounting.ACCOUNTING_RULES, *RUNNER_SERIES, probe_phases.PHASE_RECORD} <= names
+
+
+def test_every_series_is_one_of_its_cluster_and_unique(fleet_and_leaves: tuple) -> None:
+    fleet, leaves = fleet_and_leaves
+    for cluster in leaves:
+        series = synthetic_leaf.leaf_series(cluster, fleet)
+        assert len(set(series)) == len(series)
+        for s in series:
+            labels = dict(s.labels)
+            assert labels["cluster"] == cluster.name and labels["cloud"] == cluster.cloud
+    probed = [p for p in leaves[0].pools if p.probe is not None]
+    phases = [s for s in synthetic_leaf.leaf_series(leaves[0], fleet) if s.name == probe_phases.PHASE_RECORD]
+    assert {(dict(s.labels)["gpu"], dict(s.labels)["phase"]) for s in phases} == {
+        (p.card, phase) for p in probed for phase in probe_phases.PHASES
+    }
+
+
+def test_exposition_is_federate_text(fleet_and_leaves: tuple) -> None:
+    fleet, leaves = fleet_and_leaves
+    lines = synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(leaves[0], fleet))
+    text = synthetic_leaf.exposition(lines, 2.5, 1_700_000_000_000)
+    sample = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*\{([a-zA-Z_]\w*="[^"]*",?)*\} 2\.5 1700000000000$')
+    body = [line for line in text.splitlines() if not line.startswith("# TYPE ")]
+    assert len(body) == len(lines) and all(sample.match(line) for line in body)
+    types = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+    assert len(types) == len(set(types)) == len({t for t, _ in lines if t})
+
+
+def test_a_day_of_history_loads_with_promtool(fleet_and_leaves: tuple, tmp_path: Path) -> None:
+    promtool = require_tool("promtool")
+    fleet, clusters = fleet_and_leaves
+    leaves = [
+        central_scale.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
+    ]
+    source = tmp_path / "day.om"
+    samples = central_scale.write_history(leaves, 20_000, run_every_days=1, out=source)
+    assert samples > sum(len(leaf.lines) for leaf in leaves)  # every series, runs with three samples
+    run = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert len([p for p in (tmp_path / "data").iterdir() if p.is_dir()]) == 1  # one block: the day's 2 hours

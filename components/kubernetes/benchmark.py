@@ -114,7 +114,7 @@ def workload_script(driver_env: Mapping[str, str] | None = None) -> str:
 
 
 def pod_spec(
-    cluster: Cluster | None,
+    cluster: Cluster,
     bench: Benchmark,
     programs_cm: str,
     files_cm: str | None,
@@ -128,8 +128,7 @@ def pod_spec(
     """The pod spec of one benchmark (Kubernetes API field names). A sweep job's pods (components/kubernetes/sweeps.py)
     take ``accelerators`` cards each instead of the workload's own count, more variables and (volume, mount) pairs, and
     the container name their operator wants. A Job dispatched by the fleet's queues (components/kubernetes/
-    queued_jobs.py) does not know its cluster (``None``: no ``BENCHMARK_CLUSTER``) and adds the driver directories of
-    every pool it may run on (``driver_env``)."""
+    queued_jobs.py) adds the driver directories of every pool it may run on (``driver_env``)."""
     spec = bench.workload.spec
     pool = bench.pool
     log_file = pod_contract.log_file(spec.name)
@@ -142,7 +141,7 @@ def pod_spec(
     env += [
         {"name": "HOME", "value": HOME_DIR},
         {"name": "BENCHMARK_LOG", "value": log_file},
-        *([{"name": "BENCHMARK_CLUSTER", "value": cluster.name}] if cluster is not None else []),
+        {"name": "BENCHMARK_CLUSTER", "value": cluster.name},
         {"name": "BENCHMARK_GPU", "value": pool.card},
     ]
     if "accelerator" in spec.fleet_env:

@@ -56,13 +56,20 @@ def union_driver_env(pools: Sequence[GpuPool]) -> dict[str, str]:
 
 
 def queued_pod_spec(
-    job: QueuedJob, pools: Sequence[GpuPool], affinity: dict[str, Any], programs_cm: str, files_cm: str | None
+    manager: Cluster,
+    job: QueuedJob,
+    pools: Sequence[GpuPool],
+    affinity: dict[str, Any],
+    programs_cm: str,
+    files_cm: str | None,
 ) -> dict[str, Any]:
-    """The pod spec of a queued Job: a benchmark pod without a pool's selector and tolerations (the worker's flavor
-    adds them), kept on its card by ``affinity`` (``Fleet.queued_affinity``)."""
-    spec = pod_spec(
-        None, Benchmark(job.workload, pools[0], None), programs_cm, files_cm, driver_env=union_driver_env(pools)
-    )
+    """The pod spec of a queued Job: a benchmark pod (its images from the fleet's registry, as the manager has it)
+    without ``BENCHMARK_CLUSTER`` or a pool's selector and tolerations (the worker's flavor adds them), kept on its
+    card by ``affinity`` (``Fleet.queued_affinity``)."""
+    bench = Benchmark(job.workload, pools[0], None)
+    spec = pod_spec(manager, bench, programs_cm, files_cm, driver_env=union_driver_env(pools))
+    for container in spec["containers"]:
+        container["env"] = [e for e in container["env"] if e["name"] != "BENCHMARK_CLUSTER"]
     spec.pop("nodeSelector")
     spec.pop("tolerations")
     spec["affinity"] = affinity
@@ -70,7 +77,12 @@ def queued_pod_spec(
 
 
 def queued_job_manifest(
-    job: QueuedJob, pools: Sequence[GpuPool], affinity: dict[str, Any], programs_cm: str, files_cm: str | None
+    manager: Cluster,
+    job: QueuedJob,
+    pools: Sequence[GpuPool],
+    affinity: dict[str, Any],
+    programs_cm: str,
+    files_cm: str | None,
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(name, metadata without namespace, spec) of a queued Job; its name ends in a hash of its spec."""
     wl = job.workload.spec
@@ -80,7 +92,7 @@ def queued_job_manifest(
         "activeDeadlineSeconds": pod_contract.active_deadline_seconds(wl.timeout_seconds),
         "template": {
             "metadata": {"labels": labels},
-            "spec": queued_pod_spec(job, pools, affinity, programs_cm, files_cm),
+            "spec": queued_pod_spec(manager, job, pools, affinity, programs_cm, files_cm),
         },
     }
     name = _name(wl.name, job.card, spec_hash(job_spec))
@@ -114,7 +126,7 @@ class QueuedJobs(pulumi.ComponentResource):
             # the content-hashed names the workers' ConfigMaps have; the manager runs no pod and needs none
             programs = config_map_name(wl.name, "mtail", wl.mtail_programs)
             files = config_map_name(wl.name, "files", wl.files) if wl.files else None
-            _, metadata, spec = queued_job_manifest(job, pools, affinity, programs, files)
+            _, metadata, spec = queued_job_manifest(manager, job, pools, affinity, programs, files)
             self.jobs[(wl.name, job.card)] = k8s.batch.v1.Job(
                 f"{manager.name}-{job.queue.name}-{wl.name}-{job.card}",
                 metadata={**metadata, "namespace": namespace},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,35 @@ QUEUED_STACKS = {
     "gke-a": {"gcp:project": "fixture-project"},
     "eks-a": {},
 }
+
+
+# Workloads of QUEUED: tracker (tests/fixtures/fleet) on every card of the gpu queue, loader (the fixture uploader,
+# with credentials and egress, without root) on its T4s, and fitter per cluster (a CronJob) on the T4s.
+QUEUED_TRACKER = """\
+workloads:
+  tracker: {gpus: all, queue: gpu}
+  loader: {gpus: [t4], queue: gpu}
+  fitter: {gpus: [t4], schedule: "0 3 * * 1"}
+"""
+
+
+FIXTURE_WORKLOADS = FIXTURES / "fleet" / "workloads"
+
+
+def queued_workloads_dir(tmp_path: Path) -> Path:
+    """The fixture fleet's workloads, and ``loader``: the uploader (credentials, egress) without root."""
+    out = tmp_path / "workloads"
+    shutil.copytree(FIXTURE_WORKLOADS, out)
+    loader = out / "loader"
+    shutil.copytree(out / "uploader", loader)
+    text = (loader / "workload.yaml").read_text(encoding="utf-8")
+    text = text.replace("name: uploader", "name: loader").replace("needs_root:", "# needs_root:")
+    (loader / "workload.yaml").write_text(text.replace("uploader_bytes_total", "loader_bytes_total"), "utf-8")
+    for program in (loader / "mtail").iterdir():
+        program.write_text(program.read_text(encoding="utf-8").replace("uploader_", "loader_"), "utf-8")
+    return out
+
+
+def queued(workloads: str) -> str:
+    """QUEUED with its ``workloads: {}`` replaced by ``workloads``."""
+    return QUEUED.replace("workloads: {}\n", textwrap.dedent(workloads))

@@ -11,6 +11,7 @@ from pulumi.runtime import rpc
 
 from components.kubernetes.benchmark import METRIC_LABELS
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
+from fleet.model.pod_contract import QUEUE_NAME_LABEL
 from fleet.model.pool_view import pool_views
 from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
@@ -34,6 +35,16 @@ def jobs_of(plan):
     return [r for r in plan.registrations if r.type in ("kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob")]
 
 
+def queued_jobs_on(fleet, name):
+    """The queued Jobs the stack ``name`` declares: every one on the queues' manager, none elsewhere."""
+    return fleet.queued_jobs() if fleet.dispatch is not None and fleet.dispatch.manager == name else []
+
+
+def is_queued(reg) -> bool:
+    """Whether a Job is a queued workload's (labelled with its queue: declared on the manager, run by a worker)."""
+    return QUEUE_NAME_LABEL in reg.inputs["metadata"]["labels"]
+
+
 def job_spec(reg):
     return reg.inputs["spec"]["jobTemplate"]["spec"] if reg.type.endswith("CronJob") else reg.inputs["spec"]
 
@@ -47,7 +58,8 @@ def test_every_shipped_stack_plans(fleet, plans):
 def test_jobs_are_exactly_the_policy_pairs(fleet, plans):
     for name, plan in plans.items():
         cluster = fleet.cluster(name)
-        expected = {(b.workload.name, b.pool.card): b for b in fleet.workload_jobs(cluster)}
+        expected: dict = {(b.workload.name, b.pool.card): b for b in fleet.workload_jobs(cluster)}
+        expected.update({(j.workload.name, j.card): j for j in queued_jobs_on(fleet, name)})
         got = {
             (r.inputs["metadata"]["labels"]["workload"], r.inputs["metadata"]["labels"]["gpu"]): r
             for r in jobs_of(plan)
@@ -57,13 +69,15 @@ def test_jobs_are_exactly_the_policy_pairs(fleet, plans):
         assert fleet.benchmarks(cluster) or not cluster.pools, f"{name} runs no benchmark"
         # scheduled workloads and every probe become CronJobs, the others Jobs
         for key, reg in got.items():
-            assert reg.type.endswith("CronJob") == (expected[key].schedule is not None), key
+            assert reg.type.endswith("CronJob") == (getattr(expected[key], "schedule", None) is not None), key
 
 
 def test_job_pods_select_the_pool_request_the_card_and_tolerate_taints(fleet, plans):
     for name, plan in plans.items():
         cluster = fleet.cluster(name)
         for reg in jobs_of(plan):
+            if is_queued(reg):  # the worker that admits it adds its pool's selector (test_queued_workloads_...)
+                continue
             labels = reg.inputs["metadata"]["labels"]
             pool = cluster.pool(labels["gpu"])
             spec = job_spec(reg)
@@ -147,7 +161,7 @@ def test_rendered_jobs_validate_against_the_kubernetes_schema(fleet, plans):
             }
             kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
             checked += 1
-    assert checked == sum(len(fleet.workload_jobs(c)) for c in fleet.clusters.values())
+    assert checked == sum(len(fleet.workload_jobs(c)) for c in fleet.clusters.values()) + len(fleet.queued_jobs())
 
 
 def test_schema_validation_can_fail(plans):
@@ -307,6 +321,8 @@ def test_one_runner_release_per_runner_of_the_policy(fleet, plans):
 def _rendered_pods(plan):
     """(labels, pod spec) of every benchmark, probe and sweep-worker pod template a stack renders."""
     for reg in jobs_of(plan):
+        if is_queued(reg):  # it runs on a worker, its pool's selector added there (test_queued_workloads_...)
+            continue
         template = job_spec(reg)["template"]
         yield template["metadata"]["labels"], template["spec"]
     for reg in plan.registrations:
@@ -367,3 +383,36 @@ def test_the_queues_are_wired_as_the_policy_says(fleet, plans):
         assert rpc.is_rpc_secret(plans[worker].exports["multikueue_kubeconfig"]), worker
         local = {r.inputs["metadata"]["name"] for r in plans[worker].registrations if r.type == kueue + "LocalQueue"}
         assert {q.name for q in dispatch.queues_of(worker)} <= local, worker
+
+
+def test_queued_workloads_run_once_through_their_queue_on_their_cards_pools(fleet, plans):
+    """A workload that names a queue (policy: workloads.<name>.queue): its Jobs once on the manager, none per cluster;
+    each Job, as a worker runs it once Kueue gave it its pool's flavor (the flavor's selector and tolerations added),
+    lands on that pool alone on every worker that offers the card, the queue's first cluster first."""
+    jobs = fleet.queued_jobs()
+    if not jobs:
+        return
+    manager = plans[fleet.dispatch.manager]
+    declared = {(r.inputs["metadata"]["labels"]["workload"], r.inputs["metadata"]["labels"]["gpu"]): r
+                for r in jobs_of(manager) if is_queued(r)}  # fmt: skip
+    assert set(declared) == {(j.workload.name, j.card) for j in jobs}
+    for name, plan in plans.items():
+        per_cluster = {r.inputs["metadata"]["labels"]["workload"] for r in jobs_of(plan) if not is_queued(r)}
+        assert not per_cluster & set(fleet.queued), name
+    placed = 0
+    for job in jobs:
+        pod = job_spec(declared[(job.workload.name, job.card)])["template"]["spec"]
+        assert pod["affinity"] == fleet.queued_affinity(job)
+        for worker in job.queue.clusters:
+            cluster = fleet.cluster(worker)
+            flavors = {p.card: p for p in job.queue.pools(cluster)}
+            if job.card not in flavors:
+                continue
+            pool = flavors[job.card]
+            admitted = {**pod, "nodeSelector": pool.node_selector, "tolerations": [
+                {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in pool.pod_tolerations
+            ]}  # fmt: skip
+            found = place(PodToPlace(f"{job.name} on {worker}", pool.name, admitted), cluster_nodes(cluster))
+            assert found is None, found.message
+            placed += 1
+    assert placed >= len(jobs)

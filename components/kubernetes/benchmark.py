@@ -123,10 +123,12 @@ def pod_spec(
     extra_env: Sequence[dict[str, Any]] = (),
     extra_volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
     container_name: str = "workload",
+    driver_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The pod spec of one benchmark (Kubernetes API field names). A sweep job's pods (components/kubernetes/sweeps.py)
     take ``accelerators`` cards each instead of the workload's own count, more variables and (volume, mount) pairs, and
-    the container name their operator wants."""
+    the container name their operator wants. A Job dispatched by the fleet's queues (components/kubernetes/
+    queued_jobs.py) adds the driver directories of every pool it may run on (``driver_env``)."""
     spec = bench.workload.spec
     pool = bench.pool
     log_file = pod_contract.log_file(spec.name)
@@ -207,7 +209,14 @@ def pod_spec(
             {
                 "name": container_name,
                 "image": spec.image,
-                "command": ["/bin/sh", "-c", workload_script(pool.driver_env), "benchmark", *spec.command, *spec.args],
+                "command": [
+                    "/bin/sh",
+                    "-c",
+                    workload_script(pool.driver_env if driver_env is None else driver_env),
+                    "benchmark",
+                    *spec.command,
+                    *spec.args,
+                ],
                 "env": env,
                 "resources": {
                     "requests": {"cpu": resources.cpu_request, "memory": resources.memory_request},
@@ -226,6 +235,12 @@ def pod_spec(
     }
 
 
+def config_map_name(workload: str, kind: str, data: Mapping[str, str]) -> str:
+    """The name of a workload's ConfigMap of ``kind`` (``mtail``, ``files``): its content's hash, the same on every
+    cluster."""
+    return _name(workload, kind, spec_hash(dict(data)))
+
+
 def hashed_config_map(
     resource_prefix: str,
     workload: str,
@@ -235,7 +250,7 @@ def hashed_config_map(
     opts: pulumi.ResourceOptions,
 ) -> str:
     """An immutable ConfigMap named by its content's hash (changed content makes a new one); returns its name."""
-    name = _name(workload, kind, spec_hash(data))
+    name = config_map_name(workload, kind, data)
     k8s.core.v1.ConfigMap(
         f"{resource_prefix}-{kind}",
         metadata={"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": PART_OF}},
@@ -263,16 +278,20 @@ class BenchmarkJobs(pulumi.ComponentResource):
         credentials: Mapping[str, Mapping[str, str]] | None = None,
         root_namespace: pulumi.Input[str] | None = None,
         sweeping: Sequence[Workload] = (),
+        dispatched: Sequence[Workload] = (),
     ):
         """``root_namespace``: where the benchmarks of workloads that need root run (``needs_root``). ``sweeping``: the
         workloads of the cluster's sweep jobs (components/kubernetes/sweeps.py), whose credentials Secret and egress
-        policy are made here too, like any benchmark's."""
+        policy are made here too, like any benchmark's. ``dispatched``: the workloads whose Jobs the fleet's queues may
+        give this worker (MultiKueue copies only the Job): their ConfigMaps, credentials Secret and egress policy are
+        made here, and the PodMonitor scrapes their pods as any benchmark's."""
         super().__init__(self.TYPE, f"{cluster.name}-benchmarks", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.jobs: dict[tuple[str, str], pulumi.Resource] = {}
         maps: dict[str, tuple[str, str | None]] = {}
         workloads = {b.workload.name: b.workload for b in benchmarks}
         workloads.update({wl.name: wl for wl in sweeping})
+        workloads.update({wl.name: wl for wl in dispatched})
         homes: dict[str, pulumi.Input[str]] = {}
         for wl in workloads.values():
             if wl.spec.needs_root and root_namespace is None:
@@ -290,6 +309,8 @@ class BenchmarkJobs(pulumi.ComponentResource):
                     [(rule.cidr, rule.ports) for rule in wl.spec.egress],
                     child,
                 )
+        for wl in dispatched:  # the pods of a dispatched Job name the same content-hashed ConfigMaps on every worker
+            maps[wl.name] = config_maps(cluster, wl, homes[wl.name], child)
         for bench in benchmarks:
             wl = bench.workload
             home = homes[wl.name]

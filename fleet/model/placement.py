@@ -38,7 +38,7 @@ from fleet.model.quantity import parse_quantity
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
 if TYPE_CHECKING:
-    from fleet.model.spec import Benchmark, Cluster, Fleet, GpuPool, Runner
+    from fleet.model.spec import Cluster, Fleet, GpuPool, Runner
     from fleet.model.sweeps import SweepPoint
     from fleet.model.workloads import Workload
     from fleet.model.yaml_source import YamlDocument
@@ -354,12 +354,12 @@ def copies_on(pool: GpuPool, spec: Mapping[str, Any]) -> int:
     return max(1, pool.units_per_node // asked) if asked else 1
 
 
-def _workload_fix(bench: Benchmark, cluster: Cluster) -> str:
-    folder = f"workloads/{bench.workload.name}/workload.yaml"
+def _workload_fix(workload: Workload, pool: GpuPool, cluster: Cluster) -> str:
+    folder = f"workloads/{workload.name}/workload.yaml"
     return (
         f"lower resources.cpu_request / memory_request in {folder} if the workload runs with less, or take "
-        f"{bench.pool.card} off its cards on {cluster.cloud}"
-        + (" (or share the card between fewer pods: sharing)" if bench.pool.sharing else "")
+        f"{pool.card} off its cards on {cluster.cloud}"
+        + (" (or share the card between fewer pods: sharing)" if pool.sharing else "")
     )
 
 
@@ -371,9 +371,22 @@ def fleet_pods(fleet: Fleet, cluster: Cluster) -> list[PodToPlace]:
         pods.append(
             PodToPlace(
                 f"{bench.workload.name} on {cluster.name} ({bench.pool.card})", bench.pool.name, spec,
-                copies_on(bench.pool, spec), ("workloads", bench.workload.name), _workload_fix(bench, cluster),
+                copies_on(bench.pool, spec), ("workloads", bench.workload.name),
+                _workload_fix(bench.workload, bench.pool, cluster),
             )
         )  # fmt: skip
+    for job in fleet.queued_jobs():
+        pools = fleet.queued_pools(job)
+        for pool in (p for p in pools if p in cluster.pools and cluster.name in job.queue.clusters):
+            # as the worker runs it once Kueue admitted it there: the flavor's selector and tolerations added
+            spec = {**benchmark_pod(job.workload, pool), "affinity": fleet.queued_affinity(job)}
+            pods.append(
+                PodToPlace(
+                    f"{job.workload.name} from queue {job.queue.name} on {cluster.name} ({pool.card})", pool.name,
+                    spec, copies_on(pool, spec), ("workloads", job.workload.name, "queue"),
+                    _workload_fix(job.workload, pool, cluster),
+                )
+            )  # fmt: skip
     for bench in fleet.probes(cluster):
         spec = benchmark_pod(bench.workload, bench.pool)
         pods.append(

@@ -27,19 +27,21 @@ This module has no Pulumi: the shape of the section (``QueuesSettings``), its cr
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import pydantic
 
 from fleet.model import pod_contract
-from fleet.model.errors import Problem
+from fleet.model.errors import Problem, did_you_mean
 from fleet.model.validation import StrictModel
 
 if TYPE_CHECKING:  # spec.py imports this module
     from fleet.model.catalogue import Catalogue
     from fleet.model.spec import Cluster, GpuPool
+    from fleet.model.spec_schema import Placement
+    from fleet.model.workloads import Workload
     from fleet.model.yaml_source import YamlDocument
 
 # A queue's name is a Kubernetes object name (LocalQueue, ClusterQueue, MultiKueueConfig): a DNS-1123 label.
@@ -276,3 +278,136 @@ def resolve(
         resource = catalogue.accelerators[cards[0]].resource
         queues.append(Queue(name, tuple(workers), cards, resource))
     return Dispatch(settings.manager, settings.spill, tuple(queues))
+
+
+# --- workloads that name a queue ---------------------------------------------------------------------------------
+#
+# A workload of the policy may name a queue (``workloads.<name>.queue``): its Jobs are declared once, on the manager,
+# one per card of the queue the workload allows, and MultiKueue copies each to the worker that admits it. What
+# MultiKueue copies is the Job alone (kueue v0.19.2 pkg/controller/jobs/job/job_multikueue_adapter.go ``SyncJob``:
+# a new Job with ``api.CloneObjectMetaForCreation`` of the manager's Job, i.e. its name, namespace, labels and
+# annotations, and its spec without the selector, Kueue's managed pod labels and ``managedBy``; then the labels
+# ``kueue.x-k8s.io/multikueue-origin`` and ``kueue.x-k8s.io/prebuilt-workload-name``), created in the **same
+# namespace** on the worker. So the ConfigMaps, the credentials Secret, the egress policy and the PodMonitor the
+# pods need are declared on every worker of the queue by the worker's own stack.
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """One Job of a workload that names a queue: declared on the manager for one card, run by a worker's pool of it."""
+
+    workload: Workload
+    queue: Queue
+    card: str
+
+    @property
+    def name(self) -> str:
+        """``<workload>/<card>``, as the plan and messages name it."""
+        return f"{self.workload.name}/{self.card}"
+
+
+def card_affinity(card: str, pools: Sequence[GpuPool]) -> dict[str, object]:
+    """The required node affinity that keeps a dispatched Job on ``card`` whichever worker runs it; ``pools``: every
+    pool of the queue's cards on its workers (``Fleet.queue_pools``).
+
+    The pools of one card carry different selectors (``gpu=<card>`` on GKE, EKS and AKS, the node-group role on
+    Magnum), and a worker's ClusterQueue lists a flavor per card of the queue, tried in order, so the Job must make
+    Kueue skip the other cards' flavors. Kueue matches a flavor on **that flavor's own label keys** only, and a term
+    left without any expression matches every flavor (kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go
+    ``checkFlavorForPodSets``, ``flavorSelector``). So each term, one per selector of the card's pools, names its own
+    keys ``In`` their values and every other key the queue's flavors use ``NotIn`` the other cards' values of it. A
+    flavor of another card fails every term on its own keys, the card's flavor matches its term, and so does a node of
+    the card's pool when the pod is scheduled (``NotIn`` holds on a node without the label).
+    """
+    own = list(dict.fromkeys(tuple(sorted(p.node_selector.items())) for p in pools if p.card == card))
+    others: dict[str, set[str]] = {}
+    for pool in pools:
+        if pool.card != card:
+            for key, value in pool.node_selector.items():
+                others.setdefault(key, set()).add(value)
+    terms = []
+    for selector in own:
+        mine = dict(selector)
+        expressions: list[dict[str, object]] = [{"key": k, "operator": "In", "values": [v]} for k, v in selector]
+        expressions += [
+            {"key": k, "operator": "NotIn", "values": sorted(values)}
+            for k, values in sorted(others.items())
+            if k not in mine
+        ]
+        terms.append({"matchExpressions": expressions})
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def check_queued_workloads(
+    doc: YamlDocument,
+    placements: Mapping[str, Placement],
+    settings: QueuesSettings | None,
+    workloads: Mapping[str, Workload],
+    offered: Mapping[str, tuple[str, frozenset[str]]],
+    catalogue: Catalogue,
+) -> list[Problem]:
+    """Every problem of the workloads that name a queue, located at ``workloads.<name>.queue`` (or the card)."""
+    problems: list[Problem] = []
+    for name, placement in placements.items():
+        if placement.queue is None or not placement.enabled:
+            continue
+        at = ("workloads", name, "queue")
+
+        def report(message: str, path: tuple[object, ...] = at) -> None:
+            problems.append(doc.problem(path, message))
+
+        if settings is None:
+            report(
+                f"{name} names queue {placement.queue!r}, but the policy has no queues section: add one "
+                "(docs/queues.md), or remove queue to run the workload on every cluster that offers its cards"
+            )
+            continue
+        queues = settings.named
+        if placement.queue not in queues:
+            report(
+                f"no queue named {placement.queue!r}{did_you_mean(placement.queue, queues)} "
+                f"(queues: {', '.join(queues) or 'none'})"
+            )
+            continue
+        if placement.schedule is not None:
+            report(
+                f"{name} has a schedule (a CronJob) and names a queue: Kueue's MultiKueue dispatches Jobs, and Kueue "
+                "v0.19.2 has no CronJob integration (pkg/controller/jobs; MultiKueue's supported job types list none); "
+                "remove the schedule to run it once through the queue, or remove queue to run the CronJob per cluster"
+            )
+        if placement.scale is not None:
+            report(
+                f"{name} is a scaling sweep: its distributed jobs run on each cluster's own sweep pools (Trainer and "
+                "JobSet, not dispatched by the fleet's queues); remove queue or scale"
+            )
+        wl = workloads.get(name)
+        if wl is not None and wl.spec.needs_root:
+            report(
+                f"{name} needs root (needs_root in its workload.yaml), so its Jobs live in the "
+                f"{pod_contract.ROOT_BENCHMARK_NAMESPACE} namespace, but the queues are only in "
+                f"{pod_contract.BENCHMARK_NAMESPACE} on the manager and the workers (MultiKueue creates the Job in "
+                "its own namespace on the worker): build its image to run as a user first, or remove queue"
+            )
+        queue = queues[placement.queue]
+        workers = [c for c in queue.clusters if c in offered and c != settings.manager]
+        served = queue_cards(queue, workers, offered, catalogue)
+        if wl is None:
+            continue
+        kinds = wl.spec.accelerator_kinds
+        if placement.gpus == ["all"]:
+            allowed = [c for c, acc in catalogue.accelerators.items() if acc.resource in kinds]
+        else:
+            allowed = list(placement.gpus)
+            for i, card in enumerate(placement.gpus):
+                if card in catalogue.accelerators and card not in served:
+                    report(
+                        f"{card} is not a card of queue {placement.queue} ({', '.join(served)}): a workload that "
+                        "names a queue runs only through it; remove the card, or use gpus: all for the queue's cards",
+                        ("workloads", name, "gpus", i),
+                    )
+        if served and not set(served) & set(allowed):
+            report(
+                f"queue {placement.queue} serves {', '.join(served)}, none of which {name} allows (its cards: "
+                f"{', '.join(allowed) or 'none'}): allow one of them, or name another queue"
+            )
+    return problems

@@ -25,7 +25,7 @@ from fleet.model.catalogue import (
 )
 from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.prometheus import duration_seconds
-from fleet.model.queues import Dispatch, check_queues, resolve
+from fleet.model.queues import Dispatch, QueuedJob, card_affinity, check_queued_workloads, check_queues, resolve
 from fleet.model.registry import DEFAULT_REGISTRY, in_registry, outside_message, outside_registry
 from fleet.model.schedules import longest_gap_seconds
 from fleet.model.spec_schema import FleetFile, Monitoring, PoolSettings, ProbeDefaults, RunnerSettings
@@ -291,6 +291,8 @@ class Fleet:
     dispatch: Dispatch | None = None
     # the registry every image is pulled from and pushed to (policy: registry); workload images are resolved in it
     registry: str = DEFAULT_REGISTRY
+    # workloads that name a queue, and its name (policy: workloads.<name>.queue): dispatched, not run per cluster
+    queued: dict[str, str] = field(default_factory=dict)
 
     @property
     def central(self) -> Cluster:
@@ -308,21 +310,56 @@ class Fleet:
             ) from None
 
     def benchmarks(self, cluster: Cluster) -> list[Benchmark]:
-        """The (workload, card) pairs the policy places on ``cluster``: offered by it and allowed for the workload."""
+        """The (workload, card) pairs the policy places on ``cluster``: offered by it and allowed for the workload.
+        A workload that names a queue has none: its Jobs are on the manager (``queued_jobs``)."""
         out = []
         for workload, cards in self.placements.items():
-            if workload in self.scales:  # a sweep runs as distributed jobs instead (sweep_points)
+            if workload in self.scales or workload in self.queued:  # sweep_points, queued_jobs instead
                 continue
             wl = self.workloads[workload]
             for pool in cluster.pools:
-                # `all` may name a card whose machines hold fewer accelerators than a pod asks for: not a pair (an
-                # explicit card like that is refused by the checker). An existing cluster's machines are unknown.
-                fits = pool.offer is None or pool.accelerators_per_node >= wl.spec.accelerators
-                # a time slice is all a pod gets on a time-sliced pool (checker: explicit cards are refused)
-                sliced = pool.sharing is not None and pool.sharing.kind == "time-slicing" and wl.spec.accelerators > 1
-                if pool.card in cards and fits and not sliced:
+                if pool.card in cards and _runs_on(wl, pool):
                     out.append(Benchmark(wl, pool, self.schedules[workload]))
         return out
+
+    def queued_jobs(self) -> list[QueuedJob]:
+        """The Jobs of the workloads that name a queue, declared on the manager: one per card of the queue the workload
+        allows and some worker's pool of it can run, in the queue's card order."""
+        if self.dispatch is None:
+            return []
+        queues = {q.name: q for q in self.dispatch.queues}
+        out = []
+        for workload, queue_name in self.queued.items():
+            queue, wl = queues[queue_name], self.workloads[workload]
+            for card in queue.cards:
+                job = QueuedJob(wl, queue, card)
+                if card in self.placements[workload] and self.queued_pools(job):
+                    out.append(job)
+        return out
+
+    def queued_pools(self, job: QueuedJob) -> tuple[GpuPool, ...]:
+        """Every pool a queued Job may run on: its card's pool on each worker of its queue, in the queue's order."""
+        return tuple(
+            p
+            for name in job.queue.clusters
+            for p in self.clusters[name].pools
+            if p.card == job.card and _runs_on(job.workload, p)
+        )
+
+    def queued_affinity(self, job: QueuedJob) -> dict[str, object]:
+        """The node affinity that keeps ``job`` on its card on every worker (``card_affinity``)."""
+        pools = tuple(p for name in job.queue.clusters for p in job.queue.pools(self.clusters[name]))
+        return card_affinity(job.card, pools)
+
+    def dispatched_to(self, cluster: Cluster) -> list[Benchmark]:
+        """The queued Jobs a worker may be given, as benchmarks on its own pools: what must be ready for them there
+        (ConfigMaps, credentials, egress, the PodMonitor) and what its nodes must hold."""
+        return [
+            Benchmark(job.workload, pool, None)
+            for job in self.queued_jobs()
+            for pool in self.queued_pools(job)
+            if pool in cluster.pools and cluster.name in job.queue.clusters
+        ]
 
     def probes(self, cluster: Cluster) -> list[Benchmark]:
         """The probe of each probed pool of ``cluster``: the probe workload on the pool, a CronJob on its schedule."""
@@ -348,6 +385,15 @@ class Fleet:
         (their images are copied, their metrics federated, their mtail programs checked)."""
         probed = self.probe_workload is not None and any(p.probe for c in self.clusters.values() for p in c.pools)
         return {**self.workloads, **({self.probe_workload.name: self.probe_workload} if probed else {})}  # type: ignore[union-attr]
+
+
+def _runs_on(wl: Workload, pool: GpuPool) -> bool:
+    """Whether a pod of ``wl`` can run on ``pool``: `all` may name a card whose machines hold fewer accelerators than a
+    pod asks for (an explicit card like that is refused by the checker; an existing cluster's machines are unknown),
+    and a time slice is all a pod gets on a time-sliced pool."""
+    fits = pool.offer is None or pool.accelerators_per_node >= wl.spec.accelerators
+    sliced = pool.sharing is not None and pool.sharing.kind == "time-slicing" and wl.spec.accelerators > 1
+    return fits and not sliced
 
 
 class _Checker:
@@ -453,6 +499,15 @@ class _Checker:
                 f"the manager reads every worker's stack outputs, as the central cluster ({central[0]}) reads every "
                 f"leaf's, and is deployed after them: make the central cluster the manager (manager: {central[0]})",
             )
+
+    def check_queued_workloads(self) -> None:
+        """Workloads that name a queue (fleet/model/queues.py): a known queue, cards it serves, a Job it can
+        dispatch."""
+        self.problems.extend(
+            check_queued_workloads(
+                self.doc, self.spec.workloads, self.spec.queues, self.workloads, self.offered(), self.catalogue
+            )
+        )
 
     def check_monitoring(self) -> None:
         """A pod's last samples must reach the central before the pod ends: the central federates each leaf every
@@ -853,6 +908,7 @@ def _resolve(
         scales=scales, sweeps=sweeps,
         billing_accounts={n: p.billing_account for n, p in spec.workloads.items() if p.billing_account},
         registry=spec.registry,
+        queued={n: p.queue for n, p in spec.workloads.items() if p.enabled and p.queue},
     )  # fmt: skip
 
 
@@ -904,6 +960,7 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
         checker.check_queues()
         if workloads is not None:
             checker.check_workloads()
+            checker.check_queued_workloads()
         problems.extend(checker.problems)
         problems.extend(_image_problems(doc, spec.registry, [*(workloads or {}).values(), probe]))
     if problems or spec is None or workloads is None:

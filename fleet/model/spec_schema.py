@@ -260,6 +260,14 @@ class Placement(StrictModel):
             "instead of one single-card Job per card."
         ),
     )
+    queue: str | None = pydantic.Field(
+        default=None,
+        description=(
+            "A queue of the policy's queues section: the workload's Jobs are declared once, on the queues' manager, "
+            "one per card of the queue it allows, and Kueue's MultiKueue runs each on the first worker with room, "
+            "instead of one Job per cluster."
+        ),
+    )
 
     @pydantic.model_validator(mode="before")
     @classmethod

@@ -13,6 +13,7 @@ from components.kubernetes.benchmark import BenchmarkJobs
 from components.kubernetes.infra import InfraStack
 from components.kubernetes.multikueue import KUBECONFIG_OUTPUT, QueueManager, QueueWorker
 from components.kubernetes.preview_access import preview_access
+from components.kubernetes.queued_jobs import QueuedJobs
 from components.kubernetes.runners import GitLabRunners
 from components.kubernetes.sweeps import SweepJobs
 from components.kubernetes.training import KUEUE_VISIBILITY_PORT
@@ -75,7 +76,15 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     # Kueue's Job webhooks (failurePolicy Fail) cover the benchmarks' namespace where it runs (training.py
     # managedJobsNamespaceSelector): a Job created before its webhook answers is refused, so Jobs come after Kueue
     kueue = [infra.kueue] if infra.kueue is not None else []
-    queues(fleet, cluster, component, infra, settings)
+    manager = queues(fleet, cluster, component, infra, settings)
+    if manager is not None and fleet.queued_jobs():
+        # after the LocalQueues: a Job naming a queue that does not exist yet would wait as inadmissible
+        QueuedJobs(
+            cluster,
+            [(job, fleet.queued_pools(job), fleet.queued_affinity(job)) for job in fleet.queued_jobs()],
+            infra.benchmark_namespace,
+            pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus, *kueue, manager]),
+        )
     benchmarks = BenchmarkJobs(
         cluster,
         fleet.workload_jobs(cluster),
@@ -84,6 +93,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         credentials=settings.workload_secrets,
         root_namespace=infra.root_benchmark_namespace,
         sweeping=list({p.workload.name: p.workload for p in sweeps}.values()),
+        dispatched=list({b.workload.name: b.workload for b in fleet.dispatched_to(cluster)}.values()),
     )
     if sweeps and infra.training is not None:
         SweepJobs(
@@ -124,14 +134,17 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     return component
 
 
-def queues(fleet: Fleet, cluster: Cluster, component: GpuCluster, infra: InfraStack, settings: StackSettings) -> None:
+def queues(
+    fleet: Fleet, cluster: Cluster, component: GpuCluster, infra: InfraStack, settings: StackSettings
+) -> QueueManager | None:
     """The cluster's part in the fleet's queues: the manager's MultiKueue objects, reading each worker's kubeconfig from
-    its stack, or a worker's queues and the manager's identity, whose kubeconfig it exports as a secret."""
+    its stack, or a worker's queues and the manager's identity, whose kubeconfig it exports as a secret. Returns the
+    manager's component on the manager."""
     if fleet.dispatch is None or infra.kueue is None or infra.kueue_namespace is None:
-        return
+        return None
     opts = pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.kueue])
     if infra.queue_role == "manager":
-        QueueManager(
+        return QueueManager(
             cluster,
             fleet.dispatch,
             fleet.clusters,
@@ -150,6 +163,7 @@ def queues(fleet: Fleet, cluster: Cluster, component: GpuCluster, infra: InfraSt
             opts,
         )
         pulumi.export(KUBECONFIG_OUTPUT, worker.kubeconfig)
+    return None
 
 
 def main() -> None:

@@ -265,7 +265,13 @@ def _normal(cluster: Cluster) -> Cluster:
 
 
 def _pairs(fleet: Fleet, cluster: Cluster) -> set[tuple[str, str, str | None]]:
-    return {(b.workload.name, b.pool.card, b.schedule) for b in fleet.benchmarks(cluster)}
+    """The (workload, card, schedule) of every benchmark the stack declares or prepares: its own, and with the fleet's
+    queues, the queued Jobs on the manager and what each worker may be given."""
+    pairs = {(b.workload.name, b.pool.card, b.schedule) for b in fleet.benchmarks(cluster)}
+    pairs |= {(b.workload.name, b.pool.card, "dispatched") for b in fleet.dispatched_to(cluster)}
+    if fleet.dispatch is not None and fleet.dispatch.manager == cluster.name:
+        pairs |= {(j.workload.name, j.card, f"queue {j.queue.name}") for j in fleet.queued_jobs()}
+    return pairs
 
 
 def _section(raw: dict[str, Any], cluster: Cluster) -> Any:
@@ -274,7 +280,8 @@ def _section(raw: dict[str, Any], cluster: Cluster) -> Any:
 
 
 def _runners(fleet: Fleet, workload: str) -> list[str]:
-    return [c.name for c in fleet.clusters.values() if any(b.workload.name == workload for b in fleet.benchmarks(c))]
+    """The stacks a change of ``workload``'s folder touches: those that run, prepare or declare its Jobs."""
+    return [c.name for c in fleet.clusters.values() if any(p[0] == workload for p in _pairs(fleet, c))]
 
 
 def _policy_reasons(old: LoadedPolicy, new: LoadedPolicy) -> tuple[dict[str, list[str]], list[str], list[str]]:

@@ -8,6 +8,7 @@ from typing import Any
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from fleet.model import pod_contract
+from fleet.model.queues import QueuedJob
 from fleet.model.spec import GpuPool
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
@@ -20,6 +21,7 @@ BENCHMARK_TYPES = (*JOB_TYPES, TRAINING_RUNTIME)
 # The pod contract the components build to (fleet/model/pod_contract.py, which both import).
 PART_OF = pod_contract.BENCHMARK_PART_OF
 METRIC_LABELS = pod_contract.METRIC_LABELS
+QUEUED_METRIC_LABELS = ("workload", "gpu")
 
 
 def _accelerator_resources() -> set[str]:
@@ -52,6 +54,18 @@ def _expected_pool(args: ResourceValidationArgs, template: dict[str, Any]) -> Gp
     return cluster.pool_sized(card, ((template.get("spec") or {}).get("nodeSelector") or {}).get(CARDS_PER_NODE_LABEL))
 
 
+def _queued(args: ResourceValidationArgs, template: dict[str, Any]) -> QueuedJob | None:
+    """The queued Job (fleet/model/queues.py) a Job of the queues' manager declares: labelled with its queue, for a
+    workload that names it, on one of its cards; None for any other resource."""
+    dispatch = fleet().dispatch
+    if dispatch is None or stack_of(args.urn) != dispatch.manager or args.resource_type != JOB_TYPES[0]:
+        return None
+    queue = ((plain(args.props).get("metadata") or {}).get("labels") or {}).get(pod_contract.QUEUE_NAME_LABEL)
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    key = (labels.get("workload"), labels.get("gpu"), queue)
+    return next((j for j in fleet().queued_jobs() if (j.workload.name, j.card, j.queue.name) == key), None)
+
+
 @resource_policy(
     "benchmark-allowed-card",
     "Benchmark pods run only on cards the policy file gives the cluster and allows for the workload.",
@@ -66,6 +80,8 @@ def _validate_bench_card(args: ResourceValidationArgs, report: ReportViolation) 
     cluster = cluster_of(args.urn)
     if cluster is None:
         report(no_cluster(stack))
+        return
+    if _queued(args, template) is not None:  # a card of its queue the workload allows: no pool of the manager's
         return
     card, workload = labels.get("gpu", ""), labels.get("workload", "")
     cards = [p.card for p in cluster.pools]
@@ -91,6 +107,17 @@ def _validate_bench_placement(args: ResourceValidationArgs, report: ReportViolat
     if not found:
         return
     _, template, pod = found
+    queued = _queued(args, template)
+    if queued is not None:
+        want = fleet().queued_affinity(queued)
+        if pod.get("nodeSelector") or pod.get("tolerations") or pod.get("affinity") != want:
+            report(
+                f"queued benchmark {args.name!r} must name no pool (the worker that admits it adds its flavor's node "
+                f"selector and tolerations) and keep its card {queued.card} by the affinity Fleet.queued_affinity "
+                "(fleet/model/queues.py card_affinity); build it with "
+                "components/kubernetes/queued_jobs.py"
+            )
+        return
     selector = pod.get("nodeSelector") or {}
     pool = _expected_pool(args, template)
     if not selector:
@@ -171,7 +198,9 @@ def _validate_bench_labels(args: ResourceValidationArgs, report: ReportViolation
         return
     _, template, _ = found
     labels = (template.get("metadata") or {}).get("labels") or {}
-    missing = [k for k in (*METRIC_LABELS, "app.kubernetes.io/part-of") if not labels.get(k)]
+    # a queued Job does not know its cluster: federation gives its metrics the worker's cluster and cloud
+    wanted = QUEUED_METRIC_LABELS if _queued(args, template) is not None else METRIC_LABELS
+    missing = [k for k in (*wanted, "app.kubernetes.io/part-of") if not labels.get(k)]
     if missing:
         report(
             f"the pod template of benchmark {args.name!r} lacks the label(s) {', '.join(missing)}; the PodMonitor "
@@ -183,6 +212,8 @@ def _validate_bench_labels(args: ResourceValidationArgs, report: ReportViolation
     if labels.get("app.kubernetes.io/part-of") != PART_OF:
         report(f"benchmark {args.name!r} has app.kubernetes.io/part-of={labels['app.kubernetes.io/part-of']!r}; "
                f"the PodMonitor selects {PART_OF!r}")  # fmt: skip
+    if wanted == QUEUED_METRIC_LABELS:
+        return
     if cluster is not None and (labels["cluster"], labels["cloud"]) != (cluster.name, cluster.cloud):
         report(
             f"benchmark {args.name!r} is labelled cluster={labels['cluster']}, cloud={labels['cloud']} but runs "

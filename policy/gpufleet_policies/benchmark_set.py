@@ -22,7 +22,12 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
     if found_stack is None:
         return
     resources, stack, cluster = found_stack
-    expected = {(b.workload.name, b.pool.card): b for b in fleet().workload_jobs(cluster)}
+    expected: dict[tuple[str, str], Any] = {(b.workload.name, b.pool.card): b for b in fleet().workload_jobs(cluster)}
+    dispatch = fleet().dispatch
+    queued = set()
+    if dispatch is not None and dispatch.manager == cluster.name:  # the queued workloads' Jobs, once on the manager
+        queued = {(j.workload.name, j.card) for j in fleet().queued_jobs()}
+        expected.update({(j.workload.name, j.card): j for j in fleet().queued_jobs()})
     found: dict[tuple[str, str], Any] = {}
     for r in resources:
         if r.resource_type not in JOB_TYPES:  # sweep jobs: sweeps.py
@@ -38,7 +43,8 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
     for key in sorted(set(expected) - set(found)):
         report(
             f"the policy file places workload {key[0]} on card {key[1]} of {stack}, but the stack has no "
-            "benchmark Job/CronJob for it; create it with BenchmarkJobs(fleet.workload_jobs(cluster))"
+            "benchmark Job/CronJob for it; create it with "
+            + ("QueuedJobs(fleet.queued_jobs())" if key in queued else "BenchmarkJobs(fleet.workload_jobs(cluster))")
         )
     for key in sorted(set(found) - set(expected)):
         report(
@@ -47,11 +53,11 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
             found[key].urn,
         )
     for key in sorted(set(found) & set(expected)):
-        kind = "CronJob" if expected[key].schedule else "Job"
+        kind = "CronJob" if getattr(expected[key], "schedule", None) else "Job"
         if not found[key].resource_type.endswith(":" + kind):
             report(
                 f"benchmark {found[key].name} should be a {kind} (the policy file "
-                f"{'gives' if expected[key].schedule else 'gives no'} schedule for {key[0]})",
+                f"{'gives' if kind == 'CronJob' else 'gives no'} schedule for {key[0]})",
                 found[key].urn,
             )
 

@@ -59,7 +59,7 @@ def test_a_ci_pool_is_told_apart_and_billed_to_its_cluster(tmp_path):
     path = tmp_path / "fleet.yaml"
     text = POLICY.format(account="physics") + "runners:\n  clusters:\n    gke-b: [l4]\n"
     path.write_text(text, encoding="utf-8")
-    fleet = load_fleet(path, SHIPPED_WORKLOADS)
+    fleet = load_fleet(path, FIXTURE_WORKLOADS)
     cluster = fleet.clusters["gke-b"]
     (ci,) = cluster.ci_pools
     assert metric_labels_allowlist(cluster)[0] == "nodes=[gpu,gpu-fleet.io/cards-per-node,gpu-fleet.io/ci]"
@@ -82,7 +82,7 @@ def test_a_ci_pool_is_told_apart_and_billed_to_its_cluster(tmp_path):
     used = next(
         r for r in mine if r["record"] == "gpufleet:pod_used_cards" and r["labels"]["billing_account"] == "physics"
     )
-    assert 'label_workload!~"3dgan-jax"' in used["expr"]  # a CI job has no workload label: the cluster's account
+    assert 'label_workload!~"sweeper"' in used["expr"]  # a CI job has no workload label: the cluster's account
 
 
 def test_each_pool_has_its_records_and_a_workload_its_own_account(tmp_path):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import tomllib
 
 import kubernetes_validate
 import pytest
+import yaml
 from pulumi.runtime import rpc
 
 from components.kubernetes.benchmark import METRIC_LABELS
+from fleet.model.ci_pools import CI_LABEL, CI_TAINT
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
 from fleet.model.pod_contract import QUEUE_NAME_LABEL
 from fleet.model.pool_view import pool_views
@@ -174,11 +177,11 @@ def test_schema_validation_can_fail(plans):
 def test_every_gpu_pool_keeps_the_fleet_invariants(fleet, plans):
     for name, plan in plans.items():
         cluster = fleet.cluster(name)
-        # a card's own pool, and its sweep pools (told apart by their cards-per-node label)
-        views = {(v.card, v.labels.get(CARDS_PER_NODE_LABEL)): v for v in pool_views(plan.registrations) if v.card}
-        assert set(views) == {(p.card, p.labels.get(CARDS_PER_NODE_LABEL)) for p in cluster.all_pools}, name
+        # a card's own pool, its sweep pools (told apart by their cards-per-node label) and its CI pool
+        views = {(v.card, v.labels.get(CARDS_PER_NODE_LABEL), v.ci): v for v in pool_views(plan.registrations) if v.card}
+        assert set(views) == {(p.card, p.labels.get(CARDS_PER_NODE_LABEL), p.ci) for p in cluster.all_pools}, name
         for pool in cluster.all_pools:
-            view = views[(pool.card, pool.labels.get(CARDS_PER_NODE_LABEL))]
+            view = views[(pool.card, pool.labels.get(CARDS_PER_NODE_LABEL), pool.ci)]
             assert (view.min_nodes, view.max_nodes) == (pool.min_nodes, pool.max_nodes)
             assert view.machine_type == pool.machine_type
             if cluster.cloud == "openstack":
@@ -188,6 +191,7 @@ def test_every_gpu_pool_keeps_the_fleet_invariants(fleet, plans):
             assert f"{pool.resource}=present:NoSchedule" in view.taints
             assert view.spot == pool.spot
             assert view.min_nodes == 0
+            assert (CI_TAINT.as_string() in view.taints) == pool.ci  # only CI pools carry the CI taint
 
 
 def test_every_cluster_gets_the_infra_stack(fleet, plans):
@@ -316,6 +320,55 @@ def test_one_runner_release_per_runner_of_the_policy(fleet, plans):
             runner = runners[release]
             assert values["concurrent"] == runner.concurrency and values["gitlabUrl"] == runner.gitlab_url
             assert values["podLabels"]["gpu"] == runner.pool.card
+            # the jobs run on a pool of their own wherever the fleet creates pools (existing clusters opt out)
+            assert runner.pool.ci == (cluster.cloud != "existing") and runner.pool in cluster.all_pools
+
+
+def _rendered_ci_jobs(plan):
+    """(card, pod spec) of the CI job pod each runner's config.toml makes: its selector, tolerations and the build
+    container's requests, limits and cards (the helper container asks nothing)."""
+    for reg in plan.registrations:
+        if reg.type != "kubernetes:helm.sh/v3:Release" or reg.inputs["chart"] != "gitlab-runner":
+            continue
+        values = reg.inputs["values"]
+        for entry in tomllib.loads(values["runners"]["config"])["runners"]:
+            kube = entry["kubernetes"]
+            (patch,) = kube["pod_spec"]
+            (build,) = yaml.safe_load(patch["patch"])["containers"]
+            tolerations = [
+                {"key": k.split("=")[0], "operator": "Equal", "value": k.split("=", 1)[1], "effect": effect}
+                for k, effect in kube["node_tolerations"].items()
+            ]
+            requests = {"cpu": kube["cpu_request"], "memory": kube["memory_request"], **build["resources"]["requests"]}
+            limits = {"cpu": kube["cpu_limit"], "memory": kube["memory_limit"], **build["resources"]["limits"]}
+            containers = [{"name": "build", "resources": {"requests": requests, "limits": limits}}, {"name": "helper"}]
+            yield (
+                values["podLabels"]["gpu"],
+                {
+                    "nodeSelector": kube["node_selector"],
+                    "tolerations": tolerations,
+                    "containers": containers,
+                },
+            )
+
+
+def test_a_ci_job_never_shares_a_node_with_a_benchmark(fleet, plans):
+    """Each CI job pod a runner renders lands on its card's CI pool and nowhere else (not the card's own pool); no
+    benchmark, probe or sweep worker the stack renders tolerates the CI taint or selects the CI label."""
+    jobs = benchmarks = 0
+    for name, plan in plans.items():
+        cluster = fleet.cluster(name)
+        nodes = cluster_nodes(cluster)
+        runners = {r.pool.card: r for r in fleet.runners_of(cluster)}
+        for card, spec in _rendered_ci_jobs(plan):
+            found = place(PodToPlace(f"a CI job on {name}", runners[card].pool.name, spec), nodes)
+            assert found is None, found.message
+            jobs += 1
+        for labels, spec in _rendered_pods(plan):
+            assert not CI_TAINT.tolerated_by(spec.get("tolerations") or []), (name, labels)
+            assert CI_LABEL not in (spec.get("nodeSelector") or {}), (name, labels)
+            benchmarks += 1
+    assert jobs == sum(len(fleet.runners_of(c)) for c in fleet.clusters.values()) and benchmarks
 
 
 def _rendered_pods(plan):

@@ -43,17 +43,19 @@ AUDIT_CATEGORY = "kube-audit-admin"
 AUDIT_RETENTION_DAYS = 90
 
 
-def agent_pool_name(card: str) -> str:
-    """The AKS agent-pool name of ``card``'s pool: ``gpu`` + the card without dashes (``a10`` -> ``gpua10``).
+def agent_pool_name(card: str, ci: bool = False) -> str:
+    """The AKS agent-pool name of ``card``'s pool: ``gpu`` + the card without dashes (``a10`` -> ``gpua10``), and
+    ``ci`` after it for the card's CI pool (``gpua10ci``).
 
     Raises ``ValueError`` naming the rule when the result is not a valid AKS pool name (a card name
-    longer than 9 characters, or with characters other than lower-case letters, digits and dashes).
+    longer than 9 characters, 7 for a CI pool, or with characters other than lower-case letters, digits and dashes).
     """
-    name = "gpu" + card.replace("-", "")
+    name = "gpu" + card.replace("-", "") + ("ci" if ci else "")
     if not AGENT_POOL_NAME.match(name):
         raise ValueError(
             f"card {card!r} gives AKS agent-pool name {name!r}: AKS pool names must be lower-case letters and "
-            "digits, start with a letter, and have at most 12 characters ('gpu' + the card without dashes)"
+            "digits, start with a letter, and have at most 12 characters ('gpu' + the card without dashes"
+            + (" + 'ci' for its CI pool)" if ci else ")")
         )
     return name
 
@@ -126,8 +128,9 @@ class AksCluster(GpuCluster):
         own; we declare it too (from the catalogue's spot taints), or every refresh would show drift.
       - AKS installs the NVIDIA driver on GPU pools by default but not the device plugin: that comes from
         the Kubernetes side of the fleet. Priority, price, taints and VM size are fixed at creation.
-      - Agent-pool names are ``gpu`` + the card without dashes (``gput4``, ``gpua100``): AKS allows only
-        lower-case letters and digits, at most 12 characters; a card that does not fit fails the plan.
+      - Agent-pool names are ``gpu`` + the card without dashes (``gput4``, ``gpua100``), and ``ci`` after it for a
+        card's CI pool (``gput4ci``, fleet/model/ci_pools.py): AKS allows only lower-case letters and digits, at most
+        12 characters; a card that does not fit fails the plan.
       - The kubeconfig is the cluster-user credential (``listManagedClusterUserCredentials``, exec format),
         signing in with kubelogin through the Azure CLI's login (``az login``, or azure/login in CI), kept
         secret. The Kubernetes provider is keyed on the cluster name, so a rotated credential does
@@ -222,7 +225,7 @@ class AksCluster(GpuCluster):
         if self.settings.audit_logs:
             self._audit_log(cluster)
         pools: dict[str, pulumi.Resource] = {
-            pool.card: self._gpu_pool(cluster, pool, pool_names[pool.card]) for pool in cluster.pools
+            pool.key: self._gpu_pool(cluster, pool, pool_names[pool.key]) for pool in cluster.all_pools
         }
         credentials = containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=self.resource_group.name,
@@ -313,17 +316,18 @@ class AksCluster(GpuCluster):
 
     @staticmethod
     def _pool_names(cluster: Cluster) -> dict[str, str]:
-        """Agent-pool name per card, checked for validity and for collisions (``a-10`` and ``a10``)."""
+        """Agent-pool name per pool key (card pools and CI pools), checked for validity and for collisions (``a-10``
+        and ``a10``)."""
         names: dict[str, str] = {}
-        for pool in cluster.pools:
-            name = agent_pool_name(pool.card)
-            clash = next((card for card, other in names.items() if other == name), None)
+        for pool in cluster.all_pools:
+            name = agent_pool_name(pool.card, pool.ci)
+            clash = next((key for key, other in names.items() if other == name), None)
             if clash is not None:
                 raise ValueError(
-                    f"cluster {cluster.name}: cards {clash!r} and {pool.card!r} give the same AKS agent-pool "
+                    f"cluster {cluster.name}: pools {clash!r} and {pool.key!r} give the same AKS agent-pool "
                     f"name {name!r}"
                 )
-            names[pool.card] = name
+            names[pool.key] = name
         return names
 
     def _gpu_pool(self, cluster: Cluster, pool: GpuPool, name: str) -> containerservice.AgentPool:

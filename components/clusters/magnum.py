@@ -184,8 +184,11 @@ class MagnumCluster(GpuCluster):
         moving a cluster to a new template means a new cluster (docs/clouds.md, "Magnum upgrades").
       - The cluster is protected. ``node_count`` of the default worker group belongs to Magnum's autoscaler.
       - One node group per card: ``gpu-<card>``, the card's flavor, role ``gpu-<card>``, autoscaling bounds
-        from the policy, ``node_count`` ignored after creation. The policy resolves Magnum pools to min 1,
-        because the Magnum cluster-autoscaler builds its scale-from-zero template from the flavor only, without
+        from the policy, ``node_count`` ignored after creation. A card with a GitLab runner gets a CI node group
+        ``gpu-<card>-ci`` of role ``gpu-<card>-ci`` (fleet/model/ci_pools.py), which only the runner's job pods
+        select; benchmarks select their own group's role, so a CI job never shares a node with one (it keeps one
+        node, as a card's group does). The policy resolves Magnum pools to min 1, because the Magnum
+        cluster-autoscaler builds its scale-from-zero template from the flavor only, without
         ``nvidia.com/gpu`` capacity, taints or the role label (kubernetes/autoscaler
         cloudprovider/magnum/magnum_nodegroup.go, magnum_cloud_provider.go), so a GPU group at 0 nodes is never
         chosen for a pending GPU pod. ``min_nodes: 0`` in the policy is an explicit opt-in, and the plan warns.
@@ -201,7 +204,8 @@ class MagnumCluster(GpuCluster):
         carries the card: GPU Jobs on Magnum select ``magnum.openstack.org/role: gpu-<card>``
         (``node_selector(card)``), not ``gpu: <card>``. They still request ``nvidia.com/gpu``, so they only
         fit on GPU nodes; their tolerations are harmless on untainted nodes.
-      - Without a taint nothing keeps other pods off GPU nodes: the fleet's own services select the default
+      - Without a taint nothing keeps other pods off GPU nodes (nor off CI nodes: every fleet pod on a GPU group
+        selects its group's role, so none lands on another's): the fleet's own services select the default
         worker group (``magnum.openstack.org/role: worker``, the catalogue's ``system_selector``), and
         ``ExtendedResourceToleration`` keeps GPU pods scheduling if an operator taints GPU nodes by hand.
       - GPU nodes carry no ``nvidia.com/gpu.present`` label: the NVIDIA device plugin (and dcgm-exporter)
@@ -214,7 +218,7 @@ class MagnumCluster(GpuCluster):
     def __init__(self, cluster: Cluster, settings: StackSettings, opts: pulumi.ResourceOptions | None = None):
         super().__init__(cluster, settings, opts)
         # In-cluster resources come once the base class has created ``self.provider``.
-        self.autoscaler = self._gpu_autoscaler(cluster) if cluster.pools else None
+        self.autoscaler = self._gpu_autoscaler(cluster) if cluster.all_pools else None
 
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
         self.site = site = MagnumSettings.read(self.settings.magnum)
@@ -259,7 +263,7 @@ class MagnumCluster(GpuCluster):
             create_timeout=90,
             opts=self.protected(self.openstack_provider, ignore_changes=["nodeCount", "clusterTemplateId"]),
         )
-        pools: dict[str, pulumi.Resource] = {pool.card: self._node_group(cluster, pool) for pool in cluster.pools}
+        pools: dict[str, pulumi.Resource] = {pool.key: self._node_group(cluster, pool) for pool in cluster.all_pools}
         kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig.apply(lambda k: k["raw_config"]))
         return kubeconfig, pools, self.cluster.name
 
@@ -298,7 +302,7 @@ class MagnumCluster(GpuCluster):
         values = {
             "cloudProvider": "magnum",
             "fullnameOverride": GPU_AUTOSCALER,
-            "autoDiscovery": {"clusterName": self.cluster.id, "roles": [gpu_role(p.card) for p in cluster.pools]},
+            "autoDiscovery": {"clusterName": self.cluster.id, "roles": [p.name for p in cluster.all_pools]},
             "cloudConfigPath": CLOUD_CONFIG_PATH,
             "magnumCABundlePath": CA_BUNDLE_PATH,
             "image": self._autoscaler_image(cluster),
@@ -358,7 +362,7 @@ class MagnumCluster(GpuCluster):
             name=pool.name,
             cluster_id=self.cluster.id,
             flavor_id=pool.machine_type,
-            role=gpu_role(pool.card),
+            role=pool.name,  # gpu-<card> (gpu_role), a CI group's gpu-<card>-ci: its nodes' role label
             node_count=initial,
             min_node_count=pool.min_nodes,
             # the GPU autoscaler discovers only groups with a maximum (cloudprovider/magnum README)

@@ -224,9 +224,10 @@ def probe_expectations(fleet: Fleet) -> list[prometheus.ProbeExpectation]:
 
 
 def benchmark_quota(cluster: Cluster) -> dict[str, str]:
-    """ResourceQuota of the benchmark namespace: accelerators up to what the pools can hold at most."""
+    """ResourceQuota of the benchmark namespace: accelerators up to what the card and sweep pools can hold at most
+    (not the CI pools, where no benchmark may run)."""
     totals: dict[str, int] = defaultdict(int)
-    for pool in cluster.all_pools:
+    for pool in cluster.pools + cluster.sweep_pools:
         totals[pool.resource] += pool.max_nodes * pool.units_per_node
     hard = {f"requests.{res}": str(n) for res, n in sorted(totals.items())}
     hard.update({"count/jobs.batch": "200", "count/cronjobs.batch": "50", "pods": "200"})

@@ -45,7 +45,6 @@ import re
 from typing import Any
 
 from fleet.model.spec import Cluster, Fleet, GpuPool
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
 POD_USED = "gpufleet:pod_used_cards"
 USED = "gpufleet:used_cards"
@@ -70,11 +69,9 @@ def ksm_resource(resource: str) -> str:
 
 
 def node_label_keys(cluster: Cluster) -> list[str]:
-    """The node label keys that tell a cluster's pools apart (its pools' selectors, and the sweep pools' size)."""
-    keys = {k for pool in cluster.all_pools for k in pool.node_selector}
-    if cluster.sweep_pools:
-        keys.add(CARDS_PER_NODE_LABEL)
-    return sorted(keys)
+    """The node label keys that tell a cluster's pools apart (its pools' selectors: the card, the sweep pools' size, the
+    CI pools' label)."""
+    return sorted({k for pool in cluster.all_pools for k in pool.node_selector})
 
 
 def metric_labels_allowlist(cluster: Cluster) -> list[str]:
@@ -84,10 +81,12 @@ def metric_labels_allowlist(cluster: Cluster) -> list[str]:
 
 
 def node_selector(pool: GpuPool, cluster: Cluster) -> str:
-    """``kube_node_labels{...}`` of the pool's nodes (a card's own pool: none of its sweep pools' nodes)."""
+    """``kube_node_labels{...}`` of the pool's nodes (a card's own pool: none of its sweep or CI pools' nodes, which
+    carry a label its selector does not name; an absent label reads as "" in kube-state-metrics)."""
     matchers = {ksm_label(k): v for k, v in pool.node_selector.items()}
-    if cluster.sweep_pools and not pool.sweep:
-        matchers[ksm_label(CARDS_PER_NODE_LABEL)] = ""
+    for key in cluster.pool_kind_labels:
+        if key not in pool.node_selector:
+            matchers[ksm_label(key)] = ""
     inner = ",".join(f'{k}="{v}"' for k, v in sorted(matchers.items()))
     return f"kube_node_labels{{{inner}}}"
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import pydantic
 
+from fleet.model import pod_contract
 from fleet.model.validation import StrictModel, validate_document
 from fleet.model.yaml_source import read_yaml
 
@@ -116,7 +117,8 @@ class CloudFacts(StrictModel):
     provides_device_plugin: bool
     gpu_scale_from_zero: bool
     scale_from_zero_note: str = ""
-    # The node label a pod selects to land on a card's pool; "{card}" is replaced by the card name.
+    # The node label a pod selects to land on a card's pool; "{card}" is replaced by the card name, "{pool}" by the
+    # pool's name (a label that tells each pool apart by itself, as Magnum's node-group role does).
     pool_selector: dict[str, str] = {"gpu": "{card}"}
     # The node label of the system pool, which the fleet's own services (Prometheus, gateway) select; empty
     # where we do not know the cluster's pools (existing clusters).
@@ -315,6 +317,8 @@ class Catalogue(StrictModel):
     @pydantic.model_validator(mode="after")
     def _alternatives_exist(self) -> Catalogue:
         for card, acc in self.accelerators.items():
+            if card.endswith(pod_contract.CI_POOL_SUFFIX):  # gpu-<card>-ci names the card's CI pool
+                raise ValueError(f"{card}: a card's name may not end in {pod_contract.CI_POOL_SUFFIX}")
             for cloud, offer in acc.offers.items():
                 for alt in offer.alternatives:
                     alt_acc = self.accelerators.get(alt)

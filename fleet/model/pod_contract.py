@@ -53,15 +53,29 @@ POD_SECURITY_EXCEPTION = "gpu-fleet.io/pod-security-exception"
 _POOL_SUFFIX = re.compile(rf"^(?:.*-)?{POOL_PREFIX}([a-z0-9][a-z0-9-]*)$")
 
 
+# A card's CI pool (fleet/model/ci_pools.py) is its pool's name with this suffix: ``gpu-<card>-ci``.
+CI_POOL_SUFFIX = "-ci"
+
+
 def pool_name(card: str) -> str:
     """The name of ``card``'s GPU pool on every cloud (the node-group role on Magnum)."""
     return f"{POOL_PREFIX}{card}"
 
 
+def ci_pool_name(card: str) -> str:
+    """The name of ``card``'s CI pool on every cloud (the node-group role on Magnum): ``gpu-<card>-ci``."""
+    return f"{pool_name(card)}{CI_POOL_SUFFIX}"
+
+
 def card_of_pool(name: str) -> str | None:
-    """The card of a pool named (or ending in) ``gpu-<card>``; None for any other pool."""
+    """The card of a pool named (or ending in) ``gpu-<card>`` or ``gpu-<card>-ci``; None for any other pool."""
     match = _POOL_SUFFIX.search(name)
-    return match.group(1) if match else None
+    return match.group(1).removesuffix(CI_POOL_SUFFIX) if match else None
+
+
+def is_ci_pool(name: str) -> bool:
+    """Whether a pool named (or ending in) ``gpu-<card>-ci`` is a CI pool (no card's name ends in ``-ci``)."""
+    return card_of_pool(name) is not None and name.endswith(CI_POOL_SUFFIX)
 
 
 # GitLab CI runners (components/kubernetes/runners.py): the chart, where the runners and their CI jobs run, the

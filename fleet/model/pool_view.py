@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fleet.model import pod_contract
+from fleet.model.ci_pools import CI_LABEL
 
 if TYPE_CHECKING:  # only a type here: the policy pack reads registrations without the plan engine
     from fleet.tools.mock_engine import Registration
@@ -28,6 +29,7 @@ class PoolView:
     spot: bool
     taints: tuple[str, ...]
     labels: dict[str, str]
+    ci: bool = False  # a CI pool (fleet/model/ci_pools.py): its CI label, or on Magnum its role gpu-<card>-ci
 
 
 def _get(d: Any, *path: str, default: Any = None) -> Any:
@@ -53,6 +55,7 @@ def _gke(r: Registration) -> PoolView:
         r.type, r.name, labels.get("gpu", ""), cfg.get("machineType", ""),
         auto.get("totalMinNodeCount"), auto.get("totalMaxNodeCount"), bool(cfg.get("spot")),
         tuple(_k8s_taint(t["key"], t["value"], t["effect"]) for t in cfg.get("taints", [])), labels,
+        labels.get(CI_LABEL) == "true",
     )  # fmt: skip
 
 
@@ -63,6 +66,7 @@ def _eks(r: Registration) -> PoolView:
         r.type, r.name, labels.get("gpu", ""), ",".join(r.inputs.get("instanceTypes", [])),
         scaling.get("minSize"), scaling.get("maxSize"), r.inputs.get("capacityType") == "SPOT",
         tuple(_k8s_taint(t["key"], t.get("value", ""), t["effect"]) for t in r.inputs.get("taints", [])), labels,
+        labels.get(CI_LABEL) == "true",
     )  # fmt: skip
 
 
@@ -71,7 +75,7 @@ def _aks(r: Registration) -> PoolView:
     return PoolView(
         r.type, r.name, labels.get("gpu", ""), r.inputs.get("vmSize", ""),
         r.inputs.get("minCount"), r.inputs.get("maxCount"), r.inputs.get("scaleSetPriority") == "Spot",
-        tuple(r.inputs.get("nodeTaints", [])), labels,
+        tuple(r.inputs.get("nodeTaints", [])), labels, labels.get(CI_LABEL) == "true",
     )  # fmt: skip
 
 
@@ -80,7 +84,7 @@ def _magnum(r: Registration) -> PoolView:
     role = r.inputs.get("role", "")
     return PoolView(
         r.type, r.name, pod_contract.card_of_pool(role) or "", r.inputs.get("flavorId", ""),
-        r.inputs.get("minNodeCount"), r.inputs.get("maxNodeCount"), False, (), labels,
+        r.inputs.get("minNodeCount"), r.inputs.get("maxNodeCount"), False, (), labels, pod_contract.is_ci_pool(role),
     )  # fmt: skip
 
 

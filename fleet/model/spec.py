@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +24,7 @@ from fleet.model.catalogue import (
     load_catalogue,
     version_key,
 )
+from fleet.model.ci_pools import CI_LABEL, CI_TAINT, ci_pool
 from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.prometheus import duration_seconds
 from fleet.model.queues import Dispatch, QueuedJob, card_affinity, check_queued_workloads, check_queues, resolve
@@ -61,6 +63,8 @@ class Probe:
 # telling how a pool's cards are shared.
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 SHARING_LABEL = "gpu-fleet.io/sharing"
+# The node labels that set a sweep pool (its size) or a CI pool apart from the card's own pool.
+POOL_KIND_LABELS = (CARDS_PER_NODE_LABEL, CI_LABEL)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class GpuPool:
     count: int = 0  # cards per machine when not the offer's (a sweep pool's machine size)
     sweep: bool = False  # a sweep pool: another machine size of the card, for scaling-sweep jobs only
     sharing: Sharing | None = None  # None: each pod gets whole cards
+    ci: bool = False  # a CI pool: the card's machine for one runner's CI jobs only (fleet/model/ci_pools.py)
 
     @property
     def units_per_node(self) -> int:
@@ -107,12 +112,16 @@ class GpuPool:
 
     @property
     def name(self) -> str:
-        """Pool name suffix, the same on every cloud: ``gpu-<card>``; a sweep pool's ``gpu-<card>-x<count>``."""
+        """Pool name suffix, the same on every cloud: ``gpu-<card>``; a sweep pool's ``gpu-<card>-x<count>``, a CI
+        pool's ``gpu-<card>-ci``."""
+        if self.ci:
+            return pod_contract.ci_pool_name(self.card)
         return pod_contract.pool_name(self.card) + (f"-x{self.count}" if self.sweep else "")
 
     @property
     def key(self) -> str:
-        """The pool's key in the components' and stack outputs: the card, ``<card>-x<count>`` for a sweep pool."""
+        """The pool's key in the components' and stack outputs: the card, ``<card>-x<count>`` for a sweep pool,
+        ``<card>-ci`` for a CI pool."""
         return self.name.removeprefix(pod_contract.POOL_PREFIX)
 
     @property
@@ -132,11 +141,16 @@ class GpuPool:
         shared = {SHARING_LABEL: self.sharing.name} if self.sharing else {}
         if self.sharing and self.needs_device_plugin:  # our plugin picks its configuration by this label
             shared[DEVICE_PLUGIN_CONFIG_LABEL] = self.sharing.name
-        return {GPU_LABEL: self.card, **self.accelerator.node_labels, **offer_labels, **self._sweep_label, **shared}
+        own = {GPU_LABEL: self.card, **self.accelerator.node_labels, **offer_labels}
+        return {**own, **self._sweep_label, **self._ci_label, **shared}
 
     @property
     def _sweep_label(self) -> dict[str, str]:
         return {CARDS_PER_NODE_LABEL: str(self.count)} if self.sweep else {}
+
+    @property
+    def _ci_label(self) -> dict[str, str]:
+        return {CI_LABEL: "true"} if self.ci else {}
 
     @property
     def needs_device_plugin(self) -> bool:
@@ -155,15 +169,28 @@ class GpuPool:
 
     @property
     def node_selector(self) -> dict[str, str]:
-        """The node label a pod selects to run on this pool (``gpu=<card>``; the role label on Magnum)."""
-        own = {k: v.replace("{card}", self.card) for k, v in self.cloud_facts.pool_selector.items()}
-        return {**own, **self._sweep_label}
+        """The node labels a pod selects to run on this pool: ``gpu=<card>``, and a sweep pool's size or a CI pool's
+        ``gpu-fleet.io/ci=true``; on Magnum the node-group role, the pool's name, alone."""
+        selector = self.cloud_facts.pool_selector
+        own = {k: v.replace("{pool}", self.name).replace("{card}", self.card) for k, v in selector.items()}
+        if any("{pool}" in v for v in selector.values()):  # the label tells each pool apart by itself
+            return own
+        return {**own, **self._sweep_label, **self._ci_label}
+
+    def has_node(self, labels: Mapping[str, str]) -> bool:
+        """Whether a node of these labels is one of this pool's: it carries the pool's selector, and none of the
+        labels that set a sweep or CI pool apart (``POOL_KIND_LABELS``) the selector does not name (a card's own pool
+        does not count its sweep and CI pools' nodes, which carry its card label too)."""
+        selector = self.node_selector
+        if any(labels.get(k) != v for k, v in selector.items()):
+            return False
+        return not any(k in labels for k in POOL_KIND_LABELS if k not in selector)
 
     @property
     def taints(self) -> tuple[Taint, ...]:
-        """Taints we declare on the pool: the accelerator taint, and on a sweep pool the sweep taint (cloud spot
-        taints are added by clouds)."""
-        return (self.accelerator.taint, SWEEP_TAINT) if self.sweep else (self.accelerator.taint,)
+        """Taints we declare on the pool: the accelerator taint, and on a sweep pool the sweep taint, on a CI pool the
+        CI taint (cloud spot taints are added by clouds)."""
+        return (self.accelerator.taint, *((SWEEP_TAINT,) if self.sweep else ()), *((CI_TAINT,) if self.ci else ()))
 
     @property
     def pod_tolerations(self) -> tuple[Taint, ...]:
@@ -205,11 +232,20 @@ class Cluster:
     billing_account: str = "default"
     # where its pods pull the fleet's own images and the charts' images from (policy: registry)
     registry: str = DEFAULT_REGISTRY
+    # the pools of the cards' GitLab CI jobs, one per card with a runner of its own pool (fleet/model/ci_pools.py)
+    ci_pools: tuple[GpuPool, ...] = ()
 
     @property
     def all_pools(self) -> tuple[GpuPool, ...]:
-        """The card pools, then the sweep pools: every GPU node pool the cluster has."""
-        return self.pools + self.sweep_pools
+        """The card pools, then the sweep pools, then the CI pools: every GPU node pool the cluster has."""
+        return self.pools + self.sweep_pools + self.ci_pools
+
+    @property
+    def pool_kind_labels(self) -> tuple[str, ...]:
+        """The node labels that set a sweep or CI pool's nodes apart from its card's pool (which carries the card's
+        label too), where a pool's selector names them: a node without them is a card pool's node."""
+        selected = {k for p in self.all_pools for k in p.node_selector}
+        return tuple(k for k in POOL_KIND_LABELS if k in selected)
 
     @property
     def location(self) -> str:
@@ -221,11 +257,16 @@ class Cluster:
         """The node label of the system pool, where the fleet's own services run (empty: wherever they fit)."""
         return dict(self.facts.system_selector)
 
-    def pool_sized(self, card: str, cards_per_node: str | None) -> GpuPool | None:
+    def pool_sized(self, card: str, cards_per_node: str | None, ci: bool = False) -> GpuPool | None:
         """The pool of ``card`` whose nodes carry ``cards_per_node`` in the sweep pools' size label (None: the card's
-        own pool, whose nodes carry none), as a pod's selector or a pool's labels name it; None if there is none."""
+        own pool, whose nodes carry none), as a pod's selector or a pool's labels name it, or with ``ci`` the card's
+        CI pool; None if there is none."""
         return next(
-            (p for p in self.all_pools if p.card == card and p.labels.get(CARDS_PER_NODE_LABEL) == cards_per_node),
+            (
+                p
+                for p in self.all_pools
+                if p.card == card and p.labels.get(CARDS_PER_NODE_LABEL) == cards_per_node and p.ci == ci
+            ),
             None,
         )
 
@@ -239,7 +280,8 @@ class Cluster:
 
 @dataclass(frozen=True)
 class Runner:
-    """A GitLab CI runner of one card's pool: each CI job it runs requests ``accelerators`` of the pool's cards."""
+    """A GitLab CI runner of one card: each CI job it runs requests ``accelerators`` of the cards of ``pool``, the
+    card's CI pool (or, with ``own_pool`` false on an existing cluster, the card's own pool)."""
 
     pool: GpuPool
     gitlab_url: str
@@ -250,6 +292,7 @@ class Runner:
     memory_request: str
     cpu_limit: str
     memory_limit: str
+    own_pool: bool = True
 
     @property
     def name(self) -> str:
@@ -464,7 +507,8 @@ class _Checker:
                     )
                     continue
                 offer = self.catalogue.offer(card, cloud) if cloud != "existing" else None
-                shared = cluster.gpus[card].sharing
+                self.check_runner_pool(at, name, cloud, card, settings)
+                shared = cluster.gpus[card].sharing if not settings.own_pool else None
                 if shared is not None and shared.time_slicing is not None and settings.accelerators > 1:
                     self.report(
                         (*at, "accelerators") if not isinstance(raw.get(name), list) else at,
@@ -508,6 +552,28 @@ class _Checker:
                 self.doc, self.spec.workloads, self.spec.queues, self.workloads, self.offered(), self.catalogue
             )
         )
+
+    def check_runner_pool(
+        self, at: tuple[object, ...], cluster: str, cloud: str, card: str, settings: RunnerSettings
+    ) -> None:
+        """A runner's CI jobs get a pool of their own wherever the fleet creates pools; only on an existing cluster,
+        whose pools are the site's, may (and must) a runner say ``own_pool: false``."""
+        own = settings.own_pool
+        if cloud == "existing" and own:
+            self.report(
+                at,
+                f"{cluster} is an existing cluster: the fleet creates no node pool there, so the {card} runner's CI "
+                f"jobs cannot get a pool of their own ({pod_contract.ci_pool_name(card)}); set own_pool: false to run "
+                f"them on the {card} pool beside the benchmarks (which may hold credentials: docs/runners.md), or "
+                "remove the runner",
+            )
+        elif cloud != "existing" and not own:
+            self.report(
+                (*at, "own_pool"),
+                f"own_pool: false is for existing clusters only: on {cloud} the fleet gives the {card} runner's CI "
+                f"jobs a pool of their own ({pod_contract.ci_pool_name(card)}), so a job never shares a node with a "
+                "benchmark that holds credentials; remove own_pool",
+            )
 
     def check_monitoring(self) -> None:
         """A pod's last samples must reach the central before the pod ends: the central federates each leaf every
@@ -788,6 +854,17 @@ class _Checker:
                 )
         for cluster, runners in fleet.runners.items():
             for r in runners:
+                if not r.own_pool:
+                    found.append(
+                        str(
+                            self.doc.problem(
+                                ("runners", "clusters", cluster, r.pool.card, "own_pool"),
+                                f"the {r.pool.card} runner's CI jobs run on the {r.pool.name} pool beside the "
+                                "benchmarks (own_pool: false): a CI job may share a node with a benchmark that holds "
+                                "credentials",
+                            )
+                        )
+                    )
                 room = r.pool.max_nodes * r.pool.units_per_node
                 if r.concurrency * r.accelerators > room:
                     found.append(
@@ -897,6 +974,8 @@ def _resolve(
         name: tuple(_runner(clusters[name].pool(card), spec.runners.gitlab_url, r) for card, r in cards.items())
         for name, cards in spec.runners.clusters.items()
     }
+    for name, own in runners.items():
+        clusters[name] = dataclasses.replace(clusters[name], ci_pools=tuple(r.pool for r in own if r.own_pool))
     scales = {name: tuple(p.scale) for name, p in spec.workloads.items() if p.enabled and p.scale is not None}
     sweeps = {name: plan_cluster(c.pools, scales, placements, workloads) for name, c in clusters.items()}
     sweeps = {name: s for name, s in sweeps.items() if s.points or s.left_out}
@@ -913,12 +992,14 @@ def _resolve(
 
 
 def _runner(pool: GpuPool, gitlab_url: str, settings: RunnerSettings) -> Runner:
-    """A card's runner with its defaults: tags ``gpu-fleet``, the card, and its kind (``gpu``, ``tpu``, ...)."""
+    """A card's runner with its defaults: tags ``gpu-fleet``, the card, and its kind (``gpu``, ``tpu``, ...); its
+    jobs on the card's CI pool (fleet/model/ci_pools.py) unless it opts out with ``own_pool: false``."""
     kind = pool.resource.rsplit("/", 1)[-1]
     tags = tuple(settings.tags) or ("gpu-fleet", pool.card, kind)
+    jobs_pool = ci_pool(pool, settings.concurrency, settings.accelerators) if settings.own_pool else pool
     return Runner(
-        pool, gitlab_url, tags, settings.concurrency, settings.accelerators, settings.cpu_request,
-        settings.memory_request, settings.cpu_limit, settings.memory_limit,
+        jobs_pool, gitlab_url, tags, settings.concurrency, settings.accelerators, settings.cpu_request,
+        settings.memory_request, settings.cpu_limit, settings.memory_limit, settings.own_pool,
     )  # fmt: skip
 
 

@@ -329,6 +329,14 @@ class RunnerSettings(StrictModel):
     memory_request: str = pydantic.Field(default="4Gi", description="Memory a CI job's build container is sure to get.")
     cpu_limit: str = pydantic.Field(default="4", description="CPU limit of a CI job's build container.")
     memory_limit: str = pydantic.Field(default="12Gi", description="Memory limit of a CI job's build container.")
+    own_pool: bool = pydantic.Field(
+        default=True,
+        description=(
+            "CI jobs on a node pool of their own (gpu-<card>-ci, labelled and tainted gpu-fleet.io/ci=true), never on "
+            "a node beside a benchmark that holds credentials. false only on an existing cluster, whose pools the "
+            "fleet cannot create: the jobs then run on the card's pool."
+        ),
+    )
 
     @pydantic.field_validator("tags")
     @classmethod

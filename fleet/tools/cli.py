@@ -44,6 +44,9 @@ def _summary(fleet: Fleet) -> str:
         )
         lines.append(f"  {c.name:<20} {c.cloud:<9} {c.location:<15} {cards}")
         lines.append(f"  {'':<20} runs {len(fleet.benchmarks(c))} benchmark(s), {len(fleet.probes(c))} pool probe(s)")
+        if c.ci_pools:
+            ci = ", ".join(f"{p.name} ({p.min_nodes}-{p.max_nodes})" for p in c.ci_pools)
+            lines.append(f"  {'':<20} CI jobs on {ci}")
     for w, cards in fleet.placements.items():
         lines.append(f"  workload {w}: {', '.join(cards)}")
     return "\n".join(lines)

@@ -66,7 +66,6 @@ from fleet.model.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES
 from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.quantity import parse_quantity
 from fleet.model.spec import DEVICE_PLUGIN_CONFIG_LABEL, ROOT, Cluster, Fleet, GpuPool, load_fleet
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from fleet.tools.kubeconfig_checks import check_kubeconfig
 
 # Where the infra stack puts things (components/kubernetes/infra.py: MONITORING_NS, NODE_AGENTS_NS, RELEASE; the
@@ -284,12 +283,9 @@ def _capacity(node: V1Node, resource: str) -> int:
 
 def pool_nodes(pool: GpuPool, nodes: Sequence[V1Node]) -> list[V1Node]:
     """The nodes of ``pool``: those carrying every label of its node selector; a card's own pool does not count the
-    nodes of its sweep pools, which carry the same card label and their size (fleet/model/sweeps.py)."""
-    return [
-        n
-        for n in nodes
-        if _matches(_labels(n), pool.node_selector) and (pool.sweep or CARDS_PER_NODE_LABEL not in _labels(n))
-    ]
+    nodes of its sweep pools (fleet/model/sweeps.py) or its CI pool (fleet/model/ci_pools.py), which carry the same
+    card label and their size or the CI label (``GpuPool.has_node``)."""
+    return [n for n in nodes if pool.has_node(_labels(n))]
 
 
 def _untolerated(pod: V1Pod, node: V1Node) -> list[Any]:

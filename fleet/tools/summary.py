@@ -95,7 +95,7 @@ def _model_pool(cluster: Cluster, view: PoolView) -> GpuPool | None:
     """The policy's pool behind a pool the engine receives (None: the system pool)."""
     if not view.card:
         return None
-    return cluster.pool_sized(view.card, view.labels.get(CARDS_PER_NODE_LABEL))
+    return cluster.pool_sized(view.card, view.labels.get(CARDS_PER_NODE_LABEL), ci=view.ci)
 
 
 def _accounts(fleet: Fleet, cluster: Cluster, pool: GpuPool) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
-"""GitLab CI runners (Helm releases of the gitlab-runner chart): the CI jobs they start run on the runner's card
-pool, tolerate its taints, request its card, and have cpu and memory limits, as benchmark pods do.
+"""GitLab CI runners (Helm releases of the gitlab-runner chart): the CI jobs they start run on the card's CI pool
+(fleet/model/ci_pools.py), tolerate its taints, request its card, and have cpu and memory limits, as benchmark pods
+do; and no other pod but the node agents tolerates the CI taint, so a benchmark never shares a node with a CI job.
 
 The job pods are made by the runner, not by Pulumi, so the pack checks what makes them: the ``[[runners]]`` TOML in
 the release's ``runners.config`` (components/kubernetes/runners.py writes it).
@@ -14,10 +15,11 @@ import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from fleet.model import pod_contract
+from fleet.model.ci_pools import CI_LABEL, CI_TAINT
 from fleet.model.quantity import parse_quantity
 
 from .registry import resource_policy
-from .resources import cluster_of, plain, subject
+from .resources import cluster_of, fleet, plain, pod_of, subject
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 FLAG = pod_contract.ADVANCED_POD_SPEC_FLAG
@@ -50,14 +52,15 @@ def _runner_problems(entry: dict[str, Any], pool: Any) -> list[str]:
     selector = kube.get("node_selector") or {}
     if any(selector.get(k) != v for k, v in pool.node_selector.items()):
         want = ", ".join(f"{k}={v}" for k, v in pool.node_selector.items())
-        problems.append(f"[runners.kubernetes.node_selector] must select the {pool.card} pool ({want})")
+        what = f"the {pool.card} CI pool {pool.name}" if pool.ci else f"the {pool.card} pool"
+        problems.append(f"[runners.kubernetes.node_selector] must select {what} ({want})")
     tolerations = [
         {"key": k.split("=", 1)[0], "value": k.split("=", 1)[1] if "=" in k else "", "effect": effect}
         for k, effect in (kube.get("node_tolerations") or {}).items()
     ]
     missing = [t.as_string() for t in pool.pod_tolerations if not t.tolerated_by(tolerations)]
     if missing:
-        problems.append(f"[runners.kubernetes.node_tolerations] lacks {', '.join(missing)} of the {pool.card} pool")
+        problems.append(f"[runners.kubernetes.node_tolerations] lacks {', '.join(missing)} of the {pool.name} pool")
     if _requested(kube.get("pod_spec") or [], pool.resource) < 1:
         problems.append(
             f"the CI job's build container requests no {pool.resource} (a strategic [[runners.kubernetes.pod_spec]] "
@@ -87,14 +90,41 @@ def _runner_problems(entry: dict[str, Any], pool: Any) -> list[str]:
     return problems
 
 
+# Pods that must reach every GPU node, CI nodes included (the device plugin, dcgm-exporter): node agents, which hold
+# no workload's credentials.
+NODE_AGENTS = ("kubernetes:apps/v1:DaemonSet",)
+
+
+def _fenced_problem(args: ResourceValidationArgs) -> str | None:
+    """Why a pod-bearing resource other than a node agent could land on a CI pool's node: it tolerates the CI taint,
+    or selects the CI label."""
+    found = pod_of(args)
+    if found is None or args.resource_type in NODE_AGENTS:
+        return None
+    _, spec = found
+    if CI_TAINT.tolerated_by(spec.get("tolerations") or []):
+        return (
+            f"{subject(args)} tolerates {CI_TAINT.as_string()}, the taint of the CI pools: it could share a node "
+            "with a CI job, which runs any code a merge request brings; only a runner's job pods may tolerate it "
+            "(take its tolerations from GpuPool.pod_tolerations of its own pool)"
+        )
+    if (spec.get("nodeSelector") or {}).get(CI_LABEL) is not None:
+        return f"{subject(args)} selects {CI_LABEL}, the label of the CI pools: only a runner's job pods may run there"
+    return None
+
+
 @resource_policy(
     "ci-runner-placement",
-    "GitLab runners' CI jobs run on the runner's card pool: they select it, tolerate its taints, request the card "
-    "(so two jobs never share one, but on a time-sliced pool) and have cpu and memory limits; never privileged, "
-    "never with an API token or an identity of their choosing.",
+    "GitLab runners' CI jobs run on the card's CI pool (gpu-<card>-ci): they select it, tolerate its taints, request "
+    "the card (so two jobs never share one) and have cpu and memory limits; never privileged, never with an API token "
+    "or an identity of their choosing. No other pod but the node agents tolerates the CI pools' taint or selects "
+    "their label, so a benchmark that holds credentials never shares a node with a CI job.",
 )
 def _validate_runner(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != HELM_RELEASE:
+        problem = _fenced_problem(args)
+        if problem is not None:
+            report(problem)
         return
     props = plain(args.props)
     if props.get("chart") != pod_contract.RUNNER_CHART:
@@ -104,11 +134,15 @@ def _validate_runner(args: ResourceValidationArgs, report: ReportViolation) -> N
     cluster = cluster_of(args.urn)
     if cluster is None:
         return  # other policies name the stack that is no cluster
-    try:
-        pool = cluster.pool(card)
-    except KeyError:
-        report(f"{subject(args)}: serves card {card!r} (podLabels.gpu), which cluster {cluster.name} does not offer")
+    runner = next((r for r in fleet().runners_of(cluster) if r.pool.card == card), None)
+    if runner is None:
+        offered = ", ".join(p.card for p in cluster.pools) or "none"
+        report(
+            f"{subject(args)}: serves card {card!r} (podLabels.gpu), for which {fleet().file} gives cluster "
+            f"{cluster.name} no runner (its cards: {offered}); add it under runners.clusters.{cluster.name}"
+        )
         return
+    pool = runner.pool
     text = str((values.get("runners") or {}).get("config") or "")
     try:
         entries = tomllib.loads(text).get("runners") or []

@@ -36,15 +36,15 @@ def policy_pool(args: ResourceValidationArgs, report: ReportViolation) -> tuple[
     cluster = cluster_of(args.urn)
     if cluster is None:
         return None  # reported by gpu-pool-allowed-card
-    # a sweep pool's machine size; None on a card's own pool
-    pool = cluster.pool_sized(card, view.labels.get(CARDS_PER_NODE_LABEL))
+    # a sweep pool's machine size (None on a card's own pool), or the card's CI pool
+    pool = cluster.pool_sized(card, view.labels.get(CARDS_PER_NODE_LABEL), ci=view.ci)
     return (view, pool) if pool else None  # else reported by gpu-pool-allowed-card (an unknown card or sweep size)
 
 
 @resource_policy(
     "gpu-pool-allowed-card",
     "GPU node pools exist only for cards the policy file gives the stack's cluster (sweep pools: only the machine "
-    "sizes its sweep points need).",
+    "sizes its sweep points need; CI pools: only for the cards whose runner has a pool of its own).",
 )
 def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = _pool(args)
@@ -72,6 +72,12 @@ def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation
             f"pool {args.name!r} is a {card} sweep pool of {size} cards per node, which no sweep point of "
             f"{fleet().file} needs on {stack!r} (sweep pools of {card} there: {', '.join(sizes) or 'none'}); "
             "build sweep pools from Cluster.sweep_pools"
+        )
+    ci_cards = sorted(p.card for p in cluster.ci_pools)
+    if view.ci and card not in ci_cards:
+        report(
+            f"pool {args.name!r} is a CI pool of {card}, which no runner of {fleet().file} on {stack!r} needs (CI "
+            f"pools there: {', '.join(ci_cards) or 'none'}); build CI pools from Cluster.ci_pools"
         )
 
 

@@ -53,6 +53,38 @@ def test_pools_are_told_apart_by_their_selector_and_size(tmp_path):
     assert node_selector(sweep, cluster) == 'kube_node_labels{label_gpu="l4",label_gpu_fleet_io_cards_per_node="8"}'
 
 
+def test_a_ci_pool_is_told_apart_and_billed_to_its_cluster(tmp_path):
+    """A card's CI pool carries its card label too: its own pool and its sweep pools count none of its nodes, and its
+    card-hours (billed, used by CI jobs, which have no workload label, idle) go to the cluster's account."""
+    path = tmp_path / "fleet.yaml"
+    text = POLICY.format(account="physics") + "runners:\n  clusters:\n    gke-b: [l4]\n"
+    path.write_text(text, encoding="utf-8")
+    fleet = load_fleet(path, FIXTURE_WORKLOADS)
+    cluster = fleet.clusters["gke-b"]
+    (ci,) = cluster.ci_pools
+    assert metric_labels_allowlist(cluster)[0] == "nodes=[gpu,gpu-fleet.io/cards-per-node,gpu-fleet.io/ci]"
+    own, sweep = cluster.pool("l4"), cluster.sweep_pools[0]
+    assert node_selector(own, cluster) == (
+        'kube_node_labels{label_gpu="l4",label_gpu_fleet_io_cards_per_node="",label_gpu_fleet_io_ci=""}'
+    )
+    assert node_selector(sweep, cluster) == (
+        'kube_node_labels{label_gpu="l4",label_gpu_fleet_io_cards_per_node="8",label_gpu_fleet_io_ci=""}'
+    )
+    assert node_selector(ci, cluster) == (
+        'kube_node_labels{label_gpu="l4",label_gpu_fleet_io_cards_per_node="",label_gpu_fleet_io_ci="true"}'
+    )
+    rules = accounting_rules(cluster, fleet)["groups"][0]["rules"]
+    mine = [r for r in rules if r["labels"].get("pool") == "gpu-l4-ci"]
+    billed = {
+        r["labels"]["billing_account"] for r in mine if r["record"] in ("gpufleet:billed_cards", "gpufleet:idle_cards")
+    }
+    assert billed == {"physics"}
+    used = next(
+        r for r in mine if r["record"] == "gpufleet:pod_used_cards" and r["labels"]["billing_account"] == "physics"
+    )
+    assert 'label_workload!~"sweeper"' in used["expr"]  # a CI job has no workload label: the cluster's account
+
+
 def test_each_pool_has_its_records_and_a_workload_its_own_account(tmp_path):
     fleet = fleet_of(tmp_path)
     cluster = fleet.clusters["gke-b"]

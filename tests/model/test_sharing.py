@@ -130,5 +130,6 @@ def test_a_pod_asking_for_more_than_one_slice_is_refused(tmp_path):
     assert not load_fleet(policy, workloads).benchmarks(load_fleet(policy, workloads).clusters["eks-w"])
     runners = "runners:\n  clusters:\n    eks-w:\n      a100: {accelerators: 2}\n"
     policy.write_text(sliced + runners, encoding="utf-8")
-    with pytest.raises(InputError, match="the a100 pool is time-sliced: a pod gets one slice at most"):
-        load_fleet(policy, workloads)
+    # a runner's CI jobs run on a pool of their own, of whole cards: two cards each, four jobs a node
+    (runner,) = load_fleet(policy, workloads).runners_of(load_fleet(policy, workloads).clusters["eks-w"])
+    assert runner.pool.ci and runner.pool.sharing is None and runner.pool.units_per_node == 8

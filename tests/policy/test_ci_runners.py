@@ -1,5 +1,6 @@
-"""policy/gpufleet_policies/ci_runners.py: the CI jobs of a GitLab runner run on its card's pool, request the card
-and are limited; each rule fails once on the fixture fleet's own runners (fix-eks t4, fix-aks t4 with AKS spot)."""
+"""policy/gpufleet_policies/ci_runners.py: the CI jobs of a GitLab runner run on its card's CI pool, request the card
+and are limited, and no benchmark tolerates the CI taint or selects the CI label; each rule fails once on the fixture
+fleet's own runners (fix-eks t4, fix-aks t4 with AKS spot) and its benchmarks."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from typing import Any
 import pytest
 import tomli_w
 
-from tests.policy.support import assert_violation, check, reg
+from fleet.model.ci_pools import CI_LABEL
+from tests.policy.support import CRONJOB, DEPLOYMENT, JOB, assert_violation, check, reg
+
+DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -37,8 +41,17 @@ def test_the_fleets_runners_pass(plans, session, stack):
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
-        (lambda r: r["kubernetes"].pop("node_selector"), "must select the t4 pool (gpu=t4)"),
-        (lambda r: r["kubernetes"].update(node_selector={"gpu": "a10"}), "must select the t4 pool"),
+        (
+            lambda r: r["kubernetes"].pop("node_selector"),
+            f"must select the t4 CI pool gpu-t4-ci (gpu=t4, {CI_LABEL}=true)",
+        ),
+        (lambda r: r["kubernetes"].update(node_selector={"gpu": "a10"}), "must select the t4 CI pool"),
+        # the card's own pool, where the benchmarks run, is not the CI pool
+        (lambda r: r["kubernetes"].update(node_selector={"gpu": "t4"}), "must select the t4 CI pool"),
+        (
+            lambda r: r["kubernetes"]["node_tolerations"].pop(f"{CI_LABEL}=true"),
+            f"lacks {CI_LABEL}=true:NoSchedule of the gpu-t4-ci pool",
+        ),
         (
             lambda r: r["kubernetes"]["node_tolerations"].pop("kubernetes.azure.com/scalesetpriority=spot"),
             "lacks kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
@@ -66,7 +79,56 @@ def test_a_runner_for_a_card_the_cluster_lacks_and_a_broken_config(plans, sessio
     release = runner_release(plans, "fix-eks")
     other = copy.deepcopy(release)
     other.inputs["values"]["podLabels"]["gpu"] = "h100"
-    assert_violation(check(session, other), "ci-runner-placement", "'h100'", "does not offer")
+    assert_violation(check(session, other), "ci-runner-placement", "'h100'", "no runner")
     broken = copy.deepcopy(release)
     broken.inputs["values"]["runners"]["config"] = "[[runners]\n"
     assert_violation(check(session, broken), "ci-runner-placement", "runners.config is not TOML")
+
+
+def _benchmark(plans, stack: str) -> Any:
+    """A benchmark Job (or CronJob) of ``stack`` that runs on a GPU pool."""
+    for r in plans[stack].registrations:
+        if r.type in (JOB, CRONJOB) and "gpu" in str(r.inputs.get("metadata", {}).get("labels", {})):
+            return copy.deepcopy(r)
+    raise LookupError(stack)
+
+
+def _pod(job: Any) -> dict[str, Any]:
+    spec = job.inputs["spec"]
+    template = spec["jobTemplate"]["spec"]["template"] if job.type == CRONJOB else spec["template"]
+    return template["spec"]
+
+
+@pytest.mark.parametrize(
+    ("toleration", "fragment"),
+    [
+        ({"key": CI_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}, "tolerates"),
+        ({"key": CI_LABEL, "operator": "Exists"}, "tolerates"),
+        ({"operator": "Exists"}, "tolerates"),  # every taint, the CI taint among them
+    ],
+)
+def test_a_benchmark_never_tolerates_the_ci_taint(plans, session, toleration, fragment):
+    job = _benchmark(plans, "fix-eks")
+    assert not [f for f in check(session, job) if f.policy == "ci-runner-placement"]
+    _pod(job).setdefault("tolerations", []).append(toleration)
+    assert_violation(check(session, job), "ci-runner-placement", fragment, f"{CI_LABEL}=true:NoSchedule")
+
+
+def test_a_benchmark_never_selects_the_ci_label(plans, session):
+    job = _benchmark(plans, "fix-gke")
+    _pod(job)["nodeSelector"][CI_LABEL] = "true"
+    assert_violation(check(session, job), "ci-runner-placement", f"selects {CI_LABEL}")
+
+
+def test_a_node_agent_may_tolerate_the_ci_taint(plans, session):
+    """The device plugin and dcgm-exporter must run on CI nodes too (they advertise and watch the cards): a DaemonSet
+    that tolerates every taint passes, the same pod as a Deployment does not."""
+    job = _benchmark(plans, "fix-eks")
+    pod = {"metadata": {"labels": {}}, "spec": {**_pod(job), "tolerations": [{"operator": "Exists"}]}}
+    daemon = copy.deepcopy(job)
+    daemon.type, daemon.urn = DAEMONSET, job.urn.replace(job.type, DAEMONSET)
+    daemon.inputs = {"metadata": job.inputs["metadata"], "spec": {"template": pod}}
+    assert not [f for f in check(session, daemon) if f.policy == "ci-runner-placement"]
+    deployment = copy.deepcopy(daemon)
+    deployment.type, deployment.urn = DEPLOYMENT, job.urn.replace(job.type, DEPLOYMENT)
+    assert_violation(check(session, deployment), "ci-runner-placement", "tolerates")

@@ -1284,6 +1284,15 @@ def test_a_cards_pool_does_not_count_its_sweep_pools_nodes(fleet):
     assert [n.metadata.name for n in doctor.pool_nodes(sweep, nodes)] == ["sweep-1"]
 
 
+def test_a_cards_pool_does_not_count_its_ci_pools_nodes(fleet):
+    cluster = next(c for c in fleet.clusters.values() if c.ci_pools)
+    ci = cluster.ci_pools[0]
+    own = cluster.pool(ci.card)
+    nodes = [gpu_node(own, "own-1"), gpu_node(ci, "ci-1")]
+    assert [n.metadata.name for n in doctor.pool_nodes(own, nodes)] == ["own-1"]
+    assert [n.metadata.name for n in doctor.pool_nodes(ci, nodes)] == ["ci-1"]
+
+
 def test_a_shared_pools_node_advertising_whole_cards_names_the_plugins_configuration(fleet, run_doctor):
     cluster = fleet.clusters["fix-eks"]  # its t4 pool is time-sliced by our device plugin
     pool = cluster.pool("t4")

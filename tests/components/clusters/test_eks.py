@@ -325,3 +325,22 @@ def test_api_endpoint_allow_list_and_private_endpoint(tmp_path):
     assert cluster.inputs["vpcConfig"]["endpointPrivateAccess"] is True
     # without either, the plan says the endpoint is open to any address
     assert [f for f in plan_one(tmp_path, POLICY, "eks-test").findings if "apiAllowedCidrs" in f.message]
+
+
+def test_a_runner_gets_a_ci_node_group_whose_asg_carries_the_ci_label_and_taint(tmp_path):
+    """A CI node group scales from zero like any other: its ASG's node template names the CI label and taint, so the
+    autoscaler knows a pending CI job fits a new node of it (and a benchmark does not)."""
+    runners = "runners:\n  clusters:\n    eks-test:\n      t4: {concurrency: 3}\n"
+    plan = plan_one(tmp_path, POLICY + runners, "eks-test")
+    ci = one(plan, NODE_GROUP, "eks-test-gpu-t4-ci").inputs
+    assert ci["nodeGroupName"] == "gpu-t4-ci" and ci["instanceTypes"] == ["g4dn.xlarge"]
+    assert ci["capacityType"] == "SPOT" and ci["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": 3}
+    assert ci["labels"]["gpu-fleet.io/ci"] == "true" and ci["labels"]["gpu"] == "t4"
+    # pulumi_aws eks NodeGroupTaint: key, value, effect NO_SCHEDULE
+    assert ci["taints"] == [*GPU_TAINT, {"key": "gpu-fleet.io/ci", "value": "true", "effect": "NO_SCHEDULE"}]
+    tags = asg_tags(plan, "t4-ci")
+    assert tags[f"{TEMPLATE}/label/gpu-fleet.io/ci"]["tag"]["value"] == "true"
+    assert tags[f"{TEMPLATE}/taint/gpu-fleet.io/ci"]["tag"]["value"] == "true:NoSchedule"
+    assert tags[f"{TEMPLATE}/resources/nvidia.com/gpu"]["tag"]["value"] == "1"
+    assert "gpu-fleet.io/ci" not in one(plan, NODE_GROUP, "eks-test-gpu-t4").inputs["labels"]
+    assert f"{TEMPLATE}/taint/gpu-fleet.io/ci" not in asg_tags(plan, "t4")  # the card's own group: no CI tag

@@ -182,3 +182,25 @@ def test_public_nodes_only_when_the_stack_opts_out(tmp_path):
     cluster = one(public, "gcp:container/cluster:Cluster", "gke-test").inputs
     assert "privateClusterConfig" not in cluster
     assert not by_type(public, "gcp:compute/routerNat:RouterNat")
+
+
+def test_a_runner_gets_a_ci_pool_of_the_cards_machine_spot_from_zero_labelled_and_tainted(tmp_path):
+    """The a100 pool is on demand and its max 3; its CI pool is spot, from 0, sized for 3 one-card jobs at once."""
+    runners = "runners:\n  clusters:\n    gke-test:\n      a100: {concurrency: 3}\n"
+    plan = plan_one(tmp_path, POLICY + runners, "gke-test", CONFIG)
+    ci = one(plan, "gcp:container/nodePool:NodePool", "gke-test-gpu-a100-ci").inputs
+    own = one(plan, "gcp:container/nodePool:NodePool", "gke-test-gpu-a100").inputs
+    assert ci["name"] == "gpu-a100-ci"
+    assert ci["nodeConfig"]["machineType"] == own["nodeConfig"]["machineType"] == "a2-highgpu-1g"
+    assert ci["nodeConfig"]["guestAccelerators"] == own["nodeConfig"]["guestAccelerators"]
+    assert ci["nodeConfig"]["spot"] is True and own["nodeConfig"]["spot"] is False
+    assert ci["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 3, "locationPolicy": "ANY"}
+    assert ci["nodeConfig"]["labels"] == {**own["nodeConfig"]["labels"], "gpu-fleet.io/ci": "true"}
+    # pulumi_gcp NodePoolNodeConfigTaint: key, value, effect NO_SCHEDULE (components/clusters/taints.py)
+    assert ci["nodeConfig"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"},
+        {"key": "gpu-fleet.io/ci", "value": "true", "effect": "NO_SCHEDULE"},
+    ]
+    assert ci["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}  # no node credentials in a job
+    assert "gpu-fleet.io/ci" not in own["nodeConfig"]["labels"]
+    assert len(by_type(plan, "gcp:container/nodePool:NodePool")) == 5  # system, three cards, one CI pool

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tomllib
+
 import pytest
 from pulumi.runtime import rpc
 
@@ -219,3 +221,18 @@ def test_pod_security_admission_and_api_allow_list_on_the_masters_load_balancer(
     assert template.inputs["masterLbEnabled"] is True  # the allow-list lives on the load balancer
     assert template.inputs["networkDriver"] == "calico"  # Calico enforces NetworkPolicy
     assert not [f for f in plan.findings if "apiAllowedCidrs" in f.message]
+
+
+def test_a_runner_gets_a_ci_node_group_of_its_own_role_which_the_gpu_autoscaler_discovers(tmp_path):
+    """Magnum node groups carry no labels or taints of ours: the CI group's role (gpu-<card>-ci, the nodes' role
+    label) is what the runner's jobs select; benchmarks select gpu-<card>, so they never land there."""
+    runners = "runners:\n  clusters:\n    os-test:\n      t4: {concurrency: 2}\n"
+    plan = plan_one(tmp_path, POLICY + runners, "os-test", CONFIG)
+    ci = one(plan, GROUP, "os-test-gpu-t4-ci").inputs
+    assert (ci["name"], ci["role"], ci["flavorId"]) == ("gpu-t4-ci", "gpu-t4-ci", "g2.xlarge")
+    assert (ci["minNodeCount"], ci["nodeCount"], ci["maxNodeCount"]) == (1, 1, 2)  # no scale-up from zero here
+    (release,) = [r for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == GPU_AUTOSCALER]
+    assert release.inputs["values"]["autoDiscovery"]["roles"] == ["gpu-t4", "gpu-v100", "gpu-t4-ci"]
+    (runner,) = [r for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "gitlab-runner-t4"]
+    kube = tomllib.loads(runner.inputs["values"]["runners"]["config"])["runners"][0]["kubernetes"]
+    assert kube["node_selector"] == {"magnum.openstack.org/role": "gpu-t4-ci"}

@@ -1,6 +1,7 @@
 """GitLab CI runners under the mock engine (components/kubernetes/runners.py): one gitlab-runner release per
-(cluster, card) of the policy's runners section, whose config.toml puts CI jobs on the card's pool with the card
-requested, the token only from secret config, the runners' metrics scraped, and their namespaces fenced."""
+(cluster, card) of the policy's runners section, whose config.toml puts CI jobs on the card's CI pool (a pool of their
+own, which no benchmark selects or tolerates) with the card requested, the token only from secret config, the
+runners' metrics scraped, and their namespaces fenced."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import yaml
 
 from components.kubernetes.images import chart
 from components.kubernetes.runners import ADVANCED_POD_SPEC, POLL_TIMEOUT_SECONDS, RUNNER_METRICS_PORT
+from fleet.model.ci_pools import CI_LABEL
+from fleet.model.placement import PodToPlace, cluster_nodes, place
+from fleet.model.spec import load_fleet
 from fleet.program.stack_config import SECRET_PLACEHOLDER
 from fleet.tools.plan import StackPlan
 from tests.helpers import by_type, one, plan_one
@@ -69,12 +73,13 @@ def test_one_pinned_release_per_runner_with_the_policys_settings(plan):
 
 
 @pytest.mark.parametrize("card", ["t4", "a100"])
-def test_the_config_toml_parses_and_puts_jobs_on_the_cards_pool_requesting_it(plan, card):
+def test_the_config_toml_parses_and_puts_jobs_on_the_cards_ci_pool_requesting_it(plan, card):
     (runner,) = runner_toml(plan, card)["runners"]
     kube = runner["kubernetes"]
-    assert kube["node_selector"] == {"gpu": card}
+    assert kube["node_selector"] == {"gpu": card, CI_LABEL: "true"}
     assert kube["node_tolerations"] == {
         "nvidia.com/gpu=present": "NoSchedule",
+        f"{CI_LABEL}=true": "NoSchedule",  # the CI pool's own taint
         "kubernetes.azure.com/scalesetpriority=spot": "NoSchedule",  # AKS taints its spot pools
     }
     (patch,) = kube["pod_spec"]
@@ -90,6 +95,67 @@ def test_the_config_toml_parses_and_puts_jobs_on_the_cards_pool_requesting_it(pl
     assert kube["poll_timeout"] == POLL_TIMEOUT_SECONDS
     assert (kube["cpu_limit"], kube["memory_limit"]) == (("4", "12Gi") if card == "t4" else ("8", "64Gi"))
     assert (kube["cpu_request"], kube["memory_request"]) == ("1", "4Gi")  # below the limits: the pod fits a node
+
+
+AGENT_POOL = "azure-native:containerservice:AgentPool"
+
+
+@pytest.mark.parametrize(
+    ("card", "name", "machine", "most"),
+    [("t4", "gput4ci", "Standard_NC4as_T4_v3", 3), ("a100", "gpua100ci", "Standard_NC24ads_A100_v4", 2)],
+)
+def test_each_runner_gets_a_spot_ci_agent_pool_from_zero_sized_for_its_jobs(plan, card, name, machine, most):
+    pool = one(plan, AGENT_POOL, f"aks-ci-gpu-{card}-ci").inputs
+    assert (pool["agentPoolName"], pool["vmSize"], pool["minCount"], pool["maxCount"]) == (name, machine, 0, most)
+    assert pool["scaleSetPriority"] == "Spot" and pool["mode"] == "User"
+    assert pool["nodeLabels"]["gpu"] == card and pool["nodeLabels"][CI_LABEL] == "true"
+    assert f"{CI_LABEL}=true:NoSchedule" in pool["nodeTaints"]
+    # the card's own pool, where benchmarks run, carries neither
+    own = one(plan, AGENT_POOL, f"aks-ci-gpu-{card}").inputs
+    assert CI_LABEL not in own["nodeLabels"] and not [t for t in own["nodeTaints"] if t.startswith(CI_LABEL)]
+    assert plan.exports["gpu_pools"][f"{card}-ci"] == f"aks-ci-gpu-{card}-ci"
+
+
+def test_a_ci_job_lands_only_on_its_ci_pool_and_a_benchmark_never_there(plan, tmp_path):
+    """The job pod as the runner's config.toml makes it, placed by the scheduler's filters on nodes made from every pool
+    of the cluster: the CI pool alone takes it; the card's own pool does not (no CI label), nor any other."""
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    (tmp_path / "workloads").mkdir()
+    cluster = load_fleet(policy, tmp_path / "workloads").cluster("aks-ci")
+    nodes = cluster_nodes(cluster)
+    for card in ("t4", "a100"):
+        kube = runner_toml(plan, card)["runners"][0]["kubernetes"]
+        tolerations = [
+            {"key": k.split("=")[0], "operator": "Equal", "value": k.split("=")[1], "effect": e}
+            for k, e in kube["node_tolerations"].items()
+        ]
+        job = {
+            "nodeSelector": kube["node_selector"],
+            "tolerations": tolerations,
+            "containers": [
+                {
+                    "name": "build",
+                    "resources": {
+                        "requests": {"cpu": kube["cpu_request"], "memory": kube["memory_request"]},
+                        "limits": {"nvidia.com/gpu": 1, "cpu": kube["cpu_limit"], "memory": kube["memory_limit"]},
+                    },
+                }
+            ],
+        }
+        assert place(PodToPlace("ci job", f"gpu-{card}-ci", job), nodes) is None
+        # a pod of the card's own pool (a benchmark: the card's selector and tolerations) lands there alone
+        own = cluster.pool(card)
+        bench = {
+            "nodeSelector": own.node_selector,
+            "tolerations": [
+                {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in own.pod_tolerations
+            ],
+            "containers": [{"name": "workload", "resources": {"limits": {"nvidia.com/gpu": 1, "cpu": "1"}}}],
+        }
+        assert place(PodToPlace("benchmark", f"gpu-{card}", bench), nodes) is None
+        (ci_node,) = [n for n in nodes if n.pool == f"gpu-{card}-ci"]
+        assert f"node(s) had untolerated taint {{{CI_LABEL}: true}}" in ci_node.reasons(bench)
 
 
 def test_the_token_is_a_secret_and_appears_nowhere_in_plain_text(plan):

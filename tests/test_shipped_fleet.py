@@ -178,7 +178,8 @@ def test_every_gpu_pool_keeps_the_fleet_invariants(fleet, plans):
     for name, plan in plans.items():
         cluster = fleet.cluster(name)
         # a card's own pool, its sweep pools (told apart by their cards-per-node label) and its CI pool
-        views = {(v.card, v.labels.get(CARDS_PER_NODE_LABEL), v.ci): v for v in pool_views(plan.registrations) if v.card}
+        gpu_views = [v for v in pool_views(plan.registrations) if v.card]
+        views = {(v.card, v.labels.get(CARDS_PER_NODE_LABEL), v.ci): v for v in gpu_views}
         assert set(views) == {(p.card, p.labels.get(CARDS_PER_NODE_LABEL), p.ci) for p in cluster.all_pools}, name
         for pool in cluster.all_pools:
             view = views[(pool.card, pool.labels.get(CARDS_PER_NODE_LABEL), pool.ci)]

@@ -340,7 +340,9 @@ def prometheus_values(
         spec["additionalScrapeConfigs"] = scrape_configs or []
         spec["secrets"] = secrets or []
         metrics = prometheus.workload_metrics(fleet.workloads)
-        rules["gpufleet-federation-alerts"] = prometheus.central_alert_rules(metrics)
+        rules["gpufleet-federation-alerts"] = prometheus.central_alert_rules(
+            metrics, scrape_timeout=prometheus.federation_timeout(mon.federation_interval)
+        )
         probed = probe_expectations(fleet)
         if probed:
             rules["gpufleet-probe-alerts"] = prometheus.probe_alert_rules(probed)
@@ -819,8 +821,9 @@ class InfraStack(pulumi.ComponentResource):
                     cert_file=f"{files}/tls.crt",
                     key_file=f"{files}/tls.key",
                 )
+                interval = fleet.monitoring.federation_interval
                 return prometheus.federation_scrape_config(
-                    target, selectors, interval=fleet.monitoring.federation_interval
+                    target, selectors, interval=interval, timeout=prometheus.federation_timeout(interval)
                 )
 
             jobs.append(ref.require_output("federation_address").apply(job))

@@ -218,6 +218,13 @@ class FederationTarget:
         return f"{FEDERATE_JOB_PREFIX}{self.cluster}"
 
 
+def federation_timeout(interval: str) -> str:
+    """The federation scrape's timeout for ``interval``: ``DEFAULT_TIMEOUT`` (45s), or three quarters of a shorter
+    interval in whole seconds (Prometheus refuses a timeout above the interval, and equal leaves no slack)."""
+    seconds = min(duration_seconds(DEFAULT_TIMEOUT), duration_seconds(interval) * 3 / 4)
+    return f"{max(1, math.floor(seconds))}s"
+
+
 def federation_scrape_config(
     target: FederationTarget,
     selectors: Sequence[str],

@@ -20,6 +20,7 @@ from fleet.model.prometheus import (
     check_selectors,
     duration_seconds,
     federation_scrape_config,
+    federation_timeout,
     leaf_external_labels,
     leaf_recording_rules,
     leaf_web_config,
@@ -398,3 +399,15 @@ def test_probe_alert_rules_need_pools_once_each_and_wait_the_longest_silence_for
         "gpufleet-probe-state",
         "gpufleet-probes",
     ]
+
+
+@pytest.mark.parametrize(("interval", "timeout"), [("60s", "45s"), ("5m", "45s"), ("30s", "22s"), ("20s", "15s")])
+def test_a_federation_timeout_fits_below_any_interval(interval, timeout):
+    assert federation_timeout(interval) == timeout
+    job = federation_scrape_config(
+        FederationTarget("c", "gcp", "leaf.example:443", "s", "/ca", "/crt", "/key"),
+        ["m"],
+        interval=interval,
+        timeout=federation_timeout(interval),
+    )  # Prometheus refuses a timeout at or above the interval: this would raise
+    assert job["scrape_timeout"] == timeout

@@ -61,6 +61,15 @@ def gke(tmp_path_factory) -> StackPlan:
     return plan_one(tmp_path_factory.mktemp("gke"), GKE_CENTRAL, "gke-central", GCP)
 
 
+def test_a_short_federation_interval_plans_with_a_timeout_below_it(tmp_path: Path):
+    """federation_interval 30s (scrape_interval 15s) used to end the plan in a traceback: the jobs kept 45s."""
+    policy = GKE_CENTRAL + "monitoring: {scrape_interval: 15s, federation_interval: 30s}\n"
+    plan = plan_one(tmp_path, policy, "gke-central", GCP)
+    rules = release(plan, "kps")["values"]["additionalPrometheusRulesMap"]["gpufleet-federation-alerts"]
+    slow = next(r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "FederationScrapeSlow")
+    assert slow["expr"].endswith("> 17.6")  # 80% of the 22s timeout a 30s interval gets
+
+
 def test_central_volume_uses_the_stack_storage_class(magnum, gke):
     claim = release(magnum, "kps")["values"]["prometheus"]["prometheusSpec"]["storageSpec"]["volumeClaimTemplate"]
     assert claim["spec"]["storageClassName"] == "cinder-ssd"

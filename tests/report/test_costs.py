@@ -26,9 +26,9 @@ from fleet.report.model import CardRow
 # --- the shipped table ----------------------------------------------------------------------------------
 
 
-def test_every_entry_is_dated_sourced_and_a_machine_of_the_catalogue() -> None:
-    table = load_prices()
-    assert table.currency == "USD" and table.entries
+def catalogue_machines() -> set[tuple[str, str, str]]:
+    """(cloud, machine type, accelerator type) of every machine the catalogue offers: each available offer's machine
+    and the sweeps' other sizes, and each cloud's system pool machine."""
     catalogue = load_catalogue()
     offered = {
         (cloud, machine.machine_type, offer.accelerator_type)
@@ -37,10 +37,26 @@ def test_every_entry_is_dated_sourced_and_a_machine_of_the_catalogue() -> None:
         if offer.status == "available"
         for machine in offer.sizes()  # the pool's machine and the sweeps' other sizes
     }
+    system = {(cloud, f.system_machine_type, "") for cloud, f in catalogue.clouds.items() if f.system_machine_type}
+    return offered | system
+
+
+def test_every_entry_is_dated_sourced_and_a_machine_of_the_catalogue() -> None:
+    table = load_prices()
+    assert table.currency == "USD" and table.entries
+    offered = catalogue_machines()
     for key, entry in table.entries.items():
         assert entry.source.strip() and isinstance(entry.as_of, datetime.date), key
         assert entry.as_of <= datetime.date.today(), key
         assert key in offered or (key[0], key[1], "") in {(c, m, "") for c, m, _ in offered}, key
+
+
+def test_every_machine_of_the_catalogue_has_an_entry() -> None:
+    """A machine the table lacks shows as "price unknown" in the plan and the cards: every machine the catalogue offers
+    has an entry, with ``null`` prices where the source has none (a site's own flavors), never a missing row."""
+    table = load_prices()
+    missing = sorted(key for key in catalogue_machines() if table.lookup(*key) is None)
+    assert not missing, f"machines of catalogue.yaml without an entry in prices.yaml: {missing}"
 
 
 def test_spot_prices_claim_no_more_than_two_significant_digits() -> None:
@@ -58,7 +74,7 @@ def test_lookup_falls_back_to_the_machine_without_accelerator() -> None:
     assert l4 is not None and l4.accelerator_type == "nvidia-l4" and l4.spot is not None
     a10 = table.lookup("azure", "Standard_NC8ads_A10_v4")
     assert a10 is not None and a10.spot is None  # listed, but the source has no eastus price: none, not a guess
-    assert table.lookup("aws", "p5.48xlarge") is None
+    assert table.lookup("aws", "no-such-machine") is None
     assert g4dn.as_of.isoformat() == "2026-11-22"
 
 

@@ -121,8 +121,10 @@ def pool_costs(plan: StackPlan, fleet: Fleet, prices: PriceTable) -> list[PoolCo
     for view in pool_views(plan.registrations):
         pool = _model_pool(cluster, view)
         short = view.name.removeprefix(f"{cluster.name}-")
-        if pool is None:
-            out.append(PoolCost(short, "", view.machine_type, 0, view.min_nodes or 0, view.max_nodes or 0, view.spot))
+        if pool is None:  # the system pool: priced as its machine alone, and left out of the GPU pools' totals
+            hourly = prices.hourly(cluster.cloud, view.machine_type, "", view.spot) if view.machine_type else None
+            sizes = (view.min_nodes or 0, view.max_nodes or 0)
+            out.append(PoolCost(short, "", view.machine_type, 0, *sizes, view.spot, machine_per_hour=hourly))
             continue
         machine = pool_machine(cluster.cloud, pool)
         runner = next((r for r in fleet.runners_of(cluster) if r.pool == pool), None)

@@ -13,7 +13,14 @@ from fleet.model.spec import load_fleet
 from fleet.report.costs import approximate, load_prices
 from fleet.tools.cli import main
 from fleet.tools.plan import Finding, StackPlan, plan_fleet
-from fleet.tools.summary import PRICE_UNKNOWN, fleet_totals, render_findings, render_plan, stack_totals
+from fleet.tools.summary import (
+    PRICE_UNKNOWN,
+    fleet_totals,
+    pool_costs,
+    render_findings,
+    render_plan,
+    stack_totals,
+)
 from tests.conftest import FIXTURES
 
 FLEET_DIR = FIXTURES / "plan"
@@ -95,6 +102,51 @@ def test_the_totals_per_stack_and_for_the_fleet_add_up(fleet, plans, prices):
     assert fleet_row[:4] == ["fleet", str(whole.clusters), str(whole.pools), str(whole.cards_at_max)]
     assert approximate(whole.per_hour_at_max, 2) in last_table[-1]
     assert f"{whole.unpriced_pools} pool(s) {PRICE_UNKNOWN}" in last_table[-1]
+
+
+def test_the_system_pool_row_shows_its_machines_price_outside_the_gpu_totals(fleet, plans, prices):
+    """The system pool is priced as its machine (on demand) on its own row; the totals stay the GPU pools' (checked
+    above), so pricing it changes no total."""
+    priced = 0
+    for plan in plans:
+        cluster = fleet.cluster(plan.stack)
+        for shown in (p for p in stack_totals(plan, fleet, prices).pool_costs if not p.card):
+            assert shown.machine_type == cluster.system_pool.machine_type and not shown.spot
+            entry = prices.lookup(cluster.cloud, shown.machine_type)
+            assert shown.machine_per_hour == (entry.on_demand if entry else None), plan.stack
+            assert shown.per_hour_at_max == (None if entry is None else cluster.system_pool.max_nodes * entry.on_demand)
+            priced += shown.machine_per_hour is not None
+    assert priced, "the fixture fleet must have a system pool whose machine the price table knows"
+
+
+def _unknown_rows(text: str) -> set[tuple[str, str]]:
+    """(stack, pool) of every pool row of the plan's text that says ``price unknown``."""
+    out, stack = set(), ""
+    for line in text.splitlines():
+        if line.startswith("== "):
+            stack = line.split()[1]
+        elif stack and line.startswith("  ") and not line.startswith("   ") and PRICE_UNKNOWN in line:
+            out.add((stack, line.split()[0]))
+    return out
+
+
+def test_the_shipped_fleets_machines_are_all_in_the_price_table(planned_fleets):
+    """Every machine the shipped fleet's pools run on (policy/fleet.yaml with the catalogue) has an entry in the price
+    table, and the plan says ``price unknown`` for exactly the pools whose entry has no price (a site's own flavor,
+    a size the source lists without a price in the cluster's region)."""
+    shipped = next(f for f in planned_fleets if f.name == "sample")
+    prices = load_prices()
+    without_price = set()
+    for stack, plan in shipped.plans.items():
+        cluster = shipped.fleet.cluster(stack)
+        accelerator = {p.name: (p.offer.accelerator_type if p.offer else "") for p in cluster.all_pools}
+        for row in pool_costs(plan, shipped.fleet, prices):
+            entry = prices.lookup(cluster.cloud, row.machine_type, accelerator.get(row.name, ""))
+            assert entry is not None, f"{stack}: pool {row.name} runs on {row.machine_type}, which prices.yaml lacks"
+            if entry.per_hour(row.spot) is None:
+                without_price.add((stack, row.name))
+    text = render_plan(list(shipped.plans.values()), shipped.fleet, prices)
+    assert _unknown_rows(text) == without_price
 
 
 def test_a_one_card_job_on_a_machine_of_several_cards_says_what_the_machine_costs(fleet, plans, prices):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ SCHEMA_FILE = POLICY_FILE.with_name("fleet.schema.json")
 PROJECT_FILE = Path(__file__).resolve().parents[2] / "Pulumi.yaml"
 PRICES_FILE = Path(__file__).resolve().parents[1] / "model" / "prices.yaml"  # fleet.model.prices.PRICES_FILE
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what shells report for a writer whose reader closed the pipe
 
 
 def _summary(fleet: Fleet) -> str:
@@ -527,6 +529,11 @@ def main(argv: list[str] | None = None) -> int:
             interrupts.leave(command)  # does not return: the engine's threads are not waited for
         print(f"{command}: stopped by Ctrl-C (exit {interrupts.EXIT_INTERRUPTED})", file=sys.stderr)
         return interrupts.EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (`fleet cards | head`): stop quietly, as a Unix tool ended by SIGPIPE does; stdout
+        # goes to /dev/null so the interpreter's last flush does not fail again (Python docs, "Note on SIGPIPE")
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:

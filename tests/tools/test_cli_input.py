@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +183,15 @@ def test_affected_with_a_base_git_does_not_know_is_refused(capsys):
     err = capsys.readouterr().err
     assert "affected: --base nosuchref: no branch, tag or commit of that name" in err, err
     assert "such as main, origin/main or a commit id" in err
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`fleet cards | head`: the reader closes the pipe before the command writes; no traceback, SIGPIPE's status."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleet", "cards"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the command has printed anything: its first write finds no reader
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

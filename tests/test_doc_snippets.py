@@ -176,7 +176,7 @@ def _page(marker: str, body: str) -> Snippet:
         ("<!-- snippet: stack gcp -->", "config:\n  gcp:project: p\n", "disable-default-providers: missing"),
         ("<!-- snippet: stack mars -->", "config: {}\n", "name a cloud"),
         ("<!-- snippet: workload -->", "name: w\n", "required key is missing"),
-        ("<!-- snippet: example examples/gke-only/fleet.yaml -->", "not: in it\n", "not as it is in"),
+        ("<!-- snippet: example tests/fixtures/fleet/fleet.yaml -->", "not: in it\n", "not as it is in"),
     ],
 )
 def test_a_wrong_snippet_is_found(marker: str, body: str, fragment: str, tmp_path: Path):
@@ -185,9 +185,10 @@ def test_a_wrong_snippet_is_found(marker: str, body: str, fragment: str, tmp_pat
 
 
 def test_a_right_snippet_of_each_kind_passes(tmp_path: Path):
-    example = (ROOT / "examples" / "gke-only" / "fleet.yaml").read_text(encoding="utf-8").split("\n")
+    example = (ROOT / "tests" / "fixtures" / "fleet" / "fleet.yaml").read_text(encoding="utf-8").split("\n")
     copied = "\n".join(example[-4:-1]) + "\n"
-    assert snippet_problems(_page("<!-- snippet: example examples/gke-only/fleet.yaml -->", copied), tmp_path) == []
+    page = _page("<!-- snippet: example tests/fixtures/fleet/fleet.yaml -->", copied)
+    assert snippet_problems(page, tmp_path) == []
     assert snippet_problems(_page("<!-- snippet: partial -->", "a: {b: 1}\n"), tmp_path) == []
     stack = 'config:\n  pulumi:disable-default-providers: ["*"]\n  gcp:project: p\n'
     assert snippet_problems(_page("<!-- snippet: stack gcp -->", stack), tmp_path) == []

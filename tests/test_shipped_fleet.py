@@ -12,7 +12,8 @@ import yaml
 from pulumi.runtime import rpc
 
 from components.kubernetes.benchmark import METRIC_LABELS
-from fleet.model.ci_pools import CI_LABEL, CI_TAINT
+from fleet.model import pod_contract
+from fleet.model.ci_pools import CI_TAINT
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
 from fleet.model.pod_contract import QUEUE_NAME_LABEL
 from fleet.model.pool_view import pool_views
@@ -367,7 +368,7 @@ def test_a_ci_job_never_shares_a_node_with_a_benchmark(fleet, plans):
             jobs += 1
         for labels, spec in _rendered_pods(plan):
             assert not CI_TAINT.tolerated_by(spec.get("tolerations") or []), (name, labels)
-            assert CI_LABEL not in (spec.get("nodeSelector") or {}), (name, labels)
+            assert pod_contract.CI_LABEL not in (spec.get("nodeSelector") or {}), (name, labels)
             benchmarks += 1
     assert jobs == sum(len(fleet.runners_of(c)) for c in fleet.clusters.values()) and benchmarks
 

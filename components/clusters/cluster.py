@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import pulumi
 import pulumi_kubernetes as k8s
 
+from fleet.model.clouds import cloud_rules
 from fleet.model.spec import Cluster
 from fleet.program.settings import StackSettings
 
@@ -58,7 +59,7 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
                 f"{cluster.name}: the Kubernetes API endpoint accepts connections from any address (sign-in "
                 "still required): set the ranges of the people and CI runners that run kubectl and pulumi with "
                 f"pulumi config set --stack {cluster.name} --path 'gpu-fleet:apiAllowedCidrs[0]' <CIDR>"
-                + ("" if self.CLOUD == "openstack" else ", or gpu-fleet:privateApiEndpoint true")
+                + (", or gpu-fleet:privateApiEndpoint true" if cloud_rules(self.CLOUD).private_api_endpoint else "")
             )
         kubeconfig, pools, cluster_name = self._build(cluster)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)

@@ -16,6 +16,7 @@ from components.clusters.autoscaler import cluster_autoscaler
 from components.clusters.cluster import GpuCluster
 from components.kubernetes.images import magnum_autoscaler_image
 from fleet.model import pod_contract
+from fleet.model.clouds.magnum import GPU_AUTOSCALER
 from fleet.model.errors import InputError
 from fleet.model.spec import Cluster, GpuPool
 from fleet.program.settings import NAMESPACE, StackSettings, config_problem
@@ -80,7 +81,6 @@ CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 # Our autoscaler runs beside Magnum's own (which keeps the default worker group): a lease and a status ConfigMap
 # of its own, or the two would elect one leader between them (cluster-autoscaler main.go leader election
 # resource "cluster-autoscaler"; flags --leader-elect-resource-name, --status-config-map-name).
-GPU_AUTOSCALER = "cluster-autoscaler-gpu"
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,12 @@
-"""The spellings of one taint: Kubernetes, EKS, GKE, AKS and cluster-autoscaler tags, converted in one place."""
+"""The spellings of one taint the cloud components send: converted here, by the model's rules of each cloud's spelling
+(fleet/model/clouds/rules.py)."""
 
 from __future__ import annotations
 
 from fleet.model.catalogue import Taint
+from fleet.model.clouds.rules import upper_effect
 
-_UPPER_EFFECT = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
-
-
-def upper_effect(taint: Taint) -> dict[str, str]:
-    """EKS node-group and GKE node-config spelling: ``{key, value, effect: NO_SCHEDULE}``."""
-    return {"key": taint.key, "value": taint.value, "effect": _UPPER_EFFECT[taint.effect]}
+__all__ = ["aks_taint", "autoscaler_tag_value", "toleration", "upper_effect"]
 
 
 def aks_taint(taint: Taint) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import pydantic
 
 from fleet.model import pod_contract
+from fleet.model.clouds import cloud_rules, sweep_pool_clouds
 from fleet.model.validation import StrictModel, validate_document
 from fleet.model.yaml_source import read_yaml
 
@@ -140,10 +141,6 @@ class CloudFacts(StrictModel):
     # the Kubernetes versions its managed clusters support (None: the site decides, e.g. Magnum's kube_tag)
     kubernetes_versions: KubernetesVersions | None = None
     source: str
-
-
-# Clouds whose cluster components build the sweep pools of other machine sizes (components/clusters/gke.py, eks.py)
-SWEEP_POOL_CLOUDS = ("gcp", "aws")
 
 
 class Machine(StrictModel):
@@ -332,10 +329,10 @@ class Catalogue(StrictModel):
                     for size in offer.sizes():
                         if size.machine_type not in self.machine_types[cloud].types:  # type: ignore[index]
                             raise ValueError(f"{card} on {cloud}: machine_types.{cloud} has no {size.machine_type}")
-                if offer.machines and cloud not in SWEEP_POOL_CLOUDS:
+                if offer.machines and not cloud_rules(cloud).sweep_pools:
                     raise ValueError(
                         f"{card} on {cloud}: other machine sizes are built as sweep pools only on "
-                        f"{', '.join(SWEEP_POOL_CLOUDS)}"
+                        f"{', '.join(sweep_pool_clouds())}"
                     )
         return self
 

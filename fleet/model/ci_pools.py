@@ -18,14 +18,14 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from fleet.model import pod_contract
 from fleet.model.catalogue import Taint
 
 if TYPE_CHECKING:  # spec.py imports this module
     from fleet.model.spec import GpuPool
 
-# The node label of a CI pool's nodes, and the taint that keeps every pod but a CI job off them.
-CI_LABEL = "gpu-fleet.io/ci"
-CI_TAINT = Taint(key=CI_LABEL, value="true", effect="NoSchedule")
+# The taint that keeps every pod but a CI job off a CI pool's nodes (keyed by the pool's label, pod_contract.CI_LABEL)
+CI_TAINT = Taint(key=pod_contract.CI_LABEL, value="true", effect="NoSchedule")
 
 
 def ci_max_nodes(concurrency: int, accelerators: int, cards_per_node: int) -> int:

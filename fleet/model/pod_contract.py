@@ -73,6 +73,11 @@ def card_of_pool(name: str) -> str | None:
     return match.group(1).removesuffix(CI_POOL_SUFFIX) if match else None
 
 
+# The node label of a CI pool's nodes (fleet/model/ci_pools.py: its taint has the same key); the pool readers
+# (fleet/model/clouds/) tell a CI pool by it.
+CI_LABEL = "gpu-fleet.io/ci"
+
+
 def is_ci_pool(name: str) -> bool:
     """Whether a pool named (or ending in) ``gpu-<card>-ci`` is a CI pool (no card's name ends in ``-ci``)."""
     return card_of_pool(name) is not None and name.endswith(CI_POOL_SUFFIX)

@@ -24,7 +24,8 @@ from fleet.model.catalogue import (
     load_catalogue,
     version_key,
 )
-from fleet.model.ci_pools import CI_LABEL, CI_TAINT, ci_pool
+from fleet.model.ci_pools import CI_TAINT, ci_pool
+from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.prometheus import duration_seconds
 from fleet.model.queues import Dispatch, QueuedJob, card_affinity, check_queued_workloads, check_queues, resolve
@@ -40,8 +41,6 @@ ROOT = Path(__file__).resolve().parents[2]
 POLICY_FILE = ROOT / "policy" / "fleet.yaml"
 CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 GPU_LABEL = "gpu"
-# a region of each cloud, as an example in messages
-REGION_EXAMPLES = {"gcp": "us-central1", "aws": "us-east-1", "azure": "eastus"}
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ class Probe:
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 SHARING_LABEL = "gpu-fleet.io/sharing"
 # The node labels that set a sweep pool (its size) or a CI pool apart from the card's own pool.
-POOL_KIND_LABELS = (CARDS_PER_NODE_LABEL, CI_LABEL)
+POOL_KIND_LABELS = (CARDS_PER_NODE_LABEL, pod_contract.CI_LABEL)
 
 
 @dataclass(frozen=True)
@@ -150,7 +149,7 @@ class GpuPool:
 
     @property
     def _ci_label(self) -> dict[str, str]:
-        return {CI_LABEL: "true"} if self.ci else {}
+        return {pod_contract.CI_LABEL: "true"} if self.ci else {}
 
     @property
     def needs_device_plugin(self) -> bool:
@@ -506,7 +505,7 @@ class _Checker:
                         f"card under clusters.{cloud}.{name}.gpus or remove the runner",
                     )
                     continue
-                offer = self.catalogue.offer(card, cloud) if cloud != "existing" else None
+                offer = self.catalogue.offer(card, cloud) if cloud_rules(cloud).builds_pools else None
                 self.check_runner_pool(at, name, cloud, card, settings)
                 shared = cluster.gpus[card].sharing if not settings.own_pool else None
                 if shared is not None and shared.time_slicing is not None and settings.accelerators > 1:
@@ -559,7 +558,8 @@ class _Checker:
         """A runner's CI jobs get a pool of their own wherever the fleet creates pools; only on an existing cluster,
         whose pools are the site's, may (and must) a runner say ``own_pool: false``."""
         own = settings.own_pool
-        if cloud == "existing" and own:
+        builds_pools = cloud_rules(cloud).builds_pools
+        if not builds_pools and own:
             self.report(
                 at,
                 f"{cluster} is an existing cluster: the fleet creates no node pool there, so the {card} runner's CI "
@@ -567,7 +567,7 @@ class _Checker:
                 f"them on the {card} pool beside the benchmarks (which may hold credentials: docs/runners.md), or "
                 "remove the runner",
             )
-        elif cloud != "existing" and not own:
+        elif builds_pools and not own:
             self.report(
                 (*at, "own_pool"),
                 f"own_pool: false is for existing clusters only: on {cloud} the fleet gives the {card} runner's CI "
@@ -596,12 +596,9 @@ class _Checker:
 
     def check_location(self, cloud: str, path: tuple[object, ...], region: str | None, zone: str | None) -> None:
         """A region and zone the cloud has (the catalogue's lists, with their source), consistent with each other."""
-        if cloud == "gcp" and not (region or zone):
-            self.report(path, "a GKE cluster needs a zone (zonal cluster) or a region (regional cluster)")
-        if cloud in ("aws", "azure") and not region:
-            self.report(path, f"an {cloud} cluster needs a region")
-        if cloud in ("aws", "azure") and zone:
-            self.report((*path, "zone"), f"{cloud} clusters span zones of their region: give only 'region'")
+        rules = cloud_rules(cloud)
+        for sub_key, message in rules.location_problems(region, zone):
+            self.report((*path, *sub_key), message)
         known = self.catalogue.clouds[cloud].locations  # type: ignore[index]
         if known is None:
             return
@@ -609,7 +606,7 @@ class _Checker:
         regions = known.all_regions
         region_ok = region is None or region in regions
         if not region_ok:
-            example = REGION_EXAMPLES.get(cloud, regions[0])
+            example = rules.region_example or regions[0]
             elsewhere = self._elsewhere(region, cloud)
             near = "" if elsewhere else did_you_mean(region, regions)
             self.report(
@@ -617,7 +614,7 @@ class _Checker:
                 f"{region!r} is not a region of {title}{elsewhere}; expected one such as {example}{near} (the "
                 f"catalogue's list: {known.cited_as}; a newer region goes into fleet/model/catalogue.yaml)",
             )
-        if cloud == "gcp" and zone and not known.has_zone(zone):
+        if rules.zonal and zone and not known.has_zone(zone):
             elsewhere = self._elsewhere(zone, cloud)
             near = "" if elsewhere else did_you_mean(zone, known.all_zones)
             self.report(
@@ -626,7 +623,7 @@ class _Checker:
                 f"us-central1-a{near} (the catalogue's list: {known.cited_as}; a newer zone goes into "
                 "fleet/model/catalogue.yaml)",
             )
-        elif cloud == "gcp" and region_ok and region and zone and not zone.startswith(region + "-"):
+        elif rules.zonal and region_ok and region and zone and not zone.startswith(region + "-"):
             self.report((*path, "zone"), f"zone {zone!r} is not in region {region!r}")
 
     def _elsewhere(self, name: str, cloud: str) -> str:
@@ -657,16 +654,9 @@ class _Checker:
         for (cloud, where), names in users.items():
             facts = self.catalogue.clouds[cloud]  # type: ignore[index]
             calendar = facts.kubernetes_versions
-            if cloud == "openstack" and where[0] == "clusters":
-                warnings.append(
-                    str(
-                        self.doc.problem(
-                            where,
-                            "ignored on OpenStack Magnum: the cluster runs the Kubernetes of the kubeTag in its stack "
-                            "file's gpu-fleet:magnum settings (docs/clouds.md, Magnum upgrades); remove this line",
-                        )
-                    )
-                )
+            ignored = cloud_rules(cloud).kubernetes_version_refusal()
+            if ignored is not None and where[0] == "clusters":
+                warnings.append(str(self.doc.problem(where, ignored)))
             if calendar is None or not calendar.supported:
                 continue
             version = default if where[0] == "defaults" else self.spec.clusters[cloud][names[0]].kubernetes_version  # type: ignore[index]
@@ -705,11 +695,11 @@ class _Checker:
         hi = pool.max_nodes if pool.max_nodes is not None else defaults.max_nodes
         if lo > hi:
             self.report(where, f"min_nodes {lo} is above max_nodes {hi}")
-        if cloud == "existing":
-            if pool.sharing is not None:
-                self.report(
-                    (*where, "sharing"), "an existing cluster's nodes are not the fleet's to configure: no sharing"
-                )
+        rules = cloud_rules(cloud)
+        if not rules.builds_pools:
+            refusal = rules.sharing_refusal()
+            if pool.sharing is not None and refusal is not None:
+                self.report((*where, "sharing"), refusal)
             return
         offer = acc.offers.get(cloud)  # type: ignore[call-overload]
         if offer is None:
@@ -812,7 +802,7 @@ class _Checker:
             )
         for cloud, clusters in self.spec.clusters.items():
             offer = self.catalogue.accelerators[card].offers.get(cloud)  # type: ignore[call-overload]
-            if offer is None or cloud == "existing":
+            if offer is None or not cloud_rules(cloud).builds_pools:
                 continue
             offering = [n for n, c in clusters.items() if card in c.gpus]
             if offering and offer.count < wl.spec.accelerators:

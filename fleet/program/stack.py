@@ -18,6 +18,7 @@ from components.kubernetes.runners import GitLabRunners
 from components.kubernetes.sweeps import SweepJobs
 from components.kubernetes.training import KUEUE_VISIBILITY_PORT
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
+from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError
 from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached
 from fleet.model.stack_settings import storage_class_missing
@@ -40,7 +41,8 @@ KUEUE_MIN_KUBERNETES = (1, 29)
 def check_kueue_version(fleet: Fleet, cluster: Cluster, settings: StackSettings) -> None:
     """Refuse a cluster that runs Kueue (sweeps or the fleet's queues) below Kubernetes 1.29: on Magnum the stack's
     ``kubeTag`` decides the version, elsewhere the policy's ``kubernetes_version``."""
-    magnum = settings.magnum if cluster.cloud == "openstack" and isinstance(settings.magnum, dict) else None
+    from_stack = cloud_rules(cluster.cloud).kubernetes_version_from_stack
+    magnum = settings.magnum if from_stack and isinstance(settings.magnum, dict) else None
     text = str(magnum.get("kubeTag", "")) if magnum else cluster.kubernetes_version
     found = re.match(r"^v?(\d+)\.(\d+)", text)
     if found is None or (int(found[1]), int(found[2])) >= KUEUE_MIN_KUBERNETES:

@@ -60,6 +60,8 @@ from kubernetes.config.config_exception import ConfigException
 
 from fleet.model import pod_contract
 from fleet.model.catalogue import Taint, load_catalogue
+from fleet.model.clouds import cloud_rules
+from fleet.model.clouds.rules import DoctorContext
 from fleet.model.errors import InputError, Problem
 from fleet.model.placement import describe, pod_requests
 from fleet.model.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES
@@ -452,63 +454,34 @@ def _autoscaler_said(
 
 
 def _autoscaler_logs(ctx: Context) -> str:
-    """How to read what the cluster's autoscaler thinks. EKS and Magnum run the fleet's own (components/clusters/
-    eks.py: Helm release "cluster-autoscaler", whose pods the chart labels app.kubernetes.io/instance=<release>,
-    kubernetes/autoscaler cluster-autoscaler-chart-9.56.0 templates/_helpers.tpl; magnum.py: fullnameOverride
-    "cluster-autoscaler-gpu"); GKE and AKS run theirs in the control plane."""
-    cloud = ctx.cluster.cloud
-    if cloud == "aws":
-        return f"{ctx.kubectl} -n kube-system logs -l app.kubernetes.io/instance=cluster-autoscaler --tail=100"
-    if cloud == "openstack":
-        return f"{ctx.kubectl} -n kube-system logs deploy/cluster-autoscaler-gpu --tail=100"
-    if cloud == "gcp":
-        return (
-            "gcloud container node-pools describe <pool> (autoscaling) and the cluster's autoscaler events in Logging"
-        )
-    if cloud == "azure":
-        return "az aks nodepool show --name <pool> (enableAutoScaling, minCount, maxCount)"
-    return "ask the site which autoscaler serves its GPU nodes"
+    """How to read what the cluster's autoscaler thinks (the cloud's rules, fleet/model/clouds/)."""
+    return cloud_rules(ctx.cluster.cloud).autoscaler_logs(ctx.kubectl)
+
+
+def _hint_context(pool: GpuPool, ctx: Context) -> DoctorContext:
+    """What the cloud's rules need to word a hint about ``pool``."""
+    return DoctorContext(
+        stack=ctx.stack,
+        kubectl=ctx.kubectl,
+        up=ctx.up,
+        pool_name=pool.name,
+        card=pool.card,
+        resource=pool.resource,
+        units_per_node=pool.units_per_node,
+        machine_type=pool.machine_type,
+        policy_key=ctx.policy_key(pool),
+        selector=_selector_text(pool.node_selector),
+    )
 
 
 def _template_fix(pool: GpuPool, ctx: Context) -> str:
     """What makes the autoscaler's idea of a new node of ``pool`` include its accelerators, per cloud."""
-    cloud = ctx.cluster.cloud
-    if cloud == "aws":
-        return (
-            f"the pool's Auto Scaling group needs the tag k8s.io/cluster-autoscaler/node-template/resources/"
-            f"{pool.resource}={pool.units_per_node} (components/clusters/eks.py sets it): {ctx.up}, then "
-            f"{_autoscaler_logs(ctx)}"
-        )
-    if cloud == "openstack":
-        return (
-            "Magnum's autoscaler cannot scale a GPU node group up from zero (its template has no "
-            f"{pool.resource}): set min_nodes: 1 under {ctx.policy_key(pool)} in the policy file, then {ctx.up}"
-        )
-    if cloud == "existing":
-        return (
-            f"the site must offer a node (or a node template) with {pool.resource} and the label "
-            f"{_selector_text(pool.node_selector)}"
-        )
-    return (
-        f"the pool's machine type {pool.machine_type or '?'} must carry {pool.resource}: check machine_type under "
-        f"{ctx.policy_key(pool)} and the catalogue's offer, then {ctx.up}"
-    )
+    return cloud_rules(ctx.cluster.cloud).template_fix(_hint_context(pool, ctx))
 
 
 def _label_fix(pool: GpuPool, ctx: Context, nodes: Sequence[str]) -> str:
-    selector = _selector_text(pool.node_selector)
-    cloud = ctx.cluster.cloud
-    if cloud == "existing":
-        names = " ".join(nodes) or "<node>"
-        return f"label the site's {pool.card} nodes: {ctx.kubectl} label node {names} {selector.replace(',', ' ')}"
-    if cloud == "openstack":
-        return (
-            f"the Magnum node group of {pool.card} must have the role {pool.name} (its nodes get {selector}): {ctx.up}"
-        )
-    return (
-        f"the node pool lost its labels ({selector}): {ctx.up} puts them back "
-        f"(pulumi preview --stack {ctx.stack} shows the drift)"
-    )
+    """What puts ``pool``'s labels back on its nodes, per cloud."""
+    return cloud_rules(ctx.cluster.cloud).label_fix(_hint_context(pool, ctx), tuple(nodes))
 
 
 def _pod_spec(pod: V1Pod) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.spec import Cluster, Fleet
 from fleet.model.stack_settings import (
@@ -39,14 +40,6 @@ STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt"
 # Every resource gets an explicit provider; with default providers disabled a forgotten one fails instead of
 # deploying with the ambient credentials and kubeconfig (docs/security.md; Pulumi docs "Disabling default providers").
 DISABLE_DEFAULT_PROVIDERS = "pulumi:disable-default-providers"
-# Provider settings the cluster components take from the policy instead (each builds an explicit provider for the
-# policy's location: components/clusters/eks.py, gke.py, aks.py): a stack file value that says otherwise is ignored,
-# so it must agree with the policy or go.
-LOCATION_KEYS: dict[str, dict[str, str]] = {
-    "aws": {"aws:region": "region"},
-    "gcp": {"gcp:region": "region", "gcp:zone": "zone"},
-    "azure": {"azure-native:location": "region"},
-}
 # Values the sample stack files carry that are nobody's real project or subscription.
 PLACEHOLDERS = {"my-gcp-project", "00000000-0000-0000-0000-000000000000", "changeme", "example", "todo"}
 
@@ -123,14 +116,16 @@ class _StackChecker:
             self.problem((DISABLE_DEFAULT_PROVIDERS,), f'must be ["*"], not {value!r}: {fix}')
 
     def check_location(self, key: str, value: Any) -> None:
-        """A provider's region or zone in the stack file is the policy's, or it is a problem (it would be ignored)."""
-        field_name = LOCATION_KEYS.get(self.cluster.cloud, {}).get(key)
+        """A provider's region or zone in the stack file is the policy's, or it is a problem (it would be ignored):
+        the cluster components take the location from the policy (fleet/model/clouds: stack_location_keys)."""
+        cluster = self.cluster
+        rules = cloud_rules(cluster.cloud)
+        field_name = rules.stack_location_keys.get(key)
         if field_name is None:
             return
-        cluster = self.cluster
         wanted = getattr(cluster, field_name)
-        if field_name == "region" and cluster.cloud == "gcp" and wanted is None and cluster.zone:
-            wanted = cluster.zone.rsplit("-", 1)[0]  # a zonal cluster's region: us-central1-a -> us-central1
+        if field_name == "region":
+            wanted = rules.region_of(cluster.region, cluster.zone)
         if wanted is None or value != wanted:
             said = f"says {wanted!r}" if wanted else f"gives no {field_name}"
             self.problem(

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fleet.model.pool_view import PoolView, pool_views
+from fleet.model.clouds.rules import PoolView
+from fleet.model.pool_view import pool_views
 from fleet.model.prices import PriceTable, pool_machine
 from fleet.model.spec import Cluster, Fleet, GpuPool
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL

@@ -15,7 +15,7 @@ import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from fleet.model import pod_contract
-from fleet.model.ci_pools import CI_LABEL, CI_TAINT
+from fleet.model.ci_pools import CI_TAINT
 from fleet.model.quantity import parse_quantity
 
 from .registry import resource_policy
@@ -108,8 +108,11 @@ def _fenced_problem(args: ResourceValidationArgs) -> str | None:
             "with a CI job, which runs any code a merge request brings; only a runner's job pods may tolerate it "
             "(take its tolerations from GpuPool.pod_tolerations of its own pool)"
         )
-    if (spec.get("nodeSelector") or {}).get(CI_LABEL) is not None:
-        return f"{subject(args)} selects {CI_LABEL}, the label of the CI pools: only a runner's job pods may run there"
+    if (spec.get("nodeSelector") or {}).get(pod_contract.CI_LABEL) is not None:
+        return (
+            f"{subject(args)} selects {pod_contract.CI_LABEL}, the label of the CI pools: only a runner's job pods "
+            "may run there"
+        )
     return None
 
 

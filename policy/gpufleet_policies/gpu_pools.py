@@ -7,7 +7,8 @@ from types import SimpleNamespace
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from fleet.model import pod_contract
-from fleet.model.pool_view import POOL_TYPES, PoolView
+from fleet.model.clouds.rules import PoolView
+from fleet.model.pool_view import POOL_TYPES
 from fleet.model.spec import GpuPool
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 

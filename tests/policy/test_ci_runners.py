@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import tomli_w
 
-from fleet.model.ci_pools import CI_LABEL
+from fleet.model import pod_contract
 from tests.policy.support import CRONJOB, DEPLOYMENT, JOB, assert_violation, check, reg
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
@@ -43,14 +43,14 @@ def test_the_fleets_runners_pass(plans, session, stack):
     [
         (
             lambda r: r["kubernetes"].pop("node_selector"),
-            f"must select the t4 CI pool gpu-t4-ci (gpu=t4, {CI_LABEL}=true)",
+            f"must select the t4 CI pool gpu-t4-ci (gpu=t4, {pod_contract.CI_LABEL}=true)",
         ),
         (lambda r: r["kubernetes"].update(node_selector={"gpu": "a10"}), "must select the t4 CI pool"),
         # the card's own pool, where the benchmarks run, is not the CI pool
         (lambda r: r["kubernetes"].update(node_selector={"gpu": "t4"}), "must select the t4 CI pool"),
         (
-            lambda r: r["kubernetes"]["node_tolerations"].pop(f"{CI_LABEL}=true"),
-            f"lacks {CI_LABEL}=true:NoSchedule of the gpu-t4-ci pool",
+            lambda r: r["kubernetes"]["node_tolerations"].pop(f"{pod_contract.CI_LABEL}=true"),
+            f"lacks {pod_contract.CI_LABEL}=true:NoSchedule of the gpu-t4-ci pool",
         ),
         (
             lambda r: r["kubernetes"]["node_tolerations"].pop("kubernetes.azure.com/scalesetpriority=spot"),
@@ -102,8 +102,8 @@ def _pod(job: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("toleration", "fragment"),
     [
-        ({"key": CI_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}, "tolerates"),
-        ({"key": CI_LABEL, "operator": "Exists"}, "tolerates"),
+        ({"key": pod_contract.CI_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}, "tolerates"),
+        ({"key": pod_contract.CI_LABEL, "operator": "Exists"}, "tolerates"),
         ({"operator": "Exists"}, "tolerates"),  # every taint, the CI taint among them
     ],
 )
@@ -111,13 +111,13 @@ def test_a_benchmark_never_tolerates_the_ci_taint(plans, session, toleration, fr
     job = _benchmark(plans, "fix-eks")
     assert not [f for f in check(session, job) if f.policy == "ci-runner-placement"]
     _pod(job).setdefault("tolerations", []).append(toleration)
-    assert_violation(check(session, job), "ci-runner-placement", fragment, f"{CI_LABEL}=true:NoSchedule")
+    assert_violation(check(session, job), "ci-runner-placement", fragment, f"{pod_contract.CI_LABEL}=true:NoSchedule")
 
 
 def test_a_benchmark_never_selects_the_ci_label(plans, session):
     job = _benchmark(plans, "fix-gke")
-    _pod(job)["nodeSelector"][CI_LABEL] = "true"
-    assert_violation(check(session, job), "ci-runner-placement", f"selects {CI_LABEL}")
+    _pod(job)["nodeSelector"][pod_contract.CI_LABEL] = "true"
+    assert_violation(check(session, job), "ci-runner-placement", f"selects {pod_contract.CI_LABEL}")
 
 
 def test_a_node_agent_may_tolerate_the_ci_taint(plans, session):

@@ -13,7 +13,7 @@ import yaml
 
 from components.kubernetes.images import chart
 from components.kubernetes.runners import ADVANCED_POD_SPEC, POLL_TIMEOUT_SECONDS, RUNNER_METRICS_PORT
-from fleet.model.ci_pools import CI_LABEL
+from fleet.model import pod_contract
 from fleet.model.placement import PodToPlace, cluster_nodes, place
 from fleet.model.spec import load_fleet
 from fleet.program.stack_config import SECRET_PLACEHOLDER
@@ -76,10 +76,10 @@ def test_one_pinned_release_per_runner_with_the_policys_settings(plan):
 def test_the_config_toml_parses_and_puts_jobs_on_the_cards_ci_pool_requesting_it(plan, card):
     (runner,) = runner_toml(plan, card)["runners"]
     kube = runner["kubernetes"]
-    assert kube["node_selector"] == {"gpu": card, CI_LABEL: "true"}
+    assert kube["node_selector"] == {"gpu": card, pod_contract.CI_LABEL: "true"}
     assert kube["node_tolerations"] == {
         "nvidia.com/gpu=present": "NoSchedule",
-        f"{CI_LABEL}=true": "NoSchedule",  # the CI pool's own taint
+        f"{pod_contract.CI_LABEL}=true": "NoSchedule",  # the CI pool's own taint
         "kubernetes.azure.com/scalesetpriority=spot": "NoSchedule",  # AKS taints its spot pools
     }
     (patch,) = kube["pod_spec"]
@@ -108,11 +108,13 @@ def test_each_runner_gets_a_spot_ci_agent_pool_from_zero_sized_for_its_jobs(plan
     pool = one(plan, AGENT_POOL, f"aks-ci-gpu-{card}-ci").inputs
     assert (pool["agentPoolName"], pool["vmSize"], pool["minCount"], pool["maxCount"]) == (name, machine, 0, most)
     assert pool["scaleSetPriority"] == "Spot" and pool["mode"] == "User"
-    assert pool["nodeLabels"]["gpu"] == card and pool["nodeLabels"][CI_LABEL] == "true"
-    assert f"{CI_LABEL}=true:NoSchedule" in pool["nodeTaints"]
+    assert pool["nodeLabels"]["gpu"] == card and pool["nodeLabels"][pod_contract.CI_LABEL] == "true"
+    assert f"{pod_contract.CI_LABEL}=true:NoSchedule" in pool["nodeTaints"]
     # the card's own pool, where benchmarks run, carries neither
     own = one(plan, AGENT_POOL, f"aks-ci-gpu-{card}").inputs
-    assert CI_LABEL not in own["nodeLabels"] and not [t for t in own["nodeTaints"] if t.startswith(CI_LABEL)]
+    assert pod_contract.CI_LABEL not in own["nodeLabels"] and not [
+        t for t in own["nodeTaints"] if t.startswith(pod_contract.CI_LABEL)
+    ]
     assert plan.exports["gpu_pools"][f"{card}-ci"] == f"aks-ci-gpu-{card}-ci"
 
 
@@ -155,7 +157,7 @@ def test_a_ci_job_lands_only_on_its_ci_pool_and_a_benchmark_never_there(plan, tm
         }
         assert place(PodToPlace("benchmark", f"gpu-{card}", bench), nodes) is None
         (ci_node,) = [n for n in nodes if n.pool == f"gpu-{card}-ci"]
-        assert f"node(s) had untolerated taint {{{CI_LABEL}: true}}" in ci_node.reasons(bench)
+        assert f"node(s) had untolerated taint {{{pod_contract.CI_LABEL}: true}}" in ci_node.reasons(bench)
 
 
 def test_the_token_is_a_secret_and_appears_nowhere_in_plain_text(plan):

@@ -1,0 +1,57 @@
+"""Amazon EKS: the fleet's rules for it (the SDK calls are in components/clusters/eks.py)."""
+
+from __future__ import annotations
+
+from fleet.model import pod_contract
+from fleet.model.clouds.rules import CloudRules, DoctorContext, PoolView, Registration, taint_string
+
+# The Helm release of the fleet's own cluster-autoscaler on EKS (components/clusters/eks.py); the chart labels its
+# pods app.kubernetes.io/instance=<release> (kubernetes/autoscaler cluster-autoscaler-chart-9.56.0
+# templates/_helpers.tpl).
+AUTOSCALER_RELEASE = "cluster-autoscaler"
+
+
+class Eks(CloudRules):
+    """EKS: regional clusters, sweep pools, the fleet's own cluster-autoscaler."""
+
+    name = "aws"
+    region_example = "us-east-1"
+    stack_location_keys = {"aws:region": "region"}
+    sweep_pools = True
+    pool_type = "aws:eks/nodeGroup:NodeGroup"
+
+    def location_problems(self, region: str | None, zone: str | None) -> list[tuple[tuple[str, ...], str]]:
+        """A region, and no zone: EKS clusters span the zones of their region."""
+        found: list[tuple[tuple[str, ...], str]] = []
+        if not region:
+            found.append(((), f"an {self.name} cluster needs a region"))
+        if zone:
+            found.append((("zone",), f"{self.name} clusters span zones of their region: give only 'region'"))
+        return found
+
+    def read_pool(self, registration: Registration) -> PoolView:
+        """A ``NodeGroup``: labels, instanceTypes, scalingConfig, capacityType, taints."""
+        inputs = registration.inputs
+        labels = inputs.get("labels", {})
+        scaling = inputs.get("scalingConfig", {})
+        return PoolView(
+            registration.type, registration.name, labels.get("gpu", ""), ",".join(inputs.get("instanceTypes", [])),
+            scaling.get("minSize"), scaling.get("maxSize"), inputs.get("capacityType") == "SPOT",
+            tuple(taint_string(t["key"], t.get("value", ""), t["effect"]) for t in inputs.get("taints", [])), labels,
+            labels.get(pod_contract.CI_LABEL) == "true",
+        )  # fmt: skip
+
+    def autoscaler_logs(self, kubectl: str) -> str:
+        """The fleet's own autoscaler's logs."""
+        return f"{kubectl} -n kube-system logs -l app.kubernetes.io/instance={AUTOSCALER_RELEASE} --tail=100"
+
+    def template_fix(self, ctx: DoctorContext) -> str:
+        """The node-template tag of the pool's Auto Scaling group (components/clusters/eks.py sets it)."""
+        return (
+            f"the pool's Auto Scaling group needs the tag k8s.io/cluster-autoscaler/node-template/resources/"
+            f"{ctx.resource}={ctx.units_per_node} (components/clusters/eks.py sets it): {ctx.up}, then "
+            f"{self.autoscaler_logs(ctx.kubectl)}"
+        )
+
+
+RULES = Eks()

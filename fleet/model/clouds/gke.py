@@ -1,0 +1,50 @@
+"""Google Kubernetes Engine: the fleet's rules for it (the SDK calls are in components/clusters/gke.py)."""
+
+from __future__ import annotations
+
+from fleet.model import pod_contract
+from fleet.model.clouds.rules import CloudRules, PoolView, Registration, taint_string
+
+
+class Gke(CloudRules):
+    """GKE: zonal or regional clusters, sweep pools, GKE's own autoscaler in the control plane."""
+
+    name = "gcp"
+    region_example = "us-central1"
+    zonal = True
+    stack_location_keys = {"gcp:region": "region", "gcp:zone": "zone"}
+    sweep_pools = True
+    pool_type = "gcp:container/nodePool:NodePool"
+
+    def location_problems(self, region: str | None, zone: str | None) -> list[tuple[tuple[str, ...], str]]:
+        """A zone (zonal cluster) or a region (regional cluster)."""
+        if not (region or zone):
+            return [((), "a GKE cluster needs a zone (zonal cluster) or a region (regional cluster)")]
+        return []
+
+    def region_of(self, region: str | None, zone: str | None) -> str | None:
+        """A zonal cluster's region is its zone's: us-central1-a -> us-central1."""
+        if region is None and zone:
+            return zone.rsplit("-", 1)[0]
+        return region
+
+    def read_pool(self, registration: Registration) -> PoolView:
+        """A ``NodePool``: nodeConfig (labels, machineType, spot, taints) and autoscaling (total counts)."""
+        cfg = registration.inputs.get("nodeConfig", {})
+        auto = registration.inputs.get("autoscaling", {})
+        labels = cfg.get("labels", {})
+        return PoolView(
+            registration.type, registration.name, labels.get("gpu", ""), cfg.get("machineType", ""),
+            auto.get("totalMinNodeCount"), auto.get("totalMaxNodeCount"), bool(cfg.get("spot")),
+            tuple(taint_string(t["key"], t["value"], t["effect"]) for t in cfg.get("taints", [])), labels,
+            labels.get(pod_contract.CI_LABEL) == "true",
+        )  # fmt: skip
+
+    def autoscaler_logs(self, kubectl: str) -> str:
+        """GKE runs its autoscaler in the control plane."""
+        return (
+            "gcloud container node-pools describe <pool> (autoscaling) and the cluster's autoscaler events in Logging"
+        )
+
+
+RULES = Gke()

@@ -1,0 +1,133 @@
+"""What the fleet knows about a cloud that is not an SDK call: the shape every cloud module fills in.
+
+Each cloud has one module in this package (gke.py, eks.py, aks.py, magnum.py, existing.py) holding one ``CloudRules``:
+how a cluster's location is read and checked, which GPU sharing it can build (and why not), whether it builds sweep
+pools, how its node pools read back out of the engine's inputs, how it spells a taint, and the doctor's hints. The
+per-cloud *data* (locations, Kubernetes versions, machine offers) stays in ``fleet/model/catalogue.yaml``; this is the
+rule of how to use it. Outside this package no code compares a cloud's name (tests/model/test_clouds.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # types only: the catalogue imports this package
+    from fleet.model.catalogue import Taint
+
+# Kubernetes' taint effects in the upper-case spelling of EKS node groups and GKE node configs
+UPPER_EFFECT = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+_KUBERNETES_EFFECT = {upper: k8s for k8s, upper in UPPER_EFFECT.items()}
+
+
+def upper_effect(taint: Taint) -> dict[str, str]:
+    """EKS node-group and GKE node-config spelling: ``{key, value, effect: NO_SCHEDULE}``."""
+    return {"key": taint.key, "value": taint.value, "effect": UPPER_EFFECT[taint.effect]}
+
+
+def taint_string(key: str, value: str, effect: str) -> str:
+    """``key=value:NoSchedule`` from any spelling of the effect (a pool read back shows its taints this way)."""
+    return f"{key}={value}:{_KUBERNETES_EFFECT.get(effect, effect)}"
+
+
+class Registration(Protocol):
+    """One resource the plan engine received (fleet/tools/mock_engine.py registers these): what a pool reader needs."""
+
+    type: str
+    name: str
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """One node pool as the engine sees it."""
+
+    type: str
+    name: str
+    card: str
+    machine_type: str
+    min_nodes: int | None
+    max_nodes: int | None
+    spot: bool
+    taints: tuple[str, ...]
+    labels: dict[str, str]
+    ci: bool = False  # a CI pool (fleet/model/ci_pools.py): its CI label, or on Magnum its role gpu-<card>-ci
+
+
+@dataclass(frozen=True)
+class DoctorContext:
+    """What the doctor knows when it words a hint about one GPU pool (fleet/tools/doctor.py fills it in)."""
+
+    stack: str
+    kubectl: str  # the kubectl command with the cluster's context
+    up: str  # the command that deploys the stack
+    pool_name: str
+    card: str
+    resource: str  # the extended resource the pool's nodes offer
+    units_per_node: int
+    machine_type: str
+    policy_key: str  # where the pool is written in the policy file
+    selector: str  # the pool's node selector as text
+
+
+class CloudRules:
+    """One cloud's rules. Subclasses (one per cloud module) override what differs; the defaults are a managed
+    cloud's."""
+
+    #: the cloud's key in the policy file (clusters.<name>) and the catalogue
+    name: str = ""
+    #: a region of the cloud, as an example in messages ("" where the cloud has no fixed regions)
+    region_example: str = ""
+    #: its clusters may be zonal (a zone checked against the catalogue and against the region)
+    zonal: bool = False
+    #: provider settings in a stack file that name the location the policy gives: {stack key: policy field}
+    stack_location_keys: Mapping[str, str] = {}
+    #: the fleet builds the cluster's node pools (False: a site's existing cluster; no catalogue offer applies)
+    builds_pools: bool = True
+    #: its component builds sweep pools of other machine sizes (a card's ``machines`` in the catalogue)
+    sweep_pools: bool = False
+    #: the stack's settings, not the policy's kubernetes_version, decide the Kubernetes version (Magnum's kubeTag)
+    kubernetes_version_from_stack: bool = False
+    #: the API endpoint can be made private (gpu-fleet:privateApiEndpoint)
+    private_api_endpoint: bool = True
+    #: the engine type of its node pools ("" where the fleet builds none)
+    pool_type: str = ""
+
+    def location_problems(self, region: str | None, zone: str | None) -> list[tuple[tuple[str, ...], str]]:
+        """Where a cluster is, before the catalogue's lists: (sub-key, message) of each problem."""
+        return []
+
+    def region_of(self, region: str | None, zone: str | None) -> str | None:
+        """The region a cluster is in."""
+        return region
+
+    def sharing_refusal(self) -> str | None:
+        """Why a pool of this cloud can have no GPU sharing at all (None: the catalogue's facts decide)."""
+        return None
+
+    def kubernetes_version_refusal(self) -> str | None:
+        """Why a cluster's own kubernetes_version is ignored here (None: it is used)."""
+        return None
+
+    def read_pool(self, registration: Registration) -> PoolView:
+        """A node pool read back out of the inputs the engine received."""
+        raise NotImplementedError(f"{self.name} builds no node pools")
+
+    def autoscaler_logs(self, kubectl: str) -> str:
+        """How to read what the cluster's autoscaler thinks."""
+        return "ask the site which autoscaler serves its GPU nodes"
+
+    def template_fix(self, ctx: DoctorContext) -> str:
+        """What makes the autoscaler's idea of a new node of the pool include its accelerators."""
+        return (
+            f"the pool's machine type {ctx.machine_type or '?'} must carry {ctx.resource}: check machine_type under "
+            f"{ctx.policy_key} and the catalogue's offer, then {ctx.up}"
+        )
+
+    def label_fix(self, ctx: DoctorContext, nodes: tuple[str, ...]) -> str:
+        """What puts the pool's labels back on its nodes."""
+        return (
+            f"the node pool lost its labels ({ctx.selector}): {ctx.up} puts them back "
+            f"(pulumi preview --stack {ctx.stack} shows the drift)"
+        )

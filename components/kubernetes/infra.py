@@ -42,7 +42,8 @@ from components.kubernetes.training import (
 )
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from fleet.model import accounting, pod_contract, probe_phases, prometheus
-from fleet.model.spec import Cluster, Fleet, Sharing
+from fleet.model.sharing import Sharing
+from fleet.model.spec import Cluster, Fleet
 from fleet.program.settings import StackSettings
 from fleet.program.stack_config import SECRET_PLACEHOLDER
 

@@ -41,7 +41,8 @@ from components.kubernetes.benchmark import driver_exports
 from components.kubernetes.images import helm_release, image
 from components.kubernetes.pod_monitor import pod_monitor
 from fleet.model import pod_contract
-from fleet.model.spec import Cluster, GpuPool, Runner
+from fleet.model.runners import Runner
+from fleet.model.spec import Cluster, GpuPool
 
 RUNNER_PART_OF = pod_contract.RUNNER_PART_OF
 RUNNER_METRICS_PORT = 9252

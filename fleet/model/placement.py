@@ -38,7 +38,8 @@ from fleet.model.quantity import parse_quantity
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
 if TYPE_CHECKING:
-    from fleet.model.spec import Cluster, Fleet, GpuPool, Runner
+    from fleet.model.runners import Runner
+    from fleet.model.spec import Cluster, Fleet, GpuPool
     from fleet.model.sweeps import SweepPoint
     from fleet.model.workloads import Workload
     from fleet.model.yaml_source import YamlDocument

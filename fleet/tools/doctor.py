@@ -67,7 +67,8 @@ from fleet.model.placement import describe, pod_requests
 from fleet.model.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES
 from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.quantity import parse_quantity
-from fleet.model.spec import DEVICE_PLUGIN_CONFIG_LABEL, ROOT, Cluster, Fleet, GpuPool, load_fleet
+from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL
+from fleet.model.spec import ROOT, Cluster, Fleet, GpuPool, load_fleet
 from fleet.tools.kubeconfig_checks import check_kubeconfig
 
 # Where the infra stack puts things (components/kubernetes/infra.py: MONITORING_NS, NODE_AGENTS_NS, RELEASE; the

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from fleet.model.spec import DEVICE_PLUGIN_CONFIG_LABEL
+from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL
 from fleet.tools.plan import StackPlan
 from tests.helpers import by_type, plan_one
 

@@ -22,7 +22,7 @@ from pulumi_azure_native import (
 
 from components.clusters.cluster import GpuCluster
 from components.clusters.taints import aks_taint
-from fleet.model.spec import Cluster, GpuPool
+from fleet.model.spec import Cluster, GpuPool, pool_resource_name
 
 # AKS agent-pool names: lower-case letters and digits, starting with a letter, at most 12 characters
 # for Linux pools (6 for Windows). The name is part of every node's name and of the VM scale set's name.
@@ -339,7 +339,7 @@ class AksCluster(GpuCluster):
             else {"scale_set_priority": "Regular"}
         )
         return containerservice.AgentPool(
-            f"{cluster.name}-{pool.name}",
+            pool_resource_name(cluster, pool),
             agent_pool_name=name,
             resource_group_name=self.resource_group.name,
             resource_name_=self.cluster.name,

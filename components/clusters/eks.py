@@ -16,7 +16,7 @@ from components.clusters.cluster import GpuCluster
 from components.clusters.kubeconfig import exec_kubeconfig
 from components.clusters.taints import autoscaler_tag_value, upper_effect
 from components.kubernetes.images import autoscaler_image
-from fleet.model.spec import Cluster, GpuPool
+from fleet.model.spec import Cluster, GpuPool, pool_resource_name
 from fleet.program.settings import NAMESPACE, StackSettings
 
 VPC_CIDR = "10.0.0.0/16"
@@ -327,7 +327,7 @@ class EksCluster(GpuCluster):
                 f"card {pool.card} is not an NVIDIA GPU: set its aws ami_type in fleet/model/catalogue.yaml"
             )
         group = aws.eks.NodeGroup(
-            f"{cluster.name}-{pool.name}",
+            pool_resource_name(cluster, pool),
             cluster_name=self.cluster.name,
             node_group_name=pool.name,
             node_role_arn=self.node_role.arn,
@@ -335,7 +335,7 @@ class EksCluster(GpuCluster):
             instance_types=[pool.machine_type],  # one type: the autoscaler sizes a group from its first type
             capacity_type="SPOT" if pool.spot else "ON_DEMAND",
             ami_type=ami_type,
-            launch_template=self._launch_template(f"{cluster.name}-{pool.name}", GPU_DISK_GIB),
+            launch_template=self._launch_template(pool_resource_name(cluster, pool), GPU_DISK_GIB),
             scaling_config={"min_size": pool.min_nodes, "desired_size": pool.min_nodes, "max_size": pool.max_nodes},
             labels=pool.labels,
             taints=[upper_effect(t) for t in pool.taints],
@@ -424,7 +424,7 @@ class EksCluster(GpuCluster):
         asg_name = group.resources[0].autoscaling_groups[0].name  # type: ignore[index]
         for key, value in template.items():
             aws.autoscaling.Tag(
-                f"{cluster.name}-{pool.name}-asg-{_slug(key.removeprefix(NODE_TEMPLATE + '/'))}",
+                f"{pool_resource_name(cluster, pool)}-asg-{_slug(key.removeprefix(NODE_TEMPLATE + '/'))}",
                 autoscaling_group_name=asg_name,  # type: ignore[arg-type]
                 tag={"key": key, "value": value, "propagate_at_launch": False},
                 opts=self.child(self.aws_provider),

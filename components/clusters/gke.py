@@ -11,7 +11,7 @@ import pulumi_gcp as gcp
 from components.clusters.cluster import GpuCluster
 from components.clusters.kubeconfig import exec_kubeconfig
 from components.clusters.taints import upper_effect
-from fleet.model.spec import Cluster, GpuPool
+from fleet.model.spec import Cluster, GpuPool, pool_resource_name
 
 # Nodes run as the cluster's own service account with only the role GKE documents for node service accounts,
 # roles/container.defaultNodeServiceAccount (docs.cloud.google.com/kubernetes-engine/security/configure-node-service-
@@ -285,7 +285,7 @@ class GkeCluster(GpuCluster):
             else []  # machine types such as ct5lp-hightpu-4t carry their accelerator
         )
         return gcp.container.NodePool(
-            f"{cluster.name}-{pool.name}",
+            pool_resource_name(cluster, pool),
             name=pool.name,
             cluster=self.cluster.name,
             location=cluster.location,

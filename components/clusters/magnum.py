@@ -18,7 +18,7 @@ from components.kubernetes.images import magnum_autoscaler_image
 from fleet.model import pod_contract
 from fleet.model.clouds.magnum import GPU_AUTOSCALER
 from fleet.model.errors import InputError
-from fleet.model.spec import Cluster, GpuPool
+from fleet.model.spec import Cluster, GpuPool, pool_resource_name
 from fleet.program.settings import NAMESPACE, StackSettings, config_problem
 
 # The Kubernetes node label Magnum puts on every node of a node group: ``<ROLE_LABEL>=<the group's role>``.
@@ -358,7 +358,7 @@ class MagnumCluster(GpuCluster):
         # scales an opted-in min-0 group down.
         initial = min(max(pool.min_nodes, 1), pool.max_nodes)
         return containerinfra.NodeGroup(
-            f"{cluster.name}-{pool.name}",
+            pool_resource_name(cluster, pool),
             name=pool.name,
             cluster_id=self.cluster.id,
             flavor_id=pool.machine_type,

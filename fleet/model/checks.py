@@ -10,6 +10,7 @@ from fleet.model import pod_contract
 from fleet.model.catalogue import Accelerator, Catalogue, Offer, version_key
 from fleet.model.clouds import cloud_rules
 from fleet.model.errors import Problem, did_you_mean
+from fleet.model.fits import more_than_a_machine, more_than_a_slice
 from fleet.model.prometheus import duration_seconds
 from fleet.model.queues import check_queued_workloads, check_queues
 from fleet.model.spec_schema import FleetFile, PoolSettings, RunnerSettings
@@ -92,13 +93,14 @@ class Checker:
                 offer = self.catalogue.offer(card, cloud) if cloud_rules(cloud).builds_pools else None
                 self.check_runner_pool(at, name, cloud, card, settings)
                 shared = cluster.gpus[card].sharing if not settings.own_pool else None
-                if shared is not None and shared.time_slicing is not None and settings.accelerators > 1:
+                time_sliced = shared is not None and shared.time_slicing is not None
+                if more_than_a_slice(settings.accelerators, time_sliced):
                     self.report(
                         (*at, "accelerators") if not isinstance(raw.get(name), list) else at,
                         f"a CI job asks for {settings.accelerators} {card}, but the {card} pool is time-sliced: a pod "
                         "gets one slice at most (the device plugin and GKE refuse more)",
                     )
-                if offer is not None and settings.accelerators > offer.count:
+                if offer is not None and more_than_a_machine(settings.accelerators, offer.count):
                     self.report(
                         (*at, "accelerators") if not isinstance(raw.get(name), list) else at,
                         f"a CI job asks for {settings.accelerators} {card}, but {offer.machine_type} has {offer.count}",
@@ -378,7 +380,7 @@ class Checker:
                 sharing = cluster.gpus[card].sharing if card in cluster.gpus else None
                 if sharing is not None and sharing.time_slicing is not None:
                     sliced.append(name)
-        if sliced and wl.spec.accelerators > 1:
+        if more_than_a_slice(wl.spec.accelerators, bool(sliced)):
             self.report(
                 where,
                 f"{wl.name} asks for {wl.spec.accelerators} {card} per pod, but {card} is time-sliced on "
@@ -389,7 +391,7 @@ class Checker:
             if offer is None or not cloud_rules(cloud).builds_pools:
                 continue
             offering = [n for n, c in clusters.items() if card in c.gpus]
-            if offering and offer.count < wl.spec.accelerators:
+            if offering and more_than_a_machine(wl.spec.accelerators, offer.count):
                 self.report(
                     where,
                     f"{wl.name} asks for {wl.spec.accelerators} {card} per pod, but {offer.machine_type} on {cloud} "

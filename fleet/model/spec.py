@@ -25,6 +25,7 @@ from fleet.model.catalogue import (
 from fleet.model.checks import Checker
 from fleet.model.ci_pools import CI_TAINT
 from fleet.model.errors import InputError, Problem
+from fleet.model.fits import fits
 from fleet.model.probes import Probe, resolve_probe
 from fleet.model.queues import Dispatch, QueuedJob, card_affinity, resolve
 from fleet.model.registry import DEFAULT_REGISTRY, in_registry, outside_message, outside_registry
@@ -97,6 +98,12 @@ class GpuPool:
     def accelerators_per_node(self) -> int:
         """Cards per machine."""
         return self.count or (self.offer.count if self.offer else 1)
+
+    def fits(self, accelerators: int) -> bool:
+        """A pod asking for ``accelerators`` cards fits this pool (fleet/model/fits.py); an existing cluster's
+        machines are unknown."""
+        time_sliced = self.sharing is not None and self.sharing.kind == "time-slicing"
+        return fits(accelerators, self.accelerators_per_node if self.offer else None, time_sliced)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -242,6 +249,12 @@ class Cluster:
         raise KeyError(card)
 
 
+def pool_resource_name(cluster: Cluster, pool: GpuPool) -> str:
+    """The resource name of ``pool``'s node pool in ``cluster``, ``<cluster>-<pool>``: each cloud component's pool,
+    the stack's ``gpu_pools`` output and the pack's lookups use it."""
+    return f"{cluster.name}-{pool.name}"
+
+
 @dataclass(frozen=True)
 class Benchmark:
     """One (workload, card) pair that runs on a cluster."""
@@ -303,7 +316,9 @@ class Fleet:
                 continue
             wl = self.workloads[workload]
             for pool in cluster.pools:
-                if pool.card in cards and _runs_on(wl, pool):
+                # `all` may name a card whose pool the pod does not fit: not a pair (an explicit card like that is
+                # refused by the checker)
+                if pool.card in cards and pool.fits(wl.spec.accelerators):
                     out.append(Benchmark(wl, pool, self.schedules[workload]))
         return out
 
@@ -328,7 +343,7 @@ class Fleet:
             p
             for name in job.queue.clusters
             for p in self.clusters[name].pools
-            if p.card == job.card and _runs_on(job.workload, p)
+            if p.card == job.card and p.fits(job.workload.spec.accelerators)
         )
 
     def queued_affinity(self, job: QueuedJob) -> dict[str, object]:
@@ -370,15 +385,6 @@ class Fleet:
         (their images are copied, their metrics federated, their mtail programs checked)."""
         probed = self.probe_workload is not None and any(p.probe for c in self.clusters.values() for p in c.pools)
         return {**self.workloads, **({self.probe_workload.name: self.probe_workload} if probed else {})}  # type: ignore[union-attr]
-
-
-def _runs_on(wl: Workload, pool: GpuPool) -> bool:
-    """Whether a pod of ``wl`` can run on ``pool``: `all` may name a card whose machines hold fewer accelerators than a
-    pod asks for (an explicit card like that is refused by the checker; an existing cluster's machines are unknown),
-    and a time slice is all a pod gets on a time-sliced pool."""
-    fits = pool.offer is None or pool.accelerators_per_node >= wl.spec.accelerators
-    sliced = pool.sharing is not None and pool.sharing.kind == "time-slicing" and wl.spec.accelerators > 1
-    return fits and not sliced
 
 
 def _resolve(

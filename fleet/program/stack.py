@@ -20,7 +20,7 @@ from components.kubernetes.training import KUEUE_VISIBILITY_PORT
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError
-from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached
+from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached, pool_resource_name
 from fleet.model.stack_settings import storage_class_missing
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.model.yaml_source import read_yaml
@@ -123,7 +123,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     pulumi.export("cloud", cluster.cloud)
     pulumi.export("location", cluster.location)
     pulumi.export("central", cluster.central)
-    pulumi.export("gpu_pools", {pool.key: f"{cluster.name}-{pool.name}" for pool in cluster.all_pools})
+    pulumi.export("gpu_pools", {pool.key: pool_resource_name(cluster, pool) for pool in cluster.all_pools})
     pulumi.export("kubeconfig", component.kubeconfig)
     if cluster.central:
         pulumi.export("grafana_admin_password", infra.grafana_admin_password)

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from fleet.model.spec import GpuPool
+from fleet.model.spec import GpuPool, pool_resource_name
 
 from .gpu_pools import policy_pool
 from .registry import resource_policy
@@ -125,7 +125,7 @@ def _validate_template_units(args: ResourceValidationArgs, report: ReportViolati
     cluster = cluster_of(args.urn)
     if not key.startswith(RESOURCES_TAG) or cluster is None:
         return
-    pool = next((p for p in cluster.all_pools if args.name.startswith(f"{cluster.name}-{p.name}-asg-")), None)
+    pool = next((p for p in cluster.all_pools if args.name.startswith(f"{pool_resource_name(cluster, p)}-asg-")), None)
     if pool is None or key.removeprefix(RESOURCES_TAG) != pool.resource:
         return
     if str(tag.get("value")) != str(pool.units_per_node):

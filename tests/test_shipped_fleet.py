@@ -11,7 +11,6 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from components.kubernetes.benchmark import METRIC_LABELS
 from fleet.model import pod_contract
 from fleet.model.ci_pools import CI_TAINT
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
@@ -93,7 +92,7 @@ def test_job_pods_select_the_pool_request_the_card_and_tolerate_taints(fleet, pl
             assert (pool.resource, "present", "NoSchedule") in tolerations  # the card's taint
             if cluster.cloud == "azure":
                 assert ("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule") in tolerations
-            for key in METRIC_LABELS:
+            for key in pod_contract.METRIC_LABELS:
                 assert spec["template"]["metadata"]["labels"][key] == labels[key]
             assert spec["activeDeadlineSeconds"] > 0 and spec["backoffLimit"] >= 0
             # Kubernetes may expire the Jobs a CronJob starts; a Job Pulumi manages is kept (a refresh would rerun it)

@@ -34,8 +34,6 @@ from fleet.model import pod_contract
 from fleet.model.spec import Benchmark, Cluster
 from fleet.model.workloads import FILES_MOUNT, Workload
 
-PART_OF = pod_contract.BENCHMARK_PART_OF
-METRIC_LABELS = pod_contract.METRIC_LABELS
 # The label the API server gives a Job's pod template (kubernetes/api batch/v1 types.go JobNameLabel, from 1.27;
 # kubernetes/kubernetes pkg/registry/batch/job/strategy.go generateSelector).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -43,7 +41,6 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 CRONJOB_TIME_ZONE = "Etc/UTC"
 # The workload's home: a scratch emptyDir, since a non-root user cannot write to the image's / or /root.
 HOME_DIR = "/home/benchmark"
-ROOT_NAMESPACE_NAME = pod_contract.ROOT_BENCHMARK_NAMESPACE
 
 
 # A pool's probe runs in a new pod each time: without its pod and instance labels, every run of a pool's probe
@@ -84,9 +81,9 @@ def config_maps(
 
 
 def pod_labels(cluster: Cluster, bench: Benchmark) -> dict[str, str]:
-    """Labels every benchmark pod carries; the PodMonitor turns ``METRIC_LABELS`` into metric labels."""
+    """Labels every benchmark pod carries; the PodMonitor turns ``pod_contract.METRIC_LABELS`` into metric labels."""
     return {
-        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/part-of": pod_contract.BENCHMARK_PART_OF,
         "app.kubernetes.io/name": bench.workload.name,
         "workload": bench.workload.name,
         "gpu": bench.pool.card,
@@ -253,7 +250,11 @@ def hashed_config_map(
     name = config_map_name(workload, kind, data)
     k8s.core.v1.ConfigMap(
         f"{resource_prefix}-{kind}",
-        metadata={"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        metadata={
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/part-of": pod_contract.BENCHMARK_PART_OF},
+        },
         data=data,
         immutable=True,
         opts=opts,
@@ -295,7 +296,10 @@ class BenchmarkJobs(pulumi.ComponentResource):
         homes: dict[str, pulumi.Input[str]] = {}
         for wl in workloads.values():
             if wl.spec.needs_root and root_namespace is None:
-                raise ValueError(f"{cluster.name}: {wl.name} needs root, but the cluster has no {ROOT_NAMESPACE_NAME}")
+                raise ValueError(
+                    f"{cluster.name}: {wl.name} needs root, but the cluster has no "
+                    f"{pod_contract.ROOT_BENCHMARK_NAMESPACE}"
+                )
             homes[wl.name] = root_namespace if wl.spec.needs_root else namespace  # type: ignore[assignment]
         secrets = self._credentials(cluster, list(workloads.values()), credentials or {}, homes, child)
         self.secrets = secrets
@@ -305,7 +309,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
                     f"{cluster.name}-{wl.name}-egress",
                     f"egress-{wl.name}",
                     homes[wl.name],
-                    {"app.kubernetes.io/part-of": PART_OF, "workload": wl.name},
+                    {"app.kubernetes.io/part-of": pod_contract.BENCHMARK_PART_OF, "workload": wl.name},
                     [(rule.cidr, rule.ports) for rule in wl.spec.egress],
                     child,
                 )
@@ -326,9 +330,9 @@ class BenchmarkJobs(pulumi.ComponentResource):
             f"{cluster.name}-benchmark-podmonitor",
             "gpu-fleet-benchmarks",
             namespace,
-            {"app.kubernetes.io/part-of": PART_OF},
+            {"app.kubernetes.io/part-of": pod_contract.BENCHMARK_PART_OF},
             pod_contract.METRICS_PORT_NAME,
-            METRIC_LABELS,
+            pod_contract.METRIC_LABELS,
             child,
             namespaces=both,
             metricRelabelings=PROBE_SERIES_RELABELINGS,
@@ -370,7 +374,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
                 metadata={
                     "name": wl.credentials_secret,
                     "namespace": homes[name],
-                    "labels": {"app.kubernetes.io/part-of": PART_OF, "workload": name},
+                    "labels": {"app.kubernetes.io/part-of": pod_contract.BENCHMARK_PART_OF, "workload": name},
                 },
                 type="Opaque",
                 string_data={k: pulumi.Output.secret(given[k]) for k in wanted},

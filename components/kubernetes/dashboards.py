@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubernetes.deployment import PART_OF
+from components.kubernetes.deployment import FLEET_PART_OF
 from fleet.model import dashboards
 from fleet.model.prices import card_prices, load_prices
 from fleet.model.spec import Fleet
@@ -51,7 +51,7 @@ def dashboard_config_maps(
             metadata={
                 "name": file.removesuffix(".json"),
                 "namespace": namespace,
-                "labels": {label: value, "app.kubernetes.io/part-of": PART_OF},
+                "labels": {label: value, "app.kubernetes.io/part-of": FLEET_PART_OF},
                 "annotations": {dashboards.FOLDER_ANNOTATION: dashboards.FOLDER},
             },
             data={file: json.dumps(board, sort_keys=True, indent=1)},

@@ -7,12 +7,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-PART_OF = "gpu-fleet"
+# the app.kubernetes.io/part-of value of the fleet's own services (benchmarks and runners carry pod_contract's values)
+FLEET_PART_OF = "gpu-fleet"
 
 
 def app_labels(app: str) -> dict[str, str]:
     """The labels of a fleet service's objects, also its pods' selector."""
-    return {"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": PART_OF}
+    return {"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": FLEET_PART_OF}
 
 
 def single_replica_deployment(

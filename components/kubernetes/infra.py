@@ -17,8 +17,7 @@ import yaml
 
 from components.clusters.taints import toleration
 from components.kubernetes import dashboards
-from components.kubernetes.benchmark import PART_OF as BENCHMARK_PART_OF
-from components.kubernetes.deployment import PART_OF, app_labels
+from components.kubernetes.deployment import FLEET_PART_OF, app_labels
 from components.kubernetes.gateway import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
 from components.kubernetes.images import helm_release, merged
 from components.kubernetes.multikueue import DISPATCHED, multikueue_settings
@@ -31,8 +30,8 @@ from components.kubernetes.network_policy import (
     internet_block,
     ports,
 )
-from components.kubernetes.pod_security import EXCEPTION_ANNOTATION, namespace_labels
-from components.kubernetes.runners import RUNNER_METRICS_PORT, RUNNER_PART_OF
+from components.kubernetes.pod_security import namespace_labels
+from components.kubernetes.runners import RUNNER_METRICS_PORT
 from components.kubernetes.training import (
     KUEUE_FRAMEWORKS,
     KUEUE_VISIBILITY_PORT,
@@ -48,22 +47,16 @@ from fleet.program.settings import StackSettings
 from fleet.program.stack_config import SECRET_PLACEHOLDER
 
 MONITORING_NS = "monitoring"
-BENCHMARK_NS = pod_contract.BENCHMARK_NAMESPACE
 # Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): `baseline`, created only when used.
-ROOT_BENCHMARK_NS = pod_contract.ROOT_BENCHMARK_NAMESPACE
 # The node agents: the node exporter (host network, PID namespace and file system) and dcgm-exporter (host
 # paths and SYS_ADMIN for profiling metrics) need the `privileged` level, so they live apart from the rest.
 NODE_AGENTS_NS = "node-agents"
 # GitLab CI runners (components/kubernetes/runners.py), where the policy gives a cluster runners: their managers, and
 # the CI jobs they start.
-CI_RUNNERS_NS = pod_contract.RUNNER_NAMESPACE
-CI_BUILDS_NS = pod_contract.CI_JOB_NAMESPACE
 # Kubeflow Trainer with JobSet, and Kueue: their controllers meet `restricted` with the charts' defaults (non-root
 # RuntimeDefault pod contexts, no privilege escalation, every capability dropped: kubeflow-trainer 2.3.0
 # manager.securityContext, jobset 0.12.0 podSecurityContext/securityContext, kueue 0.19.2
 # controllerManager.manager.podSecurityContext/containerSecurityContext).
-TRAINER_NS = pod_contract.TRAINER_NAMESPACE
-KUEUE_NS = pod_contract.KUEUE_NAMESPACE
 # Pod Security level of each fleet namespace, and why a namespace enforces less than `restricted`. The monitoring
 # pods meet `restricted` with the charts' defaults: the operator gives Prometheus, Alertmanager and the config
 # reloader no privilege escalation, no capabilities and a read-only root (prometheus-operator v0.86.2,
@@ -74,12 +67,15 @@ KUEUE_NS = pod_contract.KUEUE_NAMESPACE
 # --web.enable-lifecycle to Prometheus (pkg/prometheus/promcfg.go): only the NetworkPolicies keep /-/quit closed.
 POD_SECURITY = {
     MONITORING_NS: ("restricted", ""),
-    BENCHMARK_NS: ("restricted", ""),
-    ROOT_BENCHMARK_NS: ("baseline", "benchmark images that run only as root (workload.yaml needs_root)"),
-    CI_RUNNERS_NS: ("restricted", ""),
-    TRAINER_NS: ("restricted", ""),
-    KUEUE_NS: ("restricted", ""),
-    CI_BUILDS_NS: (
+    pod_contract.BENCHMARK_NAMESPACE: ("restricted", ""),
+    pod_contract.ROOT_BENCHMARK_NAMESPACE: (
+        "baseline",
+        "benchmark images that run only as root (workload.yaml needs_root)",
+    ),
+    pod_contract.RUNNER_NAMESPACE: ("restricted", ""),
+    pod_contract.TRAINER_NAMESPACE: ("restricted", ""),
+    pod_contract.KUEUE_NAMESPACE: ("restricted", ""),
+    pod_contract.CI_JOB_NAMESPACE: (
         "baseline",
         "CI jobs run their users' images, many of which run as root; baseline still refuses privileged containers, "
         "host namespaces, host paths and added capabilities",
@@ -413,8 +409,8 @@ def fleet_namespace(cluster: str, namespace: str, opts: pulumi.ResourceOptions) 
         f"{cluster}-ns-{namespace}",
         metadata={
             "name": namespace,
-            "labels": {"app.kubernetes.io/part-of": PART_OF, **namespace_labels(level)},
-            "annotations": {EXCEPTION_ANNOTATION: reason} if reason else {},
+            "labels": {"app.kubernetes.io/part-of": FLEET_PART_OF, **namespace_labels(level)},
+            "annotations": {pod_contract.POD_SECURITY_EXCEPTION: reason} if reason else {},
         },
         opts=opts,
     )
@@ -498,20 +494,20 @@ def namespace_network_policies(
         None,
         opts,
     )
-    if CI_RUNNERS_NS in namespaces:  # the runner managers' metrics (components/kubernetes/runners.py)
+    if pod_contract.RUNNER_NAMESPACE in namespaces:  # the runner managers' metrics (components/kubernetes/runners.py)
         allow_ingress(
-            f"{cluster}-{CI_RUNNERS_NS}-allow-prometheus",
+            f"{cluster}-{pod_contract.RUNNER_NAMESPACE}-allow-prometheus",
             "allow-prometheus",
-            namespaces[CI_RUNNERS_NS],
-            {"app.kubernetes.io/part-of": RUNNER_PART_OF},
+            namespaces[pod_contract.RUNNER_NAMESPACE],
+            {"app.kubernetes.io/part-of": pod_contract.RUNNER_PART_OF},
             scraper,
             ports(RUNNER_METRICS_PORT),
             opts,
         )
     # the API server calls the controllers' admission webhooks, and Kueue's visibility API
     for ns, numbers in (
-        (TRAINER_NS, (TRAINING_WEBHOOK_PORT,)),
-        (KUEUE_NS, (TRAINING_WEBHOOK_PORT, KUEUE_VISIBILITY_PORT)),
+        (pod_contract.TRAINER_NAMESPACE, (TRAINING_WEBHOOK_PORT,)),
+        (pod_contract.KUEUE_NAMESPACE, (TRAINING_WEBHOOK_PORT, KUEUE_VISIBILITY_PORT)),
     ):
         if ns in namespaces:
             allow_ingress(
@@ -523,22 +519,29 @@ def namespace_network_policies(
                 ports(*numbers),
                 opts,
             )
-    for ns in (BENCHMARK_NS, ROOT_BENCHMARK_NS):
+    for ns in (pod_contract.BENCHMARK_NAMESPACE, pod_contract.ROOT_BENCHMARK_NAMESPACE):
         if ns not in namespaces:
             continue
         allow_ingress(
             f"{cluster}-{ns}-allow-prometheus",
             "allow-prometheus",
             namespaces[ns],
-            {"app.kubernetes.io/part-of": BENCHMARK_PART_OF},
+            {"app.kubernetes.io/part-of": pod_contract.BENCHMARK_PART_OF},
             scraper,
             ports(pod_contract.METRICS_PORT),
             opts,
         )
         default_deny_egress(f"{cluster}-{ns}-default-deny-egress", namespaces[ns], opts)
-    if CI_BUILDS_NS in namespaces:  # CI jobs: HTTPS to the internet (GitLab, registries), never inside the cluster
+    if (
+        pod_contract.CI_JOB_NAMESPACE in namespaces
+    ):  # CI jobs: HTTPS to the internet (GitLab, registries), never inside the cluster
         https = {"to": [{"ipBlock": internet_block("0.0.0.0/0", NON_PUBLIC)}], "ports": ports(443)}
-        default_deny_egress(f"{cluster}-{CI_BUILDS_NS}-default-deny-egress", namespaces[CI_BUILDS_NS], opts, https)
+        default_deny_egress(
+            f"{cluster}-{pod_contract.CI_JOB_NAMESPACE}-default-deny-egress",
+            namespaces[pod_contract.CI_JOB_NAMESPACE],
+            opts,
+            https,
+        )
 
 
 class InfraStack(pulumi.ComponentResource):
@@ -558,35 +561,40 @@ class InfraStack(pulumi.ComponentResource):
         super().__init__(self.TYPE, f"{cluster.name}-infra", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         name = cluster.name
-        wanted = [MONITORING_NS, NODE_AGENTS_NS, BENCHMARK_NS]
+        wanted = [MONITORING_NS, NODE_AGENTS_NS, pod_contract.BENCHMARK_NAMESPACE]
         if any(b.workload.spec.needs_root for b in fleet.benchmarks(cluster)):
-            wanted.append(ROOT_BENCHMARK_NS)
+            wanted.append(pod_contract.ROOT_BENCHMARK_NAMESPACE)
         if fleet.runners_of(cluster):
-            wanted += [CI_RUNNERS_NS, CI_BUILDS_NS]
+            wanted += [pod_contract.RUNNER_NAMESPACE, pod_contract.CI_JOB_NAMESPACE]
         sweeps = fleet.sweep_points(cluster)
         # the cluster's part in the fleet's queues: manager, worker or none (components/kubernetes/multikueue.py)
         self.queue_role = fleet.dispatch.role(name) if fleet.dispatch else None
         if sweeps:
-            wanted += [TRAINER_NS, KUEUE_NS]
+            wanted += [pod_contract.TRAINER_NAMESPACE, pod_contract.KUEUE_NAMESPACE]
         elif self.queue_role:
-            wanted.append(KUEUE_NS)
+            wanted.append(pod_contract.KUEUE_NAMESPACE)
         namespaces = {ns: fleet_namespace(name, ns, child) for ns in wanted}
         # where the GitLab runners and their CI jobs go (None: the cluster has no runner)
         self.ci_namespaces: tuple[pulumi.Output[str], pulumi.Output[str]] | None = (
-            (namespaces[CI_RUNNERS_NS].metadata["name"], namespaces[CI_BUILDS_NS].metadata["name"])
-            if CI_RUNNERS_NS in namespaces
+            (
+                namespaces[pod_contract.RUNNER_NAMESPACE].metadata["name"],
+                namespaces[pod_contract.CI_JOB_NAMESPACE].metadata["name"],
+            )
+            if pod_contract.RUNNER_NAMESPACE in namespaces
             else None
         )
-        self.benchmark_namespace = namespaces[BENCHMARK_NS].metadata["name"]
+        self.benchmark_namespace = namespaces[pod_contract.BENCHMARK_NAMESPACE].metadata["name"]
         self.root_benchmark_namespace = (
-            namespaces[ROOT_BENCHMARK_NS].metadata["name"] if ROOT_BENCHMARK_NS in namespaces else None
+            namespaces[pod_contract.ROOT_BENCHMARK_NAMESPACE].metadata["name"]
+            if pod_contract.ROOT_BENCHMARK_NAMESPACE in namespaces
+            else None
         )
         namespace_network_policies(
             name, not cluster.central, {ns: r.metadata["name"] for ns, r in namespaces.items()}, child
         )
-        for ns in (BENCHMARK_NS, ROOT_BENCHMARK_NS):
+        for ns in (pod_contract.BENCHMARK_NAMESPACE, pod_contract.ROOT_BENCHMARK_NAMESPACE):
             if ns in namespaces:
-                suffix = "benchmark" if ns == BENCHMARK_NS else "benchmark-root"
+                suffix = "benchmark" if ns == pod_contract.BENCHMARK_NAMESPACE else "benchmark-root"
                 benchmark_limits(f"{name}-{suffix}", cluster, namespaces[ns].metadata["name"], child)
         # Kueue where sweeps run or the fleet's queues reach (None elsewhere): the sweeps' TrainJobs and JobSets, the
         # dispatched batch Jobs on a queue's manager and workers; a worker evicts a job whose pods do not all run in
@@ -598,7 +606,11 @@ class InfraStack(pulumi.ComponentResource):
             block_admission=bool(sweeps),
             multikueue=multikueue_settings(fleet.dispatch) if self.queue_role == "manager" and fleet.dispatch else None,
         )
-        self.kueue_namespace = namespaces[KUEUE_NS].metadata["name"] if KUEUE_NS in namespaces else None
+        self.kueue_namespace = (
+            namespaces[pod_contract.KUEUE_NAMESPACE].metadata["name"]
+            if pod_contract.KUEUE_NAMESPACE in namespaces
+            else None
+        )
         # the training operator and gang admission of the scaling sweeps (None: the cluster runs no sweep)
         self.training: TrainingOperators | None = None
         self.kueue: pulumi.Resource | None = None
@@ -607,8 +619,8 @@ class InfraStack(pulumi.ComponentResource):
                 cluster,
                 sweeps,
                 (
-                    namespaces[TRAINER_NS].metadata["name"],
-                    namespaces[KUEUE_NS].metadata["name"],
+                    namespaces[pod_contract.TRAINER_NAMESPACE].metadata["name"],
+                    namespaces[pod_contract.KUEUE_NAMESPACE].metadata["name"],
                     self.benchmark_namespace,
                 ),
                 opts=child,
@@ -616,7 +628,9 @@ class InfraStack(pulumi.ComponentResource):
             )
             self.kueue = self.training.kueue
         elif self.queue_role:
-            self.kueue = kueue_release(cluster, namespaces[KUEUE_NS].metadata["name"], kueue_config, child)
+            self.kueue = kueue_release(
+                cluster, namespaces[pod_contract.KUEUE_NAMESPACE].metadata["name"], kueue_config, child
+            )
         monitoring_ns = namespaces[MONITORING_NS].metadata["name"]
         agents_ns = namespaces[NODE_AGENTS_NS].metadata["name"]
         scrape_configs, secrets = (

@@ -53,6 +53,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.clusters.taints import toleration
+from components.kubernetes.deployment import FLEET_PART_OF
 from components.kubernetes.network_policy import DNS_PORTS, internet_block, network_policy, ports
 from components.kubernetes.training import KUEUE_API, UNBOUNDED
 from fleet.model import pod_contract
@@ -69,7 +70,6 @@ ROUND_SECONDS = 300
 # the job kinds the manager dispatches (Kueue integrations.frameworks) and their API group and resource
 DISPATCHED = {"batch/job": ("batch", "jobs")}
 # the label a job carries to name its LocalQueue (pkg/controller/constants QueueLabel)
-QUEUE_LABEL = pod_contract.QUEUE_NAME_LABEL
 # the ServiceAccount the manager acts as on a worker, in Kueue's namespace (create-multikueue-kubeconfig.sh uses
 # multikueue-sa in kueue-system)
 WORKER_IDENTITY = "multikueue"
@@ -82,7 +82,7 @@ WORKER_LOST_TIMEOUT = "15m"
 # the manager reaches each worker's API server: 443 on GKE, EKS and AKS; 6443 on Magnum (openstack/magnum
 # magnum/drivers/heat/k8s_template_def.py KUBE_SECURE_PORT)
 API_SERVER_PORTS = (443, 6443)
-PART_OF = {"app.kubernetes.io/part-of": "gpu-fleet"}
+FLEET_LABELS = {"app.kubernetes.io/part-of": FLEET_PART_OF}
 
 
 def multikueue_settings(dispatch: Dispatch) -> dict[str, Any]:
@@ -246,19 +246,19 @@ class QueueWorker(pulumi.ComponentResource):
         name = cluster.name
         account = k8s.core.v1.ServiceAccount(
             f"{name}-multikueue-identity",
-            metadata={"name": WORKER_IDENTITY, "namespace": kueue_namespace, "labels": PART_OF},
+            metadata={"name": WORKER_IDENTITY, "namespace": kueue_namespace, "labels": FLEET_LABELS},
             automount_service_account_token=False,
             opts=child,
         )
         role = k8s.rbac.v1.ClusterRole(
             f"{name}-multikueue-role",
-            metadata={"name": "gpu-fleet-multikueue", "labels": PART_OF},
+            metadata={"name": "gpu-fleet-multikueue", "labels": FLEET_LABELS},
             rules=worker_rules(),
             opts=child,
         )
         k8s.rbac.v1.ClusterRoleBinding(
             f"{name}-multikueue-binding",
-            metadata={"name": "gpu-fleet-multikueue", "labels": PART_OF},
+            metadata={"name": "gpu-fleet-multikueue", "labels": FLEET_LABELS},
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata["name"]},
             subjects=[{"kind": "ServiceAccount", "name": WORKER_IDENTITY, "namespace": kueue_namespace}],
             opts=child,
@@ -268,7 +268,7 @@ class QueueWorker(pulumi.ComponentResource):
             metadata={
                 "name": f"{WORKER_IDENTITY}-token",
                 "namespace": kueue_namespace,
-                "labels": PART_OF,
+                "labels": FLEET_LABELS,
                 "annotations": {"kubernetes.io/service-account.name": WORKER_IDENTITY},
             },
             type="kubernetes.io/service-account-token",
@@ -284,7 +284,7 @@ class QueueWorker(pulumi.ComponentResource):
                 f"{name}-queue-flavor-{pool.name}",
                 api_version=KUEUE_API,
                 kind="ResourceFlavor",
-                metadata={"name": worker_flavor_name(pool), "labels": PART_OF},
+                metadata={"name": worker_flavor_name(pool), "labels": FLEET_LABELS},
                 spec=worker_flavor_spec(pool),
                 opts=child,
             )
@@ -296,7 +296,7 @@ class QueueWorker(pulumi.ComponentResource):
                 f"{name}-queue-{queue.name}",
                 api_version=KUEUE_API,
                 kind="ClusterQueue",
-                metadata={"name": cluster_queue_name(queue), "labels": PART_OF},
+                metadata={"name": cluster_queue_name(queue), "labels": FLEET_LABELS},
                 spec=worker_cluster_queue_spec(queue, cluster, pod_contract.BENCHMARK_NAMESPACE),
                 opts=after,
             )
@@ -304,7 +304,7 @@ class QueueWorker(pulumi.ComponentResource):
                 f"{name}-local-queue-{queue.name}",
                 api_version=KUEUE_API,
                 kind="LocalQueue",
-                metadata={"name": queue.name, "namespace": benchmark_namespace, "labels": PART_OF},
+                metadata={"name": queue.name, "namespace": benchmark_namespace, "labels": FLEET_LABELS},
                 spec={"clusterQueue": cluster_queue_name(queue)},
                 opts=after,
             )
@@ -339,7 +339,7 @@ class QueueManager(pulumi.ComponentResource):
             )
             secret = k8s.core.v1.Secret(
                 f"{name}-multikueue-kubeconfig-{worker}",
-                metadata={"name": kubeconfig_secret_name(worker), "namespace": kueue_namespace, "labels": PART_OF},
+                metadata={"name": kubeconfig_secret_name(worker), "namespace": kueue_namespace, "labels": FLEET_LABELS},
                 type="Opaque",
                 string_data={KUBECONFIG_KEY: ref.require_output(KUBECONFIG_OUTPUT)},
                 opts=child,
@@ -349,7 +349,7 @@ class QueueManager(pulumi.ComponentResource):
                     f"{name}-multikueue-cluster-{worker}",
                     api_version=KUEUE_API,
                     kind="MultiKueueCluster",
-                    metadata={"name": worker, "labels": PART_OF},
+                    metadata={"name": worker, "labels": FLEET_LABELS},
                     spec={
                         "clusterSource": {
                             "kubeConfig": {"locationType": "Secret", "location": kubeconfig_secret_name(worker)}
@@ -364,7 +364,7 @@ class QueueManager(pulumi.ComponentResource):
                 f"{name}-multikueue-config-{queue.name}",
                 api_version=KUEUE_API,
                 kind="MultiKueueConfig",
-                metadata={"name": queue_name, "labels": PART_OF},
+                metadata={"name": queue_name, "labels": FLEET_LABELS},
                 spec={"clusters": list(queue.clusters)},  # the order is the dispatch order
                 opts=pulumi.ResourceOptions(parent=self, depends_on=connected),
             )
@@ -372,7 +372,7 @@ class QueueManager(pulumi.ComponentResource):
                 f"{name}-admission-check-{queue.name}",
                 api_version=KUEUE_API,
                 kind="AdmissionCheck",
-                metadata={"name": queue_name, "labels": PART_OF},
+                metadata={"name": queue_name, "labels": FLEET_LABELS},
                 spec={
                     "controllerName": MULTIKUEUE_CONTROLLER,
                     "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": queue_name},
@@ -383,7 +383,7 @@ class QueueManager(pulumi.ComponentResource):
                 f"{name}-queue-flavor-{queue.name}",
                 api_version=KUEUE_API,
                 kind="ResourceFlavor",
-                metadata={"name": queue_name, "labels": PART_OF},
+                metadata={"name": queue_name, "labels": FLEET_LABELS},
                 spec={},
                 opts=child,
             )
@@ -391,7 +391,7 @@ class QueueManager(pulumi.ComponentResource):
                 f"{name}-queue-{queue.name}",
                 api_version=KUEUE_API,
                 kind="ClusterQueue",
-                metadata={"name": queue_name, "labels": PART_OF},
+                metadata={"name": queue_name, "labels": FLEET_LABELS},
                 spec=manager_cluster_queue_spec(queue, clusters, pod_contract.BENCHMARK_NAMESPACE),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[check, flavor]),
             )
@@ -399,7 +399,7 @@ class QueueManager(pulumi.ComponentResource):
                 f"{name}-local-queue-{queue.name}",
                 api_version=KUEUE_API,
                 kind="LocalQueue",
-                metadata={"name": queue.name, "namespace": benchmark_namespace, "labels": PART_OF},
+                metadata={"name": queue.name, "namespace": benchmark_namespace, "labels": FLEET_LABELS},
                 spec={"clusterQueue": queue_name},
                 opts=child,
             )

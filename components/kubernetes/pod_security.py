@@ -15,8 +15,6 @@ from typing import Any
 from fleet.model import pod_contract
 
 LEVELS = ("restricted", "baseline", "privileged")
-LABEL_PREFIX = pod_contract.POD_SECURITY_LABEL_PREFIX
-EXCEPTION_ANNOTATION = pod_contract.POD_SECURITY_EXCEPTION
 
 
 def namespace_labels(level: str) -> dict[str, str]:
@@ -25,10 +23,10 @@ def namespace_labels(level: str) -> dict[str, str]:
     if level not in LEVELS:
         raise ValueError(f"unknown Pod Security level {level!r}: one of {', '.join(LEVELS)}")
     return {
-        f"{LABEL_PREFIX}/enforce": level,
-        f"{LABEL_PREFIX}/enforce-version": "latest",
-        f"{LABEL_PREFIX}/warn": "restricted",
-        f"{LABEL_PREFIX}/audit": "restricted",
+        f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/enforce": level,
+        f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/enforce-version": "latest",
+        f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/warn": "restricted",
+        f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/audit": "restricted",
     }
 
 

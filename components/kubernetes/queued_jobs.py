@@ -28,7 +28,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubernetes.benchmark import PART_OF, _name, config_map_name, pod_spec, spec_hash
+from components.kubernetes.benchmark import _name, config_map_name, pod_spec, spec_hash
 from fleet.model import pod_contract
 from fleet.model.queues import QueuedJob
 from fleet.model.spec import Benchmark, Cluster, GpuPool
@@ -38,7 +38,7 @@ def queued_labels(job: QueuedJob) -> dict[str, str]:
     """The pod labels of a queued Job: those the PodMonitor selects and copies (``workload``, ``gpu``); ``cluster`` and
     ``cloud`` come with the federation."""
     return {
-        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/part-of": pod_contract.BENCHMARK_PART_OF,
         "app.kubernetes.io/name": job.workload.name,
         "workload": job.workload.name,
         "gpu": job.card,

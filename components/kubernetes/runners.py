@@ -44,7 +44,6 @@ from fleet.model import pod_contract
 from fleet.model.runners import Runner
 from fleet.model.spec import Cluster, GpuPool
 
-RUNNER_PART_OF = pod_contract.RUNNER_PART_OF
 RUNNER_METRICS_PORT = 9252
 RUNNER_METRICS_PORT_NAME = "metrics"
 # What the runner waits for a CI job's pod to start: long enough for a node to scale up from zero and pull an image.
@@ -55,7 +54,6 @@ POLL_TIMEOUT_SECONDS = 1800
 # publishes it: Docker Hub rate-limits anonymous pulls. Both in the fleet's registry (Cluster.registry).
 DEFAULT_JOB_IMAGE = "ubuntu"
 HELPER_IMAGE = "gitlab-runner-helper"
-ADVANCED_POD_SPEC = pod_contract.ADVANCED_POD_SPEC_FLAG
 # What the runner needs in the job namespace (gitlab-runner docs executors/kubernetes, "Configure runner API
 # permissions"): its job pods, exec and attach into them, their logs, the Secrets and Services of a job.
 JOB_NAMESPACE_RULES = [
@@ -92,7 +90,7 @@ def runner_config(cluster: Cluster, runner: Runner, jobs_namespace: str) -> dict
     return {
         "runners": [
             {
-                "feature_flags": {ADVANCED_POD_SPEC: True},
+                "feature_flags": {pod_contract.ADVANCED_POD_SPEC_FLAG: True},
                 "kubernetes": {
                     "namespace": jobs_namespace,
                     "image": image(DEFAULT_JOB_IMAGE, cluster.registry),
@@ -154,7 +152,7 @@ def release_values(
         # the labels the PodMonitor copies onto the runner's metrics (RUNNER_METRIC_LABELS): on a leaf federation
         # would add cluster and cloud, but a runner on the central is never federated
         "podLabels": {
-            "app.kubernetes.io/part-of": RUNNER_PART_OF,
+            "app.kubernetes.io/part-of": pod_contract.RUNNER_PART_OF,
             "gpu": runner.pool.card,
             "cluster": cluster.name,
             "cloud": cluster.cloud,
@@ -217,7 +215,7 @@ class GitLabRunners(pulumi.ComponentResource):
                         metadata={
                             "name": runner.name,
                             "namespace": runners_ns,
-                            "labels": {"app.kubernetes.io/part-of": RUNNER_PART_OF, "gpu": card},
+                            "labels": {"app.kubernetes.io/part-of": pod_contract.RUNNER_PART_OF, "gpu": card},
                         },
                         type="Opaque",
                         string_data={
@@ -252,7 +250,7 @@ class GitLabRunners(pulumi.ComponentResource):
             f"{cluster.name}-ci-runners-podmonitor",
             pod_contract.RUNNER_POD_MONITOR,
             runners_ns,
-            {"app.kubernetes.io/part-of": RUNNER_PART_OF},
+            {"app.kubernetes.io/part-of": pod_contract.RUNNER_PART_OF},
             RUNNER_METRICS_PORT_NAME,
             pod_contract.RUNNER_METRIC_LABELS,
             child,

@@ -19,8 +19,6 @@ JOB_TYPES = ("kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob")
 # a sweep job's workers are benchmark pods too (their TrainingRuntime holds the pod template)
 BENCHMARK_TYPES = (*JOB_TYPES, TRAINING_RUNTIME)
 # The pod contract the components build to (fleet/model/pod_contract.py, which both import).
-PART_OF = pod_contract.BENCHMARK_PART_OF
-METRIC_LABELS = pod_contract.METRIC_LABELS
 QUEUED_METRIC_LABELS = ("workload", "gpu")
 
 
@@ -199,7 +197,7 @@ def _validate_bench_labels(args: ResourceValidationArgs, report: ReportViolation
     _, template, _ = found
     labels = (template.get("metadata") or {}).get("labels") or {}
     # a queued Job does not know its cluster: federation gives its metrics the worker's cluster and cloud
-    wanted = QUEUED_METRIC_LABELS if _queued(args, template) is not None else METRIC_LABELS
+    wanted = QUEUED_METRIC_LABELS if _queued(args, template) is not None else pod_contract.METRIC_LABELS
     missing = [k for k in (*wanted, "app.kubernetes.io/part-of") if not labels.get(k)]
     if missing:
         report(
@@ -209,9 +207,9 @@ def _validate_bench_labels(args: ResourceValidationArgs, report: ReportViolation
         )
         return
     cluster = cluster_of(args.urn)
-    if labels.get("app.kubernetes.io/part-of") != PART_OF:
+    if labels.get("app.kubernetes.io/part-of") != pod_contract.BENCHMARK_PART_OF:
         report(f"benchmark {args.name!r} has app.kubernetes.io/part-of={labels['app.kubernetes.io/part-of']!r}; "
-               f"the PodMonitor selects {PART_OF!r}")  # fmt: skip
+               f"the PodMonitor selects {pod_contract.BENCHMARK_PART_OF!r}")  # fmt: skip
     if wanted == QUEUED_METRIC_LABELS:
         return
     if cluster is not None and (labels["cluster"], labels["cloud"]) != (cluster.name, cluster.cloud):

@@ -7,7 +7,9 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from .benchmark_pods import JOB_TYPES, PART_OF
+from fleet.model import pod_contract
+
+from .benchmark_pods import JOB_TYPES
 from .registry import stack_policy
 from .resources import fleet, plain, pod_template, stack_cluster
 
@@ -34,7 +36,7 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
             continue
         _, template = pod_template(plain(r.props), r.resource_type)
         labels = (template.get("metadata") or {}).get("labels") or {}
-        if labels.get("app.kubernetes.io/part-of") != PART_OF and "workload" not in labels:
+        if labels.get("app.kubernetes.io/part-of") != pod_contract.BENCHMARK_PART_OF and "workload" not in labels:
             continue
         key = (labels.get("workload", ""), labels.get("gpu", ""))
         if key in found:

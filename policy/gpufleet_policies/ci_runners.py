@@ -22,7 +22,6 @@ from .registry import resource_policy
 from .resources import cluster_of, fleet, plain, pod_of, subject
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-FLAG = pod_contract.ADVANCED_POD_SPEC_FLAG
 
 
 def _requested(patches: list[dict[str, Any]], resource: str) -> int:
@@ -66,9 +65,10 @@ def _runner_problems(entry: dict[str, Any], pool: Any) -> list[str]:
             f"the CI job's build container requests no {pool.resource} (a strategic [[runners.kubernetes.pod_spec]] "
             "patch of its resources): jobs would share cards, or land on a node without one"
         )
-    elif (entry.get("feature_flags") or {}).get(FLAG) is not True:
+    elif (entry.get("feature_flags") or {}).get(pod_contract.ADVANCED_POD_SPEC_FLAG) is not True:
         problems.append(
-            f"pod_spec patches apply only with {FLAG} = true in [runners.feature_flags] (a flag set in the runner's "
+            f"pod_spec patches apply only with {pod_contract.ADVANCED_POD_SPEC_FLAG} = true in [runners.feature_flags] "
+            "(a flag set in the runner's "
             "environment, a CI job's own variables can turn off)"
         )
     for key in ("cpu_limit", "memory_limit"):

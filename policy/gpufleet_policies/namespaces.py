@@ -11,10 +11,7 @@ from fleet.model import pod_contract
 from .registry import resource_policy, stack_policy
 from .resources import plain
 
-ROOT_NAMESPACE = pod_contract.ROOT_BENCHMARK_NAMESPACE
-BENCHMARK_NAMESPACE = pod_contract.BENCHMARK_NAMESPACE
 LEVEL_LABEL = f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/enforce"
-EXCEPTION_ANNOTATION = pod_contract.POD_SECURITY_EXCEPTION
 
 
 @resource_policy(
@@ -30,13 +27,17 @@ def _validate_namespace_level(args: ResourceValidationArgs, report: ReportViolat
     if level not in ("restricted", "baseline", "privileged"):
         report(f"namespace {name!r} has no Pod Security level: label it {LEVEL_LABEL}: restricted (or baseline)")
         return
-    wanted = {BENCHMARK_NAMESPACE: ("restricted",), ROOT_NAMESPACE: ("restricted", "baseline")}.get(name)
+    wanted = {
+        pod_contract.BENCHMARK_NAMESPACE: ("restricted",),
+        pod_contract.ROOT_BENCHMARK_NAMESPACE: ("restricted", "baseline"),
+    }.get(name)
     if wanted and level not in wanted:
         report(f"namespace {name!r} enforces {level!r}: it must enforce {' or '.join(wanted)}")
-    reason = ((metadata.get("annotations") or {}).get(EXCEPTION_ANNOTATION) or "").strip()
+    reason = ((metadata.get("annotations") or {}).get(pod_contract.POD_SECURITY_EXCEPTION) or "").strip()
     if level == "privileged" and not reason:
         report(
-            f"namespace {name!r} enforces 'privileged' without saying why: annotate it {EXCEPTION_ANNOTATION} with "
+            f"namespace {name!r} enforces 'privileged' without saying why: annotate it "
+            f"{pod_contract.POD_SECURITY_EXCEPTION} with "
             "the pods that need it, or enforce restricted"
         )
 

@@ -25,16 +25,12 @@ RESTRICTED_VOLUMES = {
 }
 ALLOWED_CAPABILITY = "NET_BIND_SERVICE"
 SECCOMP_OK = {"RuntimeDefault", "Localhost"}
-ROOT_NAMESPACE = pod_contract.ROOT_BENCHMARK_NAMESPACE
-BENCHMARK_NAMESPACE = pod_contract.BENCHMARK_NAMESPACE
 LEVEL_LABEL = f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/enforce"
-EXCEPTION_ANNOTATION = pod_contract.POD_SECURITY_EXCEPTION
-PART_OF = pod_contract.BENCHMARK_PART_OF
 
 
 def _root_allowed(args: ResourceValidationArgs, labels: dict[str, Any]) -> bool:
     """Whether this is a benchmark of a workload that declares it needs root (``needs_root``)."""
-    if labels.get("app.kubernetes.io/part-of") != PART_OF:
+    if labels.get("app.kubernetes.io/part-of") != pod_contract.BENCHMARK_PART_OF:
         return False
     workload = fleet().workloads.get(str(labels.get("workload", "")))
     return bool(workload and workload.spec.needs_root)
@@ -136,11 +132,11 @@ def _validate_pod_security(args: ResourceValidationArgs, report: ReportViolation
     labels = metadata.get("labels") or {}
     namespace = ((plain(args.props).get("metadata") or {}).get("namespace")) or "default"
     may_run_as_root = _root_allowed(args, labels)
-    if may_run_as_root and namespace != ROOT_NAMESPACE:
+    if may_run_as_root and namespace != pod_contract.ROOT_BENCHMARK_NAMESPACE:
         report(
             f"{subject(args)}: runs the root-needing workload {labels.get('workload')!r} (needs_root) in namespace "
-            f"{namespace!r}: it belongs in {ROOT_NAMESPACE!r}, the one namespace that admits root (baseline); set "
-            f"metadata.namespace: {ROOT_NAMESPACE}"
+            f"{namespace!r}: it belongs in {pod_contract.ROOT_BENCHMARK_NAMESPACE!r}, the one namespace that admits "
+            f"root (baseline); set metadata.namespace: {pod_contract.ROOT_BENCHMARK_NAMESPACE}"
         )
     for problem in restricted_problems(pod, may_run_as_root):
         report(f"{subject(args)}: {problem}")

@@ -11,7 +11,7 @@ The loopback fleet stands in for the central Prometheus after federation:
   few times (a stand-in nvidia-smi, ``true`` or ``false``, decides whether the card answers: there is none here),
   each run scraped before the next, as the probe's CronJob runs one pod at a time;
 * one ``prometheus`` scraping all of them every second: each mtail target carries the labels the
-  PodMonitor adds (``workload``, ``gpu``, ``cluster``, ``cloud``: components/kubernetes/benchmark.py METRIC_LABELS,
+  PodMonitor adds (``workload``, ``gpu``, ``cluster``, ``cloud``: fleet/model/pod_contract.py METRIC_LABELS,
   plus the operator's ``namespace`` and ``pod``); the GPU job keeps the exporter's labels
   (``honor_labels``, as the central's federation jobs do).
 
@@ -42,7 +42,8 @@ from typing import Any
 
 import pytest
 
-from components.kubernetes.benchmark import METRIC_LABELS, PROBE_SERIES_RELABELINGS
+from components.kubernetes.benchmark import PROBE_SERIES_RELABELINGS
+from fleet.model import pod_contract
 from fleet.model.prometheus import leaf_external_labels
 from fleet.model.workloads import PROBE_DIR, Workload, WorkloadSpec, load_workload, load_workloads
 from fleet.report.costs import approximate, load_prices
@@ -339,9 +340,10 @@ def _scrape_configs(
 ) -> list[dict[str, Any]]:
     jobs = []
     for (workload, card), mtail in mtails.items():
-        # What the PodMonitor's podTargetLabels (METRIC_LABELS) and the operator's own relabelling put on the target.
+        # What the PodMonitor's podTargetLabels (pod_contract.METRIC_LABELS) and the operator's own relabelling put on
+        # the target.
         values = {"workload": workload, "gpu": card.gpu, "cluster": card.cluster, "cloud": card.cloud}
-        assert set(values) == set(METRIC_LABELS)
+        assert set(values) == set(pod_contract.METRIC_LABELS)
         labels = values | {"namespace": NAMESPACE, "pod": pod_name(workload, card)}
         jobs.append({"targets": [mtail.address], "labels": labels})
     # The probe pods carry a pod label like any; the PodMonitor's own metric relabelling (rendered below from

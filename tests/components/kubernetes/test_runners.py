@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components.kubernetes.images import chart
-from components.kubernetes.runners import ADVANCED_POD_SPEC, POLL_TIMEOUT_SECONDS, RUNNER_METRICS_PORT
+from components.kubernetes.runners import POLL_TIMEOUT_SECONDS, RUNNER_METRICS_PORT
 from fleet.model import pod_contract
 from fleet.model.placement import PodToPlace, cluster_nodes, place
 from fleet.model.spec import load_fleet
@@ -87,7 +87,7 @@ def test_the_config_toml_parses_and_puts_jobs_on_the_cards_ci_pool_requesting_it
     (build,) = yaml.safe_load(patch["patch"])["containers"]
     assert build["name"] == "build"
     assert build["resources"] == {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}}
-    assert runner["feature_flags"] == {ADVANCED_POD_SPEC: True} and "environment" not in runner
+    assert runner["feature_flags"] == {pod_contract.ADVANCED_POD_SPEC_FLAG: True} and "environment" not in runner
     assert "pre_build_script" not in runner  # AKS: the NVIDIA toolkit sets the container up
     assert kube["namespace"] == "ci-builds" and kube["privileged"] is False
     assert kube["automount_service_account_token"] is False  # no API token in a CI job

@@ -313,8 +313,8 @@ def epoch_seconds_query(workload: Workload, extra: str = "") -> str:
     return f"max by ({point}) ({per_worker(dist.epoch_seconds)} / {per_worker(dist.epochs)})"
 
 
-def _scaling(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | None:
-    sweeping = [w for n, w in placed_workloads(fleet).items() if n in fleet.scales]
+def _sweeps(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | None:
+    sweeping = [w for n, w in placed_workloads(fleet).items() if n in fleet.sweep_counts]
     if not sweeping:
         return None
     board = _Board(
@@ -325,7 +325,7 @@ def _scaling(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | N
         variables,
     )
     for workload in sweeping:
-        points = sorted(fleet.scales[workload.name])
+        points = sorted(fleet.sweep_counts[workload.name])
         smallest = points[0]
         board.row(f"{workload.name}: sweep of {', '.join(map(str, points))} accelerators")
         per_epoch = epoch_seconds_query(workload)
@@ -427,7 +427,7 @@ def fleet_dashboards(fleet: Fleet) -> dict[str, dict[str, Any]]:
     boards = [
         _overview(fleet, variables),
         *(_workload_board(w, variables) for w in placed_workloads(fleet).values()),
-        _scaling(fleet, variables),
+        _sweeps(fleet, variables),
         _accounting(variables, accounts),
     ]
     return {f"{b.uid}.json": b.json() for b in boards if b is not None}

@@ -280,8 +280,8 @@ class Fleet:
     probe_workload: Workload | None = field(default=None, repr=False)
     # The GitLab CI runners of each cluster (policy file: runners)
     runners: dict[str, tuple[Runner, ...]] = field(default_factory=dict)
-    # Sweeping workloads and their points (policy file: workloads.<name>.scale), and each cluster's sweep jobs
-    scales: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Sweeping workloads and their accelerator counts (policy file: workloads.<name>.scale), and each cluster's sweeps
+    sweep_counts: dict[str, tuple[int, ...]] = field(default_factory=dict)
     sweeps: dict[str, ClusterSweeps] = field(default_factory=dict)
     # workloads billed to an account of their own instead of their cluster's (policy: workloads.<name>.billing_account)
     billing_accounts: dict[str, str] = field(default_factory=dict)
@@ -312,7 +312,7 @@ class Fleet:
         A workload that names a queue has none: its Jobs are on the manager (``queued_jobs``)."""
         out = []
         for workload, cards in self.placements.items():
-            if workload in self.scales or workload in self.queued:  # sweep_points, queued_jobs instead
+            if workload in self.sweep_counts or workload in self.queued:  # sweep_points, queued_jobs instead
                 continue
             wl = self.workloads[workload]
             for pool in cluster.pools:
@@ -455,15 +455,15 @@ def _resolve(
     }
     for name, own in runners.items():
         clusters[name] = dataclasses.replace(clusters[name], ci_pools=tuple(r.pool for r in own if r.own_pool))
-    scales = {name: tuple(p.scale) for name, p in spec.workloads.items() if p.enabled and p.scale is not None}
-    sweeps = {name: plan_cluster(c.pools, scales, placements, workloads) for name, c in clusters.items()}
+    sweep_counts = {name: tuple(p.scale) for name, p in spec.workloads.items() if p.enabled and p.scale is not None}
+    sweeps = {name: plan_cluster(c.pools, sweep_counts, placements, workloads) for name, c in clusters.items()}
     sweeps = {name: s for name, s in sweeps.items() if s.points or s.left_out}
     for name, planned in sweeps.items():
         clusters[name] = dataclasses.replace(clusters[name], sweep_pools=planned.pools)
     # the sweep points hold the pools of the clusters before the sweep pools were added: same pools, same values
     return Fleet(
         file, clusters, placements, schedules, spec.monitoring, workloads, probe_workload=probe, runners=runners,
-        scales=scales, sweeps=sweeps,
+        sweep_counts=sweep_counts, sweeps=sweeps,
         billing_accounts={n: p.billing_account for n, p in spec.workloads.items() if p.billing_account},
         registry=spec.registry,
         queued={n: p.queue for n, p in spec.workloads.items() if p.enabled and p.queue},

@@ -79,7 +79,7 @@ class ClusterSweeps:
 
 def plan_cluster(
     pools: tuple[GpuPool, ...],
-    scales: Mapping[str, tuple[int, ...]],
+    sweep_counts: Mapping[str, tuple[int, ...]],
     placements: Mapping[str, tuple[str, ...]],
     workloads: Mapping[str, Workload],
 ) -> ClusterSweeps:
@@ -88,7 +88,7 @@ def plan_cluster(
     sweep_pools: dict[str, GpuPool] = {}
     needed_nodes: dict[str, int] = {}
     left_out: list[tuple[str, str, int, str]] = []
-    for name, scale in scales.items():
+    for name, scale in sweep_counts.items():
         workload = workloads[name]
         for pool in pools:
             if pool.card not in placements[name] or pool.resource not in workload.spec.accelerator_kinds:

@@ -111,7 +111,7 @@ def _by_card(samples: list[dict[str, Any]]) -> dict[Card, float]:
 
 def sweeping(workload: Workload, fleet: Fleet | None) -> bool:
     """Whether the report shows ``workload`` as a scaling sweep (the policy gives it a scale) instead of per card."""
-    return workload.spec.distributed is not None and fleet is not None and workload.name in fleet.scales
+    return workload.spec.distributed is not None and fleet is not None and workload.name in fleet.sweep_counts
 
 
 def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None = None) -> int:

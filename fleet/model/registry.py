@@ -13,7 +13,15 @@ How a reference names its registry host follows Docker's rule (distribution/refe
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from typing import TYPE_CHECKING
+
+from fleet.model.errors import Problem
+from fleet.model.yaml_source import YamlDocument, read_yaml
+
+if TYPE_CHECKING:  # workloads.py names the registry only in words
+    from fleet.model.workloads import Workload
 
 #: The registry of the project's sample fleet, and the default of the policy file's ``registry``.
 DEFAULT_REGISTRY = "ghcr.io/gpu-fleet"
@@ -71,3 +79,19 @@ def outside_message(reference: str, registry: str, where: str) -> str:
         f"as {registry.rstrip('/')}/{name}); an image published elsewhere is named as `upstream:` beside it, and "
         "`fleet images` copies it into the registry"
     )
+
+
+def workload_image_problems(doc: YamlDocument, registry: str, workloads: list[Workload]) -> list[Problem]:
+    """A workload image outside the policy's ``registry``, located at its ``image:`` line in workload.yaml."""
+    where = f"{doc.file}:{doc.line_of(('registry',))} registry" if "registry" in (doc.data or {}) else "the default"
+    return [
+        read_yaml(wl.folder / "workload.yaml").problem(("image",), outside_message(wl.spec.image, registry, where))
+        for wl in workloads
+        if outside_registry(wl.spec.image, registry)
+    ]
+
+
+def workload_in_registry(workload: Workload, registry: str) -> Workload:
+    """``workload`` with its image as pods pull it: a name written relative to the registry gets it in front."""
+    image = in_registry(workload.spec.image, registry)
+    return dataclasses.replace(workload, spec=workload.spec.model_copy(update={"image": image}))

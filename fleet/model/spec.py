@@ -28,14 +28,14 @@ from fleet.model.errors import InputError, Problem
 from fleet.model.fits import fits
 from fleet.model.probes import Probe, resolve_probe
 from fleet.model.queues import Dispatch, QueuedJob, card_affinity, resolve
-from fleet.model.registry import DEFAULT_REGISTRY, in_registry, outside_message, outside_registry
+from fleet.model.registry import DEFAULT_REGISTRY, workload_image_problems, workload_in_registry
 from fleet.model.runners import Runner, resolve_runner
 from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL, Sharing, resolve_sharing
 from fleet.model.spec_schema import FleetFile, Monitoring
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT, ClusterSweeps, SweepPoint, plan_cluster
 from fleet.model.validation import validate_document
 from fleet.model.workloads import WORKLOADS_DIR, Workload, load_probe_workload, load_workloads
-from fleet.model.yaml_source import YamlDocument, read_yaml
+from fleet.model.yaml_source import read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_FILE = ROOT / "policy" / "fleet.yaml"
@@ -510,11 +510,11 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
             checker.check_workloads()
             checker.check_queued_workloads()
         problems.extend(checker.problems)
-        problems.extend(_image_problems(doc, spec.registry, [*(workloads or {}).values(), probe]))
+        problems.extend(workload_image_problems(doc, spec.registry, [*(workloads or {}).values(), probe]))
     if problems or spec is None or workloads is None:
         raise InputError(problems)
-    workloads = {name: _in_registry(wl, spec.registry) for name, wl in workloads.items()}
-    fleet = _resolve(spec, catalogue, workloads, _in_registry(probe, spec.registry), doc.file)
+    workloads = {name: workload_in_registry(wl, spec.registry) for name, wl in workloads.items()}
+    fleet = _resolve(spec, catalogue, workloads, workload_in_registry(probe, spec.registry), doc.file)
     if spec.queues is not None:
         fleet = dataclasses.replace(fleet, dispatch=resolve(spec.queues, checker.offered(), catalogue))
     # every pod the fleet runs must land on its own pool and fit a node of it (fleet/model/placement.py)
@@ -524,22 +524,6 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     if misplaced:
         raise InputError(misplaced)
     return dataclasses.replace(fleet, warnings=version_warnings + checker.warnings(fleet))
-
-
-def _image_problems(doc: YamlDocument, registry: str, workloads: list[Workload]) -> list[Problem]:
-    """A workload image outside the policy's ``registry``, located at its ``image:`` line in workload.yaml."""
-    where = f"{doc.file}:{doc.line_of(('registry',))} registry" if "registry" in (doc.data or {}) else "the default"
-    return [
-        read_yaml(wl.folder / "workload.yaml").problem(("image",), outside_message(wl.spec.image, registry, where))
-        for wl in workloads
-        if outside_registry(wl.spec.image, registry)
-    ]
-
-
-def _in_registry(workload: Workload, registry: str) -> Workload:
-    """``workload`` with its image as pods pull it: a name written relative to the registry gets it in front."""
-    image = in_registry(workload.spec.image, registry)
-    return dataclasses.replace(workload, spec=workload.spec.model_copy(update={"image": image}))
 
 
 @lru_cache(maxsize=8)

@@ -93,6 +93,9 @@ RELEASE = "kps"  # kube-prometheus-stack release name; its Prometheus service is
 # label (templates/prometheus-operator/_prometheus-operator.tpl), whose admission webhook the API server calls on
 # prometheusOperator.tls.internalPort (values.yaml: 10250).
 PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
+# the Prometheus' ServiceAccount: fullname + "-prometheus" (kube-prometheus-stack 79.5.0 templates/_helpers.tpl
+# kube-prometheus-stack.prometheus.serviceAccountName; fullname is RELEASE by fullnameOverride)
+PROMETHEUS_ACCOUNT = f"{RELEASE}-prometheus"
 OPERATOR_POD_LABELS = {"app.kubernetes.io/component": "prometheus-operator"}
 OPERATOR_WEBHOOK_PORT = 10250
 # The central Grafana's admin credentials: a Secret the chart reads (grafana 10.1.4 values: admin.existingSecret,

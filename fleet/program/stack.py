@@ -10,8 +10,9 @@ import pulumi
 
 from components.clusters.cluster import GpuCluster
 from components.kubernetes.benchmark import BenchmarkJobs
-from components.kubernetes.infra import InfraStack
-from components.kubernetes.multikueue import KUBECONFIG_OUTPUT, QueueManager, QueueWorker
+from components.kubernetes.infra import MONITORING_NS, PROMETHEUS_ACCOUNT, PROMETHEUS_POD_LABELS, InfraStack
+from components.kubernetes.multikueue import KUBECONFIG_OUTPUT, QueueManager, QueueWorker, kueue_metrics_scrape
+from components.kubernetes.network_policy import from_namespace
 from components.kubernetes.preview_access import preview_access
 from components.kubernetes.queued_jobs import QueuedJobs
 from components.kubernetes.runners import GitLabRunners
@@ -146,6 +147,15 @@ def queues(
         return None
     opts = pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.kueue])
     if infra.queue_role == "manager":
+        # the manager is the central: its Prometheus scrapes Kueue's dispatch and admission metrics (docs/queues.md)
+        kueue_metrics_scrape(
+            cluster.name,
+            infra.kueue_namespace,
+            PROMETHEUS_ACCOUNT,
+            MONITORING_NS,
+            from_namespace(MONITORING_NS, PROMETHEUS_POD_LABELS),
+            opts,
+        )
         return QueueManager(
             cluster,
             fleet.dispatch,

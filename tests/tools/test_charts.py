@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
-from components.kubernetes.infra import MANAGED_CONTROL_PLANE_CLOUDS
+from components.kubernetes.infra import MANAGED_CONTROL_PLANE_CLOUDS, PROMETHEUS_ACCOUNT
+from components.kubernetes.multikueue import (
+    KUEUE_METRICS_PORT,
+    KUEUE_METRICS_READER,
+    KUEUE_METRICS_SERVICE_LABELS,
+    KUEUE_POD_LABELS,
+)
 from fleet.model import pod_contract
 from fleet.model.spec import Cluster, GpuPool
 from fleet.tools.charts import (
@@ -356,3 +362,36 @@ def test_our_kueue_configuration_keeps_the_charts_defaults(
         for key, value in default.items():
             if key != "integrations":
                 assert config.get(key) == value, (item.release.stack, key)
+
+
+def test_what_the_kueue_scrape_names_is_what_the_charts_render(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered
+):
+    """The ServiceMonitor, ClusterRoleBinding and ingress rule of components/kubernetes/multikueue.py
+    ``kueue_metrics_scrape`` name the kueue chart's metrics Service, port, reader ClusterRole and pods, and the
+    kube-prometheus-stack chart's Prometheus ServiceAccount, as the pinned charts render them."""
+    checked = 0
+    for planned, stack, _cluster in _clusters(planned_fleets):
+        for item in rendered_charts[(planned.name, stack)]:
+            by_kind: dict[str, list[dict[str, Any]]] = {}
+            for obj in item.objects:
+                by_kind.setdefault(obj.get("kind", ""), []).append(obj)
+            if item.release.chart == "kueue":
+                services = [
+                    s
+                    for s in by_kind.get("Service", [])
+                    if KUEUE_METRICS_SERVICE_LABELS.items() <= (s["metadata"].get("labels") or {}).items()
+                ]
+                assert len(services) == 1, f"{stack}: the kueue metrics Service"
+                (port,) = services[0]["spec"]["ports"]
+                assert (port["name"], port["port"]) == ("https", KUEUE_METRICS_PORT)
+                roles = {r["metadata"]["name"]: r for r in by_kind.get("ClusterRole", [])}
+                assert roles[KUEUE_METRICS_READER]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+                pods = [d["spec"]["template"]["metadata"]["labels"] for d in by_kind.get("Deployment", [])]
+                assert any(KUEUE_POD_LABELS.items() <= p.items() for p in pods)
+                checked += 1
+            if item.release.chart == "kube-prometheus-stack":
+                accounts = [a["metadata"]["name"] for a in by_kind.get("ServiceAccount", [])]
+                assert PROMETHEUS_ACCOUNT in accounts, f"{stack}: {accounts}"
+    if not checked:
+        pytest.skip("no fleet planned runs Kueue")

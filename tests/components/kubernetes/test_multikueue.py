@@ -17,6 +17,8 @@ from components.kubernetes.multikueue import (
     DISPATCHER_ALL_AT_ONCE,
     DISPATCHER_INCREMENTAL,
     KUBECONFIG_OUTPUT,
+    KUEUE_METRICS_PORT,
+    KUEUE_METRICS_READER,
     MULTIKUEUE_CONTROLLER,
     cluster_queue_name,
     multikueue_settings,
@@ -210,6 +212,35 @@ def test_the_manager_may_reach_api_servers_only(planned):
         [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]
     ]
     assert egress[1]["to"][0]["ipBlock"]["except"] == list(CREDENTIAL_ADDRESSES)  # every cloud's metadata address
+
+
+def test_the_central_prometheus_scrapes_kueue_on_the_manager_only(planned):
+    fleet, plans = planned
+    manager = plans[fleet.dispatch.manager]
+    (monitor,) = [r.inputs for r in by_type(manager, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")]
+    assert monitor["metadata"]["namespace"] == pod_contract.KUEUE_NAMESPACE
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "https" and endpoint["scheme"] == "https" and "bearerTokenFile" in endpoint
+    # the scraper's token may read /metrics: the chart's metrics-reader ClusterRole, bound to the Prometheus' account
+    (binding,) = [
+        r.inputs
+        for r in by_type(manager, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+        if r.inputs["roleRef"]["name"] == KUEUE_METRICS_READER
+    ]
+    (subject,) = binding["subjects"]
+    assert subject["kind"] == "ServiceAccount" and subject["namespace"] == "monitoring"
+    assert subject["name"] == "kps-prometheus"
+    # only the monitoring namespace's Prometheus reaches Kueue's 8443
+    policies = {
+        (r.inputs["metadata"]["name"], r.inputs["metadata"]["namespace"]): r.inputs
+        for r in by_type(manager, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    }
+    rule = policies[("allow-prometheus", pod_contract.KUEUE_NAMESPACE)]["spec"]["ingress"][0]
+    assert rule["ports"] == [{"protocol": "TCP", "port": KUEUE_METRICS_PORT}]
+    assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "monitoring"}
+    for stack, plan in plans.items():  # the workers' Kueue is not scraped: the manager counts per worker
+        if stack != fleet.dispatch.manager:
+            assert not by_type(plan, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")
 
 
 def test_every_queue_object_fits_kueues_upstream_crds(planned):

@@ -146,7 +146,7 @@ def worker_rules() -> list[dict[str, Any]]:
 
 def cluster_queue_name(queue: Queue) -> str:
     """A queue's ClusterQueue (and on the manager its AdmissionCheck and MultiKueueConfig): ``queue-<name>``."""
-    return f"queue-{queue.name}"
+    return queue.cluster_queue
 
 
 def worker_flavor_name(pool: GpuPool) -> str:

@@ -119,6 +119,12 @@ class Queue:
     cards: tuple[str, ...]
     resource: str
 
+    @property
+    def cluster_queue(self) -> str:
+        """Its ClusterQueue's name (and on the manager its AdmissionCheck's and MultiKueueConfig's): ``queue-<name>``;
+        Kueue's metrics label it ``cluster_queue``."""
+        return f"queue-{self.name}"
+
     def pools(self, cluster: Cluster) -> tuple[GpuPool, ...]:
         """The pools of ``cluster`` that serve this queue, in the queue's card order."""
         return tuple(p for card in self.cards for p in cluster.pools if p.card == card)

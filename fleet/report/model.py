@@ -10,6 +10,7 @@ from fleet.report.accounting import AccountRow
 from fleet.report.costs import Machine, PriceEntry, PriceTable, cost_per_result, per_result
 from fleet.report.probes import PhaseRow, ProbeRow
 from fleet.report.queries import Window, WorkloadQueries
+from fleet.report.queues import QueueRow
 from fleet.report.runners import RunnerRow
 from fleet.report.scaling import ScalingRow
 
@@ -104,3 +105,4 @@ class Report:
     scaling: dict[str, list[ScalingRow]] = field(default_factory=dict)  # per sweeping workload: its sweep points
     accounting: list[AccountRow] = field(default_factory=list)  # card-hours per billing account and pool
     phases: list[PhaseRow] = field(default_factory=list)  # time to first accelerator by phase, per probed pool
+    queues: list[QueueRow] = field(default_factory=list)  # the fleet's queues: admissions per worker, wait, spills

@@ -52,6 +52,7 @@ from fleet.report.queries import (
     window_from,
     workload_queries,
 )
+from fleet.report.queues import QueueRow, queue_queries, queue_rows
 from fleet.report.runners import RunnerRow, runner_queries, runner_rows
 from fleet.report.scaling import ScalingRow, scaling_queries, scaling_rows
 from fleet.report.summary import summary_facts, summary_header, summary_rows
@@ -120,6 +121,7 @@ def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None
         len(probe_queries(window))
         + len(phase_queries(window))
         + len(runner_queries(window))
+        + len(queue_queries(window))
         + len(accounting_queries(window, 60))
         + 1
     )
@@ -215,9 +217,14 @@ def gather(
     progress.step("accounting: lost card-hours")
     lost = lost_query(window, resolution, account_answers["lost_pods"])
     account_answers["lost"] = client.query(lost, window.end) if lost else []
+    queue_answers = {}
+    for name, promql in queue_queries(window).items():
+        progress.step(f"queues: {name.replace('_', ' ')}")
+        queue_answers[name] = client.query(promql, window.end)
     return Report(
         client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
         runner_rows(runner_answers), scaling, accounting_rows(account_answers, fleet, prices), phases,
+        queue_rows(queue_answers, fleet),
     )  # fmt: skip
 
 
@@ -430,6 +437,25 @@ def account_table_rows(rows: list[AccountRow]) -> list[list[str]]:
     ]
 
 
+QUEUE_HEADER = ["queue", "worker", "place", "admitted", "mean wait to admission (s)", "spilled past the first"]
+
+
+def queue_table_rows(rows: list[QueueRow]) -> list[list[str]]:
+    """The cells of the queues' table: per queue, a row per worker in the queue's order (its place in it; a dash for
+    a worker the policy does not name), then the queue's total, mean wait and spills."""
+    cells = []
+    for r in rows:
+        for worker, admitted in r.admitted.items():
+            place = str(r.order.index(worker) + 1) if worker in r.order else MISSING
+            cells.append([r.queue, worker, place, fmt_count(admitted), "", ""])
+        cells.append(
+            [r.queue, "all workers", "", fmt_count(r.total), fmt(r.mean_wait_seconds, 4), fmt_count(r.spilled)]
+        )
+    return cells
+
+
+QUEUES_TITLE = "Queues (Kueue MultiKueue on the manager)"
+NO_QUEUES = "No queue admitted a job in this window (policy file: queues; Kueue's metrics on the manager)."
 NO_ACCOUNTING = "No GPU card-hours were recorded in this window (the leaves' gpufleet-accounting rules)."
 ACCOUNTING_TITLE = "GPU accounting per billing account"
 NO_RUNNERS = "No CI job ran on the fleet's GitLab runners in this window (policy file: runners)."
@@ -448,6 +474,7 @@ def fleet_tables(report: Report) -> list[tuple[str, list[str], list[list[str]], 
         (PHASES_TITLE, PHASE_HEADER, phase_table_rows(report.phases), NO_PHASES),
         (RUNNERS_TITLE, RUNNER_HEADER, runner_table_rows(report.runners), NO_RUNNERS),
         (ACCOUNTING_TITLE, ACCOUNT_HEADER, account_table_rows(report.accounting), NO_ACCOUNTING),
+        (QUEUES_TITLE, QUEUE_HEADER, queue_table_rows(report.queues), NO_QUEUES),
     ]
 
 

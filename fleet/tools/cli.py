@@ -228,7 +228,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT if exc.bad_input else EXIT_FAILED
     empty = [s for s in report.sections if not s.has_data]
     swept = [name for name, rows in report.scaling.items() if rows]
-    if len(empty) == len(report.sections) and not swept and not report.accounting:
+    if len(empty) == len(report.sections) and not swept and not report.accounting and not report.queues:
         no_sweep = [f"{name}: no sweep job reported an epoch" for name in report.scaling]
         print(
             f"report: no benchmark data between {utc(report.window.start)} and {utc(report.window.end)} "

@@ -69,6 +69,7 @@ from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.quantity import parse_quantity
 from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL
 from fleet.model.spec import ROOT, Cluster, Fleet, GpuPool, load_fleet
+from fleet.tools.doctor_queues import queue_rows_for
 from fleet.tools.kubeconfig_checks import check_kubeconfig
 
 # Where the infra stack puts things (components/kubernetes/infra.py: MONITORING_NS, NODE_AGENTS_NS, RELEASE; the
@@ -1475,10 +1476,12 @@ def run(args: Any, out: Any = None, clock: Callable[[], datetime] = utc_now) -> 
                 )
                 print(render_table([row], title), file=out)
                 return EXIT_FAILED
+            queues = [Row(*r) for r in queue_rows_for(fleet, cluster, api, kubectl, args.timeout)]  # on the manager
         finally:
             api.close()
     rows = [Row("Kubernetes API server", f"{api.configuration.host}: {len(snapshot.nodes)} node(s)")]
     rows += cluster_rows(fleet, cluster, cluster.name, snapshot, kubectl, now)
+    rows += queues
     rows += prometheus_rows(
         fleet, cluster, cluster.name, args.prometheus, args.central_prometheus, args.timeout, args.kubeconfig
     )

@@ -15,9 +15,9 @@ def _module(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
     """Module -> the project modules it imports at run time."""
-    modules = {_module(p): p for package in PACKAGES for p in (ROOT / package).rglob("*.py")}
+    modules = {_module(p): p for package in packages for p in (ROOT / package).rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -68,6 +68,59 @@ def test_no_import_cycles():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+
+
+# Which package may import which (each import edge between packages, at run time): the model is read by all and reads
+# none; components build from the model (clusters install what components/kubernetes declares, never the reverse);
+# the program reads the components and the model; the report reads the model; the tools (the command line, the
+# offline plan, checks, delivery, the doctor) read everything, since they run the program offline and print reports;
+# the policy pack reads the model only. Any other edge fails below.
+ALLOWED_EDGES = {
+    "components.settings": {"fleet.model"},
+    "components.kubernetes": {"fleet.model", "components.settings"},
+    "components.clusters": {"fleet.model", "components.settings", "components.kubernetes"},
+    "fleet.program": {"fleet.model", "components.settings", "components.kubernetes", "components.clusters"},
+    "fleet.report": {"fleet.model"},
+    "fleet.tools": {
+        "fleet.model", "fleet.report", "fleet.program", "components.settings", "components.kubernetes",
+        "components.clusters",
+    },
+    "fleet.__main__": {"fleet.tools"},
+    "policy.gpufleet_policies": {"fleet.model"},
+}  # fmt: skip
+
+
+def package_of(module: str) -> str:
+    """The package ``module`` belongs to in ``ALLOWED_EDGES``: its first two dotted parts (``fleet.model``,
+    ``components.clusters``, ``components.settings``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """(importing package, imported package) -> the module imports that make that edge."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, deps in graph.items():
+        for dep in deps:
+            if package_of(module) != package_of(dep):
+                edges.setdefault((package_of(module), package_of(dep)), []).append(f"{module} imports {dep}")
+    return edges
+
+
+def test_packages_import_each_other_one_way_only():
+    edges = package_edges(import_graph((*PACKAGES, "policy/gpufleet_policies")))
+    assert ("fleet.program", "components.clusters") in edges and ("fleet.tools", "fleet.model") in edges
+    assert set(ALLOWED_EDGES) >= {a for a, _ in edges}, "a package ALLOWED_EDGES does not list"
+    wrong = sorted(m for (a, b), found in edges.items() if b not in ALLOWED_EDGES.get(a, set()) for m in found)
+    assert wrong == []
+
+
+def test_a_forbidden_edge_is_found():
+    graph = {"components.kubernetes.infra": {"fleet.program.settings"}, "fleet.program.settings": set()}
+    edges = package_edges(graph)
+    assert edges == {
+        ("components.kubernetes", "fleet.program"): ["components.kubernetes.infra imports fleet.program.settings"]
+    }
+    assert "fleet.program" not in ALLOWED_EDGES["components.kubernetes"]
 
 
 def test_the_packages_say_what_is_deployed():

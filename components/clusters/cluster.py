@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.settings import ComponentSettings
 from fleet.model.clouds import cloud_rules
 from fleet.model.spec import Cluster
-from fleet.program.settings import StackSettings
 
 # The module of each cloud's component (each registers itself by its CLOUD).
 CLOUD_MODULES = {"gcp": "gke", "aws": "eks", "azure": "aks", "openstack": "magnum", "existing": "existing"}
@@ -50,7 +50,7 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
         if cls.CLOUD:
             GpuCluster._registry[cls.CLOUD] = cls
 
-    def __init__(self, cluster: Cluster, settings: StackSettings, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, cluster: Cluster, settings: ComponentSettings, opts: pulumi.ResourceOptions | None = None):
         super().__init__(self.TYPE, cluster.name, None, opts)
         self.spec = cluster
         self.settings = settings

@@ -16,8 +16,8 @@ from components.clusters.cluster import GpuCluster
 from components.clusters.kubeconfig import exec_kubeconfig
 from components.clusters.taints import autoscaler_tag_value, upper_effect
 from components.kubernetes.images import autoscaler_image
+from components.settings import ComponentSettings
 from fleet.model.spec import Cluster, GpuPool, pool_resource_name
-from fleet.program.settings import NAMESPACE, StackSettings
 
 VPC_CIDR = "10.0.0.0/16"
 MAX_ZONES = 4  # private /19 subnets at 10.0.0.0, .32, .64, .96; public /24 subnets from 10.0.128.0
@@ -109,7 +109,7 @@ class EksCluster(GpuCluster):
     TYPE = "gpufleet:index:EksCluster"
     CLOUD = "aws"
 
-    def __init__(self, cluster: Cluster, settings: StackSettings, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, cluster: Cluster, settings: ComponentSettings, opts: pulumi.ResourceOptions | None = None):
         super().__init__(cluster, settings, opts)
         # The base class creates the Kubernetes provider after ``_build`` returns: in-cluster resources
         # come here, once ``self.provider`` exists.
@@ -225,12 +225,14 @@ class EksCluster(GpuCluster):
         existing = self.settings.subnet_ids
         if existing is not None:
             if not isinstance(existing, list) or not existing or not all(isinstance(s, str) for s in existing):
-                raise ValueError(f"{NAMESPACE}:subnetIds must be a non-empty list of subnet ids")
+                raise ValueError(f"{self.settings.key('subnetIds')} must be a non-empty list of subnet ids")
             return list(existing), []
         region = cluster.region or ""
         zones = self.settings.availability_zones or [f"{region}a", f"{region}b"]
         if not isinstance(zones, list) or not 2 <= len(zones) <= MAX_ZONES:
-            raise ValueError(f"{NAMESPACE}:availabilityZones must list 2 to {MAX_ZONES} zones (EKS needs two)")
+            raise ValueError(
+                f"{self.settings.key('availabilityZones')} must list 2 to {MAX_ZONES} zones (EKS needs two)"
+            )
 
         name = cluster.name
         opts = self.child(self.aws_provider)

@@ -7,7 +7,6 @@ import pulumi
 from components.clusters.cluster import GpuCluster
 from fleet.model.errors import InputError
 from fleet.model.spec import Cluster
-from fleet.program.settings import NAMESPACE, config_problem
 
 
 class ExistingCluster(GpuCluster):
@@ -23,10 +22,14 @@ class ExistingCluster(GpuCluster):
     CONTROLS_API_ACCESS = False  # someone else runs it
 
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
-        key = f"{NAMESPACE}:kubeconfig"
+        key = self.settings.key("kubeconfig")
         if self.settings.kubeconfig is None:
             # never in plain text in the stack file: it grants access to the whole cluster
             raise InputError(
-                [config_problem(key, f'required as a secret: pulumi config set --secret {key} "$(cat kubeconfig)"')]
+                [
+                    self.settings.config_problem(
+                        key, f'required as a secret: pulumi config set --secret {key} "$(cat kubeconfig)"'
+                    )
+                ]
             )
         return self.settings.kubeconfig, {}, cluster.name

@@ -15,11 +15,11 @@ from pulumi_openstack import containerinfra
 from components.clusters.autoscaler import cluster_autoscaler
 from components.clusters.cluster import GpuCluster
 from components.kubernetes.images import magnum_autoscaler_image
+from components.settings import ComponentSettings
 from fleet.model import pod_contract
 from fleet.model.clouds.magnum import GPU_AUTOSCALER
 from fleet.model.errors import InputError
 from fleet.model.spec import Cluster, GpuPool, pool_resource_name
-from fleet.program.settings import NAMESPACE, StackSettings, config_problem
 
 # The Kubernetes node label Magnum puts on every node of a node group: ``<ROLE_LABEL>=<the group's role>``.
 ROLE_LABEL = "magnum.openstack.org/role"
@@ -145,12 +145,12 @@ class MagnumSettings:
         return found
 
     @staticmethod
-    def read(raw: Any) -> MagnumSettings:
-        """Check ``gpu-fleet:magnum`` (``StackSettings.magnum``); every problem at once, located in the stack file."""
-        key = f"{NAMESPACE}:magnum"
+    def read(settings: ComponentSettings) -> MagnumSettings:
+        """Check ``gpu-fleet:magnum`` (``settings.magnum``); every problem at once, located in the stack file."""
+        key, raw = settings.key("magnum"), settings.magnum
         found = MagnumSettings.problems(raw)
         if found:
-            raise InputError([config_problem(key, message, *where) for where, message in found])
+            raise InputError([settings.config_problem(key, message, *where) for where, message in found])
         return MagnumSettings(**{MagnumSettings.KEYS[k]: v for k, v in raw.items()})
 
 
@@ -215,13 +215,13 @@ class MagnumCluster(GpuCluster):
     TYPE = "gpufleet:index:MagnumCluster"
     CLOUD = "openstack"
 
-    def __init__(self, cluster: Cluster, settings: StackSettings, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, cluster: Cluster, settings: ComponentSettings, opts: pulumi.ResourceOptions | None = None):
         super().__init__(cluster, settings, opts)
         # In-cluster resources come once the base class has created ``self.provider``.
         self.autoscaler = self._gpu_autoscaler(cluster) if cluster.all_pools else None
 
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
-        self.site = site = MagnumSettings.read(self.settings.magnum)
+        self.site = site = MagnumSettings.read(self.settings)
         self.openstack_provider = openstack.Provider(
             f"{cluster.name}-openstack",
             cloud=pulumi.Config("openstack").get("cloud"),

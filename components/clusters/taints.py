@@ -6,7 +6,7 @@ from __future__ import annotations
 from fleet.model.catalogue import Taint
 from fleet.model.clouds.rules import upper_effect
 
-__all__ = ["aks_taint", "autoscaler_tag_value", "toleration", "upper_effect"]
+__all__ = ["aks_taint", "autoscaler_tag_value", "upper_effect"]
 
 
 def aks_taint(taint: Taint) -> str:
@@ -17,8 +17,3 @@ def aks_taint(taint: Taint) -> str:
 def autoscaler_tag_value(taint: Taint) -> str:
     """cluster-autoscaler node-template ASG tag value: ``value:NoSchedule`` (Kubernetes effect spelling)."""
     return f"{taint.value}:{taint.effect}"
-
-
-def toleration(taint: Taint) -> dict[str, str]:
-    """The pod toleration (Kubernetes API, camelCase) that matches ``taint`` exactly."""
-    return {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}

@@ -25,7 +25,6 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.clusters.taints import toleration
 from components.kubernetes.images import image
 from components.kubernetes.network_policy import egress_allow_list
 from components.kubernetes.pod_monitor import pod_monitor
@@ -170,7 +169,7 @@ def pod_spec(
     return {
         "restartPolicy": "Never",
         "nodeSelector": pool.node_selector,
-        "tolerations": [toleration(t) for t in pool.pod_tolerations],
+        "tolerations": [t.toleration() for t in pool.pod_tolerations],
         # Benchmarks never talk to the Kubernetes API: no token in the pod.
         "automountServiceAccountToken": False,
         "securityContext": pod_security(None if spec.needs_root else spec.run_as_user),

@@ -15,7 +15,6 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 import yaml
 
-from components.clusters.taints import toleration
 from components.kubernetes import dashboards
 from components.kubernetes.deployment import FLEET_PART_OF, app_labels
 from components.kubernetes.gateway import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
@@ -40,11 +39,10 @@ from components.kubernetes.training import (
     kueue_release,
 )
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
+from components.settings import ComponentSettings
 from fleet.model import accounting, pod_contract, probe_phases, prometheus
 from fleet.model.sharing import Sharing
 from fleet.model.spec import Cluster, Fleet
-from fleet.program.settings import StackSettings
-from fleet.program.stack_config import SECRET_PLACEHOLDER
 
 MONITORING_NS = "monitoring"
 # Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): `baseline`, created only when used.
@@ -147,7 +145,7 @@ def gpu_tolerations(cluster: Cluster) -> list[dict[str, str]]:
     seen: dict[str, dict[str, str]] = {}
     for pool in cluster.all_pools:
         for taint in pool.pod_tolerations:
-            seen[taint.as_string()] = toleration(taint)
+            seen[taint.as_string()] = taint.toleration()
     return list(seen.values())
 
 
@@ -556,7 +554,7 @@ class InfraStack(pulumi.ComponentResource):
         self,
         cluster: Cluster,
         fleet: Fleet,
-        settings: StackSettings,
+        settings: ComponentSettings,
         opts: pulumi.ResourceOptions | None = None,
         exporter_values: dict[str, Any] | None = None,
     ):
@@ -738,7 +736,7 @@ class InfraStack(pulumi.ComponentResource):
         self.register_outputs({"benchmark_namespace": self.benchmark_namespace})
 
     @staticmethod
-    def _alert_config(cluster: Cluster, settings: StackSettings) -> Any:
+    def _alert_config(cluster: Cluster, settings: ComponentSettings) -> Any:
         """The central Alertmanager's configuration from the secret ``gpu-fleet:alertReceiver`` (kept secret), or
         the default with a warning: without a receiver, FederatedClusterDown and the benchmark alerts reach no one."""
         if settings.alert_receiver is None:
@@ -751,13 +749,13 @@ class InfraStack(pulumi.ComponentResource):
 
         def config(text: str) -> dict[str, Any]:
             # offline, the encrypted value cannot be read: a stand-in receiver shows where it goes
-            receiver = OFFLINE_RECEIVER if text == SECRET_PLACEHOLDER else parse_alert_receiver(text)
+            receiver = OFFLINE_RECEIVER if text == settings.secret_placeholder else parse_alert_receiver(text)
             return alertmanager_config(receiver)
 
         return settings.alert_receiver.apply(config)
 
     def _alert_secret(
-        self, cluster: Cluster, settings: StackSettings, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+        self, cluster: Cluster, settings: ComponentSettings, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
     ) -> k8s.core.v1.Secret:
         """The central Alertmanager's configuration (receiver included) as a Secret of its own."""
         config = self._alert_config(cluster, settings)
@@ -776,7 +774,7 @@ class InfraStack(pulumi.ComponentResource):
 
     @staticmethod
     def _grafana_admin(
-        cluster: Cluster, settings: StackSettings, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
+        cluster: Cluster, settings: ComponentSettings, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
     ) -> pulumi.Output[str]:
         """The Secret with the central Grafana's admin password: ``gpu-fleet:grafanaAdminPassword``, or one
         generated and kept in the stack's state (exported as the secret ``grafana_admin_password``)."""
@@ -802,7 +800,7 @@ class InfraStack(pulumi.ComponentResource):
         self,
         cluster: Cluster,
         fleet: Fleet,
-        settings: StackSettings,
+        settings: ComponentSettings,
         namespace: pulumi.Input[str],
         child: pulumi.ResourceOptions,
     ) -> tuple[list[pulumi.Output[dict[str, Any]]], list[str]]:

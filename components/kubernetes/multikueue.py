@@ -52,7 +52,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.clusters.taints import toleration
 from components.kubernetes.deployment import FLEET_PART_OF
 from components.kubernetes.network_policy import DNS_PORTS, allow_ingress, internet_block, network_policy, ports
 from components.kubernetes.training import KUEUE_API, UNBOUNDED
@@ -202,7 +201,7 @@ def worker_cluster_queue_spec(queue: Queue, cluster: Cluster, namespace: str) ->
 def worker_flavor_spec(pool: GpuPool) -> dict[str, Any]:
     """A pool's flavor: its node selector and the tolerations its pods need, which Kueue adds to an admitted job's
     pods (the job names no cloud's labels)."""
-    return {"nodeLabels": dict(pool.node_selector), "tolerations": [toleration(t) for t in pool.pod_tolerations]}
+    return {"nodeLabels": dict(pool.node_selector), "tolerations": [t.toleration() for t in pool.pod_tolerations]}
 
 
 def token_kubeconfig(kubeconfig: str, token: str, name: str) -> str:

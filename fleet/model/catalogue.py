@@ -34,6 +34,10 @@ class Taint(StrictModel):
         """``key=value:Effect``, the spelling AKS and kubectl use."""
         return f"{self.key}={self.value}:{self.effect}"
 
+    def toleration(self) -> dict[str, str]:
+        """The pod toleration (Kubernetes API, camelCase) that matches this taint exactly."""
+        return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
+
     def tolerated_by(self, tolerations: Iterable[Mapping[str, Any]]) -> bool:
         """Whether one of a pod's tolerations (``key``, ``operator``, ``value``, ``effect``; unset or None alike)
         tolerates this taint, as Kubernetes decides it (k8s.io/api core/v1 toleration.go ToleratesTaint): the effect

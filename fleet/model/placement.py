@@ -287,7 +287,7 @@ def own_pool_affinity() -> dict[str, Any]:
 
 def tolerations(pool: GpuPool) -> list[dict[str, str]]:
     """A pool pod's tolerations (Kubernetes spelling): exactly the pool's taints and the cloud's spot taints."""
-    return [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in pool.pod_tolerations]
+    return [t.toleration() for t in pool.pod_tolerations]
 
 
 def benchmark_pod(workload: Workload, pool: GpuPool, accelerators: int | None = None) -> dict[str, Any]:

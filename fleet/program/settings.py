@@ -13,6 +13,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime.config import is_config_secret
 
+from components.settings import ComponentSettings
 from fleet.model.errors import InputError, Problem, format_path
 from fleet.model.stack_settings import (
     NAMESPACE,
@@ -26,7 +27,7 @@ from fleet.model.stack_settings import (
     unset_value,
 )
 from fleet.model.yaml_source import read_yaml
-from fleet.program.stack_config import plain_leaves
+from fleet.program.stack_config import SECRET_PLACEHOLDER, plain_leaves
 
 ROOT = Path(__file__).resolve().parents[2]
 # Set by the offline plan (fleet/tools/plan.py): the stack file it read, so problems point into it.
@@ -129,6 +130,30 @@ class StackSettings:
         if problems:
             raise InputError(problems)
         return StackSettings(**values)
+
+    def for_components(self) -> ComponentSettings:
+        """The settings the components take, with the placeholder of offline secrets and the stack file locator."""
+        return ComponentSettings(
+            config_namespace=NAMESPACE,
+            protect=self.protect,
+            stack_reference_prefix=self.stack_reference_prefix,
+            federation_source_ranges=self.federation_source_ranges,
+            storage_class=self.storage_class,
+            api_allowed_cidrs=self.api_allowed_cidrs,
+            private_api_endpoint=self.private_api_endpoint,
+            public_nodes=self.public_nodes,
+            audit_logs=self.audit_logs,
+            auto_upgrade=self.auto_upgrade,
+            preview_principal=self.preview_principal,
+            subnet_ids=self.subnet_ids,
+            availability_zones=self.availability_zones,
+            magnum=self.magnum,
+            kubeconfig=self.kubeconfig,
+            grafana_admin_password=self.grafana_admin_password,
+            alert_receiver=self.alert_receiver,
+            secret_placeholder=SECRET_PLACEHOLDER,
+            config_problem=config_problem,
+        )
 
 
 def _read_setting(cfg: pulumi.Config, setting: StackSetting) -> tuple[Any, list[tuple[tuple[object, ...], str]]]:

@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 
 from fleet.model.spec import load_fleet
-from fleet.tools.mock_engine import Registration
-from fleet.tools.plan import StackPlan, plan_stack
+from fleet.tools.engine.mock_engine import Registration
+from fleet.tools.engine.plan import StackPlan, plan_stack
 from tests.conftest import FIXTURES
 
 

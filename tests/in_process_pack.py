@@ -2,7 +2,7 @@
 
 mutmut copies the code into ``mutants/``, routes each mutated function through a trampoline chosen by the
 ``MUTANT_UNDER_TEST`` environment variable, and learns which tests reach a function by recording calls in the test
-process. A pack started as the Pulumi CLI starts it (``fleet/tools/analyzer.py``: ``python policy/__main__.py``)
+process. A pack started as the Pulumi CLI starts it (``fleet/tools/engine/analyzer.py``: ``python policy/__main__.py``)
 runs the policies in another process, under another module name (``gpufleet_policies.*``, not
 ``policy.gpufleet_policies.*``): mutmut would never see a test reach a policy, nor switch a policy's mutant on. So
 under mutmut, ``PolicyPackSession`` answers from pulumi_policy's own analyzer servicer, built from the same
@@ -21,7 +21,7 @@ from typing import Any
 from pulumi_policy import EnforcementLevel
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 
-from fleet.tools import analyzer
+from fleet.tools.engine import analyzer
 
 #: Set by mutmut in every process it runs tests in.
 MUTMUT_ENV = "MUTANT_UNDER_TEST"

@@ -125,7 +125,7 @@ def snippet_problems(snippet: Snippet, tmp_path: Path) -> list[str]:
 
 def _stack_problems(snippet: Snippet, tmp_path: Path) -> list[str]:
     """The stack checks' problems with the snippet as the stack file of the fixture fleet's cluster of its cloud."""
-    from fleet.tools.stack_checks import check_stacks
+    from fleet.tools.checks.stack_checks import check_stacks
 
     fixture = tmp_path / "fleet"
     shutil.copytree(FIXTURES / "fleet", fixture)

@@ -19,7 +19,7 @@ from fleet.model.pool_view import pool_views
 from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from fleet.program.stack_config import load_stack_config
-from fleet.tools.plan import plan_fleet
+from fleet.tools.engine.plan import plan_fleet
 
 K8S_VERSION = "1.33.0"
 

@@ -1,8 +1,8 @@
 """The ``gpu-fleet:*`` stack settings, each declared once: its kind, the clouds it is for, its default, its meaning.
 
 Everything else comes from this table: what the program reads (``fleet.program.settings.StackSettings``, one field
-per setting), what ``validate`` checks in the stack files (``fleet.tools.stack_checks``), Pulumi.yaml's ``config:``
-block (``project_file_text``) and the stack-settings part of the reference page (``fleet.model.reference``).
+per setting), what ``validate`` checks in the stack files (``fleet.tools.checks.stack_checks``), Pulumi.yaml's
+``config:`` block (``project_file_text``) and the stack-settings part of the reference page (``fleet.model.reference``).
 No Pulumi here: the tools read it without a Pulumi run.
 """
 

@@ -30,7 +30,7 @@ from fleet.model.yaml_source import read_yaml
 from fleet.program.stack_config import SECRET_PLACEHOLDER, plain_leaves
 
 ROOT = Path(__file__).resolve().parents[2]
-# Set by the offline plan (fleet/tools/plan.py): the stack file it read, so problems point into it.
+# Set by the offline plan (fleet/tools/engine/plan.py): the stack file it read, so problems point into it.
 STACK_FILE_KEY = "stackFile"
 # Set by the offline plan: bad input goes up as an ``InputError`` instead of a Pulumi run error.
 OFFLINE_PLAN_KEY = "offlinePlan"

@@ -24,8 +24,8 @@ from fleet.program.stack_config import STACKS_DIR
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from fleet.tools.image_delivery import ImageJob
-    from fleet.tools.plan import StackPlan
+    from fleet.tools.delivery.image_delivery import ImageJob
+    from fleet.tools.engine.plan import StackPlan
 
 SCHEMA_FILE = POLICY_FILE.with_name("fleet.schema.json")
 PROJECT_FILE = Path(__file__).resolve().parents[2] / "Pulumi.yaml"
@@ -58,8 +58,8 @@ def _checked_fleet(args: argparse.Namespace, warnings: list[str] | None = None) 
     """The policy, the workload folders and the stack files, all checked: an ``InputError`` with every problem at
     once, else the fleet; warnings and notes are printed once, whatever the number of stacks (into ``warnings``
     instead when given: the plan shows them with its own findings, at the end)."""
-    from fleet.tools.stack_checks import check_stacks
-    from fleet.tools.workload_checks import check_workloads
+    from fleet.tools.checks.stack_checks import check_stacks
+    from fleet.tools.checks.workload_checks import check_workloads
 
     fleet = load_fleet(args.policy, args.workloads_dir)
     stacks = check_stacks(fleet, args.stacks_dir)
@@ -87,8 +87,8 @@ def _plan_selected(
     args: argparse.Namespace, what: str, warnings: list[str] | None = None
 ) -> tuple[Fleet, list[StackPlan]] | int:
     """Check every input and plan ``--stack`` (all by default); an exit status on failure."""
-    from fleet.tools.mock_engine import PlanError
-    from fleet.tools.plan import plan_fleet
+    from fleet.tools.engine.mock_engine import PlanError
+    from fleet.tools.engine.plan import plan_fleet
 
     fleet = _checked_fleet(args, warnings)
     try:
@@ -103,7 +103,7 @@ def _plan_selected(
 def _check_output_file(path: Path, flag: str) -> None:
     """An output file's folder must exist and the path must not be a folder: said before any work is done."""
     from fleet.model.errors import Problem
-    from fleet.tools.render import source_tree_problem
+    from fleet.tools.engine.render import source_tree_problem
 
     if path.is_dir():
         raise InputError([Problem(str(path), 1, flag, "is a folder: give a file name")])
@@ -117,7 +117,7 @@ def _check_output_file(path: Path, flag: str) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     """Run the program per stack under the mock engine and show what it would create."""
     from fleet.model.prices import load_prices
-    from fleet.tools.summary import render_plan, totals_json
+    from fleet.tools.engine.summary import render_plan, totals_json
 
     started = time.perf_counter()
     if args.json is not None:
@@ -130,8 +130,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return planned
     fleet, plans = planned
     if not args.no_policy_pack:
-        from fleet.tools.analyzer import analyze_plans
-        from fleet.tools.plan import PROJECT
+        from fleet.tools.engine.analyzer import analyze_plans
+        from fleet.tools.engine.plan import PROJECT
 
         # The CrossGuard pack, started and spoken to exactly as `pulumi preview --policy-pack policy` does.
         found = analyze_plans(
@@ -166,7 +166,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _note_unpinned_images(fleet: Fleet) -> None:
     """Say once (not per stack) which of the fleet's own images the repository does not pin by digest yet."""
-    from fleet.tools.image_delivery import image_jobs
+    from fleet.tools.delivery.image_delivery import image_jobs
 
     unpinned = [job.name for job in image_jobs(fleet.deployed_workloads, fleet.registry) if not job.digest]
     if unpinned:
@@ -215,7 +215,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Query the central Prometheus over a window and write the benchmark report (fleet/report/report.py): 0 when the
     report was written, 1 when it could not be made, 2 on bad input."""
     from fleet.report.report import ReportError, ReportRequest, build, utc, write_report
-    from fleet.tools.render import source_tree_problem
+    from fleet.tools.engine.render import source_tree_problem
 
     in_sources = source_tree_problem(args.out)
     if in_sources:
@@ -255,8 +255,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_affected(args: argparse.Namespace) -> int:
-    """Print the stacks a change touches, non-central first and central last (fleet/tools/affected.py)."""
-    from fleet.tools import affected as sel
+    """Print the stacks a change touches, non-central first and central last (fleet/tools/delivery/affected.py)."""
+    from fleet.tools.delivery import affected as sel
 
     try:
         if args.all:
@@ -283,8 +283,8 @@ def cmd_affected(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    """Plan the selected stacks and write their Kubernetes, Helm, Prometheus and gateway files (tools/render.py)."""
-    from fleet.tools.render import out_problem, render_stack
+    """Plan the selected stacks and write their Kubernetes, Helm, Prometheus and gateway files (engine/render.py)."""
+    from fleet.tools.engine.render import out_problem, render_stack
 
     problem = out_problem(args.out)
     if problem:
@@ -311,7 +311,7 @@ def cmd_images(args: argparse.Namespace) -> int:
     """List what the images workflow copies and builds; with --pushed, check the digests it got are recorded."""
     from fleet.model.errors import Problem
     from fleet.model.workloads import load_workloads
-    from fleet.tools.image_delivery import fleet_image_jobs, job_problems, jobs_json
+    from fleet.tools.delivery.image_delivery import fleet_image_jobs, job_problems, jobs_json
 
     def read_jobs() -> list[ImageJob]:
         from components.kubernetes.images import reload_images
@@ -334,7 +334,7 @@ def cmd_images(args: argparse.Namespace) -> int:
 
         if args.out is not None:
             _check_output_file(args.out, "--out")
-        from fleet.tools.image_delivery import push_all
+        from fleet.tools.delivery.image_delivery import push_all
 
         try:
             pushed = push_all(jobs, args.push)
@@ -372,7 +372,7 @@ def _check_pins(
 ) -> int:
     """Exit 1 with what to commit where, unless the repository pins every pushed image by its pushed digest; with
     ``record`` (which reads the jobs again), first write the digests into the files that pin them (to commit)."""
-    from fleet.tools.image_delivery import record_digests, unrecorded_digests
+    from fleet.tools.delivery.image_delivery import record_digests, unrecorded_digests
 
     if record:
         try:
@@ -484,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retired", action="store_true", help="also the retired offers, with their alternatives")
     p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_cards)
-    from fleet.tools.affected import FORMATS, ROOT
+    from fleet.tools.delivery.affected import FORMATS, ROOT
 
     p = sub.add_parser("affected", help="the stacks a change touches, central last (CI matrices)")
     common(p)

@@ -69,8 +69,8 @@ from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.quantity import parse_quantity
 from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL
 from fleet.model.spec import ROOT, Cluster, Fleet, GpuPool, load_fleet
+from fleet.tools.checks.kubeconfig_checks import check_kubeconfig
 from fleet.tools.doctor_queues import queue_rows_for
-from fleet.tools.kubeconfig_checks import check_kubeconfig
 
 # Where the infra stack puts things (components/kubernetes/infra.py: MONITORING_NS, NODE_AGENTS_NS, RELEASE; the
 # Helm release names of the device plugin and dcgm-exporter; components/kubernetes/gateway.py: GATEWAY_NAME). Kept

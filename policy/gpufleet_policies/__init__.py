@@ -1,7 +1,7 @@
 """CrossGuard policies of the gpu-fleet: what every stack must look like, checked against policy/fleet.yaml.
 
 The same policies run under ``pulumi preview --policy-pack policy`` and, offline, under ``python -m fleet plan``
-(fleet/tools/analyzer.py speaks the analyzer protocol to this pack). One module a concern, each policy's name,
+(fleet/tools/engine/analyzer.py speaks the analyzer protocol to this pack). One module a concern, each policy's name,
 description and level on its check; each module's tests are tests/policy/test_<module>.py.
 """
 

@@ -54,6 +54,6 @@ def test_every_central_placeholder_is_filled_with_and_without_benchmarks():
 
 
 def test_the_rule_files_reach_every_stack_when_changed():
-    from fleet.tools.affected import deployed_files
+    from fleet.tools.delivery.affected import deployed_files
 
     assert {f"fleet/model/rules/{LEAF_RULES_FILE}", f"fleet/model/rules/{CENTRAL_RULES_FILE}"} <= deployed_files()

@@ -13,8 +13,8 @@ import pytest
 
 from fleet.model.errors import InputError
 from fleet.model.workloads import WORKLOADS_DIR, load_workloads
-from fleet.tools.image_delivery import split_digest
-from fleet.tools.workload_checks import mtail_declarations
+from fleet.tools.checks.workload_checks import mtail_declarations
+from fleet.tools.delivery.image_delivery import split_digest
 
 # Every workload folder of the repository (a folder with a workload.yaml), whatever a team keeps or adds.
 NAMES = sorted(p.name for p in WORKLOADS_DIR.iterdir() if (p / "workload.yaml").is_file())

@@ -1,14 +1,15 @@
-"""Fixtures of the policy pack's tests: the fixture fleet's plans and one running pack (fleet/tools/analyzer.py starts
-policy/ as the Pulumi CLI does and calls Analyze / AnalyzeStack over gRPC), shared by every test of the session."""
+"""Fixtures of the policy pack's tests: the fixture fleet's plans and one running pack (fleet/tools/engine/analyzer.py
+starts policy/ as the Pulumi CLI does and calls Analyze / AnalyzeStack over gRPC), shared by every test of the
+session."""
 
 from __future__ import annotations
 
 import pytest
 
 from fleet.model.spec import load_fleet
-from fleet.tools.analyzer import PolicyPackSession
-from fleet.tools.mock_engine import Registration
-from fleet.tools.plan import StackPlan, plan_fleet
+from fleet.tools.engine.analyzer import PolicyPackSession
+from fleet.tools.engine.mock_engine import Registration
+from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.policy.support import DEPLOYMENT, JOB, POLICY, STACKS, WORKLOADS, reg
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fleet.tools.analyzer import PolicyPackSession
-from fleet.tools.mock_engine import Registration
-from fleet.tools.plan import Finding, StackPlan
+from fleet.tools.engine.analyzer import PolicyPackSession
+from fleet.tools.engine.mock_engine import Registration
+from fleet.tools.engine.plan import Finding, StackPlan
 from tests.conftest import ROOT
 
 SHIPPED = ROOT / "policy" / "fleet.yaml"

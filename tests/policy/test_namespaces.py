@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fleet.tools.mock_engine import Registration
+from fleet.tools.engine.mock_engine import Registration
 from tests.policy.support import NAMESPACE, NETWORK_POLICY, assert_violation, check, only, raw
 
 

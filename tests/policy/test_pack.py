@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from fleet.model.spec import load_fleet
-from fleet.tools.analyzer import PolicyPackSession, analyze_plans
-from fleet.tools.plan import plan_fleet
+from fleet.tools.engine.analyzer import PolicyPackSession, analyze_plans
+from fleet.tools.engine.plan import plan_fleet
 from tests.in_process_pack import InProcessPackSession, under_mutmut
 from tests.policy.support import PLAN_ARGS, POLICY, SHIPPED, WORKLOADS, issue_job_spec, raw_job
 

@@ -8,8 +8,8 @@ import copy
 import pytest
 
 from fleet.model.spec import load_fleet
-from fleet.tools.analyzer import PolicyPackSession
-from fleet.tools.plan import plan_fleet
+from fleet.tools.engine.analyzer import PolicyPackSession
+from fleet.tools.engine.plan import plan_fleet
 from tests.helpers import QUEUED, QUEUED_STACKS, write_policy
 from tests.policy.support import only
 

@@ -12,9 +12,9 @@ import pytest
 
 from fleet.model.spec import POLICY_FILE, Fleet, load_fleet
 from fleet.program.stack_config import STACKS_DIR
-from fleet.tools.charts import CHART_CACHE_ENV, RenderedRelease, render_stack_charts, stack_kubernetes_version
-from fleet.tools.plan import StackPlan, plan_fleet
-from fleet.tools.schemas import CRDS_ENV, CrdSchemas, load_crds
+from fleet.tools.checks.charts import CHART_CACHE_ENV, RenderedRelease, render_stack_charts, stack_kubernetes_version
+from fleet.tools.checks.schemas import CRDS_ENV, CrdSchemas, load_crds
+from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.conftest import FIXTURES, REQUIRE_TOOLS_ENV, ROOT, shared_data
 
 

@@ -1,5 +1,5 @@
-"""Which stacks a change touches (fleet/tools/affected.py): the policy diff per cluster, stack files, shared code,
-workload folders, the git layer over a throwaway repository, the output formats and their CI contracts."""
+"""Which stacks a change touches (fleet/tools/delivery/affected.py): the policy diff per cluster, stack files, shared
+code, workload folders, the git layer over a throwaway repository, the output formats and their CI contracts."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from fleet.model.errors import InputError
-from fleet.tools import affected as sel
 from fleet.tools.cli import main
+from fleet.tools.delivery import affected as sel
 from tests.conftest import ROOT
 
 # A frozen copy of the sample fleet with stand-in workloads of the same names (tests/fixtures/affected): the
@@ -125,8 +125,8 @@ def test_shared_code_touches_every_stack_central_last() -> None:
         "fleet/report/plots.py",
         "fleet/report/report.py",
         "fleet/tools/cli.py",
-        "fleet/tools/plan.py",
-        "fleet/tools/affected.py",
+        "fleet/tools/engine/plan.py",
+        "fleet/tools/delivery/affected.py",
     ],
 )
 def test_a_tool_of_the_repository_selects_no_stack(tool: str) -> None:
@@ -150,8 +150,8 @@ def test_deployed_code_is_what_the_program_and_the_pack_import() -> None:
     for tool in (
         "fleet/tools/cli.py",
         "fleet/report/report.py",
-        "fleet/tools/mock_engine.py",
-        "fleet/tools/mock_outputs.yaml",
+        "fleet/tools/engine/mock_engine.py",
+        "fleet/tools/engine/mock_outputs.yaml",
     ):
         assert tool not in deployed, tool  # mock_engine: the pool reader imports it for type checkers only
 

@@ -1,6 +1,6 @@
 """The upstream charts, rendered: every Helm release of every stack (the sample fleet, each example, the fixture
 fleet) rendered by the Helm v4 engine from the chart cache with our values, the cluster's Kubernetes version and
-API versions (fleet/tools/charts.py), and what comes out checked against the fleet's rules.
+API versions (fleet/tools/checks/charts.py), and what comes out checked against the fleet's rules.
 
 Expectations come from each fleet's own policy (registry, system pool, pools' taints, namespaces' Pod Security
 levels), so a team's own fleet keeps this suite green."""
@@ -25,7 +25,7 @@ from components.kubernetes.multikueue import (
 )
 from fleet.model import pod_contract
 from fleet.model.spec import Cluster, GpuPool
-from fleet.tools.charts import (
+from fleet.tools.checks.charts import (
     ChartCacheError,
     HelmRelease,
     PodOf,
@@ -35,7 +35,7 @@ from fleet.tools.charts import (
     pods_of,
     render_release,
 )
-from fleet.tools.mock_engine import Registration
+from fleet.tools.engine.mock_engine import Registration
 from policy.gpufleet_policies.pod_security import restricted_problems
 from tests.tools.conftest import PlannedFleet
 

@@ -1156,7 +1156,7 @@ def test_the_names_the_doctor_looks_for_are_those_the_stack_creates(fleet):
     """The release names, namespaces, Services and labels the doctor reads are what the program deploys: plan a leaf
     of the fixture fleet under the mock engine and find each one."""
     from components.kubernetes import gateway, infra
-    from fleet.tools.plan import plan_stack
+    from fleet.tools.engine.plan import plan_stack
 
     cluster = leaf_of(fleet)
     plan = plan_stack(cluster.name, POLICY, STACKS, None, WORKLOADS)

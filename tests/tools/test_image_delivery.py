@@ -29,7 +29,7 @@ from components.kubernetes.images import (
 from fleet.model.spec import load_fleet
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.cli import main
-from fleet.tools.image_delivery import (
+from fleet.tools.delivery.image_delivery import (
     ImageJob,
     fleet_image_jobs,
     image_jobs,

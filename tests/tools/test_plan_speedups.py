@@ -14,10 +14,10 @@ import pytest
 from pulumi import _types
 from pulumi.runtime import resource as runtime_resource
 
-import fleet.tools.plan as fleet_plan
+import fleet.tools.engine.plan as fleet_plan
 from fleet.model.spec import POLICY_FILE, load_fleet
-from fleet.tools import sdk_speedups
-from fleet.tools.mock_engine import RecordingMonitor
+from fleet.tools.engine import sdk_speedups
+from fleet.tools.engine.mock_engine import RecordingMonitor
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import yaml
 
 from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.tools.cli import main
-from fleet.tools.render import LOCK_FILE, render_stack
+from fleet.tools.engine.render import LOCK_FILE, render_stack
 from tests.helpers import plan_one
 
 K8S_VERSION = "1.33.0"

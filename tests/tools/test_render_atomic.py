@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet.tools import render
 from fleet.tools.cli import main
-from fleet.tools.plan import StackPlan
-from fleet.tools.render import LOCK_FILE, render_stack, rendered_files
+from fleet.tools.engine import render
+from fleet.tools.engine.plan import StackPlan
+from fleet.tools.engine.render import LOCK_FILE, render_stack, rendered_files
 from tests.conftest import FIXTURES
 from tests.helpers import plan_one, write_policy
 

@@ -1,4 +1,4 @@
-"""Every object against the upstream schemas, strictly (fleet/tools/schemas.py): what every stack of every fleet
+"""Every object against the upstream schemas, strictly (fleet/tools/checks/schemas.py): what every stack of every fleet
 (the sample, each example, the fixture fleet) hands Kubernetes, and what every chart renders, against the
 OpenAPI schema of the cluster's own Kubernetes version and, for custom resources, their upstream CRD."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import copy
 
-from fleet.tools.render import kubernetes_manifest
-from fleet.tools.schemas import CrdSchemas, is_builtin, schema_errors, strict_schema
+from fleet.tools.checks.schemas import CrdSchemas, is_builtin, schema_errors, strict_schema
+from fleet.tools.engine.render import kubernetes_manifest
 from tests.tools.conftest import PlannedFleet
 
 
@@ -110,7 +110,7 @@ def test_a_go_pattern_with_inline_flags_is_read_as_go_reads_it():
     """RE2 takes ``(?i)`` anywhere; Python only at the start (Kueue's AdmissionCheck parameters.kind pattern)."""
     import re
 
-    from fleet.tools.schemas import python_pattern
+    from fleet.tools.checks.schemas import python_pattern
 
     pattern = python_pattern("^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$")
     assert re.match(pattern, "MultiKueueConfig") and not re.match(pattern, "9kind")

@@ -1,4 +1,4 @@
-"""The plan as a decision aid (fleet/tools/summary.py) on the tests' own fleet (tests/fixtures/plan): each pool's
+"""The plan as a decision aid (fleet/tools/engine/summary.py) on the tests' own fleet (tests/fixtures/plan): each pool's
 price at its maximum from the price table, the totals per stack and for the fleet, the note on a machine that a
 one-card job starts whole, the findings grouped once, and ``plan --json``'s added totals. Every expected number is
 computed here from the policy and the price table, not copied from the output."""
@@ -12,8 +12,8 @@ import pytest
 from fleet.model.spec import load_fleet
 from fleet.report.costs import approximate, load_prices
 from fleet.tools.cli import main
-from fleet.tools.plan import Finding, StackPlan, plan_fleet
-from fleet.tools.summary import (
+from fleet.tools.engine.plan import Finding, StackPlan, plan_fleet
+from fleet.tools.engine.summary import (
     PRICE_UNKNOWN,
     fleet_totals,
     pool_costs,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fleet.model.workloads import load_workloads
+from fleet.tools.checks.workload_checks import NO_MTAIL_NOTE, check_workloads, mtail_declarations
 from fleet.tools.cli import main
-from fleet.tools.workload_checks import NO_MTAIL_NOTE, check_workloads, mtail_declarations
 from tests.conftest import FIXTURES, require_tool
 
 FIXTURE = FIXTURES / "fleet"
@@ -83,7 +83,7 @@ def test_a_program_that_does_not_compile_under_real_mtail(workloads):
 
 
 def test_mtail_errors_are_located_at_each_program_and_line():
-    from fleet.tools.workload_checks import compile_problems
+    from fleet.tools.checks.workload_checks import compile_problems
 
     stderr = (
         "I1125 16:21:22.109151   10798 main.go:116] mtail version 3.0.0\n"
@@ -125,11 +125,11 @@ def test_a_sample_that_yields_no_declared_metric_under_real_mtail(workloads):
 
 
 def test_without_mtail_the_programs_are_not_compiled_and_it_says_so(workloads, monkeypatch):
-    import fleet.tools.workload_checks
+    import fleet.tools.checks.workload_checks
 
     program = workloads / "tracker" / "mtail" / "tracker.mtail"
     program.write_text(program.read_text() + "\n/unclosed {\n", encoding="utf-8")
-    monkeypatch.setattr(fleet.tools.workload_checks.shutil, "which", lambda name: None)
+    monkeypatch.setattr(fleet.tools.checks.workload_checks.shutil, "which", lambda name: None)
     found, notes = check_workloads(load_workloads(workloads))
     assert notes == [NO_MTAIL_NOTE] and found == []  # nothing could compile it: no claim that it does
 

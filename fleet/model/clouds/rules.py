@@ -32,7 +32,8 @@ def taint_string(key: str, value: str, effect: str) -> str:
 
 
 class Registration(Protocol):
-    """One resource the plan engine received (fleet/tools/mock_engine.py registers these): what a pool reader needs."""
+    """One resource the plan engine received (fleet/tools/engine/mock_engine.py registers these): what a pool reader
+    needs."""
 
     type: str
     name: str

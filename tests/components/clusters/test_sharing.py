@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL
-from fleet.tools.plan import StackPlan
+from fleet.tools.engine.plan import StackPlan
 from tests.helpers import by_type, plan_one
 
 POLICY = """

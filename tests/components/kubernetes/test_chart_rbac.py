@@ -14,8 +14,8 @@ import pytest
 from fleet.model import preview_rights
 from fleet.model.rbac import BINDING_KINDS, ROLE_KINDS, Rbac, Request, User
 from fleet.model.spec import load_fleet
-from fleet.tools.charts import CHART_CACHE_ENV, render_stack_charts, stack_kubernetes_version
-from fleet.tools.plan import StackPlan, plan_fleet
+from fleet.tools.checks.charts import CHART_CACHE_ENV, render_stack_charts, stack_kubernetes_version
+from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.conftest import FIXTURES, REQUIRE_TOOLS_ENV, shared_data
 
 FIXTURE = FIXTURES / "fleet"
@@ -44,7 +44,7 @@ def chart_cache() -> Path:
 
 def cluster_rbac(plan: StackPlan, cache: Path, version: str) -> Rbac:
     """Every Role, ClusterRole and binding the stack puts on its cluster: its own and its charts' (rendered by
-    fleet/tools/charts.py for the cluster's Kubernetes version)."""
+    fleet/tools/checks/charts.py for the cluster's Kubernetes version)."""
     objects = [
         (r.type.rsplit(":", 1)[-1], r.plain_inputs())
         for r in plan.registrations

@@ -11,7 +11,7 @@ import pytest
 
 from fleet.model import dashboards
 from fleet.model.spec import load_fleet
-from fleet.tools.plan import StackPlan, plan_stack
+from fleet.tools.engine.plan import StackPlan, plan_stack
 from tests.conftest import FIXTURES
 from tests.helpers import by_type, write_policy
 

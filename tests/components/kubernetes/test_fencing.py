@@ -14,7 +14,7 @@ from components.kubernetes.gateway import GATEWAY_PORT
 from fleet.model import pod_contract, preview_rights
 from fleet.model.rbac import Rbac, Request, User
 from fleet.model.spec import load_fleet
-from fleet.tools.plan import StackPlan, plan_fleet
+from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.conftest import FIXTURES
 from tests.helpers import by_type, write_policy
 

@@ -21,7 +21,7 @@ from components.kubernetes.infra import (
 from fleet.model.accounting import ACCOUNTING_RULES, GROUP
 from fleet.model.spec import load_fleet
 from fleet.tools.cli import main
-from fleet.tools.plan import StackPlan, plan_fleet
+from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.helpers import MAGNUM_SITE, by_type, plan_one, write_policy
 
 MAGNUM = {"openstack:cloud": "site", "gpu-fleet:magnum": MAGNUM_SITE, "gpu-fleet:storageClass": "cinder-ssd"}

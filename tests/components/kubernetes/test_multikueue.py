@@ -30,9 +30,9 @@ from components.kubernetes.network_policy import CREDENTIAL_ADDRESSES
 from fleet.model import pod_contract
 from fleet.model.queues import pool_capacity, quota
 from fleet.model.spec import load_fleet
-from fleet.tools.plan import plan_fleet
-from fleet.tools.render import kubernetes_manifest
-from fleet.tools.schemas import CRDS_ENV, load_crds, schema_errors
+from fleet.tools.checks.schemas import CRDS_ENV, load_crds, schema_errors
+from fleet.tools.engine.plan import plan_fleet
+from fleet.tools.engine.render import kubernetes_manifest
 from tests.conftest import shared_data
 from tests.helpers import MAGNUM_SITE, QUEUED, QUEUED_STACKS, by_type, write_policy
 
@@ -263,7 +263,7 @@ def test_every_queue_object_fits_kueues_upstream_crds(planned):
 
 def test_a_kueue_cluster_below_kubernetes_1_29_is_refused(tmp_path):
     from fleet.model.errors import InputError
-    from fleet.tools.plan import plan_stack
+    from fleet.tools.engine.plan import plan_stack
 
     policy, stacks = write_policy(
         tmp_path, QUEUED, {**STACKS, "cern-gpu": {**STACKS["cern-gpu"], "gpu-fleet:magnum": MAGNUM_SITE}}

@@ -9,7 +9,7 @@ import pytest
 from components.kubernetes.benchmark import CRONJOB_TIME_ZONE, JOB_NAME_LABEL
 from fleet.model import pod_contract
 from fleet.model.workloads import PROBE_DIR, load_workload
-from fleet.tools.plan import StackPlan
+from fleet.tools.engine.plan import StackPlan
 from tests.helpers import by_type, plan_one
 
 CRONJOB = "kubernetes:batch/v1:CronJob"

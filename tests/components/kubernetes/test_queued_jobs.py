@@ -11,7 +11,7 @@ import pytest
 
 from fleet.model import pod_contract
 from fleet.model.spec import load_fleet
-from fleet.tools.plan import plan_fleet
+from fleet.tools.engine.plan import plan_fleet
 from tests.helpers import QUEUED_STACKS, QUEUED_TRACKER, by_type, queued, queued_workloads_dir, write_policy
 
 JOB = "kubernetes:batch/v1:Job"

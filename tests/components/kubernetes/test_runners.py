@@ -17,7 +17,7 @@ from fleet.model import pod_contract
 from fleet.model.placement import PodToPlace, cluster_nodes, place
 from fleet.model.spec import load_fleet
 from fleet.program.stack_config import SECRET_PLACEHOLDER
-from fleet.tools.plan import StackPlan
+from fleet.tools.engine.plan import StackPlan
 from tests.helpers import by_type, one, plan_one
 
 # An AKS cluster with two GPU runners; both pools are spot, so CI jobs must tolerate AKS's spot taint too.

@@ -17,7 +17,7 @@ from fleet.model import pod_contract
 from fleet.model.placement import selector_matches
 from fleet.model.registry import DEFAULT_REGISTRY
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT
-from fleet.tools.plan import StackPlan
+from fleet.tools.engine.plan import StackPlan
 from tests.helpers import FIXTURE_WORKLOADS, by_type, one, plan_one
 
 POLICY = """

@@ -31,8 +31,8 @@ from typing import Any
 
 from fleet.model import pod_contract
 from fleet.model.prometheus import to_yaml
-from fleet.tools.mock_engine import Registration
-from fleet.tools.plan import StackPlan
+from fleet.tools.engine.mock_engine import Registration
+from fleet.tools.engine.plan import StackPlan
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 KUBERNETES = "kubernetes:"
@@ -110,7 +110,7 @@ def rendered_files(plan: StackPlan) -> dict[str, str]:
 
 
 LOCK_FILE = ".render.lock"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # The repository's own folders: output never goes into them (`render --out policy` wrote into the source tree).
 SOURCE_FOLDERS = frozenset(
     {".git", ".github", ".ci", "benchmarks", "components", "docs", "examples", "fleet", "policy", "stacks"}

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from fleet.tools.charts import CRD_KIND, kube_version, load_all
+from fleet.tools.checks.charts import CRD_KIND, kube_version, load_all
 
 CRDS_ENV = "GPU_FLEET_CRDS"
 PRESERVE = "x-kubernetes-preserve-unknown-fields"

@@ -295,7 +295,11 @@ def _policy_reasons(old: LoadedPolicy, new: LoadedPolicy) -> tuple[dict[str, lis
 
     for key in sorted(set(old.raw) | set(new.raw)):
         if key not in POLICY_SECTIONS and old.raw.get(key) != new.raw.get(key):
-            return {}, [], [f"policy: top-level key {key!r} changed, which fleet/tools/affected.py does not model"]
+            return (
+                {},
+                [],
+                [f"policy: top-level key {key!r} changed, which fleet/tools/delivery/affected.py does not model"],
+            )
 
     for name, cluster in n.clusters.items():
         before = o.clusters.get(name)
@@ -393,7 +397,7 @@ def select_stacks(
         everywhere.append("shared code changed: " + _some(shared))
     if unclassified:
         everywhere.append(
-            f"not classified by fleet/tools/affected.py, so every stack to be safe: {_some(unclassified)}"
+            f"not classified by fleet/tools/delivery/affected.py, so every stack to be safe: {_some(unclassified)}"
         )
     for why in everywhere:
         for name in fleet.clusters:

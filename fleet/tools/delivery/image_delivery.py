@@ -31,7 +31,7 @@ from fleet.model.registry import relative_to
 from fleet.model.spec import Fleet
 from fleet.model.workloads import Workload
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 

@@ -30,10 +30,10 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
 from fleet.model.spec import POLICY_FILE
 from fleet.model.workloads import WORKLOADS_DIR
-from fleet.tools.mock_engine import Registration
-from fleet.tools.plan import PROJECT, Finding, StackPlan
+from fleet.tools.engine.mock_engine import Registration
+from fleet.tools.engine.plan import PROJECT, Finding, StackPlan
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACK_DIR = ROOT / "policy"
 START_TIMEOUT = 60.0
 CALL_TIMEOUT = 60.0

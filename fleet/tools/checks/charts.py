@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from fleet.tools.mock_engine import Registration
-from fleet.tools.plan import StackPlan
+from fleet.tools.engine.mock_engine import Registration
+from fleet.tools.engine.plan import StackPlan
 
 CHART_CACHE_ENV = "GPU_FLEET_CHART_CACHE"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"

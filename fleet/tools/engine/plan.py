@@ -22,10 +22,10 @@ from pulumi.runtime.sync_await import _sync_await
 from fleet.model.spec import Fleet
 from fleet.program.settings import NAMESPACE, OFFLINE_PLAN_KEY, STACK_FILE_KEY
 from fleet.program.stack_config import STACKS_DIR, load_stack_config, stack_file
-from fleet.tools.mock_engine import FleetMocks, PlanError, RecordingMonitor, Registration
-from fleet.tools.sdk_speedups import faster_sdk
+from fleet.tools.engine.mock_engine import FleetMocks, PlanError, RecordingMonitor, Registration
+from fleet.tools.engine.sdk_speedups import faster_sdk
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROGRAM = ROOT / "__main__.py"
 PROJECT = "gpu-fleet"
 PLAN_GC_THRESHOLD = 20_000  # allocations between young-generation collections while planning (default 700)
@@ -169,7 +169,7 @@ def plan_runtime() -> Iterator[None]:
     A plan allocates millions of short-lived objects that all stay reachable until its stack ends, so the default
     collector runs full passes again and again for nothing (a third of a 100-stack plan's time): the
     young-generation threshold is raised to ``PLAN_GC_THRESHOLD``. And the SDK's uncached type introspection and
-    stack-trace capture are replaced by equivalent faster ones (``fleet.tools.sdk_speedups``).
+    stack-trace capture are replaced by equivalent faster ones (``fleet.tools.engine.sdk_speedups``).
     """
     thresholds = gc.get_threshold()
     gc.set_threshold(PLAN_GC_THRESHOLD, *thresholds[1:])

@@ -20,7 +20,7 @@ from fleet.model.prices import PriceTable, pool_machine
 from fleet.model.spec import Cluster, Fleet, GpuPool
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from fleet.report.costs import approximate
-from fleet.tools.plan import Finding, StackPlan
+from fleet.tools.engine.plan import Finding, StackPlan
 
 PRICE_UNKNOWN = "price unknown"
 WIDTH = 118  # wrap the resource lines at this width

@@ -1,0 +1,1 @@
+"""Checks of inputs and rendered output: stack files, workloads, kubeconfigs, upstream charts and schemas."""

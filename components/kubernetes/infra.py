@@ -372,7 +372,7 @@ def prometheus_values(
     }
     if cluster.cloud in MANAGED_CONTROL_PLANE_CLOUDS:
         values.update({component: {"enabled": False} for component in HIDDEN_CONTROL_PLANE})
-    if cluster.central:  # the configuration, receiver included, is a Secret of its own (InfraStack._alert_secret)
+    if cluster.central:  # the configuration, receiver included, is a Secret of its own (ClusterServices._alert_secret)
         values["alertmanager"]["alertmanagerSpec"].update(ALERTMANAGER_CONFIG_REF)
         values["grafana"]["admin"] = {
             "existingSecret": GRAFANA_ADMIN_SECRET,
@@ -545,9 +545,12 @@ def namespace_network_policies(
         )
 
 
-class InfraStack(pulumi.ComponentResource):
-    """Infra services of one cluster. ``benchmark_namespace`` is where the benchmark Jobs go."""
+class ClusterServices(pulumi.ComponentResource):
+    """The services every cluster of the fleet runs (monitoring, GPU operator, Kueue, gateway...): a component of
+    the stack, not a stack. ``benchmark_namespace`` is where the benchmark Jobs go."""
 
+    # The type token keeps its first name: it is part of every child's URN, so renaming it would replace every
+    # deployed resource of the component.
     TYPE = "gpufleet:index:InfraStack"
 
     def __init__(

@@ -19,7 +19,7 @@ import yaml
 if TYPE_CHECKING:
     from fleet.model.spec import Cluster
 
-NAMESPACE = "gpu-fleet"
+CONFIG_NAMESPACE = "gpu-fleet"
 WORKLOAD_SECRETS = "workloadSecrets"
 RUNNER_TOKENS = "runnerTokens"
 API_RANGES = "the ranges of the people and CI runners that run kubectl and pulumi"
@@ -55,7 +55,7 @@ class StackSetting:
     @property
     def key(self) -> str:
         """The full config key, such as ``gpu-fleet:protect``."""
-        return f"{NAMESPACE}:{self.name}"
+        return f"{CONFIG_NAMESPACE}:{self.name}"
 
     @property
     def attribute(self) -> str:
@@ -253,7 +253,7 @@ def storage_class_missing(cluster: Cluster, storage_class: object, has_default: 
     would stay Pending."""
     if not cluster.central or storage_class or has_default:
         return None
-    key = f"{NAMESPACE}:storageClass"
+    key = f"{CONFIG_NAMESPACE}:storageClass"
     return (
         f"required on {cluster.name}: the central Prometheus needs a volume and {cluster.facts.title} makes no "
         f"default StorageClass; set one: pulumi config set --stack {cluster.name} {key} <class>"

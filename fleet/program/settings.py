@@ -16,7 +16,7 @@ from pulumi.runtime.config import is_config_secret
 from components.settings import ComponentSettings
 from fleet.model.errors import InputError, Problem, format_path
 from fleet.model.stack_settings import (
-    NAMESPACE,
+    CONFIG_NAMESPACE,
     PLAIN_KINDS,
     SECRET_MAP_VALUES,
     STACK_SETTINGS,
@@ -38,7 +38,7 @@ OFFLINE_PLAN_KEY = "offlinePlan"
 
 def stack_file_path() -> Path:
     """The current stack's config file: the one the offline plan read, else ``stacks/Pulumi.<stack>.yaml``."""
-    given = pulumi.Config(NAMESPACE).get(STACK_FILE_KEY)
+    given = pulumi.Config(CONFIG_NAMESPACE).get(STACK_FILE_KEY)
     return Path(given) if given else ROOT / "stacks" / f"Pulumi.{pulumi.get_stack()}.yaml"
 
 
@@ -121,7 +121,7 @@ class StackSettings:
     def read() -> StackSettings:
         """Read every declared ``gpu-fleet:*`` setting (``fleet.model.stack_settings.STACK_SETTINGS``) of the current
         stack into its field; every problem at once as an ``InputError``."""
-        cfg = pulumi.Config(NAMESPACE)
+        cfg = pulumi.Config(CONFIG_NAMESPACE)
         problems: list[Problem] = []
         values: dict[str, Any] = {}
         for setting in STACK_SETTINGS.values():
@@ -134,7 +134,7 @@ class StackSettings:
     def for_components(self) -> ComponentSettings:
         """The settings the components take, with the placeholder of offline secrets and the stack file locator."""
         return ComponentSettings(
-            config_namespace=NAMESPACE,
+            config_namespace=CONFIG_NAMESPACE,
             protect=self.protect,
             stack_reference_prefix=self.stack_reference_prefix,
             federation_source_ranges=self.federation_source_ranges,

@@ -10,7 +10,7 @@ import pulumi
 
 from components.clusters.cluster import GpuCluster
 from components.kubernetes.benchmark import BenchmarkJobs
-from components.kubernetes.infra import MONITORING_NS, PROMETHEUS_ACCOUNT, PROMETHEUS_POD_LABELS, InfraStack
+from components.kubernetes.infra import MONITORING_NS, PROMETHEUS_ACCOUNT, PROMETHEUS_POD_LABELS, ClusterServices
 from components.kubernetes.multikueue import KUBECONFIG_OUTPUT, QueueManager, QueueWorker, kueue_metrics_scrape
 from components.kubernetes.network_policy import from_namespace
 from components.kubernetes.preview_access import preview_access
@@ -25,14 +25,14 @@ from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached, poo
 from fleet.model.stack_settings import storage_class_missing
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.model.yaml_source import read_yaml
-from fleet.program.settings import NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem
+from fleet.program.settings import CONFIG_NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem
 
 
 def check_storage_class(cluster: Cluster, settings: StackSettings, has_default: bool) -> None:
     """Refuse a central cluster without a default StorageClass whose stack names none (``storage_class_missing``)."""
     missing = storage_class_missing(cluster, settings.storage_class, has_default)
     if missing:
-        raise InputError([config_problem(f"{NAMESPACE}:storageClass", missing)])
+        raise InputError([config_problem(f"{CONFIG_NAMESPACE}:storageClass", missing)])
 
 
 # kubernetes-sigs/kueue v0.19.2 README.md: "Requires Kubernetes 1.29 or newer" (its CRDs use selectableFields)
@@ -53,7 +53,7 @@ def check_kueue_version(fleet: Fleet, cluster: Cluster, settings: StackSettings)
         f"(kueue v0.19.2), but runs {text}"
     )
     if magnum:
-        raise InputError([config_problem(f"{NAMESPACE}:magnum", f"{message}: set a newer kubeTag", "kubeTag")])
+        raise InputError([config_problem(f"{CONFIG_NAMESPACE}:magnum", f"{message}: set a newer kubeTag", "kubeTag")])
     where = ("clusters", cluster.cloud, cluster.name, "kubernetes_version")
     raise InputError([read_yaml(fleet.file).problem(where, f"{message}: raise kubernetes_version")])
 
@@ -72,7 +72,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         # (where the cloud's network closes them) before anything in the cluster, which depends on the component
         component.open_to_control_plane("sweep-webhooks", [TRAINING_WEBHOOK_PORT, KUEUE_VISIBILITY_PORT])
     on_cluster = pulumi.ResourceOptions(providers=[component.provider], depends_on=[component])
-    infra = InfraStack(cluster, fleet, parts, opts=on_cluster, exporter_values=component.gpu_exporter_values())
+    infra = ClusterServices(cluster, fleet, parts, opts=on_cluster, exporter_values=component.gpu_exporter_values())
     preview = component.preview_user()
     if preview:
         preview_access(cluster.name, preview, pulumi.ResourceOptions(parent=infra, provider=component.provider))
@@ -139,7 +139,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
 
 
 def queues(
-    fleet: Fleet, cluster: Cluster, component: GpuCluster, infra: InfraStack, settings: StackSettings
+    fleet: Fleet, cluster: Cluster, component: GpuCluster, infra: ClusterServices, settings: StackSettings
 ) -> QueueManager | None:
     """The cluster's part in the fleet's queues: the manager's MultiKueue objects, reading each worker's kubeconfig from
     its stack, or a worker's queues and the manager's identity, whose kubeconfig it exports as a secret. Returns the
@@ -192,7 +192,7 @@ def main() -> None:
         fleet = load_fleet_cached(policy, Path(settings.workloads_dir) if settings.workloads_dir else WORKLOADS_DIR)
         build(fleet, pulumi.get_stack(), settings)
     except InputError as exc:
-        if pulumi.Config(NAMESPACE).get_bool(OFFLINE_PLAN_KEY):
+        if pulumi.Config(CONFIG_NAMESPACE).get_bool(OFFLINE_PLAN_KEY):
             raise
         for problem in exc.problems:
             print(problem, file=sys.stderr)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from fleet.model.stack_settings import (
-    NAMESPACE,
+    CONFIG_NAMESPACE,
     STACK_SETTINGS,
     StackSetting,
     project_config,
@@ -51,7 +51,9 @@ def test_pulumi_yaml_declares_every_setting_it_can_type():
     assert declared == project_config()
     mappings = {name for name, s in STACK_SETTINGS.items() if s.declaration() is None}
     assert mappings == {"magnum", "workloadSecrets", "runnerTokens"}  # the schema has no object type
-    assert set(declared) == {f"{NAMESPACE}:{name}" for name in STACK_SETTINGS} - {f"{NAMESPACE}:{m}" for m in mappings}
+    assert set(declared) == {f"{CONFIG_NAMESPACE}:{name}" for name in STACK_SETTINGS} - {
+        f"{CONFIG_NAMESPACE}:{m}" for m in mappings
+    }
     for key, declaration in declared.items():
         assert key.startswith(f"{PROJECT['name']}:"), key  # only project keys may declare a type
         assert set(declaration) <= DECLARATION_KEYS and declaration["type"] in SIMPLE_TYPES, key
@@ -65,7 +67,7 @@ def test_pulumi_yaml_declares_every_setting_it_can_type():
 def test_secrets_are_declared_secret():
     for name, setting in STACK_SETTINGS.items():
         if setting.kind == "secret":
-            assert PROJECT["config"][f"{NAMESPACE}:{name}"]["secret"] is True, name
+            assert PROJECT["config"][f"{CONFIG_NAMESPACE}:{name}"]["secret"] is True, name
 
 
 @pytest.mark.parametrize("stack_file", STACK_FILES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -16,7 +16,7 @@ from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.spec import Cluster, Fleet
 from fleet.model.stack_settings import (
-    NAMESPACE,
+    CONFIG_NAMESPACE,
     PLAIN_KINDS,
     STACK_SETTINGS,
     decode_config_text,
@@ -31,8 +31,8 @@ from fleet.program.stack_config import is_secure, malformed_secure, plain_leaves
 REQUIRED: dict[str, tuple[str, ...]] = {
     "gcp": ("gcp:project",),
     "azure": ("azure-native:subscriptionId",),
-    "openstack": (f"{NAMESPACE}:magnum",),
-    "existing": (f"{NAMESPACE}:kubeconfig",),
+    "openstack": (f"{CONFIG_NAMESPACE}:magnum",),
+    "existing": (f"{CONFIG_NAMESPACE}:kubeconfig",),
 }
 # The top-level keys of a stack file (pulumi/pulumi sdk/go/common/workspace/project.go, ProjectStack: secretsprovider,
 # encryptedkey, encryptionsalt, config, environment); anything else the CLI ignores without a word.
@@ -97,13 +97,13 @@ class _StackChecker:
             namespace, name = key.split(":", 1)
             if isinstance(value, str) and value.strip().lower() in PLACEHOLDERS:
                 self.warn((key,), f"{value!r} is the sample's placeholder: set your own before `pulumi up`")
-            if namespace == NAMESPACE:
+            if namespace == CONFIG_NAMESPACE:
                 self.check_setting(key, name, value)
             self.check_location(key, value)
-        storage_class = config.get(f"{NAMESPACE}:storageClass")
+        storage_class = config.get(f"{CONFIG_NAMESPACE}:storageClass")
         missing = storage_class_missing(self.cluster, storage_class, self.has_default)
         if missing:
-            self.problem((f"{NAMESPACE}:storageClass",), missing)
+            self.problem((f"{CONFIG_NAMESPACE}:storageClass",), missing)
 
     def check_default_providers(self, config: dict[str, Any]) -> None:
         """``pulumi:disable-default-providers: ["*"]``: a resource without its explicit provider fails to deploy."""
@@ -141,7 +141,7 @@ class _StackChecker:
             known = sorted(n for n, s in STACK_SETTINGS.items() if s.applies_to(self.cluster.cloud))
             self.problem(
                 (key,),
-                f"unknown setting{did_you_mean(name, known, f'{NAMESPACE}:')} (known for {self.cluster.cloud}: "
+                f"unknown setting{did_you_mean(name, known, f'{CONFIG_NAMESPACE}:')} (known for {self.cluster.cloud}: "
                 f"{', '.join(known)})",
             )
             return

@@ -20,7 +20,7 @@ from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
 from fleet.model.spec import Fleet
-from fleet.program.settings import NAMESPACE, OFFLINE_PLAN_KEY, STACK_FILE_KEY
+from fleet.program.settings import CONFIG_NAMESPACE, OFFLINE_PLAN_KEY, STACK_FILE_KEY
 from fleet.program.stack_config import STACKS_DIR, load_stack_config, stack_file
 from fleet.tools.engine.mock_engine import FleetMocks, PlanError, RecordingMonitor, Registration
 from fleet.tools.engine.sdk_speedups import faster_sdk
@@ -127,8 +127,8 @@ def plan_stack(
     config = {
         **config,
         "gpu-fleet:policyFile": str(policy_file),
-        f"{NAMESPACE}:{STACK_FILE_KEY}": str(stack_file(stack, stacks_dir)),
-        f"{NAMESPACE}:{OFFLINE_PLAN_KEY}": "true",
+        f"{CONFIG_NAMESPACE}:{STACK_FILE_KEY}": str(stack_file(stack, stacks_dir)),
+        f"{CONFIG_NAMESPACE}:{OFFLINE_PLAN_KEY}": "true",
     }
     if workloads_dir is not None:
         config["gpu-fleet:workloadsDir"] = str(workloads_dir)

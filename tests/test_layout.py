@@ -125,7 +125,7 @@ def test_a_forbidden_edge_is_found():
 
 def test_the_packages_say_what_is_deployed():
     """fleet/model and fleet/program are what `pulumi up` and the policy pack read; fleet/tools and fleet/report never
-    are, so editing them selects no stack (fleet/tools/delivery/affected.py follows the imports to decide)."""
+    are, so editing them selects no stack (fleet/tools/delivery/affected/ follows the imports to decide)."""
     from fleet.tools.delivery.affected import deployed_files
 
     deployed = {p for p in deployed_files() if p.endswith(".py")}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fleet.model.catalogue import CLOUDS
 from fleet.model.errors import InputError
 from fleet.model.input_files import read_input_text
-from fleet.model.spec import POLICY_FILE, Fleet, load_fleet
+from fleet.model.spec import POLICY_FILE, ROOT, Fleet, load_fleet
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.program.stack_config import STACKS_DIR
 
@@ -255,7 +255,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_affected(args: argparse.Namespace) -> int:
-    """Print the stacks a change touches, non-central first and central last (fleet/tools/delivery/affected.py)."""
+    """Print the stacks a change touches, non-central first and central last (fleet/tools/delivery/affected/)."""
     from fleet.tools.delivery import affected as sel
 
     try:
@@ -484,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retired", action="store_true", help="also the retired offers, with their alternatives")
     p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_cards)
-    from fleet.tools.delivery.affected import FORMATS, ROOT
+    from fleet.tools.delivery.affected import FORMATS
 
     p = sub.add_parser("affected", help="the stacks a change touches, central last (CI matrices)")
     common(p)

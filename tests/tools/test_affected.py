@@ -1,4 +1,4 @@
-"""Which stacks a change touches (fleet/tools/delivery/affected.py): the policy diff per cluster, stack files, shared
+"""Which stacks a change touches (fleet/tools/delivery/affected/): the policy diff per cluster, stack files, shared
 code, workload folders, the git layer over a throwaway repository, the output formats and their CI contracts."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import yaml
 from fleet.model.errors import InputError
 from fleet.tools.cli import main
 from fleet.tools.delivery import affected as sel
+from fleet.tools.delivery.affected import selection
 from tests.conftest import ROOT
 
 # A frozen copy of the sample fleet with stand-in workloads of the same names (tests/fixtures/affected): the
@@ -126,7 +127,7 @@ def test_shared_code_touches_every_stack_central_last() -> None:
         "fleet/report/report.py",
         "fleet/tools/cli.py",
         "fleet/tools/engine/plan.py",
-        "fleet/tools/delivery/affected.py",
+        "fleet/tools/delivery/affected/selection.py",
     ],
 )
 def test_a_tool_of_the_repository_selects_no_stack(tool: str) -> None:
@@ -312,7 +313,7 @@ def test_monitoring_reaches_leaves_or_central_by_key() -> None:
 
 
 def test_top_level_key_the_selection_does_not_model_selects_all(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sel, "POLICY_SECTIONS", ("defaults", "clusters", "workloads"))
+    monkeypatch.setattr(selection, "POLICY_SECTIONS", ("defaults", "clusters", "workloads"))
     s = policy_change(edit(SHIPPED, "central_retention: 180d", "central_retention: 365d"))
     assert s.names == ALL
     assert "'monitoring'" in reasons(s, "eks-eastus")

@@ -12,8 +12,11 @@ cluster, cloud, card, pool):
 * ``gpufleet:accounting_hour_end``: ``t`` itself, so the report knows which minutes the hourly records cover and
   integrates the rest of its window (its first and last partial hours) exactly.
 
-A rule group's evaluations keep one phase within the hour (Prometheus offsets each group by a hash of its name), so
-consecutive records cover consecutive hours without overlap or gap, as long as no evaluation is missed.
+A rule group's evaluations keep one phase within the hour (prometheus rules/group.go ``EvalTimestamp``: ``offset =
+hash % interval``, the same slots after a restart), so consecutive records cover consecutive hours without overlap or
+gap, as long as no evaluation is missed (``run``: a missed slot is counted in
+``prometheus_rule_group_iterations_missed_total`` and skipped, never evaluated later). docs/accounting.md says what
+precision the report keeps.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -40,15 +41,20 @@ import yaml
 from benchmarks import synthetic_leaf
 from benchmarks.plan_speed import generate_fleet
 from components.kubernetes.infra import federated_selectors, probe_expectations
+from fleet.model import accounting_hours
+from fleet.model.accounting import BILLED, IDLE, USED
 from fleet.model.prometheus import (
     FederationTarget,
     central_alert_rules,
     central_prometheus_config,
+    duration_seconds,
     probe_alert_rules,
     to_yaml,
     workload_metrics,
 )
 from fleet.model.spec import Cluster, Fleet, load_fleet
+from fleet.report.accounting import exact_integral, hourly_integral
+from fleet.report.queries import Window, parse_duration
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER_CARDS = ("t4", "l4")
@@ -129,13 +135,40 @@ def serve(leaves: list[Leaf]) -> list[ThreadingHTTPServer]:
 # --------------------------------------------------------------------------------------------------------------
 
 RUN_MARK = "-x7k2p"
+HOUR_PHASE = 1234  # seconds into each hour at which the central's hourly accounting group evaluates
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
-def write_history(leaves: list[Leaf], day: int, run_every_days: int, out: Path) -> int:
+def hourly_records(leaves: list[Leaf], day: int) -> dict[str, list[str]]:
+    """The day's hourly card-hours records (fleet/model/accounting_hours.py) as the central's rules would have written
+    them: one sample an hour per (account, cluster, cloud, card, pool) of each billed, used and idle record, and the
+    hour's end marker. The values are synthetic (the thin history holds too few samples to integrate)."""
+    keys = accounting_hours.BY.split(", ")
+    series: dict[str, set[str]] = {}
+    for leaf in leaves:
+        for _, text in leaf.lines:
+            name = text.split("{", 1)[0]
+            if name in accounting_hours.HOURLY:
+                labels = dict(_LABEL.findall(text))
+                inner = ",".join(f'{k}="{labels.get(k, "")}"' for k in sorted(keys))
+                series.setdefault(accounting_hours.HOURLY[name], set()).add(
+                    f"{accounting_hours.HOURLY[name]}{{{inner}}}"
+                )
+    out: dict[str, list[str]] = {}
+    for hour in range(24):
+        t = day * DAY + hour * 3600 + HOUR_PHASE
+        for name, texts in series.items():
+            out.setdefault(name, []).extend(f"{text} {(hour + day) % 5 * 0.5} {t}" for text in sorted(texts))
+        out.setdefault(accounting_hours.HOUR_END, []).append(f"{accounting_hours.HOUR_END} {t} {t}")
+    return out
+
+
+def write_history(leaves: list[Leaf], day: int, run_every_days: int, out: Path, hourly: bool = True) -> int:
     """One day of history (OpenMetrics, samples in the 2 h from 03:00 so promtool writes one block): every series of a
     benchmark run with the run's own pod, 3 samples a minute apart, each (workload, card) pair every ``run_every_days``
     days; each pool's probe series daily, likewise; the continuous records (pools' billed and idle cards, idle GPUs,
-    runners) one sample. Returns the samples written."""
+    runners) one sample; with ``hourly``, the central's hourly card-hours records (every hour: their blocks span the
+    day). Returns the samples written."""
     by_name: dict[str, list[str]] = {}
     base = day * DAY + RUN_HOUR * 3600
     for j, leaf in enumerate(leaves):
@@ -153,6 +186,9 @@ def write_history(leaves: list[Leaf], day: int, run_every_days: int, out: Path) 
                 by_name.setdefault(name, []).extend(f"{series} {value} {t0 + 60 * i}" for i in range(3))
             else:
                 by_name.setdefault(name, []).append(f"{text} {(k + day) % 5} {base + offset}")
+    if hourly:
+        for name, samples in hourly_records(leaves, day).items():
+            by_name.setdefault(name, []).extend(samples)
     lines = 0
     with out.open("w", encoding="utf-8") as f:
         for name, samples in sorted(by_name.items()):
@@ -192,6 +228,9 @@ def central_files(fleet: Fleet, leaves: list[Leaf], directory: Path, port: int) 
         "central-alerts.yml": central_alert_rules(workload_metrics(fleet.workloads)),
         "probe-alerts.yml": probe_alert_rules(probe_expectations(fleet)),
     }
+    hours = accounting_hours.hourly_rules(duration_seconds(fleet.monitoring.federation_interval))
+    if hours is not None:
+        rules["accounting-hours.yml"] = hours
     for name, rule in rules.items():
         (directory / name).write_text(to_yaml(rule), encoding="utf-8")
     targets = [
@@ -222,9 +261,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _query(url: str, promql: str) -> list[dict[str, Any]]:
+def _query(url: str, promql: str, timeout: float = 120) -> list[dict[str, Any]]:
     full = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
-    with urllib.request.urlopen(full, timeout=120) as response:
+    with urllib.request.urlopen(full, timeout=timeout) as response:
         return json.load(response)["data"]["result"]
 
 
@@ -286,6 +325,7 @@ class SizeResult:
     rule_groups_ms: dict[str, float] = field(default_factory=dict)
     report_seconds: dict[str, float | None] = field(default_factory=dict)
     report_errors: dict[str, str] = field(default_factory=dict)
+    accounting_seconds: dict[str, dict[str, float | str]] = field(default_factory=dict)
 
 
 def measure(url: str, result: SizeResult, observe: float) -> None:
@@ -328,6 +368,23 @@ def time_reports(url: str, policy: Path, workloads: Path, work: Path, result: Si
             result.report_errors[since] = (run.stderr or run.stdout)[-500:]
 
 
+def time_accounting(url: str, result: SizeResult, step: float, limit: float) -> None:
+    """The report's billed, used and idle card-hours over each window, timed both ways on the same data: the exact
+    integral of the raw records and the sum of the central's hourly records (fleet/report/accounting.py)."""
+    now = time.time()
+    for since in REPORT_WINDOWS:
+        window = Window(now - parse_duration(since), now)
+        for way, build in (("exact", exact_integral), ("hourly", hourly_integral)):
+            started = time.monotonic()
+            try:
+                for record in (BILLED, USED, IDLE):
+                    _query(url, build(window, step, record), timeout=limit)
+            except OSError as error:  # a timeout or an error answer
+                result.accounting_seconds.setdefault(since, {})[way] = f"failed: {error}"[:200]
+                continue
+            result.accounting_seconds.setdefault(since, {})[way] = round(time.monotonic() - started, 1)
+
+
 def measure_size(
     size: int, work: Path, observe: float, days: int, run_every_days: int, report_limit: float
 ) -> SizeResult:
@@ -355,6 +412,7 @@ def measure_size(
         time.sleep(observe)
         measure(url, result, observe)
         time_reports(url, policy, workloads, work, result, report_limit)
+        time_accounting(url, result, duration_seconds(fleet.monitoring.federation_interval), report_limit)
     finally:
         stop(proc)
         for server in servers:
@@ -388,6 +446,9 @@ def render(results: list[SizeResult], environment: dict[str, Any]) -> str:
     lines.append("History backfilled: " + "; ".join(
         f"{r.leaves} leaves: {r.history['samples']:,} samples over {r.history['days']} days in {r.history['seconds']} s"
         for r in results
+    ))  # fmt: skip
+    lines.append("Accounting integrals (billed, used, idle; s): " + "; ".join(
+        f"{r.leaves}: {r.accounting_seconds}" for r in results
     ))  # fmt: skip
     lines.append("Rule groups (last evaluation, ms): " + "; ".join(f"{r.leaves}: {r.rule_groups_ms}" for r in results))
     lines.append(f"Environment: {json.dumps(environment)}")

@@ -14,6 +14,7 @@ import pytest
 
 from benchmarks import central_scale, synthetic_leaf
 from fleet.model import accounting, probe_phases
+from fleet.model.accounting_hours import HOUR_END
 from fleet.model.prometheus import GPU_RECORDING_RULES, RUNNER_SERIES
 from tests.conftest import require_tool
 
@@ -58,18 +59,22 @@ def test_exposition_is_federate_text(fleet_and_leaves: tuple) -> None:
     assert len(types) == len(set(types)) == len({t for t, _ in lines if t})
 
 
-def test_a_day_of_history_loads_with_promtool(fleet_and_leaves: tuple, tmp_path: Path) -> None:
+@pytest.mark.parametrize("hourly", [False, True])
+def test_a_day_of_history_loads_with_promtool(fleet_and_leaves: tuple, tmp_path: Path, hourly: bool) -> None:
     promtool = require_tool("promtool")
     fleet, clusters = fleet_and_leaves
     leaves = [
         central_scale.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
     ]
     source = tmp_path / "day.om"
-    samples = central_scale.write_history(leaves, 20_000, run_every_days=1, out=source)
+    samples = central_scale.write_history(leaves, 20_000, run_every_days=1, out=source, hourly=hourly)
     assert samples > sum(len(leaf.lines) for leaf in leaves)  # every series, runs with three samples
+    text = source.read_text(encoding="utf-8")
+    assert (f"{HOUR_END} " in text) == hourly and text.count(f"\n{HOUR_END} ") == (24 if hourly else 0)
     run = subprocess.run(
         [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(tmp_path / "data")],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    assert len([p for p in (tmp_path / "data").iterdir() if p.is_dir()]) == 1  # one block: the day's 2 hours
+    blocks = len([p for p in (tmp_path / "data").iterdir() if p.is_dir()])
+    assert blocks == (12 if hourly else 1)  # the hourly records span the day's twelve 2-hour blocks; else the runs' 2 h

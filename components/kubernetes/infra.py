@@ -40,7 +40,7 @@ from components.kubernetes.training import (
 )
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from components.settings import ComponentSettings
-from fleet.model import accounting, pod_contract, probe_phases, prometheus
+from fleet.model import accounting, accounting_hours, pod_contract, probe_phases, prometheus
 from fleet.model.sharing import Sharing
 from fleet.model.spec import Cluster, Fleet
 
@@ -344,6 +344,9 @@ def prometheus_values(
         probed = probe_expectations(fleet)
         if probed:
             rules["gpufleet-probe-alerts"] = prometheus.probe_alert_rules(probed)
+        hours = accounting_hours.hourly_rules(prometheus.duration_seconds(mon.federation_interval))
+        if hours is not None:  # the report's card-hours, an hour at a time (fleet/model/accounting_hours.py)
+            rules[accounting_hours.GROUP] = hours
         prices = dashboards.price_rules(fleet)  # what the dashboards' cost panels join on
         if prices:
             rules["gpufleet-card-prices"] = prices

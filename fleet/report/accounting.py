@@ -7,6 +7,13 @@ resolution: ``sum_over_time(x[window:resolution]) * resolution / 3600`` card-hou
 the card-hours its workloads used, and the pool's owner (the cluster's account) also pays the idle ones, so the
 accounts' costs add up to what the cloud bills. Card-hours lost to preemption are those used by pods that were lost
 with their node (``gpufleet:pod_preempted``): already in "used", shown apart.
+
+Over a window of ``HOURLY_FROM`` or more, billed, used and idle come from the central's hourly records
+(fleet/model/accounting_hours.py) instead: the sum of the records whose hour lies wholly in the window, plus the exact
+integral of the minutes they do not cover (between the window's start and the first such hour, and after the last
+record to the window's end). That is the same sum of the same points as the exact integral as long as the central
+evaluated its hourly group every hour of the window; an hour whose evaluation was missed (the central down at that
+instant), and the hours before the rules were deployed (beyond the window's first hour), count nothing.
 """
 
 from __future__ import annotations
@@ -16,12 +23,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.model import accounting_hours
 from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED
 from fleet.model.spec import Fleet, GpuPool
 from fleet.report.costs import PriceEntry, PriceTable
 from fleet.report.queries import Window, escape_label_value
 
 BY = "billing_account, cluster, cloud, gpu, pool"
+HOURLY_FROM = 3 * 3600  # shorter windows integrate the raw records (a few hundred points a series)
 KEYS = ("billing_account", "cluster", "cloud", "gpu", "pool")
 
 
@@ -57,23 +66,56 @@ class AccountRow:
 
 
 def _span(window: Window, resolution: float) -> str:
-    # the subquery's points are at whole multiples of the resolution; a range half a step short of the window holds
-    # the same points whether the range's start is inclusive (Prometheus 2) or not (3): one per step, each standing
-    # for the step before it
-    return f"[{int(window.seconds * 1000 - resolution * 500)}ms:{int(resolution)}s]"
+    # the subquery's points are at whole multiples of the resolution, each standing for the step before it; a range
+    # one millisecond short of the window holds exactly the points in (start, end], whether the range's start is
+    # inclusive (Prometheus 2) or not (3), and wherever the window's ends fall between two points (a range half a step
+    # short, as before, dropped the first point when the end fell in the first half of a step)
+    return f"[{round(window.end * 1000) - round(window.start * 1000) - 1}ms:{int(resolution)}s]"
 
 
 def accounting_queries(window: Window, resolution: float) -> dict[str, str]:
     """The instant queries at the window's end: billed, used and idle, each in card-hours per (account, cluster, card,
     pool), and ``lost_pods``, the pods lost with their node in the window (whose card-hours :func:`lost_query` adds
     up)."""
-    hours = f"* {int(resolution)} / 3600"
 
     def integral(record: str) -> str:
-        return f"sum by ({BY}) (sum_over_time({record}{_span(window, resolution)})) {hours}"
+        if window.seconds >= HOURLY_FROM and accounting_hours.supported(resolution):
+            return hourly_integral(window, resolution, record)
+        return exact_integral(window, resolution, record)
 
     lost_pods = f"max by (cluster, namespace, pod) (max_over_time({PREEMPTED}[{int(window.seconds)}s]))"
     return {"billed": integral(BILLED), "used": integral(USED), "idle": integral(IDLE), "lost_pods": lost_pods}
+
+
+def exact_integral(window: Window, resolution: float, record: str) -> str:
+    """The card-hours of ``record`` over the window from its raw samples: one point a ``resolution`` through it."""
+    return f"sum by ({BY}) (sum_over_time({record}{_span(window, resolution)})) * {int(resolution)} / 3600"
+
+
+def hourly_integral(window: Window, resolution: float, record: str) -> str:
+    """The card-hours of ``record`` over the window from the central's hourly records: those whose hour lies wholly
+    in the window (recorded from an hour after its start to its end), plus the exact integral of the points before
+    the first one's hour (in the window's first hour) and after the last one (in its last hour), each part tagged so
+    that ``or`` keeps all three before they are added up."""
+    end_ms = round(window.end * 1000)
+    start_ms = round(window.start * 1000)
+    hour = accounting_hours.HOUR
+    at_end = f" @ {end_ms / 1000:.3f}"
+    whole_hours = f"[{end_ms - start_ms - hour * 1000}ms]{at_end}"  # records from an hour after the start to the end
+    covered = f"{accounting_hours.HOUR_END}{whole_hours}"
+    first = f"scalar(min_over_time({covered}))"
+    last = f"scalar(max_over_time({covered}))"
+    span = hour * 1000 - 1  # (t - 1h, t]
+    head_at = f" @ {(start_ms + hour * 1000) / 1000:.3f}"
+    parts = {
+        "hours": f"sum by ({BY}) (sum_over_time({accounting_hours.HOURLY[record]}{whole_hours}))",
+        "head": accounting_hours.integral(f"({record} and on () (vector(time()) <= {first} - {hour}))", span,
+                                          resolution, head_at),
+        "tail": accounting_hours.integral(f"({record} and on () (vector(time()) > {last}))", span, resolution,
+                                          at_end),
+    }  # fmt: skip
+    tagged = " or ".join(f'label_replace({q}, "part", "{name}", "", "")' for name, q in parts.items())
+    return f"sum by ({BY}) ({tagged})"
 
 
 def lost_query(window: Window, resolution: float, lost_pods: list[dict[str, Any]]) -> str | None:

@@ -33,7 +33,9 @@ import yaml
 
 from components.kubernetes.gateway import GATEWAY_PORT, server_name
 from components.kubernetes.infra import PROMETHEUS_URL
+from fleet.model import accounting_hours
 from fleet.model.prices import card_prices, load_prices
+from fleet.model.prometheus import duration_seconds
 from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.tools.cli import main
 from tests.conftest import require_tool
@@ -128,10 +130,11 @@ def test_every_rendered_rule_file_passes_promtool(rendered: Path) -> None:
     priced = bool(card_prices(FLEET, load_prices()))
     # GPU aggregates everywhere, accounting where the cluster has GPU pools, probe phases where a pool is probed; on
     # the central, the federation alerts, (when a pool is probed) the probe alerts and (when a card is priced) the
-    # card prices the dashboards read
+    # card prices the dashboards read, and (when an hour is whole federation intervals) the hourly card-hours
     with_pools = sum(1 for c in FLEET.clusters.values() if c.all_pools)
     with_probes = sum(1 for c in FLEET.clusters.values() if any(p.probe for p in c.pools))
-    assert len(rule_files) == len(FLEET.clusters) + with_pools + with_probes + 1 + probed + priced
+    hourly = accounting_hours.supported(duration_seconds(FLEET.monitoring.federation_interval))
+    assert len(rule_files) == len(FLEET.clusters) + with_pools + with_probes + 1 + probed + priced + hourly
     result = promtool("check", "rules", *rule_files)
     assert result.returncode == 0, result.stdout + result.stderr
 

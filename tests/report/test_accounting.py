@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fleet.model.accounting_hours import HOUR_END, HOURLY
 from fleet.model.spec import load_fleet
-from fleet.report.accounting import accounting_queries, accounting_rows, lost_query
+from fleet.report.accounting import HOURLY_FROM, accounting_queries, accounting_rows, exact_integral, lost_query
 from fleet.report.costs import load_prices
 from fleet.report.queries import Window
 
@@ -29,10 +30,31 @@ def answer(value: float, account: str, pool: str = "gpu-t4") -> dict:
 def test_queries_integrate_each_record_at_the_resolution():
     queries = accounting_queries(Window(0, 3600), 60)
     assert queries["billed"] == (
-        "sum by (billing_account, cluster, cloud, gpu, pool) (sum_over_time(gpufleet:billed_cards[3570000ms:60s]))"
+        "sum by (billing_account, cluster, cloud, gpu, pool) (sum_over_time(gpufleet:billed_cards[3599999ms:60s]))"
         " * 60 / 3600"
     )
     assert queries["lost_pods"] == "max by (cluster, namespace, pod) (max_over_time(gpufleet:pod_preempted[3600s]))"
+
+
+def test_the_points_are_those_in_the_window_wherever_its_ends_fall():
+    """One millisecond short of the window, whatever its ends: a window ending 10 s past a minute keeps its 60 points
+    (a range half a step short dropped the first)."""
+    assert "[3599999ms:60s]" in exact_integral(Window(10.5, 3610.5), 60, "x")
+
+
+def test_long_windows_sum_the_hourly_records_and_integrate_the_edges():
+    window = Window(1000.0, 1000.0 + HOURLY_FROM)
+    billed = accounting_queries(window, 60)["billed"]
+    whole = f"[{(HOURLY_FROM - 3600) * 1000}ms] @ {window.end:.3f}"
+    assert f"sum_over_time({HOURLY['gpufleet:billed_cards']}{whole})" in billed
+    assert f"scalar(min_over_time({HOUR_END}{whole})) - 3600))[3599999ms:60s] @ 4600.000)" in billed  # the 1st hour
+    assert f"scalar(max_over_time({HOUR_END}{whole}))))[3599999ms:60s] @ {window.end:.3f})" in billed  # the last
+    assert billed.count("label_replace(") == 3
+    # shorter windows, or a resolution that does not divide the hour, integrate the raw records
+    assert accounting_queries(Window(0, HOURLY_FROM - 1), 60)["billed"] == exact_integral(
+        Window(0, HOURLY_FROM - 1), 60, "gpufleet:billed_cards"
+    )
+    assert "card_hours" not in accounting_queries(window, 70)["billed"]
 
 
 def test_lost_card_hours_read_only_the_lost_pods():
@@ -45,7 +67,7 @@ def test_lost_card_hours_read_only_the_lost_pods():
     query = lost_query(window, 60, pods)
     assert query is not None
     # re.escape's backslashes doubled in the PromQL string literal: the regex is p\-3|p1\.x (sorted)
-    assert r'sum_over_time(gpufleet:pod_used_cards{pod=~"p\\-3|p1\\.x"}[3570000ms:60s])' in query
+    assert r'sum_over_time(gpufleet:pod_used_cards{pod=~"p\\-3|p1\\.x"}[3599999ms:60s])' in query
     assert query.endswith(
         "group_left () max by (cluster, namespace, pod) (max_over_time(gpufleet:pod_preempted[3600s]))) * 60 / 3600"
     )

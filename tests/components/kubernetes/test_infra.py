@@ -18,7 +18,9 @@ from components.kubernetes.infra import (
     federated_selectors,
     parse_alert_receiver,
 )
+from fleet.model import accounting_hours
 from fleet.model.accounting import ACCOUNTING_RULES, GROUP
+from fleet.model.prometheus import duration_seconds
 from fleet.model.spec import load_fleet
 from fleet.tools.cli import main
 from fleet.tools.engine.plan import StackPlan, plan_fleet
@@ -278,6 +280,9 @@ def test_accounting_rules_and_their_labels_reach_the_leaf_and_the_central(tmp_pa
     assert billed[0]["labels"]["billing_account"] == "lab"
     fleet = load_fleet(tmp_path / "fleet.yaml", tmp_path / "no-workloads")
     assert set(ACCOUNTING_RULES) <= set(federated_selectors(fleet))
+    # the central integrates them an hour at a time for the report (fleet/model/accounting_hours.py)
+    step = duration_seconds(fleet.monitoring.federation_interval)
+    assert values["additionalPrometheusRulesMap"][accounting_hours.GROUP] == accounting_hours.hourly_rules(step)
 
 
 @pytest.mark.parametrize(("leaf", "central"), [("3d", "90d"), ("12h", "2y")])

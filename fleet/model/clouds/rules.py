@@ -112,8 +112,9 @@ class CloudRules:
         return None
 
     def read_pool(self, registration: Registration) -> PoolView:
-        """A node pool read back out of the inputs the engine received."""
-        raise NotImplementedError(f"{self.name} builds no node pools")
+        """A node pool read back out of the inputs the engine received (only clouds with a ``pool_type`` are asked:
+        ``pool_readers`` lists those)."""
+        raise TypeError(f"{self.name} builds no node pools, so it has none to read back")
 
     def autoscaler_logs(self, kubectl: str) -> str:
         """How to read what the cluster's autoscaler thinks."""

@@ -33,18 +33,6 @@ def require_tool(name: str) -> str:
 SHARED_ENV = "GPU_FLEET_SHARED"
 
 
-def shared_file(relative: str) -> Path:
-    """A file of the shared upstream data (``charts/...``, ``k8s/crds/...``); skips locally when it is missing, fails
-    when CI requires tools."""
-    path = Path(os.environ.get(SHARED_ENV, ROOT.parent / "shared")) / relative
-    if path.exists():
-        return path
-    reason = f"{path} is missing (the upstream data beside the checkout, or set {SHARED_ENV})"
-    if os.environ.get(REQUIRE_TOOLS_ENV) == "1":
-        pytest.fail(f"{reason}, and {REQUIRE_TOOLS_ENV}=1 requires it")
-    pytest.skip(reason)
-
-
 def shared_data(env: str, relative: str, what: str) -> Path:
     """A folder of the shared upstream data (charts, CRDs): ``$env``, else ``../shared/<relative>`` beside the
     repository (or under ``$GPU_FLEET_SHARED``), else ``/work/shared/<relative>`` (a git worktree's ``..`` is not

@@ -16,7 +16,8 @@ from grafana_foundation_sdk.models.dashboard import Dashboard
 from fleet.model import dashboards
 from fleet.model.prices import card_prices, load_prices
 from fleet.model.spec import Fleet, load_fleet
-from tests.conftest import FIXTURES, shared_file
+from fleet.tools.checks.charts import CHART_CACHE_ENV
+from tests.conftest import FIXTURES, shared_data
 
 POLICY = """\
 clusters:
@@ -148,7 +149,8 @@ def _chart_values(archive: Path, member: str) -> dict[str, Any]:
 
 def test_the_sidecar_facts_are_the_pinned_chart_s() -> None:
     """The label, datasource uid and folder settings the dashboards rely on, read in the pinned charts."""
-    archive = shared_file("charts/kube-prometheus-stack-79.5.0.tgz")
+    charts = shared_data(CHART_CACHE_ENV, "charts", "the chart cache (the pinned charts' archives)")
+    archive = charts / "kube-prometheus-stack-79.5.0.tgz"
     stack = _chart_values(archive, "kube-prometheus-stack/values.yaml")["grafana"]["sidecar"]
     assert (stack["dashboards"]["label"], stack["dashboards"]["labelValue"]) == dashboards.SIDECAR_LABEL
     assert stack["datasources"]["uid"] == dashboards.DATASOURCE_UID

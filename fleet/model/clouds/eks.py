@@ -22,12 +22,7 @@ class Eks(CloudRules):
 
     def location_problems(self, region: str | None, zone: str | None) -> list[tuple[tuple[str, ...], str]]:
         """A region, and no zone: EKS clusters span the zones of their region."""
-        found: list[tuple[tuple[str, ...], str]] = []
-        if not region:
-            found.append(((), f"an {self.name} cluster needs a region"))
-        if zone:
-            found.append((("zone",), f"{self.name} clusters span zones of their region: give only 'region'"))
-        return found
+        return self.regional_location_problems(region, zone)
 
     def read_pool(self, registration: Registration) -> PoolView:
         """A ``NodeGroup``: labels, instanceTypes, scalingConfig, capacityType, taints."""

@@ -99,6 +99,15 @@ class CloudRules:
         """Where a cluster is, before the catalogue's lists: (sub-key, message) of each problem."""
         return []
 
+    def regional_location_problems(self, region: str | None, zone: str | None) -> list[tuple[tuple[str, ...], str]]:
+        """The rule of a cloud whose clusters are regional (EKS, AKS): a region, and no zone."""
+        found: list[tuple[tuple[str, ...], str]] = []
+        if not region:
+            found.append(((), f"an {self.name} cluster needs a region"))
+        if zone:
+            found.append((("zone",), f"{self.name} clusters span zones of their region: give only 'region'"))
+        return found
+
     def region_of(self, region: str | None, zone: str | None) -> str | None:
         """The region a cluster is in."""
         return region

@@ -369,3 +369,19 @@ def open_in_chromium(page: Path, screenshot: Path | None = None) -> PageInBrowse
         return PageInBrowser([(src, bool(ok)) for src, ok in images], errors)
     finally:
         driver.quit()
+
+
+def blocks_from_openmetrics(promtool: str, text: str, directory: Path) -> Path:
+    """Load ``text`` (OpenMetrics with explicit timestamps) into TSDB blocks with ``promtool tsdb create-blocks-from
+    openmetrics``, under ``directory/prometheus/data`` where a ``Prometheus`` started on ``directory/prometheus``
+    reads them; the data folder. Every sample's time is the one written."""
+    source = directory / "series.om"
+    source.write_text(text, encoding="utf-8")
+    data = directory / "prometheus" / "data"
+    data.mkdir(parents=True)
+    load = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert load.returncode == 0, load.stdout + load.stderr
+    return data

@@ -20,7 +20,6 @@ panels over the hour and read at its end. By hand, per series (labels cluster=da
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +32,7 @@ from fleet.model.prices import card_prices, load_prices
 from fleet.model.spec import load_fleet
 from tests.conftest import FIXTURES, require_tool
 from tests.e2e.processes import Prometheus, wait_for
+from tests.e2e.support import blocks_from_openmetrics
 
 pytestmark = pytest.mark.e2e
 
@@ -226,15 +226,7 @@ def central(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     prices = card_prices(fleet, load_prices())
     # a whole hour, four hours ago: only the loaded blocks hold it (the wall clock only places the data)
     start = (int(time.time()) // 3600 - 4) * 3600
-    source = tmp / "series.om"
-    source.write_text(openmetrics(start, prices), encoding="utf-8")
-    data = tmp / "prometheus" / "data"
-    data.mkdir(parents=True)
-    load = subprocess.run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert load.returncode == 0, load.stdout + load.stderr
+    blocks_from_openmetrics(promtool, openmetrics(start, prices), tmp)
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "60s"}})
     try:
         wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])

@@ -31,7 +31,7 @@ from fleet.report.costs import approximate, load_prices
 from fleet.report.report import fmt
 from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Prometheus, wait_for
-from tests.e2e.support import ACCOUNTING_POLICY, markdown_tables, write_yaml
+from tests.e2e.support import ACCOUNTING_POLICY, blocks_from_openmetrics, markdown_tables, write_yaml
 
 pytestmark = pytest.mark.e2e
 
@@ -109,15 +109,7 @@ def accounting_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     promtool, prometheus_exe = require_tool("promtool"), require_tool("prometheus")
     tmp = tmp_path_factory.mktemp("accounting")
     start = (int(time.time()) // 3600 - 4) * 3600  # an hour, whole, four hours ago: only the loaded blocks hold it
-    source = tmp / "records.om"
-    source.write_text(openmetrics(start), encoding="utf-8")
-    data = tmp / "prometheus" / "data"
-    data.mkdir(parents=True)
-    load = subprocess.run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert load.returncode == 0, load.stdout + load.stderr
+    blocks_from_openmetrics(promtool, openmetrics(start), tmp)
     policy = tmp / "fleet.yaml"
     policy.write_text(POLICY, encoding="utf-8")
     return {**report_from_data(prometheus_exe, tmp, start, policy), "policy": policy}

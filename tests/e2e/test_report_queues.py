@@ -27,7 +27,7 @@ import pytest
 from fleet.report.report import NO_QUEUES, QUEUES_TITLE, fmt
 from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Prometheus, wait_for
-from tests.e2e.support import markdown_tables
+from tests.e2e.support import blocks_from_openmetrics, markdown_tables
 from tests.helpers import QUEUED, QUEUED_STACKS, write_policy
 
 pytestmark = pytest.mark.e2e
@@ -83,15 +83,7 @@ def queues_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     promtool, prometheus_exe = require_tool("promtool"), require_tool("prometheus")
     tmp = tmp_path_factory.mktemp("queues")
     start = (int(time.time()) // 3600 - 4) * 3600  # an hour, whole, four hours ago: only the loaded blocks hold it
-    source = tmp / "kueue.om"
-    source.write_text(openmetrics(start), encoding="utf-8")
-    data = tmp / "prometheus" / "data"
-    data.mkdir(parents=True)
-    load = subprocess.run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert load.returncode == 0, load.stdout + load.stderr
+    blocks_from_openmetrics(promtool, openmetrics(start), tmp)
     policy, _stacks = write_policy(tmp, QUEUED, QUEUED_STACKS)
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
     try:

@@ -458,7 +458,8 @@ def test_selection_needs_only_the_models_dependencies() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
-    third_party = set(proc.stderr.split())
+    # the project's own editable install leaves a finder module in site-packages: it is gpu-fleet, not a dependency
+    third_party = {name for name in proc.stderr.split() if not name.startswith("__editable__")}
     assert third_party - SELECTION_DEPENDENCIES == set(), "add them to the selection job's pip install"
 
 

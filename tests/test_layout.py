@@ -138,8 +138,8 @@ def test_the_packages_say_what_is_deployed():
 
 
 def test_test_modules_share_helpers_not_each_other():
-    """Shared test code lives in tests/helpers.py, the conftest.py files, tests/policy/support.py and
-    tests/e2e/support.py and processes.py."""
+    """Shared test code lives in tests/helpers.py, the conftest.py files, tests/policy/support.py,
+    tests/e2e/support.py and processes.py, and tests/tools/doctor/ (fake_kube_api.py, world.py, support.py)."""
     offenders = []
     for path in (ROOT / "tests").rglob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -153,6 +153,7 @@ TESTED_PACKAGES = {
     "model": "fleet/model",
     "program": "fleet/program",
     "tools": "fleet/tools",
+    "tools/doctor": "fleet/tools/doctor",
     "report": "fleet/report",
     "components": "components",
     "components/clusters": "components/clusters",

@@ -406,7 +406,7 @@ def cmd_cards(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Inspect the live cluster of ``--stack``, read-only, and print one table (fleet/tools/doctor.py): 0 when all is
+    """Inspect the live cluster of ``--stack``, read-only, and print one table (fleet/tools/doctor/): 0 when all is
     well, 1 with each problem named and its likely fix, 2 on bad input."""
     from fleet.tools.doctor import run
 

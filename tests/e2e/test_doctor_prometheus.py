@@ -10,7 +10,7 @@ Two Prometheus servers scrape every 250 ms:
 * "healthy" holds a federation job for every leaf, all live, and no PodMonitor target (no benchmark pod runs).
 
 The doctor must report exactly the dead leaf, the missing one and the dead pod, and nothing on the healthy one.
-The rows from the Kubernetes API are tested against a loopback API server in tests/tools/test_doctor.py.
+The rows from the Kubernetes API are tested against a loopback API server in tests/tools/doctor/.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ import pytest
 
 from fleet.model.prometheus import FEDERATE_JOB_PREFIX
 from fleet.model.spec import Cluster, Fleet, load_fleet
-from fleet.tools import doctor
+from fleet.tools.doctor.names import POD_MONITORS
+from fleet.tools.doctor.prometheus import prometheus_rows
+from fleet.tools.doctor.table import Row, exit_status, render_table
 from tests.conftest import FIXTURES, require_tool
 from tests.e2e.processes import Prometheus, TextExporter, free_port, wait_for
 
@@ -82,7 +84,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     exporter = TextExporter(lambda: "# TYPE fixture_up gauge\nfixture_up 1\n")
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there: a gateway that does not answer
     broken_jobs = [
-        pod_monitor_job(doctor.POD_MONITORS[0][1], {exporter.address: LIVE_POD, dead: DEAD_POD}),
+        pod_monitor_job(POD_MONITORS[0][1], {exporter.address: LIVE_POD, dead: DEAD_POD}),
         *(
             federation_job(leaf, dead if leaf is down_leaf else exporter.address)
             for leaf in leaves
@@ -113,13 +115,13 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         exporter.stop()
 
 
-def rows_by_what(rows: list[doctor.Row]) -> dict[str, doctor.Row]:
+def rows_by_what(rows: list[Row]) -> dict[str, Row]:
     return {row.what: row for row in rows}
 
 
 def test_the_central_names_the_leaf_that_does_not_answer_and_the_one_not_federated(servers: Servers):
     fleet, central = servers.fleet, servers.fleet.central
-    rows = doctor.prometheus_rows(fleet, central, central.name, servers.broken.url, None, timeout=5)
+    rows = prometheus_rows(fleet, central, central.name, servers.broken.url, None, timeout=5)
     found = rows_by_what(rows)
     leaves = [c for c in fleet.clusters.values() if not c.central]
     assert [r.what for r in rows if r.what.startswith("federation:")] == [
@@ -139,15 +141,15 @@ def test_the_central_names_the_leaf_that_does_not_answer_and_the_one_not_federat
         if leaf not in (servers.down_leaf, servers.missing_leaf):
             row = found[f"federation: {central.name} scrapes {leaf.name}"]
             assert row.status == "ok" and row.state == f'up{{job="federate-{leaf.name}"}} 1'
-    assert doctor.exit_status(rows) == 1
-    table = doctor.render_table(rows)
+    assert exit_status(rows) == 1
+    table = render_table(rows)
     assert servers.down_leaf.name in table and servers.missing_leaf.name in table
 
 
 def test_pod_monitor_targets_down_are_named_by_pod(servers: Servers):
     fleet, central = servers.fleet, servers.fleet.central
-    found = rows_by_what(doctor.prometheus_rows(fleet, central, central.name, servers.broken.url, None, timeout=5))
-    namespace, monitor = doctor.POD_MONITORS[0]
+    found = rows_by_what(prometheus_rows(fleet, central, central.name, servers.broken.url, None, timeout=5))
+    namespace, monitor = POD_MONITORS[0]
     row = found[f"PodMonitor {namespace}/{monitor}: targets up"]
     assert row.status == "FAIL" and row.state == "1 up, 1 down", row
     assert DEAD_POD in row.problem and LIVE_POD not in row.problem and "-c mtail" in row.fix
@@ -156,7 +158,7 @@ def test_pod_monitor_targets_down_are_named_by_pod(servers: Servers):
 def test_a_leaf_checks_that_the_central_federates_it(servers: Servers):
     fleet = servers.fleet
     for leaf, status in ((servers.down_leaf, "FAIL"), (servers.up_leaf, "ok"), (servers.missing_leaf, "FAIL")):
-        rows = doctor.prometheus_rows(fleet, leaf, leaf.name, None, servers.broken.url, timeout=5)
+        rows = prometheus_rows(fleet, leaf, leaf.name, None, servers.broken.url, timeout=5)
         federation = [r for r in rows if r.what.startswith("federation:")]
         assert [r.what for r in federation] == [f"federation: {fleet.central.name} scrapes {leaf.name}"]
         assert federation[0].status == status, federation[0]
@@ -168,8 +170,8 @@ def test_a_leaf_checks_that_the_central_federates_it(servers: Servers):
 
 def test_a_healthy_central_with_no_benchmark_pod_running_exits_0(servers: Servers):
     fleet, central = servers.fleet, servers.fleet.central
-    rows = doctor.prometheus_rows(fleet, central, central.name, servers.healthy.url, None, timeout=5)
-    assert doctor.exit_status(rows) == 0, doctor.render_table(rows)
+    rows = prometheus_rows(fleet, central, central.name, servers.healthy.url, None, timeout=5)
+    assert exit_status(rows) == 0, render_table(rows)
     monitors = [r for r in rows if r.what.startswith("PodMonitor")]
     assert not fleet.runners_of(central)  # the fixture's central has no runner: only the benchmarks' monitor
     assert [r.state for r in monitors] == ["0 targets (no pod runs now)"]
@@ -180,7 +182,7 @@ def test_a_cluster_whose_runner_has_no_pod_is_told_to_set_its_token(servers: Ser
     """A runner manager is long-lived: no target for it means it never started (no token Secret)."""
     fleet = servers.fleet
     leaf = next(c for c in fleet.clusters.values() if fleet.runners_of(c))
-    rows = doctor.prometheus_rows(fleet, leaf, leaf.name, servers.healthy.url, None, timeout=5)
+    rows = prometheus_rows(fleet, leaf, leaf.name, servers.healthy.url, None, timeout=5)
     (row,) = [r for r in rows if r.what == "PodMonitor ci-runners/gpu-fleet-runners: targets up"]
     assert row.status == "FAIL" and row.state == f"0 of {len(fleet.runners_of(leaf))} runner(s) scraped"
     assert "gpu-fleet:runnerTokens" in row.fix

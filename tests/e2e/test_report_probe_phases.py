@@ -30,7 +30,7 @@ import pytest
 from fleet.model.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES, leaf_rules
 from fleet.model.spec import load_fleet
 from fleet.report.report import PHASES_TITLE, fmt
-from fleet.tools import doctor
+from fleet.tools.doctor.probe_phases import probe_phase_query, probe_phase_rows
 from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Prometheus, http_get, wait_for
 from tests.e2e.support import markdown_tables, write_yaml
@@ -199,9 +199,7 @@ def test_doctor_shows_each_phase_of_the_last_probe(phase_report: dict[str, Any])
     """doctor's query on the cluster's Prometheus (here 2400 s into the hour) and its line per phase of the last
     probe."""
     cluster = load_fleet(phase_report["policy"], FIXTURES / "fleet" / "workloads").clusters["phase-gke"]
-    rows = {
-        r.what: r for r in doctor.probe_phase_rows(cluster, at(phase_report, doctor.probe_phase_query(cluster), 2400))
-    }
+    rows = {r.what: r for r in probe_phase_rows(cluster, at(phase_report, probe_phase_query(cluster), 2400))}
     last = {"t4": ("probe-t4-b", (0, 30, 70, 15)), "l4": ("probe-l4-c", (600, 90, 210, 3))}
     assert set(rows) == {f"last probe of pool gpu-{card}: {phase}" for card in last for phase in PHASES}
     for card, (pod, seconds) in last.items():
@@ -213,5 +211,5 @@ def test_doctor_shows_each_phase_of_the_last_probe(phase_report: dict[str, Any])
 def test_doctor_says_when_no_probe_has_phases() -> None:
     cluster = load_fleet(FIXTURES / "fleet" / "fleet.yaml", FIXTURES / "fleet" / "workloads").clusters
     probed = next(c for c in cluster.values() if any(p.probe is not None for p in c.pools))
-    rows = doctor.probe_phase_rows(probed, [])
+    rows = probe_phase_rows(probed, [])
     assert rows and all(r.status == "skip" and "no phases recorded" in r.state for r in rows)

@@ -58,7 +58,7 @@ class PoolView:
 
 @dataclass(frozen=True)
 class DoctorContext:
-    """What the doctor knows when it words a hint about one GPU pool (fleet/tools/doctor.py fills it in)."""
+    """What the doctor knows when it words a hint about one GPU pool (fleet/tools/doctor/hints.py fills it in)."""
 
     stack: str
     kubectl: str  # the kubectl command with the cluster's context

@@ -1,26 +1,22 @@
-"""The doctor's rows on the queues' manager (fleet/tools/doctor_queues.py): each worker's MultiKueueCluster connected or
+"""The doctor's rows on the queues' manager (fleet/tools/doctor/queues.py): each worker's MultiKueueCluster connected or
 why not, and why a workload on the manager was not dispatched. The objects are shaped as kueue v0.19.2 writes them
-(the condition types, reasons and check states the module cites); the reader is run against a loopback API server on
-127.0.0.1 (as tests/tools/test_doctor.py does for the core objects) answering Kueue's two list paths. The fleet is
+(the condition types, reasons and check states the module cites); the reader is run against the loopback API server
+of the doctor's tests (tests/tools/doctor/fake_kube_api.py), which answers Kueue's two list paths too. The fleet is
 tests/helpers.py QUEUED."""
 
 from __future__ import annotations
 
-import json
-import threading
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes.config import new_client_from_config
 
 from fleet.model import pod_contract
 from fleet.model.spec import Fleet, load_fleet
-from fleet.tools import doctor_queues as dq
+from fleet.tools.doctor import queues as dq
 from tests.helpers import QUEUED, QUEUED_STACKS, write_policy
+from tests.tools.doctor.fake_kube_api import ApiServer, World, write_kubeconfig
 
 KUBECTL = "kubectl --kubeconfig k"
 
@@ -101,103 +97,13 @@ def test_no_queue_rows_and_no_call_off_the_manager(fleet: Fleet) -> None:
     assert dq.queue_rows_for(fleet, worker, None, KUBECTL, 5.0) == []  # type: ignore[arg-type]
 
 
-class KueueApiServer:
-    """Kueue's two list paths on 127.0.0.1, as the API server answers them (a ``List`` with ``items``, or a ``Status``
-    when refused); records every request, refuses any method but GET (the doctor only reads)."""
-
-    def __init__(self, clusters: list[dict[str, Any]], workloads: list[dict[str, Any]], refuse: bool = False):
-        self.kueue = {"multikueueclusters": clusters, "workloads": workloads}
-        self.refuse = refuse
-        self.requests: list[tuple[str, str]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _handle(self) -> None:
-                server.requests.append((self.command, self.path))
-                code, body = server.answer(self.command, self.path)
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._handle()
-
-            def do_POST(self) -> None:
-                self._handle()
-
-            def do_DELETE(self) -> None:
-                self._handle()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    def answer(self, method: str, raw: str) -> tuple[int, dict[str, Any]]:
-        path = urllib.parse.urlsplit(raw).path
-        if method != "GET":
-            return 405, status(405, "MethodNotAllowed", "the doctor must only read")
-        if self.refuse:
-            return 403, status(403, "Forbidden", "multikueueclusters is forbidden")
-        if path == f"/apis/{dq.GROUP}/{dq.VERSION}/multikueueclusters":
-            kind = "multikueueclusters"
-        elif path == f"/apis/{dq.GROUP}/{dq.VERSION}/namespaces/{pod_contract.BENCHMARK_NAMESPACE}/workloads":
-            kind = "workloads"
-        else:
-            return 404, status(404, "NotFound", "the server could not find the requested resource")
-        return 200, {
-            "apiVersion": f"{dq.GROUP}/{dq.VERSION}",
-            "kind": "List",
-            "metadata": {},
-            "items": self.kueue[kind],
-        }
-
-    def __enter__(self) -> KueueApiServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
-
-
-def status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-
-
-def kubeconfig(path: Path, server: str) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "loopback", "cluster": {"server": server}}],
-        "users": [{"name": "doctor", "user": {"token": "t"}}],
-        "contexts": [{"name": "loopback", "context": {"cluster": "loopback", "user": "doctor"}}],
-        "current-context": "loopback",
-    }
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
-
-
 def test_the_reader_lists_kueues_objects_read_only(fleet: Fleet, tmp_path: Path) -> None:
     worker = fleet.dispatch.workers[0]
     clusters = [mk_cluster(worker, "False", "InsecureKubeConfig", "tokenFile is not allowed")]
     waiting = [workload("w", {"QuotaReserved": "False"})]
     manager = fleet.clusters[fleet.dispatch.manager]
-    with KueueApiServer(clusters, waiting) as server:
-        api = new_client_from_config(str(kubeconfig(tmp_path / "kubeconfig", server.url)))
+    with ApiServer(World(multikueueclusters=clusters, workloads=waiting)) as server:
+        api = new_client_from_config(str(write_kubeconfig(tmp_path / "kubeconfig", server.url)))
         try:
             rows = dq.queue_rows_for(fleet, manager, api, KUBECTL, 5.0)
         finally:
@@ -206,8 +112,8 @@ def test_the_reader_lists_kueues_objects_read_only(fleet: Fleet, tmp_path: Path)
     by_what = {r[0]: r for r in rows}
     assert by_what[f"queue worker {worker}"][1] == "not Active: InsecureKubeConfig"
     assert "queued workload w (gpu)" in by_what
-    with KueueApiServer([], [], refuse=True) as server:
-        api = new_client_from_config(str(kubeconfig(tmp_path / "kubeconfig", server.url)))
+    with ApiServer(World(), refuse=True) as server:
+        api = new_client_from_config(str(write_kubeconfig(tmp_path / "kubeconfig", server.url)))
         try:
             (row,) = dq.queue_rows_for(fleet, manager, api, KUBECTL, 5.0)
         finally:

@@ -1,0 +1,49 @@
+"""The doctor's output: one row per check (what, state, problem, likely fix), the table they print as, and the exit
+status they give."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: what was checked, what was seen, and when something is wrong, the problem and its
+    likely fix. ``skipped``: not checked (not a problem, but shown)."""
+
+    what: str
+    state: str
+    problem: str = ""
+    fix: str = ""
+    skipped: bool = False
+
+    @property
+    def status(self) -> str:
+        """``FAIL``, ``skip`` or ``ok``."""
+        return "FAIL" if self.problem else "skip" if self.skipped else "ok"
+
+
+def render_table(rows: Sequence[Row], title: str = "") -> str:
+    """One table: CHECK, STATUS, STATE; a problem row is followed by its problem and likely fix, indented."""
+    width = min(max([len("CHECK"), *(len(r.what) for r in rows)]), 60)
+    lines = [title] if title else []
+    lines.append(f"{'CHECK':<{width}}  {'STATUS':<6}  STATE")
+    pad = " " * 4
+    for row in rows:
+        what = row.what if len(row.what) <= width else row.what[: width - 1] + "…"
+        lines.append(f"{what:<{width}}  {row.status:<6}  {row.state}")
+        if row.problem:
+            lines.append(f"{pad}problem: {row.problem}")
+            lines.append(f"{pad}fix: {row.fix or '-'}")
+    failed = sum(1 for r in rows if r.problem)
+    skipped = sum(1 for r in rows if r.skipped and not r.problem)
+    lines.append(f"{len(rows)} check(s): {len(rows) - failed - skipped} ok, {failed} problem(s), {skipped} skipped")
+    return "\n".join(lines)
+
+
+def exit_status(rows: Sequence[Row]) -> int:
+    """0 when no row names a problem (skipped rows are not problems), else 1."""
+    return EXIT_FAILED if any(r.problem for r in rows) else EXIT_OK

@@ -1,0 +1,178 @@
+"""Why the scheduler cannot place a pod (fleet/tools/doctor/scheduling.py): an untolerated taint, the node
+controller's taint on a lost node, nodes without the pool's label, a pod too big for its machine, nothing adding
+a node."""
+
+from __future__ import annotations
+
+from kubernetes import client as k8s
+
+from fleet.tools.doctor.kube_objects import pool_nodes
+from tests.tools.doctor.support import leaf_of, pending_row, row_of
+from tests.tools.doctor.world import ago, fit_error, gpu_node, healthy, make_pending, unschedulable
+
+
+def test_an_untolerated_taint_on_the_pools_node_is_named_with_its_fix(fleet, run_doctor):
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[0]
+    world.nodes[1] = gpu_node(
+        pool,
+        world.nodes[1].metadata.name,
+        taints=[
+            *[k8s.V1Taint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints],
+            k8s.V1Taint(key="example.com/maintenance", value="true", effect="NoSchedule"),
+        ],
+    )
+    make_pending(
+        world,
+        fleet,
+        cluster,
+        pool,
+        conditions=unschedulable(
+            "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated "
+            "taint(s). preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        ),
+    )
+    result = run_doctor(world, cluster.name)
+    assert result.status == 1
+    row = next(
+        row_of(result.out, f"benchmark {b.workload.name} on {pool.card}")
+        for b in fleet.benchmarks(cluster)
+        if b.pool is pool and not b.schedule
+    )
+    assert "FAIL" in row and "Pending" in row
+    assert "example.com/maintenance=true:NoSchedule" in row and world.nodes[1].metadata.name in row
+    assert f"spot_taints of {cluster.cloud} in fleet/model/catalogue.yaml" in row
+    assert f"pulumi up --stack {cluster.name}" in row
+    # the fleet's own accelerator taint is tolerated: it is not blamed
+    assert all(t.as_string() not in row.split("problem:")[1].split("fix:")[0] for t in pool.taints)
+
+
+def test_a_pool_at_zero_with_no_autoscaler_event_says_nothing_adds_a_node(fleet, run_doctor):
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[-1]
+    make_pending(
+        world,
+        fleet,
+        cluster,
+        pool,
+        conditions=unschedulable("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."),
+    )
+    row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
+    assert "FAIL" in row and "nothing is adding a node" in row and "autoscaler" in row
+    # a pod this young has simply not been seen by the autoscaler yet
+    world = healthy(fleet, cluster)
+    make_pending(
+        world,
+        fleet,
+        cluster,
+        pool,
+        created=ago(20),
+        conditions=unschedulable("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."),
+    )
+    result = run_doctor(world, cluster.name)
+    assert result.status == 0, result.out
+
+
+def test_gpu_nodes_without_the_pools_label_are_a_node_selector_mismatch(fleet, run_doctor):
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[-1]
+    stray = gpu_node(pool, "ip-10-0-3-7", labels={})
+    for key in pool.node_selector:
+        del stray.metadata.labels[key]
+    world.nodes.append(stray)
+    make_pending(
+        world,
+        fleet,
+        cluster,
+        pool,
+        conditions=unschedulable(
+            "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are "
+            "available: 3 Preemption is not helpful for scheduling."
+        ),
+    )
+    result = run_doctor(world, cluster.name)
+    assert result.status == 1
+    row = pending_row(result, fleet, cluster, pool)
+    selector = ",".join(f"{k}={v}" for k, v in sorted(pool.node_selector.items()))
+    assert "FAIL" in row and "ip-10-0-3-7" in row and f"not the label {selector}" in row
+    assert "puts them back" in row or "label" in row.split("fix:")[1]
+
+
+def test_a_pod_too_big_for_its_machine_is_named_even_while_a_card_is_free(fleet, run_doctor):
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[0]
+    have = pool_nodes(pool, world.nodes)
+    world.nodes += [gpu_node(pool, f"{pool.name}-node-{n + 1}") for n in range(len(have), pool.max_nodes)]
+    # one node's cards are taken by another pod, the other node's card is free: the pod is too big for either
+    busy = pool_nodes(pool, world.nodes)[0]
+    busy.status.allocatable = {**busy.status.allocatable, pool.resource: "0"}
+    pod = make_pending(
+        world,
+        fleet,
+        cluster,
+        pool,
+        conditions=unschedulable(
+            fit_error(
+                len(world.nodes),
+                {
+                    "Insufficient cpu": pool.max_nodes,
+                    "Insufficient memory": pool.max_nodes,
+                    f"Insufficient {pool.resource}": 1,
+                    "node(s) didn't match Pod's node affinity/selector": len(world.nodes) - pool.max_nodes,
+                },
+            )
+        ),
+    )
+    # the nodes' allocatable is 8 CPU and 61Gi (gpu_node): the pod asks 10 CPU and 64Gi besides its card
+    pod.spec.containers[0].resources = k8s.V1ResourceRequirements(
+        requests={"cpu": "10", "memory": "64Gi"}, limits={pool.resource: "1"}
+    )
+    row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
+    assert "FAIL" in row
+    assert f"more than a node of pool {pool.name}" in row and "cpu 10 > 8" in row and "memory 64.00Gi > 61.00Gi" in row
+    assert "never fits" in row and "workloads/" in row and "cpu_request" in row
+    assert "are taken" not in row and "raise max_nodes" not in row
+
+
+def test_a_pod_too_big_for_a_pool_at_zero_is_measured_against_the_machines_allocatable(fleet, run_doctor):
+    cluster = next(c for c in fleet.clusters.values() if not c.central and c.cloud in ("gcp", "aws", "azure"))
+    world = healthy(fleet, cluster)
+    pool = next(p for p in cluster.pools if not pool_nodes(p, world.nodes))
+    pod = make_pending(
+        world, fleet, cluster, pool,
+        conditions=unschedulable(fit_error(len(world.nodes), {"node(s) didn't match Pod's node affinity/selector": 1,
+                                                              "Insufficient cpu": len(world.nodes) - 1})),
+    )  # fmt: skip
+    pod.spec.containers[0].resources = k8s.V1ResourceRequirements(requests={"cpu": "500"}, limits={pool.resource: "1"})
+    row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
+    assert "cpu 500 > " in row and f"a {pool.machine_type} node's allocatable" in row
+
+
+def test_an_unreachable_node_is_being_replaced_and_its_taint_is_not_the_users(fleet, run_doctor):
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[0]
+    lost = pool_nodes(pool, world.nodes)[0]
+    # what the node lifecycle controller does to a node whose kubelet stopped reporting
+    lost.spec.taints = [
+        *lost.spec.taints,
+        k8s.V1Taint(key="node.kubernetes.io/unreachable", effect="NoSchedule"),
+        k8s.V1Taint(key="node.kubernetes.io/unreachable", effect="NoExecute"),
+    ]
+    lost.status.conditions = [k8s.V1NodeCondition(type="Ready", status="Unknown", reason="NodeStatusUnknown")]
+    others = len(world.nodes) - 1
+    make_pending(
+        world, fleet, cluster, pool,
+        conditions=unschedulable(fit_error(len(world.nodes), {
+            "node(s) had untolerated taint {node.kubernetes.io/unreachable: }": 1,
+            "node(s) didn't match Pod's node affinity/selector": others,
+        })),
+    )  # fmt: skip
+    row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
+    assert lost.metadata.name in row and "unreachable" in row and "being replaced" in row
+    assert "node controller owns that taint" in row and "lifts it" in row
+    assert "taint nodes" not in row and "unreachable-" not in row

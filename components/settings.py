@@ -1,18 +1,37 @@
 """What the components take from a stack's config: a typed, read-only argument the program fills.
 
-The program (``fleet/program/settings.py``) reads and checks the ``gpu-fleet:*`` keys; the components never read
+Its fields come from the declarations (``fleet.model.stack_settings.STACK_SETTINGS``): one field per ``gpu-fleet:*``
+setting, named as its ``attribute`` (``stackReferencePrefix`` -> ``stack_reference_prefix``), typed by its kind and
+defaulting to what the program uses when the stack does not set it (``unset_value``). A new setting is declared there
+and nowhere else. The program (``fleet/program/settings.py``) reads and checks the keys; the components never read
 config themselves, so they depend on the model only and the program on them, never the reverse.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pulumi
 
 from fleet.model.errors import Problem
+from fleet.model.stack_settings import STACK_SETTINGS, Kind, StackSetting, unset_value
+
+# The value of each kind of setting as the components receive it (after ``fleet.model.stack_settings.parse_value``
+# or the program's secret reading); an unset string, string list or secret is None.
+KIND_TYPES: dict[Kind, object] = {
+    "string": str | None,
+    "bool": bool,
+    "string-list": list[str] | None,
+    "cidr-list": list[str],
+    "secret": pulumi.Output[str] | None,
+    "secret-map": dict[str, Any],
+    "magnum": Any,  # the raw mapping, checked by components/clusters/magnum.py MagnumSettings
+}
+# Kinds whose values are credentials: kept out of the settings' repr.
+SECRET_KINDS: frozenset[Kind] = frozenset({"secret", "secret-map"})
 
 
 def _unlocated(key: str, message: str, *subpath: object) -> Problem:
@@ -20,35 +39,41 @@ def _unlocated(key: str, message: str, *subpath: object) -> Problem:
     return Problem("stack config", 1, key, message)
 
 
-@dataclass(frozen=True)
-class ComponentSettings:
-    """The stack settings the cluster and service components use (see ``fleet.program.settings.StackSettings``)."""
+def _setting_field(setting: StackSetting) -> tuple[str, object, Any]:
+    """The dataclass field of one declared setting: (attribute, type, field with its unset value as default)."""
+    hidden = setting.kind in SECRET_KINDS
+    return (
+        setting.attribute,
+        KIND_TYPES[setting.kind],
+        dataclasses.field(default_factory=partial(unset_value, setting), repr=not hidden),
+    )
 
-    # the stack config namespace: `<config_namespace>:<key>` names a key in messages
-    config_namespace: str
-    protect: bool = True
-    stack_reference_prefix: str = "organization/gpu-fleet"
-    federation_source_ranges: list[str] = field(default_factory=list)
-    # StorageClass of the central Prometheus volume; None: the cluster's default class
-    storage_class: str | None = None
-    api_allowed_cidrs: list[str] = field(default_factory=list)
-    private_api_endpoint: bool = False
-    public_nodes: bool = False
-    audit_logs: bool = True
-    auto_upgrade: bool = True
-    preview_principal: str | None = None
-    # cloud-specific keys, checked by their cluster component
-    subnet_ids: Any = None
-    availability_zones: Any = None
-    magnum: Any = None
-    kubeconfig: pulumi.Output[str] | None = field(default=None, repr=False)
-    grafana_admin_password: pulumi.Output[str] | None = field(default=None, repr=False)
-    alert_receiver: pulumi.Output[str] | None = field(default=None, repr=False)
-    # the text the offline plan gives every secret (no real value): the components tell it from a real value
-    secret_placeholder: str | None = None
-    # locates a problem with config key `ns:name` (optionally a path inside its value) in the stack file
-    config_problem: Callable[..., Problem] = field(default=_unlocated, repr=False, compare=False)
 
-    def key(self, name: str) -> str:
-        """The full config key of ``name``: ``gpu-fleet:name``."""
-        return f"{self.config_namespace}:{name}"
+def _key(self: Any, name: str) -> str:
+    """The full config key of the declared setting ``name``: ``gpu-fleet:name`` (KeyError for an undeclared one)."""
+    return STACK_SETTINGS[name].key
+
+
+ComponentSettings = dataclasses.make_dataclass(
+    "ComponentSettings",
+    [
+        *(_setting_field(setting) for setting in STACK_SETTINGS.values()),
+        # the text the offline plan gives every secret (no real value): the components tell it from a real value
+        ("secret_placeholder", str | None, dataclasses.field(default=None)),
+        # locates a problem with config key `ns:name` (optionally a path inside its value) in the stack file
+        (
+            "config_problem",
+            Callable[..., Problem],
+            dataclasses.field(default=_unlocated, repr=False, compare=False),
+        ),
+    ],
+    namespace={
+        "__module__": __name__,
+        "__doc__": "The stack settings the cluster and service components use: one field per declared "
+        "``gpu-fleet:*`` setting (``fleet.model.stack_settings.STACK_SETTINGS``), the offline plan's secret "
+        "placeholder and the stack file locator of config problems.",
+        "key": _key,
+    },
+    frozen=True,
+    kw_only=True,
+)

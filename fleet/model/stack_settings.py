@@ -1,9 +1,10 @@
 """The ``gpu-fleet:*`` stack settings, each declared once: its kind, the clouds it is for, its default, its meaning.
 
-Everything else comes from this table: what the program reads (``fleet.program.settings.StackSettings``, one field
-per setting), what ``validate`` checks in the stack files (``fleet.tools.checks.stack_checks``), Pulumi.yaml's
-``config:`` block (``project_file_text``) and the stack-settings part of the reference page (``fleet.model.reference``).
-No Pulumi here: the tools read it without a Pulumi run.
+Everything else comes from this table: the settings the components take (``components.settings.ComponentSettings``,
+a dataclass made from it, one field per setting), what the program reads into them (``fleet.program.settings``),
+what ``validate`` checks in the stack files (``fleet.tools.checks.stack_checks``), Pulumi.yaml's ``config:`` block
+(``project_file_text``) and the stack-settings part of the reference page (``fleet.tools.reference``). No Pulumi
+here: the tools read it without a Pulumi run.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ class StackSetting:
 
     @property
     def attribute(self) -> str:
-        """The field of ``StackSettings`` holding its value: the name in snake case (``protect``,
-        ``stack_reference_prefix``)."""
+        """The field of ``ComponentSettings`` (and so of the program's ``StackSettings``) holding its value: the name
+        in snake case (``protect``, ``stack_reference_prefix``)."""
         return re.sub(r"(?<!^)(?=[A-Z])", "_", self.name).lower()
 
     def applies_to(self, cloud: str) -> bool:

@@ -6,7 +6,6 @@ A wrong value is an ``InputError`` located in the stack file (``stacks/Pulumi.<s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,44 +77,10 @@ def plain_in_stack_file(key: str) -> list[tuple[object, ...]]:
     return plain_leaves(config[key])
 
 
-@dataclass(frozen=True)
-class StackSettings:
-    """What a stack's config file says beyond the policy file (site-specific, per stack): one field per setting
-    declared in ``fleet.model.stack_settings.STACK_SETTINGS``, named as its ``attribute``."""
-
-    policy_file: str | None
-    workloads_dir: str | None
-    protect: bool
-    stack_reference_prefix: str
-    federation_source_ranges: list[str]
-    # StorageClass of the central Prometheus volume; None: the cluster's default class
-    storage_class: str | None = None
-    # workload -> {environment variable: credential}; read from secret config only, never printed
-    workload_secrets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
-    # card -> the GitLab runner authentication token (glrt-...) of that card's runner; secret config only
-    runner_tokens: dict[str, str] = field(default_factory=dict, repr=False)
-    # Who may reach the cluster's API endpoint (empty: any address, with a warning), and whether it has a
-    # private endpoint only.
-    api_allowed_cidrs: list[str] = field(default_factory=list)
-    private_api_endpoint: bool = False
-    # Opt-outs of safe defaults a site may need (each named in its stack file): GKE nodes with public addresses;
-    # AKS without the audit log or without auto-upgrade.
-    public_nodes: bool = False
-    audit_logs: bool = True
-    auto_upgrade: bool = True
-    # The pull-request preview identity as this cluster knows it (GKE: its service account's email; AKS: its object
-    # id; EKS: its IAM role ARN; existing: its Kubernetes user name): it may dry-run, nothing more.
-    preview_principal: str | None = None
-    # Cloud-specific keys, read here with the others and checked by their cluster component: EKS subnets or zones,
-    # the Magnum site settings (a mapping), the existing cluster's kubeconfig (a secret; None when not set as one).
-    subnet_ids: Any = None
-    availability_zones: Any = None
-    magnum: Any = None
-    kubeconfig: pulumi.Output[str] | None = field(default=None, repr=False)
-    # The central's Grafana admin password (secret; None: a generated one) and Alertmanager receiver (secret
-    # JSON text of one Alertmanager `receivers` entry; None: alerts reach no one, with a warning).
-    grafana_admin_password: pulumi.Output[str] | None = field(default=None, repr=False)
-    alert_receiver: pulumi.Output[str] | None = field(default=None, repr=False)
+class StackSettings(ComponentSettings):
+    """What a stack's config file says beyond the policy file (site-specific, per stack), as the components take it
+    (``components.settings.ComponentSettings``: one field per setting declared in
+    ``fleet.model.stack_settings.STACK_SETTINGS``), read from the current stack's config by ``read``."""
 
     @staticmethod
     def read() -> StackSettings:
@@ -129,31 +94,7 @@ class StackSettings:
             problems += [config_problem(setting.key, message, *where) for where, message in found]
         if problems:
             raise InputError(problems)
-        return StackSettings(**values)
-
-    def for_components(self) -> ComponentSettings:
-        """The settings the components take, with the placeholder of offline secrets and the stack file locator."""
-        return ComponentSettings(
-            config_namespace=CONFIG_NAMESPACE,
-            protect=self.protect,
-            stack_reference_prefix=self.stack_reference_prefix,
-            federation_source_ranges=self.federation_source_ranges,
-            storage_class=self.storage_class,
-            api_allowed_cidrs=self.api_allowed_cidrs,
-            private_api_endpoint=self.private_api_endpoint,
-            public_nodes=self.public_nodes,
-            audit_logs=self.audit_logs,
-            auto_upgrade=self.auto_upgrade,
-            preview_principal=self.preview_principal,
-            subnet_ids=self.subnet_ids,
-            availability_zones=self.availability_zones,
-            magnum=self.magnum,
-            kubeconfig=self.kubeconfig,
-            grafana_admin_password=self.grafana_admin_password,
-            alert_receiver=self.alert_receiver,
-            secret_placeholder=SECRET_PLACEHOLDER,
-            config_problem=config_problem,
-        )
+        return StackSettings(**values, secret_placeholder=SECRET_PLACEHOLDER, config_problem=config_problem)
 
 
 def _read_setting(cfg: pulumi.Config, setting: StackSetting) -> tuple[Any, list[tuple[tuple[object, ...], str]]]:

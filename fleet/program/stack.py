@@ -63,8 +63,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     cluster = fleet.cluster(stack)
     component_class = GpuCluster.for_cloud(cluster.cloud)
     check_storage_class(cluster, settings, component_class.has_default_storage_class(cluster))
-    parts = settings.for_components()
-    component = component_class(cluster, parts)
+    component = component_class(cluster, settings)
     kueue_runs = bool(fleet.sweep_points(cluster)) or bool(fleet.dispatch and fleet.dispatch.role(cluster.name))
     if kueue_runs:
         check_kueue_version(fleet, cluster, settings)
@@ -72,7 +71,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         # (where the cloud's network closes them) before anything in the cluster, which depends on the component
         component.open_to_control_plane("sweep-webhooks", [TRAINING_WEBHOOK_PORT, KUEUE_VISIBILITY_PORT])
     on_cluster = pulumi.ResourceOptions(providers=[component.provider], depends_on=[component])
-    infra = ClusterServices(cluster, fleet, parts, opts=on_cluster, exporter_values=component.gpu_exporter_values())
+    infra = ClusterServices(cluster, fleet, settings, opts=on_cluster, exporter_values=component.gpu_exporter_values())
     preview = component.preview_user()
     if preview:
         preview_access(cluster.name, preview, pulumi.ResourceOptions(parent=infra, provider=component.provider))

@@ -74,15 +74,38 @@ def test_check_source_ranges_keeps_good_ranges_in_order():
 
 
 def test_the_program_reads_each_declared_setting_into_a_field_of_its_own():
-    """One declaration per setting (fleet/model/stack_settings.py): StackSettings has exactly one field for each."""
+    """One declaration per setting (fleet/model/stack_settings.py): StackSettings has exactly one field for each, and
+    the program hands the components that very object (no second list of fields to copy)."""
     import dataclasses
 
+    from components.settings import ComponentSettings
     from fleet.model.stack_settings import STACK_SETTINGS
     from fleet.program.settings import StackSettings
 
-    assert [f.name for f in dataclasses.fields(StackSettings)] != []
-    assert {f.name for f in dataclasses.fields(StackSettings)} == {s.attribute for s in STACK_SETTINGS.values()}
+    fields = {f.name for f in dataclasses.fields(StackSettings)}
+    assert {s.attribute for s in STACK_SETTINGS.values()} <= fields
+    assert fields - {s.attribute for s in STACK_SETTINGS.values()} == {"secret_placeholder", "config_problem"}
+    assert issubclass(StackSettings, ComponentSettings)
     assert STACK_SETTINGS["stackReferencePrefix"].attribute == "stack_reference_prefix"
+
+
+def test_the_program_fills_the_offline_placeholder_and_the_stack_file_locator(monkeypatch):
+    """StackSettings.read gives the components the plan's secret placeholder and problems located in the stack file."""
+    from fleet.program import settings
+    from fleet.program.stack_config import SECRET_PLACEHOLDER
+
+    monkeypatch.setattr(settings.pulumi, "Config", lambda namespace: _NoConfig())
+    read = settings.StackSettings.read()
+    assert read.secret_placeholder == SECRET_PLACEHOLDER
+    assert read.config_problem is settings.config_problem
+    assert read.protect is True and read.federation_source_ranges == [] and read.kubeconfig is None
+
+
+class _NoConfig:
+    """A stack config that sets nothing."""
+
+    def get(self, name: str) -> None:
+        return None
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from pulumi_azure_native import (
 
 from components.clusters.cluster import GpuCluster
 from components.clusters.taints import aks_taint
+from fleet.model.clouds.aks import gpu_instance_profile
 from fleet.model.spec import Cluster, GpuPool, pool_resource_name
 
 # AKS agent-pool names: lower-case letters and digits, starting with a letter, at most 12 characters
@@ -92,12 +93,9 @@ def azurecli_kubeconfig(text: str) -> str:
 
 
 def mig_profile(pool: GpuPool) -> dict[str, str]:
-    """The agent pool's ``gpu_instance_profile`` for a MIG pool: MIG<slices>g of the profile (``2g.20gb`` ->
-    ``MIG2g``; pulumi_azure_native containerservice GPUInstanceProfile MIG1g ... MIG7g); fixed once the pool exists
-    (MicrosoftDocs/azure-aks-docs articles/aks/gpu-multi-instance.md)."""
-    if pool.sharing is None or pool.sharing.kind != "mig":
-        return {}
-    return {"gpu_instance_profile": f"MIG{pool.sharing.profile.split('g.', 1)[0]}g"}
+    """The agent pool's ``gpu_instance_profile`` argument for a MIG pool (the model's ``gpu_instance_profile``)."""
+    profile = gpu_instance_profile(pool)
+    return {"gpu_instance_profile": profile} if profile else {}
 
 
 class AksCluster(GpuCluster):

@@ -17,6 +17,7 @@ from components.clusters.kubeconfig import exec_kubeconfig
 from components.clusters.taints import autoscaler_tag_value, upper_effect
 from components.kubernetes.images import autoscaler_image
 from components.settings import ComponentSettings
+from fleet.model.clouds.eks import NODE_TEMPLATE
 from fleet.model.spec import Cluster, GpuPool, pool_resource_name
 
 VPC_CIDR = "10.0.0.0/16"
@@ -25,7 +26,6 @@ GPU_DISK_GIB = 200  # benchmark images are large
 DEFAULT_NVIDIA_AMI = "AL2023_x86_64_NVIDIA"  # AL2_x86_64_GPU reached end of support on 2025-11-26
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
 
-NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 AUTOSCALER_SA_NAME = "cluster-autoscaler"
 EBS_CSI_SA_NAME = "ebs-csi-controller-sa"  # the add-on's controller service account (aws-ebs-csi-driver docs)
 

@@ -17,7 +17,7 @@ from components.clusters.cluster import GpuCluster
 from components.kubernetes.images import magnum_autoscaler_image
 from components.settings import ComponentSettings
 from fleet.model import pod_contract
-from fleet.model.clouds.magnum import GPU_AUTOSCALER
+from fleet.model.clouds.magnum import API_CIDRS_LABELS, GPU_AUTOSCALER
 from fleet.model.errors import InputError
 from fleet.model.spec import Cluster, GpuPool, pool_resource_name
 
@@ -47,12 +47,6 @@ ADMISSION_PLUGINS = (
     # magnum/drivers/common/templates/kubernetes/fragments/configure-kubernetes-master.sh).
     "PodSecurity",
 )
-# Who may reach the API through the masters' load balancer: a comma-separated CIDR list, applied by Octavia
-# (magnum 11.0.0 and later, label master_lb_allowed_cidrs, doc/source/user/index.rst; Heat ussuri, Octavia train).
-# The Magnum Kubernetes driver named by the Cluster API Helm chart (magnum-capi-helm) reads the same allow-list from
-# api_master_lb_allowed_cidrs; upstream removed the heat driver after 22.0.0 (openstack/magnum 31b84327), so the
-# template sets both labels, and each driver reads its own.
-API_CIDRS_LABELS = ("master_lb_allowed_cidrs", "api_master_lb_allowed_cidrs")
 
 
 def gpu_role(card: str) -> str:

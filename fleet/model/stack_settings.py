@@ -239,6 +239,20 @@ def check_source_ranges(value: Any, wanted: str = EGRESS_RANGES) -> tuple[list[s
     return ranges, problems
 
 
+def open_to_all(ranges: Any) -> bool:
+    """Whether a list of source ranges is missing, empty or admits every address (a malformed range is not counted:
+    ``check_source_ranges`` reports it)."""
+    if not isinstance(ranges, list) or not ranges:
+        return True
+    for cidr in ranges:
+        try:
+            if ipaddress.ip_network(str(cidr), strict=False).prefixlen == 0:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
 def plain_secret_message(key: str, leaf: tuple[object, ...]) -> str:
     """What to say of a plain-text value inside secret config ``key`` (never the value itself)."""
     dotted = ".".join(str(p) for p in (key, *leaf))

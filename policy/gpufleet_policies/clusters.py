@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
+from fleet.model.clouds import cluster_types
+
 from .registry import resource_policy
 
-CLUSTER_TYPES = (
-    "gcp:container/cluster:Cluster",
-    "aws:eks/cluster:Cluster",
-    "azure-native:containerservice:ManagedCluster",
-    "openstack:containerinfra/cluster:Cluster",
-)
+CLUSTER_TYPES = cluster_types()
 
 
 @resource_policy(

@@ -4,30 +4,17 @@ only listed source ranges. Advisory in previews (a new stack shows what to set);
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs
+
+from fleet.model.clouds import api_endpoint_readers
+from fleet.model.stack_settings import open_to_all
 
 from .registry import ADVISORY, resource_policy
 from .resources import plain, stack_of, subject
 
 SERVICE = "kubernetes:core/v1:Service"
-MAGNUM_TEMPLATE = "openstack:containerinfra/clusterTemplate:ClusterTemplate"
-MAGNUM_CIDRS_LABEL = "master_lb_allowed_cidrs"
-
-
-def open_to_all(ranges: Any) -> bool:
-    """Whether a list of source ranges is missing, empty or admits every address."""
-    if not isinstance(ranges, list) or not ranges:
-        return True
-    for cidr in ranges:
-        try:
-            if ipaddress.ip_network(str(cidr), strict=False).prefixlen == 0:
-                return True
-        except ValueError:
-            continue  # the stack settings report malformed ranges
-    return False
 
 
 @resource_policy(
@@ -48,23 +35,10 @@ def _validate_load_balancer(args: ResourceValidationArgs, report: ReportViolatio
 
 
 def _api_open(resource_type: str, props: dict[str, Any]) -> bool | None:
-    """Whether a cluster's API endpoint admits every address (None: not a resource that decides it)."""
-    if resource_type == "gcp:container/cluster:Cluster":
-        private = (props.get("privateClusterConfig") or {}).get("enablePrivateEndpoint") is True
-        blocks = [
-            b.get("cidrBlock") for b in (props.get("masterAuthorizedNetworksConfig") or {}).get("cidrBlocks") or []
-        ]
-        return not private and open_to_all(blocks)
-    if resource_type == "aws:eks/cluster:Cluster":
-        vpc = props.get("vpcConfig") or {}
-        return vpc.get("endpointPublicAccess") is not False and open_to_all(vpc.get("publicAccessCidrs"))
-    if resource_type == "azure-native:containerservice:ManagedCluster":
-        access = props.get("apiServerAccessProfile") or {}
-        return access.get("enablePrivateCluster") is not True and open_to_all(access.get("authorizedIPRanges"))
-    if resource_type == MAGNUM_TEMPLATE:
-        cidrs = str((props.get("labels") or {}).get(MAGNUM_CIDRS_LABEL) or "")
-        return open_to_all([c for c in cidrs.split(",") if c])
-    return None
+    """Whether a cluster's API endpoint admits every address (None: not a resource that decides it); each cloud's
+    rules read their own resource (fleet/model/clouds/)."""
+    rules = api_endpoint_readers().get(resource_type)
+    return None if rules is None else rules.api_open(props)
 
 
 @resource_policy(

@@ -7,39 +7,42 @@ from types import SimpleNamespace
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from fleet.model import pod_contract
-from fleet.model.clouds.rules import PoolView
-from fleet.model.pool_view import POOL_TYPES
+from fleet.model.clouds.rules import CloudRules, PoolView
+from fleet.model.pool_view import read_pool
 from fleet.model.spec import GpuPool
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
 from .registry import resource_policy
 from .resources import cluster_of, fleet, no_cluster, plain, stack_of
 
-MAGNUM_POOL = "openstack:containerinfra/nodeGroup:NodeGroup"
 
-
-def _pool(args: ResourceValidationArgs) -> tuple[PoolView, str] | None:
-    """The pool view and card of a GPU pool (card from its labels/role, else from its ``-gpu-<card>`` name)."""
-    if args.resource_type not in POOL_TYPES:
+def _pool(args: ResourceValidationArgs) -> tuple[PoolView, str, CloudRules] | None:
+    """The pool view, card and cloud rules of a GPU pool (the cloud's by the resource type of its node pools; the card
+    from its labels/role, else from its ``-gpu-<card>`` name)."""
+    registration = SimpleNamespace(type=args.resource_type, name=args.name, inputs=plain(args.props))
+    found = read_pool(registration)  # type: ignore[arg-type]
+    if found is None:
         return None
-    reg = SimpleNamespace(type=args.resource_type, name=args.name, inputs=plain(args.props))
-    view = POOL_TYPES[args.resource_type](reg)  # type: ignore[arg-type]
+    view, rules = found
     card = view.card or pod_contract.card_of_pool(args.name) or ""
-    return (view, card) if card else None
+    return (view, card, rules) if card else None
 
 
-def policy_pool(args: ResourceValidationArgs, report: ReportViolation) -> tuple[PoolView, GpuPool] | None:
-    """The pool and what the policy file says about it; None (nothing to check) for system pools or unknown cards."""
+def policy_pool(args: ResourceValidationArgs, report: ReportViolation) -> tuple[PoolView, GpuPool, CloudRules] | None:
+    """The pool, what the policy file says about it and its cloud's rules; None (nothing to check) for system pools or
+    unknown cards."""
     found = _pool(args)
     if not found:
         return None
-    view, card = found
+    view, card, rules = found
     cluster = cluster_of(args.urn)
     if cluster is None:
         return None  # reported by gpu-pool-allowed-card
     # a sweep pool's machine size (None on a card's own pool), or the card's CI pool
     pool = cluster.pool_sized(card, view.labels.get(CARDS_PER_NODE_LABEL), ci=view.ci)
-    return (view, pool) if pool else None  # else reported by gpu-pool-allowed-card (an unknown card or sweep size)
+    return (
+        (view, pool, rules) if pool else None
+    )  # else reported by gpu-pool-allowed-card (an unknown card or sweep size)
 
 
 @resource_policy(
@@ -51,7 +54,7 @@ def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation
     found = _pool(args)
     if not found:
         return
-    _, card = found
+    view, card, _ = found
     stack = stack_of(args.urn)
     cluster = cluster_of(args.urn)
     if cluster is None:
@@ -65,7 +68,6 @@ def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation
             "or remove the pool"
         )
         return
-    view, _ = found
     size = view.labels.get(CARDS_PER_NODE_LABEL)
     sizes = sorted(p.labels[CARDS_PER_NODE_LABEL] for p in cluster.sweep_pools if p.card == card)
     if size is not None and size not in sizes:
@@ -88,9 +90,11 @@ def _validate_allowed_card(args: ResourceValidationArgs, report: ReportViolation
 )
 def _validate_card_label(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = policy_pool(args, report)
-    if not found or args.resource_type == MAGNUM_POOL:  # Magnum node groups cannot set Kubernetes labels
+    if not found:
         return
-    view, pool = found
+    view, pool, rules = found
+    if not rules.pool_labels:  # the cloud's node pools carry no Kubernetes labels of ours (Magnum's node groups)
+        return
     missing = {k: v for k, v in pool.labels.items() if view.labels.get(k) != v}
     if missing:
         want = ", ".join(f"{k}={v}" for k, v in missing.items())
@@ -106,9 +110,11 @@ def _validate_card_label(args: ResourceValidationArgs, report: ReportViolation) 
 )
 def _validate_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = policy_pool(args, report)
-    if not found or args.resource_type == MAGNUM_POOL:  # Magnum node groups cannot declare taints
+    if not found:
         return
-    view, pool = found
+    view, pool, rules = found
+    if not rules.pool_taints:  # the cloud's node pools carry no taints of ours (Magnum's node groups)
+        return
     missing = [t.as_string() for t in pool.taints if t.as_string() not in view.taints]
     if missing:
         report(
@@ -127,13 +133,14 @@ def _validate_size(args: ResourceValidationArgs, report: ReportViolation) -> Non
     found = policy_pool(args, report)
     if not found:
         return
-    view, pool = found
+    view, pool, _ = found
     if view.min_nodes != pool.min_nodes:
+        facts = pool.cloud_facts
         why = (
-            "Magnum cannot scale a GPU node group up from zero, so it keeps 1 node unless the policy file sets "
+            "idle GPU pools must scale to zero so they cost nothing"
+            if facts.gpu_scale_from_zero
+            else f"{facts.title} cannot scale a GPU pool up from zero, so it keeps 1 node unless the policy file sets "
             "min_nodes: 0 explicitly"
-            if args.resource_type == MAGNUM_POOL
-            else "idle GPU pools must scale to zero so they cost nothing"
         )
         report(
             f"pool {args.name!r} has minimum size {view.min_nodes}, the policy file says {pool.min_nodes} ({why}); "
@@ -152,9 +159,11 @@ def _validate_size(args: ResourceValidationArgs, report: ReportViolation) -> Non
 )
 def _validate_spot(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = policy_pool(args, report)
-    if not found or args.resource_type == MAGNUM_POOL:  # no spot capacity on Magnum
+    if not found:
         return
-    view, pool = found
+    view, pool, rules = found
+    if not rules.spot_pools:  # the cloud's node pools have no spot capacity (Magnum's node groups)
+        return
     if view.spot != pool.spot:
         want = "spot" if pool.spot else "on-demand"
         have = "spot" if view.spot else "on-demand"

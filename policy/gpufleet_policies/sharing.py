@@ -11,38 +11,18 @@ cards a scheduler counts are the cards the nodes advertise.
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from fleet.model.spec import GpuPool, pool_resource_name
+from fleet.model.clouds.eks import NODE_TEMPLATE, NODE_TEMPLATE_TAG_TYPE
+from fleet.model.spec import pool_resource_name
 
 from .gpu_pools import policy_pool
 from .registry import resource_policy
 from .resources import cluster_of, plain
 
-GKE_POOL = "gcp:container/nodePool:NodePool"
-AKS_POOL = "azure-native:containerservice:AgentPool"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-ASG_TAG = "aws:autoscaling/tag:Tag"
-RESOURCES_TAG = "k8s.io/cluster-autoscaler/node-template/resources/"
-
-
-def _gke_sharing(props: dict[str, Any]) -> str:
-    """The sharing a GKE node pool declares: time-slicing-N, mig-PROFILE, or '' for whole cards."""
-    accelerators = (props.get("nodeConfig") or {}).get("guestAccelerators") or [{}]
-    first = accelerators[0] or {}
-    if first.get("gpuPartitionSize"):
-        return f"mig-{first['gpuPartitionSize']}"
-    config = first.get("gpuSharingConfig") or {}
-    if config.get("gpuSharingStrategy") == "TIME_SHARING":
-        return f"time-slicing-{config.get('maxSharedClientsPerGpu')}"
-    return ""
-
-
-def _wanted(pool: GpuPool) -> str:
-    return pool.sharing.name if pool.sharing else ""
+RESOURCES_TAG = f"{NODE_TEMPLATE}/resources/"
 
 
 @resource_policy(
@@ -50,24 +30,14 @@ def _wanted(pool: GpuPool) -> str:
     "GKE and AKS GPU pools declare the time-sharing or MIG partitioning the policy file gives them, and no other.",
 )
 def _validate_pool_sharing(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type not in (GKE_POOL, AKS_POOL):
-        return
     found = policy_pool(args, report)
     if not found:
         return
-    _, pool = found
-    props = plain(args.props)
-    wanted = _wanted(pool)
-    if args.resource_type == GKE_POOL:
-        have = _gke_sharing(props)
-    else:
-        profile = props.get("gpuInstanceProfile") or ""
-        have = f"MIG profile {profile}" if profile else ""
-        wanted = (
-            f"MIG profile MIG{pool.sharing.profile.split('g.', 1)[0]}g"
-            if pool.sharing and pool.sharing.kind == "mig"
-            else ""
-        )
+    _, pool, rules = found
+    have = rules.declared_sharing(plain(args.props))
+    if have is None:
+        return  # the cloud's pools declare no sharing: our device plugin's configuration does (device-plugin-sharing)
+    wanted = rules.pool_sharing(pool)
     if have != wanted:
         report(
             f"pool {args.name!r} shares its cards as {have or 'whole cards'}, the policy file says "
@@ -118,7 +88,7 @@ def _validate_plugin_sharing(args: ResourceValidationArgs, report: ReportViolati
     "An EKS GPU node group's autoscaler node template counts what its node advertises: cards times time slices.",
 )
 def _validate_template_units(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != ASG_TAG:
+    if args.resource_type != NODE_TEMPLATE_TAG_TYPE:
         return
     tag = plain(args.props).get("tag") or {}
     key = str(tag.get("key", ""))

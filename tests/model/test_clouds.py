@@ -7,9 +7,17 @@ import ast
 
 import pytest
 
-from fleet.model.catalogue import CLOUDS, Taint
-from fleet.model.clouds import RULES, cloud_rules, pool_readers, sweep_pool_clouds
+from fleet.model.catalogue import CLOUDS, Taint, load_catalogue
+from fleet.model.clouds import (
+    RULES,
+    api_endpoint_readers,
+    cloud_rules,
+    cluster_types,
+    pool_readers,
+    sweep_pool_clouds,
+)
 from fleet.model.clouds.rules import DoctorContext, taint_string, upper_effect
+from fleet.model.stack_settings import open_to_all
 from tests.conftest import ROOT
 
 SCANNED = ("fleet", "components", "policy")
@@ -100,3 +108,33 @@ def test_every_cloud_words_its_doctor_hints() -> None:
     for rules in RULES.values():
         assert rules.autoscaler_logs(ctx.kubectl)
         assert rules.template_fix(ctx) and rules.label_fix(ctx, ("node-1",))
+
+
+def test_a_cloud_whose_pools_the_fleet_builds_names_its_cluster_and_api_endpoint_types() -> None:
+    for name, rules in RULES.items():
+        named = (rules.cluster_type, rules.api_endpoint_type, rules.pool_type)
+        assert all(named) == rules.builds_pools and any(named) == rules.builds_pools, name
+    assert len(cluster_types()) == len([r for r in RULES.values() if r.builds_pools])
+    assert all(rules.api_endpoint_type == t for t, rules in api_endpoint_readers().items())
+
+
+def test_only_pools_that_carry_our_labels_and_taints_need_them_in_the_pack() -> None:
+    """A cloud whose pools carry no labels of ours is selected by another label (the catalogue's pool_selector)."""
+    for name, rules in RULES.items():
+        if rules.builds_pools and not rules.pool_labels:
+            assert "{card}" not in load_catalogue().clouds[name].pool_selector.values(), name  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("ranges", "open_"),
+    [
+        (None, True),
+        ([], True),
+        (["0.0.0.0/0"], True),
+        (["10.0.0.0/8", "::/0"], True),
+        (["10.0.0.0/8"], False),
+        (["not-a-range", "10.0.0.0/8"], False),
+    ],
+)
+def test_source_ranges_are_open_to_all_when_missing_empty_or_admitting_every_address(ranges, open_) -> None:
+    assert open_to_all(ranges) is open_

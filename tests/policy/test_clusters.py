@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.model.clouds import RULES, cloud_rules
 from tests.policy.support import assert_violation, check, only, reg
 
 
@@ -21,3 +22,16 @@ def test_unprotected_cluster(plans, session, stack, type_):
     assert only(check(session, r), "cluster-protected") == []
     r.protect = False
     assert_violation(check(session, r), "cluster-protected", "protect=True", urn=r.urn)
+
+
+def test_the_types_each_cloud_module_names_are_what_its_component_registers(plans):
+    """The pack finds clusters, API allow-lists and node pools by the engine types of fleet/model/clouds/: each is
+    what that cloud's component really registers in a plan of the fixture fleet."""
+    seen = set()
+    for plan in plans.values():
+        rules = cloud_rules(plan.outputs_for_reference()[0]["cloud"])
+        registered = {r.type for r in plan.registrations}
+        named = {rules.cluster_type, rules.api_endpoint_type, rules.pool_type} - {""}
+        assert named <= registered, plan.stack
+        seen.add(rules.name)
+    assert {name for name, rules in RULES.items() if rules.builds_pools} <= seen

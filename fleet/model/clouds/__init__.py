@@ -19,6 +19,16 @@ def sweep_pool_clouds() -> tuple[str, ...]:
     return tuple(name for name, rules in RULES.items() if rules.sweep_pools)
 
 
+def cluster_types() -> frozenset[str]:
+    """The engine types of the clusters the fleet builds, one per cloud."""
+    return frozenset(rules.cluster_type for rules in RULES.values() if rules.cluster_type)
+
+
+def api_endpoint_readers() -> dict[str, CloudRules]:
+    """Each cloud's rules by the engine type of the resource that says who reaches its API endpoint."""
+    return {rules.api_endpoint_type: rules for rules in RULES.values() if rules.api_endpoint_type}
+
+
 def pool_readers() -> dict[str, CloudRules]:
     """Each cloud's rules by the engine type of its node pools."""
     return {rules.pool_type: rules for rules in RULES.values() if rules.pool_type}

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fleet.model import pod_contract
 from fleet.model.clouds.rules import CloudRules, DoctorContext, PoolView, Registration, taint_string
+from fleet.model.stack_settings import open_to_all
 
 # The Helm release of the fleet's own cluster-autoscaler on EKS (components/clusters/eks.py); the chart labels its
 # pods app.kubernetes.io/instance=<release> (kubernetes/autoscaler cluster-autoscaler-chart-9.56.0
 # templates/_helpers.tpl).
 AUTOSCALER_RELEASE = "cluster-autoscaler"
+# The cluster-autoscaler's node template of an Auto Scaling group, from its tags <NODE_TEMPLATE>/label/<key>,
+# /taint/<key> and /resources/<resource>, which EKS does not set (kubernetes/autoscaler cluster-autoscaler
+# cloudprovider/aws README, aws_manager.go); components/clusters/eks.py tags the group of each GPU node group with
+# them, one tag resource of NODE_TEMPLATE_TAG_TYPE (pulumi_aws 7.51.1 autoscaling.Tag) per key.
+NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+NODE_TEMPLATE_TAG_TYPE = "aws:autoscaling/tag:Tag"
 
 
 class Eks(CloudRules):
@@ -18,6 +27,8 @@ class Eks(CloudRules):
     region_example = "us-east-1"
     stack_location_keys = {"aws:region": "region"}
     sweep_pools = True
+    # the engine types of pulumi_aws 7.51.1 eks.Cluster and eks.NodeGroup
+    cluster_type = api_endpoint_type = "aws:eks/cluster:Cluster"
     pool_type = "aws:eks/nodeGroup:NodeGroup"
 
     def location_problems(self, region: str | None, zone: str | None) -> list[tuple[tuple[str, ...], str]]:
@@ -36,6 +47,11 @@ class Eks(CloudRules):
             labels.get(pod_contract.CI_LABEL) == "true",
         )  # fmt: skip
 
+    def api_open(self, inputs: dict[str, Any]) -> bool:
+        """A public endpoint (EKS's default) without ``publicAccessCidrs`` (EKS's default: 0.0.0.0/0), or with it."""
+        vpc = inputs.get("vpcConfig") or {}
+        return vpc.get("endpointPublicAccess") is not False and open_to_all(vpc.get("publicAccessCidrs"))
+
     def autoscaler_logs(self, kubectl: str) -> str:
         """The fleet's own autoscaler's logs."""
         return f"{kubectl} -n kube-system logs -l app.kubernetes.io/instance={AUTOSCALER_RELEASE} --tail=100"
@@ -43,8 +59,8 @@ class Eks(CloudRules):
     def template_fix(self, ctx: DoctorContext) -> str:
         """The node-template tag of the pool's Auto Scaling group (components/clusters/eks.py sets it)."""
         return (
-            f"the pool's Auto Scaling group needs the tag k8s.io/cluster-autoscaler/node-template/resources/"
-            f"{ctx.resource}={ctx.units_per_node} (components/clusters/eks.py sets it): {ctx.up}, then "
+            f"the pool's Auto Scaling group needs the tag {NODE_TEMPLATE}/resources/{ctx.resource}="
+            f"{ctx.units_per_node} (components/clusters/eks.py sets it): {ctx.up}, then "
             f"{self.autoscaler_logs(ctx.kubectl)}"
         )
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from fleet.model import pod_contract
 from fleet.model.clouds.rules import CloudRules, PoolView, Registration, taint_string
+from fleet.model.stack_settings import open_to_all
+
+if TYPE_CHECKING:
+    from fleet.model.spec import GpuPool
 
 
 class Gke(CloudRules):
@@ -14,6 +20,8 @@ class Gke(CloudRules):
     zonal = True
     stack_location_keys = {"gcp:region": "region", "gcp:zone": "zone"}
     sweep_pools = True
+    # the engine types of pulumi_gcp 10.2.0 container.Cluster and container.NodePool
+    cluster_type = api_endpoint_type = "gcp:container/cluster:Cluster"
     pool_type = "gcp:container/nodePool:NodePool"
 
     def location_problems(self, region: str | None, zone: str | None) -> list[tuple[tuple[str, ...], str]]:
@@ -39,6 +47,28 @@ class Gke(CloudRules):
             tuple(taint_string(t["key"], t["value"], t["effect"]) for t in cfg.get("taints", [])), labels,
             labels.get(pod_contract.CI_LABEL) == "true",
         )  # fmt: skip
+
+    def api_open(self, inputs: dict[str, Any]) -> bool:
+        """A public endpoint (no ``enablePrivateEndpoint``) without master authorized networks, or with 0.0.0.0/0."""
+        private = (inputs.get("privateClusterConfig") or {}).get("enablePrivateEndpoint") is True
+        networks = (inputs.get("masterAuthorizedNetworksConfig") or {}).get("cidrBlocks") or []
+        return not private and open_to_all([b.get("cidrBlock") for b in networks])
+
+    def declared_sharing(self, inputs: dict[str, Any]) -> str | None:
+        """The guest accelerator's sharing: ``time-slicing-N`` (time-sharing, N clients per GPU), ``mig-PROFILE``
+        (its partition size), or '' for whole cards (components/clusters/gke.py gpu_sharing builds it)."""
+        accelerators = (inputs.get("nodeConfig") or {}).get("guestAccelerators") or [{}]
+        first = accelerators[0] or {}
+        if first.get("gpuPartitionSize"):
+            return f"mig-{first['gpuPartitionSize']}"
+        config = first.get("gpuSharingConfig") or {}
+        if config.get("gpuSharingStrategy") == "TIME_SHARING":
+            return f"time-slicing-{config.get('maxSharedClientsPerGpu')}"
+        return ""
+
+    def pool_sharing(self, pool: GpuPool) -> str:
+        """The policy's name of the pool's sharing, which ``declared_sharing`` reads back."""
+        return pool.sharing.name if pool.sharing else ""
 
     def autoscaler_logs(self, kubectl: str) -> str:
         """GKE runs its autoscaler in the control plane."""

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fleet.model import pod_contract
 from fleet.model.clouds.rules import CloudRules, DoctorContext, PoolView, Registration
+from fleet.model.stack_settings import open_to_all
 
 # The fullnameOverride of the fleet's GPU cluster-autoscaler release on Magnum (components/clusters/magnum.py).
 GPU_AUTOSCALER = "cluster-autoscaler-gpu"
+# Who may reach the API through the masters' load balancer: a comma-separated CIDR list, applied by Octavia
+# (magnum 11.0.0 and later, label master_lb_allowed_cidrs, doc/source/user/index.rst; Heat ussuri, Octavia train).
+# The Magnum Kubernetes driver named by the Cluster API Helm chart (magnum-capi-helm) reads the same allow-list from
+# api_master_lb_allowed_cidrs; upstream removed the heat driver after 22.0.0 (openstack/magnum 31b84327), so the
+# template sets both labels (components/clusters/magnum.py), and each driver reads its own.
+API_CIDRS_LABELS = ("master_lb_allowed_cidrs", "api_master_lb_allowed_cidrs")
 
 
 class Magnum(CloudRules):
@@ -15,7 +24,17 @@ class Magnum(CloudRules):
     name = "openstack"
     kubernetes_version_from_stack = True
     private_api_endpoint = False
+    # the engine types of pulumi_openstack 5.5.3 containerinfra.Cluster, ClusterTemplate (whose labels hold the API
+    # allow-list) and NodeGroup
+    cluster_type = "openstack:containerinfra/cluster:Cluster"
+    api_endpoint_type = "openstack:containerinfra/clusterTemplate:ClusterTemplate"
     pool_type = "openstack:containerinfra/nodeGroup:NodeGroup"
+    # A node group has a flavor, an image, a role, counts and Magnum labels (driver parameters): no Kubernetes labels
+    # or taints of ours and no spot capacity (pulumi_openstack 5.5.3 containerinfra NodeGroupArgs); the heat driver
+    # labels its nodes magnum.openstack.org/role=<role>, which the catalogue's pool_selector selects.
+    pool_labels = False
+    pool_taints = False
+    spot_pools = False
 
     def kubernetes_version_refusal(self) -> str | None:
         """Magnum runs the Kubernetes of the kubeTag in the stack file."""
@@ -23,6 +42,11 @@ class Magnum(CloudRules):
             "ignored on OpenStack Magnum: the cluster runs the Kubernetes of the kubeTag in its stack file's "
             "gpu-fleet:magnum settings (docs/clouds.md, Magnum upgrades); remove this line"
         )
+
+    def api_open(self, inputs: dict[str, Any]) -> bool:
+        """A template whose load-balancer allow-list (the heat driver's label) is missing, empty or 0.0.0.0/0."""
+        cidrs = str((inputs.get("labels") or {}).get(API_CIDRS_LABELS[0]) or "")
+        return open_to_all([c for c in cidrs.split(",") if c])
 
     def read_pool(self, registration: Registration) -> PoolView:
         """A ``NodeGroup``: its role names the card; no spot, no taints of ours."""

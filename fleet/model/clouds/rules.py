@@ -1,10 +1,12 @@
 """What the fleet knows about a cloud that is not an SDK call: the shape every cloud module fills in.
 
 Each cloud has one module in this package (gke.py, eks.py, aks.py, magnum.py, existing.py) holding one ``CloudRules``:
-how a cluster's location is read and checked, which GPU sharing it can build (and why not), whether it builds sweep
-pools, how its node pools read back out of the engine's inputs, how it spells a taint, and the doctor's hints. The
-per-cloud *data* (locations, Kubernetes versions, machine offers) stays in ``fleet/model/catalogue.yaml``; this is the
-rule of how to use it. Outside this package no code compares a cloud's name (tests/model/test_clouds.py).
+how a cluster's location is read and checked, which GPU sharing it can build (and why not) and how a pool declares it,
+whether it builds sweep pools, the engine types of its cluster, API allow-list and node pools and how they read back
+out of the engine's inputs (the policy pack finds them by these), what its pools cannot carry, how it spells a taint,
+and the doctor's hints. The per-cloud *data* (locations, Kubernetes versions, machine offers) stays in
+``fleet/model/catalogue.yaml``; this is the rule of how to use it. Outside this package no code compares a cloud's
+name (tests/model/test_clouds.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # types only: the catalogue imports this package
     from fleet.model.catalogue import Taint
+    from fleet.model.spec import GpuPool
 
 # Kubernetes' taint effects in the upper-case spelling of EKS node groups and GKE node configs
 UPPER_EFFECT = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
@@ -92,8 +95,18 @@ class CloudRules:
     kubernetes_version_from_stack: bool = False
     #: the API endpoint can be made private (gpu-fleet:privateApiEndpoint)
     private_api_endpoint: bool = True
+    #: the engine type of its cluster ("" where the fleet builds none)
+    cluster_type: str = ""
+    #: the engine type of the resource that says who reaches the cluster's API endpoint ("" where the fleet builds none)
+    api_endpoint_type: str = ""
     #: the engine type of its node pools ("" where the fleet builds none)
     pool_type: str = ""
+    #: its node pools carry the Kubernetes node labels the fleet gives them (pods select a pool by them)
+    pool_labels: bool = True
+    #: its node pools carry the accelerator taints the fleet gives them
+    pool_taints: bool = True
+    #: its node pools can run on spot capacity
+    spot_pools: bool = True
 
     def location_problems(self, region: str | None, zone: str | None) -> list[tuple[tuple[str, ...], str]]:
         """Where a cluster is, before the catalogue's lists: (sub-key, message) of each problem."""
@@ -124,6 +137,21 @@ class CloudRules:
         """A node pool read back out of the inputs the engine received (only clouds with a ``pool_type`` are asked:
         ``pool_readers`` lists those)."""
         raise TypeError(f"{self.name} builds no node pools, so it has none to read back")
+
+    def api_open(self, inputs: dict[str, Any]) -> bool:
+        """Whether the ``api_endpoint_type`` resource with these inputs (as the engine received them) leaves the API
+        endpoint open to every address: public, and no allow-list or one that admits every address."""
+        return False
+
+    def declared_sharing(self, inputs: dict[str, Any]) -> str | None:
+        """The GPU sharing a node pool declares itself, read back out of the inputs the engine received, in the terms
+        of ``pool_sharing`` ('' for whole cards); None where a pool declares none (our device plugin's configuration,
+        selected by the pool's label, shares its cards)."""
+        return None
+
+    def pool_sharing(self, pool: GpuPool) -> str:
+        """What a node pool of this cloud declares for ``pool``'s sharing, in the terms of ``declared_sharing``."""
+        return ""
 
     def autoscaler_logs(self, kubectl: str) -> str:
         """How to read what the cluster's autoscaler thinks."""

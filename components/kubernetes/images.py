@@ -130,12 +130,12 @@ def chart_images(registry: str, chart_name: str | None = None) -> list[ChartImag
 AUTOSCALER_UPSTREAM = "registry.k8s.io/autoscaling/cluster-autoscaler"
 
 
-def autoscaler_images(registry: str) -> list[ChartImage]:
-    """The EKS cluster-autoscaler images of images.yaml, one per Kubernetes minor (``cluster-autoscaler-<minor>``),
-    in ``registry``."""
+def _autoscaler_images(section: str, prefix: str, registry: str) -> list[ChartImage]:
+    """The cluster-autoscaler chart's images of images.yaml's ``section`` (a mapping of a key to its image), each named
+    ``<prefix><key>``, in ``registry``."""
     return [
         ChartImage(
-            f"cluster-autoscaler-{minor}",
+            f"{prefix}{key}",
             "cluster-autoscaler",
             "image",
             "joined",
@@ -144,8 +144,14 @@ def autoscaler_images(registry: str) -> list[ChartImage]:
             entry.get("upstream", ""),
             entry.get("digest") or "",
         )
-        for minor, entry in (_data().get("autoscaler_images") or {}).items()
+        for key, entry in (_data().get(section) or {}).items()
     ]
+
+
+def autoscaler_images(registry: str) -> list[ChartImage]:
+    """The EKS cluster-autoscaler images of images.yaml, one per Kubernetes minor (``cluster-autoscaler-<minor>``),
+    in ``registry``."""
+    return _autoscaler_images("autoscaler_images", "cluster-autoscaler-", registry)
 
 
 def autoscaler_image(minor: str, registry: str) -> dict[str, str]:
@@ -161,19 +167,7 @@ def autoscaler_image(minor: str, registry: str) -> dict[str, str]:
 def magnum_autoscaler_images(registry: str) -> list[ChartImage]:
     """The Magnum autoscaler images of images.yaml, one per ``autoscalerTag`` (``magnum-cluster-autoscaler-<tag>``),
     in ``registry``."""
-    return [
-        ChartImage(
-            f"magnum-cluster-autoscaler-{tag}",
-            "cluster-autoscaler",
-            "image",
-            "joined",
-            "tag",
-            in_registry(entry["image"], registry),
-            entry.get("upstream", ""),
-            entry.get("digest") or "",
-        )
-        for tag, entry in (_data().get("magnum_autoscaler_images") or {}).items()
-    ]
+    return _autoscaler_images("magnum_autoscaler_images", "magnum-cluster-autoscaler-", registry)
 
 
 def magnum_autoscaler_image(upstream: str, registry: str) -> dict[str, str] | None:

@@ -54,7 +54,7 @@ import yaml
 
 from components.kubernetes.deployment import FLEET_PART_OF
 from components.kubernetes.network_policy import DNS_PORTS, allow_ingress, internet_block, network_policy, ports
-from components.kubernetes.training import KUEUE_API, UNBOUNDED
+from components.kubernetes.training import KUEUE_API, UNBOUNDED, kueue_cluster_queue
 from fleet.model import pod_contract
 from fleet.model.queues import SPILL_ALL, Dispatch, Queue, pool_capacity, quota
 from fleet.model.spec import Cluster, GpuPool
@@ -165,16 +165,7 @@ def manager_cluster_queue_spec(queue: Queue, clusters: Mapping[str, Cluster], na
     name = cluster_queue_name(queue)
     resources = {queue.resource: str(quota(queue, clusters)), **UNBOUNDED}
     return {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-        "queueingStrategy": "BestEffortFIFO",
-        "resourceGroups": [
-            {
-                "coveredResources": sorted(resources),
-                "flavors": [
-                    {"name": name, "resources": [{"name": r, "nominalQuota": q} for r, q in sorted(resources.items())]}
-                ],
-            }
-        ],
+        **kueue_cluster_queue(namespace, list(resources), [(name, resources)]),
         "admissionChecksStrategy": {"admissionChecks": [{"name": name}]},
     }
 
@@ -184,18 +175,8 @@ def worker_cluster_queue_spec(queue: Queue, cluster: Cluster, namespace: str) ->
     what the pool holds."""
     flavors = []
     for pool in queue.pools(cluster):
-        resources = {queue.resource: str(pool_capacity(pool)), **UNBOUNDED}
-        flavors.append(
-            {
-                "name": worker_flavor_name(pool),
-                "resources": [{"name": r, "nominalQuota": q} for r, q in sorted(resources.items())],
-            }
-        )
-    return {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-        "queueingStrategy": "BestEffortFIFO",
-        "resourceGroups": [{"coveredResources": sorted([queue.resource, *UNBOUNDED]), "flavors": flavors}],
-    }
+        flavors.append((worker_flavor_name(pool), {queue.resource: str(pool_capacity(pool)), **UNBOUNDED}))
+    return kueue_cluster_queue(namespace, [queue.resource, *UNBOUNDED], flavors)
 
 
 def worker_flavor_spec(pool: GpuPool) -> dict[str, Any]:

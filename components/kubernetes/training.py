@@ -42,6 +42,26 @@ KUEUE_VISIBILITY_PORT = 8082
 UNBOUNDED = {"cpu": "10000", "memory": "100Ti"}
 
 
+def kueue_cluster_queue(
+    namespace: str, covered: Sequence[str], flavors: Sequence[tuple[str, dict[str, str]]]
+) -> dict[str, Any]:
+    """A Kueue ClusterQueue's spec: the jobs of ``namespace``, first in first out as far as each fits, covering the
+    ``covered`` resources with ``flavors`` in their order, each (flavor name, its quota by resource)."""
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [
+            {
+                "coveredResources": sorted(covered),
+                "flavors": [
+                    {"name": name, "resources": [{"name": r, "nominalQuota": q} for r, q in sorted(quota.items())]}
+                    for name, quota in flavors
+                ],
+            }
+        ],
+    }
+
+
 def kueue_configuration(
     frameworks: Sequence[str] = KUEUE_FRAMEWORKS,
     *,
@@ -149,18 +169,8 @@ def cluster_queue_spec(points: Sequence[SweepPoint], benchmark_namespace: str) -
     for pool in pools:
         quota = {r: "0" for r in resources}
         quota[pool.resource] = str(pool.max_nodes * pool.accelerators_per_node)
-        quota.update(UNBOUNDED)
-        flavors.append(
-            {
-                "name": flavor_name(pool),
-                "resources": [{"name": r, "nominalQuota": q} for r, q in sorted(quota.items())],
-            }
-        )
-    return {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": benchmark_namespace}},
-        "queueingStrategy": "BestEffortFIFO",
-        "resourceGroups": [{"coveredResources": sorted([*UNBOUNDED, *resources]), "flavors": flavors}],
-    }
+        flavors.append((flavor_name(pool), {**quota, **UNBOUNDED}))
+    return kueue_cluster_queue(benchmark_namespace, [*UNBOUNDED, *resources], flavors)
 
 
 class TrainingOperators(pulumi.ComponentResource):

@@ -41,6 +41,7 @@ from components.kubernetes.training import (
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from components.settings import ComponentSettings
 from fleet.model import accounting, accounting_hours, pod_contract, probe_phases, prometheus
+from fleet.model.queues import START_WAIT_SERIES
 from fleet.model.sharing import Sharing
 from fleet.model.spec import Cluster, Fleet
 
@@ -200,12 +201,14 @@ def gpu_node_affinity(cluster: Cluster) -> dict[str, Any]:
 
 def federated_selectors(fleet: Fleet) -> list[str]:
     """What the central pulls from every leaf (and each leaf's gateway lets through): the metrics of every workload
-    that runs in the fleet's pods, the GPU aggregates, the accounting records, when the fleet has CI runners theirs
-    and, when a pool is probed, the probes' phases."""
+    that runs in the fleet's pods, the GPU aggregates, the accounting records, when the fleet has CI runners theirs,
+    when a pool is probed the probes' phases and, when the fleet has queues, the workers' Kueue wait from admission to
+    running pods (fleet/model/queues.py ``START_WAIT_METRIC``)."""
     runners = any(fleet.runners.values())
     probed = any(p.probe is not None for c in fleet.clusters.values() for p in c.pools)
     extra = [*accounting.ACCOUNTING_RULES, *(prometheus.RUNNER_SERIES if runners else ())]
     extra += [probe_phases.PHASE_RECORD] if probed else []
+    extra += START_WAIT_SERIES if fleet.dispatch else ()
     return prometheus.match_selectors(prometheus.workload_metrics(fleet.deployed_workloads), extra=extra)
 
 

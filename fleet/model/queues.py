@@ -51,6 +51,18 @@ MAX_WORKERS = 20
 SPILL_ORDERED = "ordered"
 SPILL_ALL = "all"
 RESERVED = ("manager", "spill")
+# Kueue's waits (kueue v0.19.2 pkg/metrics/metrics.go), histograms labelled cluster_queue, priority_class and
+# replica_role, whose buckets are 1 s then 2.5 s doubling (generateExponentialBuckets):
+# * on the manager, ``kueue_admission_wait_time_seconds``: a workload's creation (or requeue) until its admission,
+#   which on the manager is when a worker admitted it (pkg/controller/admissionchecks/multikueue/workload.go turns the
+#   MultiKueue check Ready when the remote workload is admitted); 16 buckets, the last finite 40960 s;
+# * on a worker, ``kueue_admitted_until_ready_wait_time_seconds``: its admission there until its pods are ready
+#   (running), observed once per workload by the job reconciler only where ``waitForPodsReady`` is on
+#   (pkg/controller/jobframework/reconciler.go), which every worker sets; 14 buckets, the last finite 10240 s.
+#   The workers' leaves scrape it and the central federates it, so the report reads it per worker.
+ADMISSION_WAIT_METRIC = "kueue_admission_wait_time_seconds"
+START_WAIT_METRIC = "kueue_admitted_until_ready_wait_time_seconds"
+START_WAIT_SERIES = tuple(f"{START_WAIT_METRIC}_{part}" for part in ("bucket", "sum", "count"))
 
 
 class QueueSettings(StrictModel):

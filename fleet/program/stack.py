@@ -143,19 +143,20 @@ def queues(
     """The cluster's part in the fleet's queues: the manager's MultiKueue objects, reading each worker's kubeconfig from
     its stack, or a worker's queues and the manager's identity, whose kubeconfig it exports as a secret. Returns the
     manager's component on the manager."""
-    if fleet.dispatch is None or infra.kueue is None or infra.kueue_namespace is None:
+    if fleet.dispatch is None or infra.queue_role is None or infra.kueue is None or infra.kueue_namespace is None:
         return None
     opts = pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.kueue])
+    # the cluster's Prometheus scrapes its Kueue: on the manager (the central) the dispatch and admission metrics, on
+    # a worker the wait from admission to running pods, which the central federates (docs/queues.md)
+    kueue_metrics_scrape(
+        cluster.name,
+        infra.kueue_namespace,
+        PROMETHEUS_ACCOUNT,
+        MONITORING_NS,
+        from_namespace(MONITORING_NS, PROMETHEUS_POD_LABELS),
+        opts,
+    )
     if infra.queue_role == "manager":
-        # the manager is the central: its Prometheus scrapes Kueue's dispatch and admission metrics (docs/queues.md)
-        kueue_metrics_scrape(
-            cluster.name,
-            infra.kueue_namespace,
-            PROMETHEUS_ACCOUNT,
-            MONITORING_NS,
-            from_namespace(MONITORING_NS, PROMETHEUS_POD_LABELS),
-            opts,
-        )
         return QueueManager(
             cluster,
             fleet.dispatch,

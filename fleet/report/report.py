@@ -52,7 +52,7 @@ from fleet.report.queries import (
     window_from,
     workload_queries,
 )
-from fleet.report.queues import QueueRow, queue_queries, queue_rows
+from fleet.report.queues import QueueRow, Wait, queue_queries, queue_rows
 from fleet.report.runners import RunnerRow, runner_queries, runner_rows
 from fleet.report.scaling import ScalingRow, scaling_queries, scaling_rows
 from fleet.report.summary import summary_facts, summary_header, summary_rows
@@ -437,20 +437,36 @@ def account_table_rows(rows: list[AccountRow]) -> list[list[str]]:
     ]
 
 
-QUEUE_HEADER = ["queue", "worker", "place", "admitted", "mean wait to admission (s)", "spilled past the first"]
+QUEUE_HEADER = [
+    "queue", "worker", "place", "admitted",
+    "to admission, median (s)", "to admission, worst (s)", "to admission, mean (s)",
+    "admission to running, median (s)", "admission to running, worst (s)", "admission to running, mean (s)",
+    "submission to running, mean (s)", "spilled past the first",
+]  # fmt: skip
+
+
+def _wait_cells(wait: Wait) -> list[str]:
+    return [fmt(wait.median, 4), wait.worst.text() if wait.worst else MISSING, fmt(wait.mean, 4)]
 
 
 def queue_table_rows(rows: list[QueueRow]) -> list[list[str]]:
     """The cells of the queues' table: per queue, a row per worker in the queue's order (its place in it; a dash for
-    a worker the policy does not name), then the queue's total, mean wait and spills."""
+    a worker the policy does not name) with its wait from admission to running, then the queue's total, its waits to
+    admission (measured on the manager, per queue) and to running, the mean from submission to running and spills
+    (fleet/report/queues.py says what each wait is)."""
     cells = []
     for r in rows:
         for worker, admitted in r.admitted.items():
             place = str(r.order.index(worker) + 1) if worker in r.order else MISSING
-            cells.append([r.queue, worker, place, fmt_count(admitted), "", ""])
+            cells.append(
+                [r.queue, worker, place, fmt_count(admitted), "", "", "", *_wait_cells(r.start[worker]), "", ""]
+            )
         cells.append(
-            [r.queue, "all workers", "", fmt_count(r.total), fmt(r.mean_wait_seconds, 4), fmt_count(r.spilled)]
-        )
+            [
+                r.queue, "all workers", "", fmt_count(r.total), *_wait_cells(r.admission), *_wait_cells(r.start_all),
+                fmt(r.submission_to_running_mean, 4), fmt_count(r.spilled),
+            ]
+        )  # fmt: skip
     return cells
 
 

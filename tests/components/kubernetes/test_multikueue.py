@@ -12,6 +12,7 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
+from components.kubernetes.infra import federated_selectors
 from components.kubernetes.multikueue import (
     DISPATCHED,
     DISPATCHER_ALL_AT_ONCE,
@@ -28,7 +29,7 @@ from components.kubernetes.multikueue import (
 )
 from components.kubernetes.network_policy import CREDENTIAL_ADDRESSES
 from fleet.model import pod_contract
-from fleet.model.queues import pool_capacity, quota
+from fleet.model.queues import START_WAIT_SERIES, pool_capacity, quota
 from fleet.model.spec import load_fleet
 from fleet.tools.checks.schemas import CRDS_ENV, load_crds, schema_errors
 from fleet.tools.engine.plan import plan_fleet
@@ -174,7 +175,11 @@ def test_the_managers_identity_on_a_worker_and_its_kubeconfig_a_secret_output(pl
         granted = {(g, res) for rule in role.inputs["rules"] for g in rule["apiGroups"] for res in rule["resources"]}
         assert set(DISPATCHED.values()) <= granted  # every kind the manager watches there
         assert not any("*" in rule["verbs"] or "secrets" in rule["resources"] for rule in role.inputs["rules"])
-        (binding,) = by_type(plan, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+        (binding,) = [
+            r
+            for r in by_type(plan, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+            if r.inputs["roleRef"]["name"] == role.inputs["metadata"]["name"]
+        ]
         (subject,) = binding.inputs["subjects"]
         (account,) = [
             r
@@ -214,33 +219,46 @@ def test_the_manager_may_reach_api_servers_only(planned):
     assert egress[1]["to"][0]["ipBlock"]["except"] == list(CREDENTIAL_ADDRESSES)  # every cloud's metadata address
 
 
-def test_the_central_prometheus_scrapes_kueue_on_the_manager_only(planned):
+def test_each_queue_clusters_prometheus_scrapes_its_kueue_and_the_central_federates_the_workers_start_wait(planned):
+    """The manager's Prometheus (the central) scrapes its Kueue's dispatch and admission metrics, each worker's leaf its
+    Kueue's wait from admission to running pods (observed only on the workers, where waitForPodsReady is on), which the
+    central federates: the report's wait to start per worker."""
     fleet, plans = planned
-    manager = plans[fleet.dispatch.manager]
-    (monitor,) = [r.inputs for r in by_type(manager, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")]
-    assert monitor["metadata"]["namespace"] == pod_contract.KUEUE_NAMESPACE
-    (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["port"] == "https" and endpoint["scheme"] == "https" and "bearerTokenFile" in endpoint
-    # the scraper's token may read /metrics: the chart's metrics-reader ClusterRole, bound to the Prometheus' account
-    (binding,) = [
-        r.inputs
-        for r in by_type(manager, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
-        if r.inputs["roleRef"]["name"] == KUEUE_METRICS_READER
-    ]
-    (subject,) = binding["subjects"]
-    assert subject["kind"] == "ServiceAccount" and subject["namespace"] == "monitoring"
-    assert subject["name"] == "kps-prometheus"
-    # only the monitoring namespace's Prometheus reaches Kueue's 8443
-    policies = {
-        (r.inputs["metadata"]["name"], r.inputs["metadata"]["namespace"]): r.inputs
-        for r in by_type(manager, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
-    }
-    rule = policies[("allow-prometheus", pod_contract.KUEUE_NAMESPACE)]["spec"]["ingress"][0]
-    assert rule["ports"] == [{"protocol": "TCP", "port": KUEUE_METRICS_PORT}]
-    assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "monitoring"}
-    for stack, plan in plans.items():  # the workers' Kueue is not scraped: the manager counts per worker
-        if stack != fleet.dispatch.manager:
-            assert not by_type(plan, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")
+    for stack, plan in plans.items():
+        (monitor,) = [r.inputs for r in by_type(plan, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")]
+        assert monitor["metadata"]["namespace"] == pod_contract.KUEUE_NAMESPACE, stack
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["port"] == "https" and endpoint["scheme"] == "https", stack
+        # the scraper's token may read /metrics: the chart's metrics-reader ClusterRole, bound to Prometheus' account
+        (binding,) = [
+            r.inputs
+            for r in by_type(plan, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+            if r.inputs["roleRef"]["name"] == KUEUE_METRICS_READER
+        ]
+        (subject,) = binding["subjects"]
+        assert subject["kind"] == "ServiceAccount" and subject["namespace"] == "monitoring"
+        assert subject["name"] == "kps-prometheus"
+        # only the monitoring namespace's Prometheus reaches Kueue's 8443
+        policies = {
+            (r.inputs["metadata"]["name"], r.inputs["metadata"]["namespace"]): r.inputs
+            for r in by_type(plan, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        }
+        rule = policies[("allow-prometheus", pod_contract.KUEUE_NAMESPACE)]["spec"]["ingress"][0]
+        assert rule["ports"] == [{"protocol": "TCP", "port": KUEUE_METRICS_PORT}]
+        assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "monitoring"}
+    assert set(START_WAIT_SERIES) <= set(federated_selectors(fleet))
+    assert {p.stack for p in plans.values()} == {fleet.dispatch.manager, *fleet.dispatch.workers}
+
+
+def test_a_fleet_without_queues_neither_scrapes_nor_federates_kueue(tmp_path):
+    policy, stacks = write_policy(tmp_path, QUEUED.split("queues:")[0], STACKS)  # the same clusters, no queues
+    workloads = tmp_path / "workloads"
+    workloads.mkdir()
+    fleet = load_fleet(policy, workloads)
+    assert fleet.dispatch is None
+    assert not set(START_WAIT_SERIES) & set(federated_selectors(fleet))
+    for plan in plan_fleet(fleet, policy, stacks_dir=stacks, workloads_dir=workloads):
+        assert not by_type(plan, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"), plan.stack
 
 
 def test_every_queue_object_fits_kueues_upstream_crds(planned):

@@ -122,7 +122,7 @@ queues:
 """
 
 # The stack files of QUEUED (Kueue needs Kubernetes 1.29 or newer: fleet/program/stack.py check_kueue_version).
-QUEUED_SITE = {**MAGNUM_SITE, "kubeTag": "v1.31.5-rancher1"}
+QUEUED_SITE = {**MAGNUM_SITE, "kubeTag": "v1.31.5-rancher1", "autoscalerTag": "v1.31.5"}  # the same minors
 QUEUED_STACKS = {
     "control": {"openstack:cloud": "site", "gpu-fleet:storageClass": "standard", "gpu-fleet:magnum": QUEUED_SITE},
     "cern-gpu": {"openstack:cloud": "site", "gpu-fleet:magnum": QUEUED_SITE},

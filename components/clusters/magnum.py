@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,42 @@ def node_selector(card: str) -> dict[str, str]:
 # magnum/drivers/common/templates/kubernetes/fragments/enable-auto-scaling.sh:
 # ``${CONTAINER_INFRA_PREFIX:-docker.io/openstackmagnum/}cluster-autoscaler:${AUTOSCALER_TAG}``).
 MAGNUM_AUTOSCALER_IMAGE = "docker.io/openstackmagnum/cluster-autoscaler"
+# Magnum's CI built and pushed that image for the tags listed in openstack/magnum 20.0.0
+# playbooks/container-builder-vars.yaml ``cluster_autoscaler_versions`` (1.25.0 ... 1.28.0, the newest; the playbooks
+# are gone from later releases). Upstream's own image, registry.k8s.io/autoscaling/cluster-autoscaler, is built with
+# every cloud provider, Magnum's included (kubernetes/autoscaler cluster-autoscaler-1.31.5,
+# cluster-autoscaler/cloudprovider/builder/builder_all.go, used when the Makefile's BUILD_TAGS is empty, as for the
+# release images), and is published for every release: a site on a newer Kubernetes sets autoscalerImage to it.
+UPSTREAM_AUTOSCALER_IMAGE = "registry.k8s.io/autoscaling/cluster-autoscaler"
+# The cluster-autoscaler's minor must be the control plane's: "Starting from Kubernetes 1.12, versioning scheme was
+# changed to match Kubernetes minor releases exactly", and each CA minor is tested with its own Kubernetes minor
+# only (kubernetes/autoscaler cluster-autoscaler/README.md, "Releases"). Both the GPU groups' autoscaler and
+# Magnum's own (the template's ``autoscaler_tag`` label) run this tag.
+VERSION_TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
+
+
+def tag_minor(tag: str) -> tuple[int, int] | None:
+    """The (major, minor) a version tag names (``v1.31.5-rancher1`` -> (1, 31)); None for another kind of tag."""
+    found = VERSION_TAG.match(tag.strip())
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def autoscaler_minor_problem(kube_tag: str, autoscaler_tag: str) -> str | None:
+    """Why ``autoscaler_tag`` does not fit a cluster of ``kube_tag``, or None (same minor, or a tag naming no
+    version, about which nothing is claimed)."""
+    kube, autoscaler = tag_minor(kube_tag), tag_minor(autoscaler_tag)
+    if kube is None or autoscaler is None or kube == autoscaler:
+        return None
+    minor, their = ".".join(map(str, kube)), ".".join(map(str, autoscaler))
+    return (
+        f"{autoscaler_tag} is cluster-autoscaler {their}, but kubeTag {kube_tag} runs Kubernetes "
+        f"{minor}: the autoscaler's minor must be the cluster's (kubernetes/autoscaler cluster-autoscaler README, "
+        f'"Releases"). Set a {minor} tag, such as autoscalerTag: v{minor}.0 with autoscalerImage: '
+        f"{UPSTREAM_AUTOSCALER_IMAGE} (Magnum's CI published {MAGNUM_AUTOSCALER_IMAGE} up to v1.28.0), and "
+        "make sure the image Magnum's own autoscaler pulls (container_infra_prefix, or Docker Hub) has it too"
+    )
+
+
 # The heat driver writes the trust credentials the autoscaler needs to this file on masters only, with the CA
 # bundle beside it (openstack/magnum 20.0.0, fragments/write-kube-os-config.sh, wired into kubemaster.yaml);
 # the chart mounts both from the host (kubernetes/autoscaler cluster-autoscaler-chart-9.56.0,
@@ -115,7 +152,7 @@ class MagnumSettings:
     REQUIRED = ("image", "keypair", "externalNetwork", "masterFlavor", "kubeTag", "autoscalerTag")
     HINTS = {
         "kubeTag": "the Kubernetes tag your Magnum driver pulls (heat driver: hyperkube, e.g. v1.28.9-rancher1)",
-        "autoscalerTag": f"the {MAGNUM_AUTOSCALER_IMAGE} tag for the Kubernetes minor version, e.g. v1.28.0",
+        "autoscalerTag": "the cluster-autoscaler tag of the Kubernetes minor version of kubeTag, e.g. v1.28.0",
     }
 
     @staticmethod
@@ -131,6 +168,11 @@ class MagnumSettings:
             if not isinstance(raw.get(k), str) or not raw[k].strip():
                 hint = f": {MagnumSettings.HINTS[k]}" if k in MagnumSettings.HINTS else ""
                 found.append(((k,), f"missing {k}, a site setting{hint}"))
+        kube, autoscaler = raw.get("kubeTag"), raw.get("autoscalerTag")
+        if isinstance(kube, str) and isinstance(autoscaler, str):
+            mismatch = autoscaler_minor_problem(kube, autoscaler)
+            if mismatch:
+                found.append((("autoscalerTag",), mismatch))
         if raw.get("masterCount", 1) not in (1, 3):
             found.append((("masterCount",), "must be 1 or 3 (etcd quorum)"))
         labels = raw.get("extraLabels", {})

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import pulumi
 
 from components.clusters.cluster import GpuCluster
+from components.clusters.magnum import tag_minor
 from components.kubernetes.benchmark import BenchmarkJobs
 from components.kubernetes.infra import MONITORING_NS, PROMETHEUS_ACCOUNT, PROMETHEUS_POD_LABELS, ClusterServices
 from components.kubernetes.multikueue import KUBECONFIG_OUTPUT, QueueManager, QueueWorker, kueue_metrics_scrape
@@ -45,8 +45,8 @@ def check_kueue_version(fleet: Fleet, cluster: Cluster, settings: StackSettings)
     from_stack = cloud_rules(cluster.cloud).kubernetes_version_from_stack
     magnum = settings.magnum if from_stack and isinstance(settings.magnum, dict) else None
     text = str(magnum.get("kubeTag", "")) if magnum else cluster.kubernetes_version
-    found = re.match(r"^v?(\d+)\.(\d+)", text)
-    if found is None or (int(found[1]), int(found[2])) >= KUEUE_MIN_KUBERNETES:
+    minor = tag_minor(text)
+    if minor is None or minor >= KUEUE_MIN_KUBERNETES:
         return
     message = (
         f"{cluster.name} runs Kueue (scaling sweeps or the fleet's queues), which needs Kubernetes 1.29 or newer "

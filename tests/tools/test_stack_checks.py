@@ -49,6 +49,17 @@ def test_the_fixture_fleet_is_clean(fleet_dir, capsys):
     assert status == 0 and "warning" not in err, err
 
 
+# a Magnum site whose autoscaler's minor is not its Kubernetes' (components/clusters/magnum.py autoscaler_minor_problem)
+MISMATCHED_MAGNUM = {
+    "image": "fcos",
+    "keypair": "kp",
+    "externalNetwork": "ext",
+    "masterFlavor": "m2.medium",
+    "kubeTag": "v1.31.5-rancher1",
+    "autoscalerTag": "v1.28.0",
+}
+
+
 @pytest.mark.parametrize(
     ("stack", "changes", "fragment"),
     [
@@ -64,6 +75,11 @@ def test_the_fixture_fleet_is_clean(fleet_dir, capsys):
         ("fix-gke", {"gpu-fleet__magnum": {"image": "x"}}, "only for openstack clusters"),
         ("fix-magnum", {"gpu-fleet__storageClass": None}, "gpu-fleet:storageClass: required on fix-magnum"),
         ("fix-magnum", {"gpu-fleet__magnum": {"image": "fcos"}}, "config.gpu-fleet:magnum.kubeTag: missing kubeTag"),
+        (
+            "fix-magnum",
+            {"gpu-fleet__magnum": MISMATCHED_MAGNUM},
+            "config.gpu-fleet:magnum.autoscalerTag: v1.28.0 is cluster-autoscaler 1.28, but kubeTag v1.31.5-rancher1",
+        ),
         ("fix-gke", {"project": "x"}, "config.project: config keys are namespaced"),
         ("fix-gke", {"gpu-fleet__storageClas": "ssd"}, "(did you mean 'gpu-fleet:storageClass'?)"),
         ("fix-eks", {"pulumi__disable-default-providers": None}, "config.pulumi:disable-default-providers: missing"),

@@ -7,7 +7,14 @@ import tomllib
 import pytest
 from pulumi.runtime import rpc
 
-from components.clusters.magnum import GPU_AUTOSCALER, node_selector
+from components.clusters.magnum import (
+    GPU_AUTOSCALER,
+    UPSTREAM_AUTOSCALER_IMAGE,
+    MagnumSettings,
+    autoscaler_minor_problem,
+    node_selector,
+    tag_minor,
+)
 from components.kubernetes.images import magnum_autoscaler_image
 from fleet.model.errors import InputError
 from fleet.model.registry import DEFAULT_REGISTRY
@@ -142,6 +149,38 @@ def test_kube_and_autoscaler_tags_are_required_site_settings(tmp_path, key):
     assert problem.file.endswith("Pulumi.os-test.yaml") and problem.line > 1
     assert problem.path == f"config.gpu-fleet:magnum.{key}" and f"missing {key}, a site setting" in problem.message
     assert "e.g. v1.28" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("kube", "autoscaler", "refused"),
+    [
+        ("v1.31.5-rancher1", "v1.28.0", True),  # the sample's old mismatch
+        ("v1.31.5-rancher1", "v1.31.5", False),
+        ("v1.28.9-rancher1", "v1.28.0", False),
+        ("v1.28.9", "v1.0", True),  # Magnum Stein's default, from before the CA followed Kubernetes' minors
+        ("v1.30.0-rancher1", "v1.31.0", True),  # newer is no better: each CA minor is tested with its own
+        ("latest", "v1.28.0", False),  # a tag naming no version: nothing claimed
+    ],
+)
+def test_the_autoscalers_minor_must_be_the_clusters(tmp_path, kube, autoscaler, refused):
+    """kubernetes/autoscaler cluster-autoscaler README, "Releases": the CA's minor matches the control plane's."""
+    assert (autoscaler_minor_problem(kube, autoscaler) is not None) == refused
+    site = {**MAGNUM, "kubeTag": kube, "autoscalerTag": autoscaler}
+    if not refused:
+        assert MagnumSettings.problems(site) == []
+        return
+    with pytest.raises(InputError) as caught:
+        plan_one(tmp_path, POLICY, "os-test", {**CONFIG, "gpu-fleet:magnum": site})
+    (problem,) = caught.value.problems
+    assert problem.path == "config.gpu-fleet:magnum.autoscalerTag" and problem.line > 1
+    assert f"runs Kubernetes {kube[1:5]}" in problem.message and UPSTREAM_AUTOSCALER_IMAGE in problem.message
+
+
+def test_tag_minor_reads_kube_and_autoscaler_tags():
+    assert tag_minor("v1.31.5-rancher1") == (1, 31)
+    assert tag_minor("v1.28.0") == (1, 28)
+    assert tag_minor("1.29") == (1, 29)
+    assert tag_minor("latest") is None and tag_minor("v1") is None
 
 
 def test_bad_magnum_settings_are_reported_together(tmp_path):

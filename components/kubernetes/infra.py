@@ -318,6 +318,8 @@ def prometheus_values(
         "retention": mon.central_retention if cluster.central else mon.leaf_retention,
         **selectors_nil,
         "resources": {"requests": {"cpu": "200m", "memory": "1Gi"}},
+        # how a ServiceMonitor of ours authenticates with the Prometheus' own token (fleet/model/prometheus.py)
+        "scrapeClasses": prometheus.scrape_classes(),
     }
     system = cluster.system_selector
     rules: dict[str, Any] = {"gpufleet-gpu-aggregates": prometheus.leaf_recording_rules()}

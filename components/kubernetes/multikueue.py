@@ -55,7 +55,7 @@ import yaml
 from components.kubernetes.deployment import FLEET_PART_OF
 from components.kubernetes.network_policy import DNS_PORTS, allow_ingress, internet_block, network_policy, ports
 from components.kubernetes.training import KUEUE_API, UNBOUNDED, kueue_cluster_queue
-from fleet.model import pod_contract
+from fleet.model import pod_contract, prometheus
 from fleet.model.queues import SPILL_ALL, Dispatch, Queue, pool_capacity, quota
 from fleet.model.spec import Cluster, GpuPool
 
@@ -422,14 +422,15 @@ class QueueManager(pulumi.ComponentResource):
 
 def kueue_metrics_endpoint() -> dict[str, Any]:
     """The ServiceMonitor endpoint of Kueue's metrics, as the kueue 0.19.2 chart's own (templates/prometheus/
-    monitor.yaml, values.yaml metrics.serviceMonitor.tlsConfig): HTTPS with the Prometheus' own ServiceAccount token,
-    the certificate unchecked (Kueue's metrics certificate is its own self-signed one)."""
+    monitor.yaml, values.yaml metrics.serviceMonitor.tlsConfig): HTTPS, the certificate unchecked (Kueue's metrics
+    certificate is its own self-signed one). It authenticates with the Prometheus' own ServiceAccount token through
+    the ServiceMonitor's scrape class, not the chart's deprecated ``bearerTokenFile`` (fleet/model/prometheus.py
+    ``SERVICE_ACCOUNT_SCRAPE_CLASS``)."""
     return {
         "port": "https",
         "path": "/metrics",
         "scheme": "https",
         "interval": "30s",
-        "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
         "tlsConfig": {"insecureSkipVerify": True},
     }
 
@@ -450,7 +451,12 @@ def kueue_metrics_scrape(
         api_version="monitoring.coreos.com/v1",
         kind="ServiceMonitor",
         metadata={"name": "kueue-metrics", "namespace": kueue_namespace, "labels": FLEET_LABELS},
-        spec={"selector": {"matchLabels": dict(KUEUE_METRICS_SERVICE_LABELS)}, "endpoints": [kueue_metrics_endpoint()]},
+        spec={
+            "selector": {"matchLabels": dict(KUEUE_METRICS_SERVICE_LABELS)},
+            "endpoints": [kueue_metrics_endpoint()],
+            # prometheus-operator v0.86.2 ServiceMonitorSpec.ScrapeClassName, JSON ``scrapeClass``
+            "scrapeClass": prometheus.SERVICE_ACCOUNT_SCRAPE_CLASS,
+        },
         opts=opts,
     )
     binding = k8s.rbac.v1.ClusterRoleBinding(

@@ -293,6 +293,31 @@ def leaf_web_config(cert_file: str, key_file: str, client_ca_file: str) -> dict[
     }
 
 
+# A ServiceMonitor that scrapes with the Prometheus' own ServiceAccount token names this scrape class instead of the
+# endpoint field ``bearerTokenFile``, deprecated ("Deprecated: use `authorization` instead", prometheus-operator
+# v0.86.2 pkg/apis/monitoring/v1/types.go Endpoint, the operator kube-prometheus-stack 79.5.0 runs). A ServiceMonitor's
+# own ``authorization`` reads only a Secret (SafeAuthorization), which would mean a long-lived token Secret; a scrape
+# class, defined by whoever owns the Prometheus, may read a file (``authorization.credentialsFile``), and the operator
+# applies it to every endpoint of a ServiceMonitor naming it that has no authorization of its own (pkg/prometheus/
+# promcfg.go mergeSafeAuthorizationWithScrapeClass; Documentation/developer/scrapeclass.md). So Prometheus keeps
+# sending the projected, rotated token the kubelet mounts (the operator mounts it unless automountServiceAccountToken
+# is false: prometheus_types.go), as ``authorization: {type: Bearer, credentials_file: ...}``.
+SERVICE_ACCOUNT_SCRAPE_CLASS = "service-account-token"
+SERVICE_ACCOUNT_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def scrape_classes() -> list[dict[str, Any]]:
+    """The Prometheus' ``scrapeClasses``: :data:`SERVICE_ACCOUNT_SCRAPE_CLASS`, not the default (a ServiceMonitor
+    uses it only by naming it in ``scrapeClass``)."""
+    return [
+        {
+            "name": SERVICE_ACCOUNT_SCRAPE_CLASS,
+            "default": False,
+            "authorization": {"type": "Bearer", "credentialsFile": SERVICE_ACCOUNT_TOKEN_FILE},
+        }
+    ]
+
+
 def leaf_external_labels(cluster: str, cloud: str) -> dict[str, str]:
     """The leaf's ``external_labels``: unique per cluster, so federated series never collide."""
     if not _CLUSTER.match(cluster) or not _CLUSTER.match(cloud):

@@ -36,6 +36,39 @@ def test_every_object_every_stack_renders_fits_the_upstream_schemas(
     assert custom and builtin  # PodMonitors, Kueue's queues, TrainJobs ... and the built-in kinds
 
 
+def test_no_object_of_ours_sets_a_field_its_crd_deprecates(planned_fleets: list[PlannedFleet], crd_schemas: CrdSchemas):
+    """What the stacks declare (the charts' own objects are upstream's) sets no field its CRD marks ``Deprecated:``:
+    the Kueue ServiceMonitor authenticates through a scrape class, not prometheus-operator's deprecated
+    ``bearerTokenFile``."""
+    found, checked = [], 0
+    for planned in planned_fleets:
+        for stack, plan in planned.plans.items():
+            for reg in plan.registrations:
+                if _is_kubernetes_object(reg) and crd_schemas.knows(manifest := kubernetes_manifest(reg)):
+                    checked += 1
+                    found += [
+                        f"{planned.name} {stack}: {manifest['kind']} {reg.name}: {d}"
+                        for d in crd_schemas.deprecated(manifest)
+                    ]
+    assert found == []
+    assert checked
+
+
+def test_a_deprecated_field_is_found_where_it_is(crd_schemas: CrdSchemas):
+    monitor = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": "m", "namespace": "n"},
+        "spec": {
+            "selector": {},
+            "endpoints": [{"port": "https"}, {"port": "https", "bearerTokenFile": "/var/run/secrets/x/token"}],
+        },
+    }
+    (found,) = crd_schemas.deprecated(monitor)
+    assert found == "spec.endpoints.1.bearerTokenFile: Deprecated: use `authorization` instead."
+    assert crd_schemas.errors(monitor) == []  # deprecated, still valid: the schema check alone cannot see it
+
+
 def test_every_object_the_charts_render_fits_the_upstream_schemas(
     planned_fleets: list[PlannedFleet], rendered_charts, crd_schemas: CrdSchemas
 ):

@@ -102,6 +102,28 @@ class CrdSchemas:
             self._validators[key] = jsonschema.Draft4Validator(strict_schema(self.schemas[key]))
         return _located(self._validators[key].iter_errors(obj))
 
+    def deprecated(self, obj: dict[str, Any]) -> list[str]:
+        """The fields ``obj`` sets that its CRD marks deprecated (a description with kubebuilder's ``Deprecated:``
+        line, as prometheus-operator's ``bearerTokenFile``), as ``path: what the CRD says``; [] when none."""
+        key = (obj.get("apiVersion", ""), obj.get("kind", ""))
+        return list(_deprecated(obj, self.schemas[key], ())) if key in self.schemas else []
+
+
+def _deprecated(value: Any, schema: dict[str, Any], path: tuple[str, ...]) -> Iterable[str]:
+    if isinstance(value, dict) and "properties" in schema:
+        for key, item in value.items():
+            sub = schema["properties"].get(key)
+            if sub is None:
+                continue
+            where = (*path, str(key))
+            notes = [line.strip() for line in sub.get("description", "").splitlines() if "Deprecated:" in line]
+            if notes:
+                yield f"{'.'.join(where)}: {notes[0]}"
+            yield from _deprecated(item, sub, where)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            yield from _deprecated(item, schema["items"], (*path, str(i)))
+
 
 @lru_cache(maxsize=4)
 def load_crds(folder: Path) -> CrdSchemas:

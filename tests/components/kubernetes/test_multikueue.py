@@ -29,6 +29,7 @@ from components.kubernetes.multikueue import (
 )
 from components.kubernetes.network_policy import CREDENTIAL_ADDRESSES
 from fleet.model import pod_contract
+from fleet.model.prometheus import SERVICE_ACCOUNT_SCRAPE_CLASS
 from fleet.model.queues import START_WAIT_SERIES, pool_capacity, quota
 from fleet.model.spec import load_fleet
 from fleet.tools.checks.schemas import CRDS_ENV, load_crds, schema_errors
@@ -229,6 +230,13 @@ def test_each_queue_clusters_prometheus_scrapes_its_kueue_and_the_central_federa
         assert monitor["metadata"]["namespace"] == pod_contract.KUEUE_NAMESPACE, stack
         (endpoint,) = monitor["spec"]["endpoints"]
         assert endpoint["port"] == "https" and endpoint["scheme"] == "https", stack
+        # with the Prometheus' own token, through the scrape class its Prometheus defines (not bearerTokenFile)
+        assert "bearerTokenFile" not in endpoint and "authorization" not in endpoint
+        assert monitor["spec"]["scrapeClass"] == SERVICE_ACCOUNT_SCRAPE_CLASS
+        (release,) = [r.inputs for r in by_type(plan, RELEASE) if r.inputs["chart"] == "kube-prometheus-stack"]
+        classes = {c["name"]: c for c in release["values"]["prometheus"]["prometheusSpec"]["scrapeClasses"]}
+        token = classes[SERVICE_ACCOUNT_SCRAPE_CLASS]["authorization"]
+        assert token == {"type": "Bearer", "credentialsFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
         # the scraper's token may read /metrics: the chart's metrics-reader ClusterRole, bound to Prometheus' account
         (binding,) = [
             r.inputs

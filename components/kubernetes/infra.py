@@ -19,7 +19,7 @@ from components.kubernetes import dashboards
 from components.kubernetes.deployment import FLEET_PART_OF, app_labels
 from components.kubernetes.gateway import GATEWAY_NAME, GATEWAY_PORT, SECRETS_DIR, FederationEndpoint, server_name
 from components.kubernetes.images import helm_release, merged
-from components.kubernetes.multikueue import DISPATCHED, multikueue_settings
+from components.kubernetes.multikueue import dispatched_kinds, multikueue_settings
 from components.kubernetes.network_policy import (
     NON_PUBLIC,
     allow_ingress,
@@ -581,7 +581,8 @@ class ClusterServices(pulumi.ComponentResource):
         sweeps = fleet.sweep_points(cluster)
         # the cluster's part in the fleet's queues: manager, worker or none (components/kubernetes/multikueue.py)
         self.queue_role = fleet.dispatch.role(name) if fleet.dispatch else None
-        if sweeps:
+        trains = fleet.trains(cluster)
+        if trains:
             wanted += [pod_contract.TRAINER_NAMESPACE, pod_contract.KUEUE_NAMESPACE]
         elif self.queue_role:
             wanted.append(pod_contract.KUEUE_NAMESPACE)
@@ -610,12 +611,16 @@ class ClusterServices(pulumi.ComponentResource):
                 benchmark_limits(f"{name}-{suffix}", cluster, namespaces[ns].metadata["name"], child)
         # Kueue where sweeps run or the fleet's queues reach (None elsewhere): the sweeps' TrainJobs and JobSets, the
         # dispatched batch Jobs on a queue's manager and workers; a worker evicts a job whose pods do not all run in
-        # time, and the manager gives it to the next cluster
-        frameworks = (*(KUEUE_FRAMEWORKS if sweeps else ()), *(DISPATCHED if self.queue_role else ()))
+        # time, and the manager gives it to the next cluster. Queued sweep points: the manager dispatches TrainJobs
+        # too, and each worker runs them as a sweep cluster does (TrainJob and JobSet, one admission at a time)
+        queued_points = bool(fleet.queued_points()) and self.queue_role is not None
+        dispatched = dispatched_kinds(queued_points) if self.queue_role else {}
+        runs_trainjobs = bool(sweeps) or (queued_points and self.queue_role == "worker")
+        frameworks = tuple(dict.fromkeys((*(KUEUE_FRAMEWORKS if runs_trainjobs else ()), *dispatched)))
         kueue_config = kueue_configuration(
             frameworks,
             wait_for_pods_ready=bool(sweeps) or self.queue_role == "worker",
-            block_admission=bool(sweeps),
+            block_admission=runs_trainjobs,
             multikueue=multikueue_settings(fleet.dispatch) if self.queue_role == "manager" and fleet.dispatch else None,
         )
         self.kueue_namespace = (
@@ -626,7 +631,7 @@ class ClusterServices(pulumi.ComponentResource):
         # the training operator and gang admission of the scaling sweeps (None: the cluster runs no sweep)
         self.training: TrainingOperators | None = None
         self.kueue: pulumi.Resource | None = None
-        if sweeps:
+        if trains:
             self.training = TrainingOperators(
                 cluster,
                 sweeps,

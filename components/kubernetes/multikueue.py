@@ -66,8 +66,10 @@ DISPATCHER_ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 DISPATCHER_INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 # pkg/controller/workloaddispatcher/incrementaldispatcher.go incrementalDispatcherRoundTimeout
 ROUND_SECONDS = 300
-# the job kinds the manager dispatches (Kueue integrations.frameworks) and their API group and resource
+# the job kinds the manager dispatches (Kueue integrations.frameworks) and their API group and resource: batch Jobs,
+# and TrainJobs when the fleet has queued sweep points (``dispatched_kinds``)
 DISPATCHED = {"batch/job": ("batch", "jobs")}
+TRAINJOBS = {"trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs")}
 # the label a job carries to name its LocalQueue (pkg/controller/constants QueueLabel)
 # the ServiceAccount the manager acts as on a worker, in Kueue's namespace (create-multikueue-kubeconfig.sh uses
 # multikueue-sa in kueue-system)
@@ -119,10 +121,25 @@ def multikueue_settings(dispatch: Dispatch) -> dict[str, Any]:
     return settings
 
 
-def worker_rules() -> list[dict[str, Any]]:
+def dispatched_kinds(trainjobs: bool) -> dict[str, tuple[str, str]]:
+    """The kinds the manager integrates and dispatches: batch Jobs, and TrainJobs when ``trainjobs`` (the fleet has
+    queued sweep points).
+
+    The manager watches every integrated kind with a MultiKueue adapter on **every** worker, whichever queue it serves
+    (multikueuecluster.go ``establishWatch``), and a watch it cannot open fails the worker's connection: with
+    TrainJobs, every worker runs Trainer (its CRDs) and grants them. Upstream's create-multikueue-kubeconfig.sh
+    (v0.19.2) lists no TrainJob rule; its rights follow from the adapter (trainjob_multikueue_adapter.go: ``Get`` and
+    ``Create`` in ``SyncJob``, ``Delete`` in ``DeleteRemoteObject``, ``List`` and ``Watch`` as a
+    ``MultiKueueWatcher``), written as the script writes them for every other kind (and ``get`` on the status).
+    The JobSets the worker's Trainer makes of a TrainJob are not the manager's: it neither integrates nor watches
+    them."""
+    return {**DISPATCHED, **(TRAINJOBS if trainjobs else {})}
+
+
+def worker_rules(kinds: Mapping[str, tuple[str, str]] = DISPATCHED) -> list[dict[str, Any]]:
     """The manager's rights on a worker: upstream's create-multikueue-kubeconfig.sh, for the kinds it dispatches."""
     rules: list[dict[str, Any]] = []
-    for group, resource in DISPATCHED.values():
+    for group, resource in kinds.values():
         rules.append(
             {"apiGroups": [group], "resources": [resource], "verbs": ["create", "delete", "get", "list", "watch"]}
         )
@@ -158,23 +175,36 @@ def kubeconfig_secret_name(worker: str) -> str:
     return f"multikueue-{worker}"
 
 
-def manager_cluster_queue_spec(queue: Queue, clusters: Mapping[str, Cluster], namespace: str) -> dict[str, Any]:
-    """The manager's ClusterQueue of a queue: one flavor holding what the workers' pools hold, and the MultiKueue
-    check. The manager runs nothing itself: its quota only caps what it dispatches at once to what the workers can
-    take."""
+def manager_cluster_queue_spec(
+    queue: Queue,
+    clusters: Mapping[str, Cluster],
+    namespace: str,
+    sweep_pools: Mapping[str, Sequence[GpuPool]] | None = None,
+) -> dict[str, Any]:
+    """The manager's ClusterQueue of a queue: one flavor holding what the workers' pools hold (``sweep_pools``: per
+    worker, the sweep pools it builds for the queue's sweep points, counted too), and the MultiKueue check. The
+    manager runs nothing itself: its quota only caps what it dispatches at once to what the workers can take."""
     name = cluster_queue_name(queue)
-    resources = {queue.resource: str(quota(queue, clusters)), **UNBOUNDED}
+    swept = sum(pool_capacity(p) for pools in (sweep_pools or {}).values() for p in pools)
+    resources = {queue.resource: str(quota(queue, clusters) + swept), **UNBOUNDED}
     return {
         **kueue_cluster_queue(namespace, list(resources), [(name, resources)]),
         "admissionChecksStrategy": {"admissionChecks": [{"name": name}]},
     }
 
 
-def worker_cluster_queue_spec(queue: Queue, cluster: Cluster, namespace: str) -> dict[str, Any]:
+def worker_cluster_queue_spec(
+    queue: Queue, cluster: Cluster, namespace: str, sweep_pools: Sequence[GpuPool] = ()
+) -> dict[str, Any]:
     """A worker's ClusterQueue of a queue: a flavor per pool of the queue's cards, in the queue's order, each capped at
-    what the pool holds."""
+    what the pool holds; first the sweep pools the worker builds for the queue's sweep points (``sweep_pools``).
+
+    The sweep pools come first, as in the sweeps' own ClusterQueue (components/kubernetes/training.py
+    ``sweep_pools``): Kueue takes the first flavor whose own label keys the pod's affinity matches, a sweep pool's
+    flavor labels the card and its size, which only its points name, and every other job of the card refuses it by
+    ``DoesNotExist`` on the size label (``card_affinity``)."""
     flavors = []
-    for pool in queue.pools(cluster):
+    for pool in (*sweep_pools, *queue.pools(cluster)):
         flavors.append((worker_flavor_name(pool), {queue.resource: str(pool_capacity(pool)), **UNBOUNDED}))
     return kueue_cluster_queue(namespace, [queue.resource, *UNBOUNDED], flavors)
 
@@ -238,8 +268,13 @@ class QueueWorker(pulumi.ComponentResource):
         benchmark_namespace: pulumi.Input[str],
         kubeconfig: pulumi.Input[str],
         opts: pulumi.ResourceOptions,
+        sweep_pools: Mapping[str, Sequence[GpuPool]] | None = None,
+        kinds: Mapping[str, tuple[str, str]] = DISPATCHED,
     ):
+        """``sweep_pools``: per queue, the sweep pools this worker builds for its sweep points (``Fleet.
+        queue_sweep_pools``); ``kinds``: what the manager dispatches (``dispatched_kinds``)."""
         super().__init__(self.TYPE, f"{cluster.name}-queue-worker", None, opts)
+        swept = sweep_pools or {}
         child = pulumi.ResourceOptions(parent=self)
         name = cluster.name
         account = k8s.core.v1.ServiceAccount(
@@ -251,7 +286,7 @@ class QueueWorker(pulumi.ComponentResource):
         role = k8s.rbac.v1.ClusterRole(
             f"{name}-multikueue-role",
             metadata={"name": "gpu-fleet-multikueue", "labels": FLEET_LABELS},
-            rules=worker_rules(),
+            rules=worker_rules(kinds),
             opts=child,
         )
         k8s.rbac.v1.ClusterRoleBinding(
@@ -276,7 +311,7 @@ class QueueWorker(pulumi.ComponentResource):
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
             pulumi.Output.all(kubeconfig, bearer).apply(lambda v: token_kubeconfig(v[0], v[1], name))
         )
-        pools = {p.name: p for q in queues for p in q.pools(cluster)}
+        pools = {p.name: p for q in queues for p in (*swept.get(q.name, ()), *q.pools(cluster))}
         flavors = [
             k8s.apiextensions.CustomResource(
                 f"{name}-queue-flavor-{pool.name}",
@@ -295,7 +330,9 @@ class QueueWorker(pulumi.ComponentResource):
                 api_version=KUEUE_API,
                 kind="ClusterQueue",
                 metadata={"name": cluster_queue_name(queue), "labels": FLEET_LABELS},
-                spec=worker_cluster_queue_spec(queue, cluster, pod_contract.BENCHMARK_NAMESPACE),
+                spec=worker_cluster_queue_spec(
+                    queue, cluster, pod_contract.BENCHMARK_NAMESPACE, swept.get(queue.name, ())
+                ),
                 opts=after,
             )
             k8s.apiextensions.CustomResource(
@@ -325,7 +362,10 @@ class QueueManager(pulumi.ComponentResource):
         benchmark_namespace: pulumi.Input[str],
         stack_reference_prefix: str,
         opts: pulumi.ResourceOptions,
+        sweep_pools: Mapping[str, Mapping[str, Sequence[GpuPool]]] | None = None,
     ):
+        """``sweep_pools``: per queue and worker, the sweep pools the worker builds for the queue's sweep points,
+        which the queue's quota counts (``Fleet.queue_sweep_pools``)."""
         super().__init__(self.TYPE, f"{cluster.name}-queue-manager", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         name = cluster.name
@@ -390,7 +430,9 @@ class QueueManager(pulumi.ComponentResource):
                 api_version=KUEUE_API,
                 kind="ClusterQueue",
                 metadata={"name": queue_name, "labels": FLEET_LABELS},
-                spec=manager_cluster_queue_spec(queue, clusters, pod_contract.BENCHMARK_NAMESPACE),
+                spec=manager_cluster_queue_spec(
+                    queue, clusters, pod_contract.BENCHMARK_NAMESPACE, (sweep_pools or {}).get(queue.name)
+                ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[check, flavor]),
             )
             k8s.apiextensions.CustomResource(

@@ -22,7 +22,7 @@ ingress and egress between the pods of that job only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -61,8 +61,16 @@ def trainjob_name(point: SweepPoint, digest: str) -> str:
     return f"{point_name(point)[:keep].rstrip('-')}-{digest}"
 
 
-def sweep_pod_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_cm: str | None) -> dict[str, Any]:
-    """One worker's pod: the benchmark pod with ``per_node`` cards, the sweep's variables and its checkpoints."""
+def sweep_pod_spec(
+    cluster: Cluster,
+    point: SweepPoint,
+    programs_cm: str,
+    files_cm: str | None,
+    driver_env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """One worker's pod: the benchmark pod with ``per_node`` cards, the sweep's variables and its checkpoints
+    (``driver_env``: a queued point's driver directories of every pool it may run on, components/kubernetes/
+    queued_sweeps.py)."""
     distributed = point.workload.spec.distributed
     assert distributed is not None  # the policy takes a scale only for distributed workloads
     attempt = f"metadata.labels['{RESTART_ATTEMPT_LABEL}']"
@@ -93,6 +101,7 @@ def sweep_pod_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_
         extra_env=env,
         extra_volumes=volumes,
         container_name=NODE,
+        driver_env=driver_env,
     )
     if not point.pool.sweep:
         # the card's own pool: its selector (gpu=<card>) also matches the sweep pools' nodes and Kueue flavors, which
@@ -102,12 +111,21 @@ def sweep_pod_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_
     return spec
 
 
-def runtime_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_cm: str | None) -> dict[str, Any]:
-    """The point's TrainingRuntime: the ``jax`` policy on ``nodes`` nodes, one indexed Job of worker pods, restarts."""
+def runtime_spec(
+    cluster: Cluster,
+    point: SweepPoint,
+    programs_cm: str,
+    files_cm: str | None,
+    *,
+    labels: Mapping[str, str] | None = None,
+    pod: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The point's TrainingRuntime: the ``jax`` policy on ``nodes`` nodes, one indexed Job of worker pods, restarts.
+    A queued point (components/kubernetes/queued_sweeps.py) gives its own pod labels and worker pod."""
     distributed = point.workload.spec.distributed
     assert distributed is not None
     bench = Benchmark(point.workload, point.pool, None)
-    labels = pod_labels(cluster, bench)
+    labels = dict(labels) if labels is not None else pod_labels(cluster, bench)
     return {
         "mlPolicy": {"numNodes": point.nodes, distributed.framework: {}},
         "template": {
@@ -127,7 +145,7 @@ def runtime_spec(cluster: Cluster, point: SweepPoint, programs_cm: str, files_cm
                                 ),
                                 "template": {
                                     "metadata": {"labels": labels},
-                                    "spec": sweep_pod_spec(cluster, point, programs_cm, files_cm),
+                                    "spec": pod or sweep_pod_spec(cluster, point, programs_cm, files_cm),
                                 },
                             },
                         },
@@ -189,17 +207,22 @@ class SweepJobs(pulumi.ComponentResource):
                     parent=self, depends_on=[runtime], ignore_changes=["spec.suspend", "spec.runtimePatches"]
                 ),
             )
-            peers = [{"podSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}}}]
-            network_policy(
-                f"{resource}-workers",
-                f"{name}-workers"[:63].rstrip("-"),
-                namespace,
-                {
-                    "podSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}},
-                    "policyTypes": ["Ingress", "Egress"],
-                    "ingress": [{"from": peers}],
-                    "egress": [{"to": peers}],
-                },
-                child,
-            )
+            workers_policy(resource, name, namespace, child)
         self.register_outputs({})
+
+
+def workers_policy(resource: str, name: str, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions) -> None:
+    """The NetworkPolicy letting the pods of the TrainJob ``name`` (its JobSet's) reach each other, and no one else."""
+    peers = [{"podSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}}}]
+    network_policy(
+        f"{resource}-workers",
+        f"{name}-workers"[:63].rstrip("-"),
+        namespace,
+        {
+            "podSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": peers}],
+            "egress": [{"to": peers}],
+        },
+        opts,
+    )

@@ -174,7 +174,8 @@ def cluster_queue_spec(points: Sequence[SweepPoint], benchmark_namespace: str) -
 
 
 class TrainingOperators(pulumi.ComponentResource):
-    """Kubeflow Trainer (with JobSet) and Kueue, plus the sweeps' queue: the flavors, ClusterQueue and LocalQueue."""
+    """Kubeflow Trainer (with JobSet) and Kueue, plus the sweeps' queue: the flavors, ClusterQueue and LocalQueue (none
+    without ``points``: a queues' manager or worker that runs only queued sweep points)."""
 
     TYPE = "gpufleet:index:TrainingOperators"
 
@@ -209,6 +210,11 @@ class TrainingOperators(pulumi.ComponentResource):
         )
         self.kueue = kueue_release(cluster, kueue_ns, kueue_config or kueue_configuration(), child)
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.kueue])
+        # the sweeps' own queue where the cluster sweeps (a worker that only runs queued sweep points has none)
+        self.local_queue: pulumi.Resource | None = None
+        if not points:
+            self.register_outputs({})
+            return
         for pool in sweep_pools(points):
             k8s.apiextensions.CustomResource(
                 f"{cluster.name}-flavor-{pool.name}",

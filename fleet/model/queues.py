@@ -35,6 +35,7 @@ import pydantic
 
 from fleet.model import pod_contract
 from fleet.model.errors import Problem, did_you_mean
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from fleet.model.validation import StrictModel
 
 if TYPE_CHECKING:  # spec.py imports this module
@@ -324,29 +325,36 @@ class QueuedJob:
         return f"{self.workload.name}/{self.card}"
 
 
-def card_affinity(card: str, pools: Sequence[GpuPool]) -> dict[str, object]:
-    """The required node affinity that keeps a dispatched Job on ``card`` whichever worker runs it; ``pools``: every
-    pool of the queue's cards on its workers (``Fleet.queue_pools``).
+def card_affinity(card: str, pools: Sequence[GpuPool], allowed: Sequence[GpuPool] | None = None) -> dict[str, object]:
+    """The required node affinity that keeps a dispatched job on ``card`` whichever worker runs it; ``pools``: every
+    pool of the queue's cards on its workers (``Fleet.queue_pools``); ``allowed``: the pools of the card it may run on
+    (by default every pool of the card in ``pools``; a queued sweep point names the pool of each worker that holds it).
 
     The pools of one card carry different selectors (``gpu=<card>`` on GKE, EKS and AKS, the node-group role on
-    Magnum), and a worker's ClusterQueue lists a flavor per card of the queue, tried in order, so the Job must make
+    Magnum), and a worker's ClusterQueue lists a flavor per card of the queue, tried in order, so the job must make
     Kueue skip the other cards' flavors. Kueue matches a flavor on **that flavor's own label keys** only, and a term
     left without any expression matches every flavor (kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go
-    ``checkFlavorForPodSets``, ``flavorSelector``). So each term, one per selector of the card's pools, names its own
-    keys ``In`` their values and every other key the queue's flavors use ``NotIn`` the other cards' values of it. A
+    ``checkFlavorForPodSets``, ``flavorSelector``). So each term, one per selector of the allowed pools, names its own
+    keys ``In`` their values and every other key the queue's card pools use ``NotIn`` the other cards' values of it. A
     flavor of another card fails every term on its own keys, the card's flavor matches its term, and so does a node of
-    the card's pool when the pod is scheduled (``NotIn`` holds on a node without the label).
+    the card's pool when the pod is scheduled (``NotIn`` holds on a node without the label). A term of a card's own
+    pool also wants no sweep-pool size label (``DoesNotExist``): the sweep pools' flavors carry the card's label too,
+    and are listed first on a worker that holds queued sweep points.
     """
-    own = list(dict.fromkeys(tuple(sorted(p.node_selector.items())) for p in pools if p.card == card))
+    chosen = pools if allowed is None else allowed
+    own = list(dict.fromkeys(tuple(sorted(p.node_selector.items())) for p in chosen if p.card == card))
     others: dict[str, set[str]] = {}
     for pool in pools:
-        if pool.card != card:
+        if pool.card != card and not pool.sweep:
             for key, value in pool.node_selector.items():
-                others.setdefault(key, set()).add(value)
+                if key != CARDS_PER_NODE_LABEL:
+                    others.setdefault(key, set()).add(value)
     terms = []
     for selector in own:
         mine = dict(selector)
         expressions: list[dict[str, object]] = [{"key": k, "operator": "In", "values": [v]} for k, v in selector]
+        if CARDS_PER_NODE_LABEL not in mine:
+            expressions.append({"key": CARDS_PER_NODE_LABEL, "operator": "DoesNotExist"})
         expressions += [
             {"key": k, "operator": "NotIn", "values": sorted(values)}
             for k, values in sorted(others.items())
@@ -392,11 +400,6 @@ def check_queued_workloads(
                 f"{name} has a schedule (a CronJob) and names a queue: Kueue's MultiKueue dispatches Jobs, and Kueue "
                 "v0.19.2 has no CronJob integration (pkg/controller/jobs; MultiKueue's supported job types list none); "
                 "remove the schedule to run it once through the queue, or remove queue to run the CronJob per cluster"
-            )
-        if placement.scale is not None:
-            report(
-                f"{name} is a scaling sweep: its distributed jobs run on each cluster's own sweep pools (Trainer and "
-                "JobSet, not dispatched by the fleet's queues); remove queue or scale"
             )
         wl = workloads.get(name)
         if wl is not None and wl.spec.needs_root:

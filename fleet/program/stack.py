@@ -11,10 +11,17 @@ from components.clusters.cluster import GpuCluster
 from components.clusters.magnum import tag_minor
 from components.kubernetes.benchmark import BenchmarkJobs
 from components.kubernetes.infra import MONITORING_NS, PROMETHEUS_ACCOUNT, PROMETHEUS_POD_LABELS, ClusterServices
-from components.kubernetes.multikueue import KUBECONFIG_OUTPUT, QueueManager, QueueWorker, kueue_metrics_scrape
+from components.kubernetes.multikueue import (
+    KUBECONFIG_OUTPUT,
+    QueueManager,
+    QueueWorker,
+    dispatched_kinds,
+    kueue_metrics_scrape,
+)
 from components.kubernetes.network_policy import from_namespace
 from components.kubernetes.preview_access import preview_access
 from components.kubernetes.queued_jobs import QueuedJobs
+from components.kubernetes.queued_sweeps import QueuedSweepJobs, QueuedSweepRuntimes
 from components.kubernetes.runners import GitLabRunners
 from components.kubernetes.sweeps import SweepJobs
 from components.kubernetes.training import KUEUE_VISIBILITY_PORT
@@ -88,6 +95,18 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
             infra.benchmark_namespace,
             pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus, *kueue, manager]),
         )
+    if manager is not None and fleet.queued_points():
+        # after the LocalQueues, and after Trainer (its CRDs and webhooks) and Kueue's TrainJob webhook
+        QueuedSweepJobs(
+            cluster,
+            [(p, fleet.queued_point_pools(p), fleet.queued_point_affinity(p)) for p in fleet.queued_points()],
+            infra.benchmark_namespace,
+            pulumi.ResourceOptions(
+                providers=[component.provider],
+                depends_on=[*kueue, manager, *([infra.training.trainer] if infra.training else [])],
+            ),
+        )
+    held = fleet.queued_points_on(cluster)
     benchmarks = BenchmarkJobs(
         cluster,
         fleet.workload_jobs(cluster),
@@ -96,8 +115,25 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         credentials=settings.workload_secrets,
         root_namespace=infra.root_benchmark_namespace,
         sweeping=list({p.workload.name: p.workload for p in sweeps}.values()),
-        dispatched=list({b.workload.name: b.workload for b in fleet.dispatched_to(cluster)}.values()),
+        dispatched=list(
+            {
+                **{b.workload.name: b.workload for b in fleet.dispatched_to(cluster)},
+                **{p.workload.name: p.workload for p, _ in held},
+            }.values()
+        ),
     )
+    if held and fleet.dispatch is not None and infra.training is not None:
+        # the runtimes the TrainJobs MultiKueue may copy here name, the manager's own
+        QueuedSweepRuntimes(
+            cluster,
+            fleet.clusters[fleet.dispatch.manager],
+            [(p, fleet.queued_point_pools(p), fleet.queued_point_affinity(p)) for p, _ in held],
+            infra.benchmark_namespace,
+            pulumi.ResourceOptions(
+                providers=[component.provider],
+                depends_on=[infra.prometheus, infra.training.trainer, *benchmarks.secrets.values()],
+            ),
+        )
     if sweeps and infra.training is not None:
         SweepJobs(
             cluster,
@@ -165,15 +201,21 @@ def queues(
             infra.benchmark_namespace,
             settings.stack_reference_prefix,
             opts,
+            sweep_pools={
+                q.name: {w: fleet.queue_sweep_pools(q.name, w) for w in q.clusters} for q in fleet.dispatch.queues
+            },
         )
     elif infra.queue_role == "worker":
+        queues_here = fleet.dispatch.queues_of(cluster.name)
         worker = QueueWorker(
             cluster,
-            fleet.dispatch.queues_of(cluster.name),
+            queues_here,
             infra.kueue_namespace,
             infra.benchmark_namespace,
             component.kubeconfig,
             opts,
+            sweep_pools={q.name: fleet.queue_sweep_pools(q.name, cluster.name) for q in queues_here},
+            kinds=dispatched_kinds(bool(fleet.queued_points())),
         )
         pulumi.export(KUBECONFIG_OUTPUT, worker.kubeconfig)
     return None

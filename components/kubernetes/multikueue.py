@@ -176,17 +176,13 @@ def kubeconfig_secret_name(worker: str) -> str:
 
 
 def manager_cluster_queue_spec(
-    queue: Queue,
-    clusters: Mapping[str, Cluster],
-    namespace: str,
-    sweep_pools: Mapping[str, Sequence[GpuPool]] | None = None,
+    queue: Queue, clusters: Mapping[str, Cluster], namespace: str, held: int | None = None
 ) -> dict[str, Any]:
-    """The manager's ClusterQueue of a queue: one flavor holding what the workers' pools hold (``sweep_pools``: per
-    worker, the sweep pools it builds for the queue's sweep points, counted too), and the MultiKueue check. The
+    """The manager's ClusterQueue of a queue: one flavor holding what the workers' pools hold (``held``: with the
+    sweep pools they build for the queue's sweep points, ``Fleet.queue_quota``), and the MultiKueue check. The
     manager runs nothing itself: its quota only caps what it dispatches at once to what the workers can take."""
     name = cluster_queue_name(queue)
-    swept = sum(pool_capacity(p) for pools in (sweep_pools or {}).values() for p in pools)
-    resources = {queue.resource: str(quota(queue, clusters) + swept), **UNBOUNDED}
+    resources = {queue.resource: str(quota(queue, clusters) if held is None else held), **UNBOUNDED}
     return {
         **kueue_cluster_queue(namespace, list(resources), [(name, resources)]),
         "admissionChecksStrategy": {"admissionChecks": [{"name": name}]},
@@ -362,10 +358,10 @@ class QueueManager(pulumi.ComponentResource):
         benchmark_namespace: pulumi.Input[str],
         stack_reference_prefix: str,
         opts: pulumi.ResourceOptions,
-        sweep_pools: Mapping[str, Mapping[str, Sequence[GpuPool]]] | None = None,
+        quotas: Mapping[str, int] | None = None,
     ):
-        """``sweep_pools``: per queue and worker, the sweep pools the worker builds for the queue's sweep points,
-        which the queue's quota counts (``Fleet.queue_sweep_pools``)."""
+        """``quotas``: per queue, what its workers hold with the sweep pools they build for its sweep points
+        (``Fleet.queue_quota``; by default their card pools alone, ``queues.quota``)."""
         super().__init__(self.TYPE, f"{cluster.name}-queue-manager", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         name = cluster.name
@@ -431,7 +427,7 @@ class QueueManager(pulumi.ComponentResource):
                 kind="ClusterQueue",
                 metadata={"name": queue_name, "labels": FLEET_LABELS},
                 spec=manager_cluster_queue_spec(
-                    queue, clusters, pod_contract.BENCHMARK_NAMESPACE, (sweep_pools or {}).get(queue.name)
+                    queue, clusters, pod_contract.BENCHMARK_NAMESPACE, (quotas or {}).get(queue.name)
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[check, flavor]),
             )

@@ -31,7 +31,7 @@ from components.kubernetes.benchmark import config_map_name, spec_hash
 from components.kubernetes.queued_jobs import union_driver_env
 from components.kubernetes.sweeps import TRAINER_API, runtime_spec, sweep_pod_spec, trainjob_name, workers_policy
 from fleet.model import pod_contract
-from fleet.model.queued_sweeps import QUEUE_LABEL, QueuedPoint
+from fleet.model.queued_sweeps import POINT_LABEL, QUEUE_LABEL, QueuedPoint
 from fleet.model.spec import Cluster, GpuPool
 from fleet.model.sweeps import SweepPoint
 
@@ -67,7 +67,8 @@ def queued_runtime(
     labels = queued_point_labels(point)
     spec = runtime_spec(builder, sweep, programs, files, labels=labels, pod=pod)
     name = trainjob_name(sweep, spec_hash([spec, point.nodes]))
-    return name, {"name": name, "labels": {**labels, QUEUE_LABEL: point.queue.name}}, spec
+    metadata = {"name": name, "labels": {**labels, QUEUE_LABEL: point.queue.name, POINT_LABEL: str(point.accelerators)}}
+    return name, metadata, spec
 
 
 def queued_trainjob(point: QueuedPoint, runtime: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # spec.py imports this module
 # The label of a queued point's TrainingRuntime naming its queue, on the manager and the workers (its TrainJob carries
 # Kueue's own kueue.x-k8s.io/queue-name, which a runtime does not need)
 QUEUE_LABEL = "gpu-fleet.io/queue"
+# and the point's total accelerator count, which tells the points of one workload and card apart
+POINT_LABEL = "gpu-fleet.io/sweep-accelerators"
 
 
 @dataclass(frozen=True)

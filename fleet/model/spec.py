@@ -28,7 +28,7 @@ from fleet.model.errors import InputError, Problem
 from fleet.model.fits import fits
 from fleet.model.probes import Probe, resolve_probe
 from fleet.model.queued_sweeps import QueuedPoint, QueuedSweeps, merge_sweep_pools, plan_queued_sweeps, unheld_problems
-from fleet.model.queues import Dispatch, QueuedJob, card_affinity, resolve
+from fleet.model.queues import Dispatch, Queue, QueuedJob, card_affinity, pool_capacity, quota, resolve
 from fleet.model.registry import DEFAULT_REGISTRY, workload_image_problems, workload_in_registry
 from fleet.model.runners import Runner, resolve_runner
 from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL, Sharing, resolve_sharing
@@ -393,6 +393,12 @@ class Fleet:
             if point.queue.name == queue and pool.sweep:
                 seen.setdefault(pool.name, pool)
         return tuple(seen.values())
+
+    def queue_quota(self, queue: Queue) -> int:
+        """The manager's quota of ``queue``: what its workers' pools of its cards hold at most (``queues.quota``), and
+        the sweep pools they build for its sweep points."""
+        swept = sum(pool_capacity(p) for name in queue.clusters for p in self.queue_sweep_pools(queue.name, name))
+        return quota(queue, self.clusters) + swept
 
     def trains(self, cluster: Cluster) -> bool:
         """Whether ``cluster`` runs Kubeflow Trainer: it sweeps, or it takes part in queues that dispatch sweep points

@@ -201,9 +201,7 @@ def queues(
             infra.benchmark_namespace,
             settings.stack_reference_prefix,
             opts,
-            sweep_pools={
-                q.name: {w: fleet.queue_sweep_pools(q.name, w) for w in q.clusters} for q in fleet.dispatch.queues
-            },
+            quotas={q.name: fleet.queue_quota(q) for q in fleet.dispatch.queues},
         )
     elif infra.queue_role == "worker":
         queues_here = fleet.dispatch.queues_of(cluster.name)

@@ -8,6 +8,7 @@ from typing import Any
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from fleet.model import pod_contract
+from fleet.model.queued_sweeps import QUEUE_LABEL, QueuedPoint
 from fleet.model.queues import QueuedJob
 from fleet.model.spec import GpuPool
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
@@ -52,10 +53,30 @@ def _expected_pool(args: ResourceValidationArgs, template: dict[str, Any]) -> Gp
     return cluster.pool_sized(card, ((template.get("spec") or {}).get("nodeSelector") or {}).get(CARDS_PER_NODE_LABEL))
 
 
-def _queued(args: ResourceValidationArgs, template: dict[str, Any]) -> QueuedJob | None:
-    """The queued Job (fleet/model/queues.py) a Job of the queues' manager declares: labelled with its queue, for a
-    workload that names it, on one of its cards; None for any other resource."""
+def _queued(args: ResourceValidationArgs, template: dict[str, Any]) -> QueuedJob | QueuedPoint | None:
+    """The queued Job (fleet/model/queues.py) a Job of the queues' manager declares, labelled with its queue, for a
+    workload that names it, on one of its cards; or the queued sweep point (fleet/model/queued_sweeps.py) whose
+    TrainingRuntime the manager or a worker that holds it declares; None for any other resource."""
     dispatch = fleet().dispatch
+    if dispatch is not None and args.resource_type == TRAINING_RUNTIME:
+        props = plain(args.props)
+        queue = ((props.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        nodes = ((props.get("spec") or {}).get("mlPolicy") or {}).get("numNodes")
+        stack = stack_of(args.urn)
+        return next(
+            (
+                p
+                for p in fleet().queued_points()
+                if (p.workload.name, p.card, p.queue.name, p.nodes)
+                == (labels.get("workload"), labels.get("gpu"), queue, nodes)
+                and (
+                    stack == dispatch.manager
+                    or any(q == p for q, _ in fleet().queued_points_on(fleet().cluster(stack)))
+                )
+            ),
+            None,
+        )
     if dispatch is None or stack_of(args.urn) != dispatch.manager or args.resource_type != JOB_TYPES[0]:
         return None
     queue = ((plain(args.props).get("metadata") or {}).get("labels") or {}).get(pod_contract.QUEUE_NAME_LABEL)
@@ -107,7 +128,11 @@ def _validate_bench_placement(args: ResourceValidationArgs, report: ReportViolat
     _, template, pod = found
     queued = _queued(args, template)
     if queued is not None:
-        want = fleet().queued_affinity(queued)
+        want = (
+            fleet().queued_point_affinity(queued)
+            if hasattr(queued, "accelerators")  # a QueuedPoint (the pack's session may load its class apart)
+            else fleet().queued_affinity(queued)
+        )
         if pod.get("nodeSelector") or pod.get("tolerations") or pod.get("affinity") != want:
             report(
                 f"queued benchmark {args.name!r} must name no pool (the worker that admits it adds its flavor's node "

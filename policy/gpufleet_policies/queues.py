@@ -8,7 +8,7 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from fleet.model.queues import pool_capacity, quota
+from fleet.model.queues import pool_capacity
 
 from .registry import stack_policy
 from .resources import fleet, plain, stack_cluster
@@ -64,7 +64,6 @@ def _validate_queues(args: StackValidationArgs, report: ReportViolation) -> None
         if stray:
             report(f"{stack} takes part in no queue of policy/fleet.yaml but has the queue(s) {', '.join(stray)}")
         return
-    clusters = fleet().clusters
     if role == "manager":
         checks = _by_kind(resources, "AdmissionCheck")
         for queue in dispatch.queues:
@@ -80,10 +79,11 @@ def _validate_queues(args: StackValidationArgs, report: ReportViolation) -> None
                 report(f"the queue {queue.name} has no AdmissionCheck {name} of {MULTIKUEUE_CONTROLLER}")
             spec = queues.get(name, {}).get("spec") or {}
             held = sum(_quota(spec, queue.resource).values())
-            if held != quota(queue, clusters):
+            want = fleet().queue_quota(queue)
+            if held != want:
                 report(
                     f"the manager's ClusterQueue {name} holds {held} {queue.resource}, but the workers' pools of "
-                    f"{', '.join(queue.cards)} hold {quota(queue, clusters)}: jobs would wait on the manager for room "
+                    f"{', '.join(queue.cards)} hold {want}: jobs would wait on the manager for room "
                     "the workers have, or be dispatched to none that can take them"
                 )
             if queue.name not in local:
@@ -101,7 +101,8 @@ def _validate_queues(args: StackValidationArgs, report: ReportViolation) -> None
                 f"{stack} works for the queue {queue.name} but has no ClusterQueue {name} and LocalQueue {queue.name}"
             )
             continue
-        pools = {f"queue-{p.name}": p for p in queue.pools(cluster)}
+        # the queue's card pools, and the sweep pools the worker builds for the queue's sweep points
+        pools = {f"queue-{p.name}": p for p in (*fleet().queue_sweep_pools(queue.name, stack), *queue.pools(cluster))}
         held = _quota(queues[name].get("spec") or {}, queue.resource)
         for flavor, amount in held.items():
             pool = pools.get(flavor)

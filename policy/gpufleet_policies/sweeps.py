@@ -14,6 +14,7 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidati
 from fleet.model import pod_contract
 from fleet.model.pod_contract import TRAINJOB_NAME, max_trainjob_name
 from fleet.model.quantity import parse_quantity
+from fleet.model.queued_sweeps import QueuedPoint
 from fleet.model.spec import Cluster
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
@@ -25,6 +26,7 @@ from .resources import (
     plain,
     pod_template,
     stack_cluster,
+    stack_of,
 )
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -41,11 +43,12 @@ def _validate_queued(args: ResourceValidationArgs, report: ReportViolation) -> N
     props = plain(args.props)
     labels = (props.get("metadata") or {}).get("labels") or {}
     queue = labels.get(pod_contract.QUEUE_NAME_LABEL)
-    if queue != pod_contract.SWEEP_QUEUE:
+    if queue != pod_contract.SWEEP_QUEUE and _queued_point(args.urn, props) is None:
         report(
             f"TrainJob {args.name!r} has {pod_contract.QUEUE_NAME_LABEL}={queue!r}, not {pod_contract.SWEEP_QUEUE!r}: "
             "without Kueue its workers start one by one as nodes come, and a half-started job holds GPU nodes while "
-            "it waits; label it as components/kubernetes/sweeps.py does"
+            "it waits; label it as components/kubernetes/sweeps.py does (a queued sweep point, on the queues' manager "
+            "only: its queue, as components/kubernetes/queued_sweeps.py does)"
         )
     name = str((props.get("metadata") or {}).get("name") or "")
     nodes = int(((props.get("spec") or {}).get("trainer") or {}).get("numNodes") or 1)
@@ -62,6 +65,32 @@ def _validate_queued(args: ResourceValidationArgs, report: ReportViolation) -> N
             f"TrainJob {args.name!r} must name its own TrainingRuntime (runtimeRef kind TrainingRuntime), which "
             "holds the workers' pod; got {ref!r}"
         )
+
+
+def _queued_point(urn: str, props: dict[str, Any], per_node: int | None = None) -> QueuedPoint | None:
+    """The queued sweep point a TrainJob of the queues' manager declares (its workload, card and queue, and with
+    ``per_node``, the cards of each of its workers, its nodes and size); else None."""
+    dispatch = fleet().dispatch
+    if dispatch is None or stack_of(urn) != dispatch.manager:
+        return None
+    labels = (props.get("metadata") or {}).get("labels") or {}
+    key = (labels.get("workload"), labels.get("gpu"), labels.get(pod_contract.QUEUE_NAME_LABEL))
+    nodes = ((props.get("spec") or {}).get("trainer") or {}).get("numNodes")
+    return next(
+        (
+            p
+            for p in fleet().queued_points()
+            if (p.workload.name, p.card, p.queue.name) == key
+            and (per_node is None or (p.nodes, p.per_node) == (nodes, per_node))
+        ),
+        None,
+    )
+
+
+def _resource(card: str) -> str:
+    """The extended resource of ``card``, as some pool of the fleet names it (``nvidia.com/gpu`` if none does)."""
+    pools = (p for c in fleet().clusters.values() for p in c.pools if p.card == card)
+    return next((p.resource for p in pools), "nvidia.com/gpu")
 
 
 def _workers(runtime: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -135,6 +164,10 @@ def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> N
     if found_stack is None:
         return
     resources, stack, cluster = found_stack
+    dispatch = fleet().dispatch
+    if dispatch is not None and stack == dispatch.manager:
+        _validate_manager_points(resources, stack, report)
+        return
     expected = {(p.workload.name, p.card, p.accelerators) for p in fleet().sweep_points(cluster)}
     found = _found_points(cluster, resources, report)
     for workload, card, n in sorted(expected - set(found)):
@@ -155,8 +188,51 @@ def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> N
         if r.resource_type == HELM_RELEASE
     }
     queued = fleet().dispatch is not None and fleet().dispatch.role(stack) is not None  # type: ignore[union-attr]
+    trains = fleet().trains(cluster)  # also a worker of queues that dispatch sweep points
     for name in OPERATOR_CHARTS:
-        if expected and name not in charts:
+        if (expected or trains) and name not in charts:
             report(f"{stack} runs sweep jobs but has no {name} release: nothing would admit or run them")
-        if not expected and name in charts and not (name == "kueue" and queued):
+        if not expected and name in charts and not trains and not (name == "kueue" and queued):
             report(f"{stack} runs no sweep but deploys {name}: remove the release (TrainingOperators)")
+
+
+def _validate_manager_points(resources: list[Any], stack: str, report: ReportViolation) -> None:
+    """The queues' manager: its TrainJobs are exactly the queued sweep points, once each, and it runs Trainer (its
+    CRDs and webhooks; its controller skips the TrainJobs MultiKueue manages) when there are any."""
+    expected = {p.name: p for p in fleet().queued_points()}
+    runtimes = {
+        (plain(r.props).get("metadata") or {}).get("name"): plain(r.props)
+        for r in resources
+        if r.resource_type == TRAINING_RUNTIME
+    }
+    found: dict[str, Any] = {}
+    for r in resources:
+        if r.resource_type != TRAIN_JOB:
+            continue
+        props = plain(r.props)
+        runtime = runtimes.get(((props.get("spec") or {}).get("runtimeRef") or {}).get("name"))
+        card = ((props.get("metadata") or {}).get("labels") or {}).get("gpu", "")
+        per_node = _cards(_workers(runtime)[1], _resource(card)) if runtime is not None else -1
+        point = _queued_point(r.urn, props, per_node)
+        if point is None:
+            report(
+                f"TrainJob {r.name} on the queues' manager {stack} is no queued sweep point of the policy file (its "
+                "workload, card, queue and nodes): the manager runs nothing itself; remove it",
+                r.urn,
+            )
+        elif point.name in found:
+            report(f"the queued sweep point {point.name} is declared twice on {stack}", r.urn)
+        else:
+            found[point.name] = r
+    for name in sorted(set(expected) - set(found)):
+        report(
+            f"the policy file sweeps {name} through queue {expected[name].queue.name}, but the manager {stack} has no "
+            "TrainJob for it; create them with QueuedSweepJobs(fleet.queued_points())"
+        )
+    charts = {
+        str((plain(r.props) or {}).get("chart", "")).rsplit("/", 1)[-1]
+        for r in resources
+        if r.resource_type == HELM_RELEASE
+    }
+    if expected and "kubeflow-trainer" not in charts:
+        report(f"{stack} dispatches queued sweep points but has no kubeflow-trainer release (TrainJob's CRDs)")

@@ -11,6 +11,7 @@ import pytest
 
 from fleet.model.placement import selector_matches
 from fleet.model.spec import load_fleet
+from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from tests.helpers import QUEUED, QUEUED_TRACKER, queued, queued_workloads_dir
 
 
@@ -106,7 +107,9 @@ def test_kueue_gives_a_queued_job_its_own_cards_flavor_on_every_worker(tmp_path)
     affinity = fleet.queued_affinity(fleet.queued_jobs()[0])["nodeAffinity"]
     terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     keys = {e["key"] for t in terms for e in t["matchExpressions"]}
-    assert len(keys) == 2
+    assert keys - {CARDS_PER_NODE_LABEL} == {"gpu", "magnum.openstack.org/role"}
+    # and every term keeps off the sweep pools, whose flavors carry the card's label too
+    assert all({"key": CARDS_PER_NODE_LABEL, "operator": "DoesNotExist"} in t["matchExpressions"] for t in terms)
 
 
 def test_a_plain_gpu_selector_would_take_the_wrong_flavor_on_magnum(tmp_path):
@@ -145,11 +148,11 @@ def test_a_plain_gpu_selector_would_take_the_wrong_flavor_on_magnum(tmp_path):
             ["workloads.uploader.queue", "needs root", "benchmarks-root"],
         ),
         (
-            "workloads:\n  sweeper: {gpus: [t4], queue: gpu, scale: [1, 2]}\n",
-            ["workloads.sweeper.queue", "is a scaling sweep"],
+            "workloads:\n  sweeper: {gpus: [t4], queue: gpu, scale: [1, 64]}\n",
+            ["workloads.sweeper.scale[1]", "sweeper's point 64 on t4 cannot run through its queue"],
         ),
     ],
-    ids=["unknown-queue", "card-outside-queue", "no-card-of-queue", "cronjob", "needs-root", "sweep"],
+    ids=["unknown-queue", "card-outside-queue", "no-card-of-queue", "cronjob", "needs-root", "sweep-point-unheld"],
 )
 def test_a_workload_that_cannot_be_dispatched_is_refused_with_its_line(tmp_path, capsys, workloads, expected):
     err = bad(tmp_path, capsys, queued(workloads), *expected)

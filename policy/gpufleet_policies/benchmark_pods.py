@@ -8,7 +8,7 @@ from typing import Any
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from fleet.model import pod_contract
-from fleet.model.queued_sweeps import QUEUE_LABEL, QueuedPoint
+from fleet.model.queued_sweeps import POINT_LABEL, QUEUE_LABEL, QueuedPoint
 from fleet.model.queues import QueuedJob
 from fleet.model.spec import GpuPool
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
@@ -63,13 +63,14 @@ def _queued(args: ResourceValidationArgs, template: dict[str, Any]) -> QueuedJob
         queue = ((props.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
         labels = (template.get("metadata") or {}).get("labels") or {}
         nodes = ((props.get("spec") or {}).get("mlPolicy") or {}).get("numNodes")
+        size = ((props.get("metadata") or {}).get("labels") or {}).get(POINT_LABEL)
         stack = stack_of(args.urn)
         return next(
             (
                 p
                 for p in fleet().queued_points()
-                if (p.workload.name, p.card, p.queue.name, p.nodes)
-                == (labels.get("workload"), labels.get("gpu"), queue, nodes)
+                if (p.workload.name, p.card, p.queue.name, p.nodes, str(p.accelerators))
+                == (labels.get("workload"), labels.get("gpu"), queue, nodes, size)
                 and (
                     stack == dispatch.manager
                     or any(q == p for q, _ in fleet().queued_points_on(fleet().cluster(stack)))
@@ -137,8 +138,8 @@ def _validate_bench_placement(args: ResourceValidationArgs, report: ReportViolat
             report(
                 f"queued benchmark {args.name!r} must name no pool (the worker that admits it adds its flavor's node "
                 f"selector and tolerations) and keep its card {queued.card} by the affinity Fleet.queued_affinity "
-                "(fleet/model/queues.py card_affinity); build it with "
-                "components/kubernetes/queued_jobs.py"
+                "or, for a sweep point, Fleet.queued_point_affinity (fleet/model/queues.py card_affinity); build it "
+                "with components/kubernetes/queued_jobs.py or queued_sweeps.py"
             )
         return
     selector = pod.get("nodeSelector") or {}

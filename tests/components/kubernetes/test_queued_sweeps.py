@@ -176,38 +176,38 @@ def test_every_new_object_fits_the_upstream_crds(planned):
     assert schema_errors(job, "1.33", crds)
 
 
-@pytest.mark.xfail(
-    reason="known gap: benchmark-placement matches a queued point's TrainingRuntime to the wrong point of the same "
-    "nodes (policy/gpufleet_policies/benchmark_pods.py _queued); not finished",
-    strict=False,
-)
-def test_the_pack_passes_the_plan_and_finds_a_point_declared_per_cluster_or_missing(planned):
+def test_the_pack_passes_the_plan_and_refuses_a_missing_stray_or_pinned_point(planned):
     fleet, plans, policy, workloads = planned
     manager = fleet.dispatch.manager
+    job_type = TRAINER + "TrainJob"
     with PolicyPackSession(policy, workloads_dir=workloads) as pack:
-        # the workers' runtimes are not yet recognised by the benchmark-placement rule (a known gap): the manager's are
-        for stack, plan in [(manager, plans[manager])]:
-            findings = [
-                f for f in pack.analyze_registrations(copy.deepcopy(plan.registrations)) if f.level == "mandatory"
-            ]
-            assert findings == [], (stack, [(f.policy, f.message) for f in findings])
+
+        def mandatory(regs) -> str:
+            return "\n".join(
+                f"{f.policy}: {f.message}" for f in pack.analyze_registrations(regs) if f.level == "mandatory"
+            )
+
+        for stack, plan in plans.items():
+            assert mandatory(copy.deepcopy(plan.registrations)) == "", stack
+        # a point missing on the manager
         regs = copy.deepcopy(plans[manager].registrations)
-        regs.remove(by_type(plans[manager], TRAINER + "TrainJob")[0])
-        regs = [
-            r
-            for r in regs
-            if r.type != TRAINER + "TrainJob" or r.name != by_type(plans[manager], TRAINER + "TrainJob")[0].name
-        ]
-        messages = "\n".join(f.message for f in pack.analyze_registrations(regs))
-        assert "has no TrainJob for it" in messages
-        # the manager's TrainJob declared on a worker is no sweep point of that worker
-        worker = fleet.dispatch.workers[0]
-        stray = copy.deepcopy(by_type(plans[manager], TRAINER + "TrainJob")[0])
+        dropped = next(r for r in regs if r.type == job_type)
+        regs.remove(dropped)
+        assert "has no TrainJob for it" in mandatory(regs)
+        # the manager's TrainJob declared on a worker, as if it swept per cluster
+        worker = fleet.dispatch.workers[-1]
+        stray = copy.deepcopy(dropped)
         stray.urn = stray.urn.replace(f"urn:pulumi:{manager}::", f"urn:pulumi:{worker}::")
-        messages = "\n".join(
-            f.message for f in pack.analyze_registrations([*copy.deepcopy(plans[worker].registrations), stray])
-        )
-        assert (
-            "sweep-job-queued" in {f.policy for f in pack.analyze_registrations([stray])}
-            or "not a sweep point" in messages
-        )
+        found = mandatory([*copy.deepcopy(plans[worker].registrations), stray])
+        assert "sweep-job-queued" in found and "not 'sweeps'" in found
+        # a worker's runtime that names a pool (the flavor adds it), or loses its affinity
+        regs = copy.deepcopy(plans[worker].registrations)
+        runtime = next(r for r in regs if r.type == TRAINER + "TrainingRuntime")
+        pod = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pod["nodeSelector"] = {"gpu": "t4"}
+        assert "must name no pool" in mandatory(regs)
+        regs = copy.deepcopy(plans[worker].registrations)
+        runtime = [r for r in regs if r.type == TRAINER + "TrainingRuntime"][-1]
+        pod = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pod["affinity"] = fleet.queued_point_affinity(fleet.queued_points()[0])  # another point's
+        assert "must name no pool" in mandatory(regs)

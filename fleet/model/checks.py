@@ -12,7 +12,7 @@ from fleet.model.clouds import cloud_rules
 from fleet.model.errors import Problem, did_you_mean
 from fleet.model.fits import more_than_a_machine, more_than_a_slice
 from fleet.model.prometheus import duration_seconds
-from fleet.model.queues import check_queued_workloads, check_queues
+from fleet.model.queues import check_queued_workloads, check_queues, pool_capacity
 from fleet.model.spec_schema import FleetFile, PoolSettings, RunnerSettings
 from fleet.model.workloads import Workload
 from fleet.model.yaml_source import YamlDocument, read_yaml
@@ -428,6 +428,28 @@ class Checker:
                         )
                     )
                 )
+        for worker, workload, card, n in fleet.queued_sweeps.passed_over:
+            point = next(
+                p for p in fleet.queued_points() if (p.workload.name, p.card, p.accelerators) == (workload, card, n)
+            )
+            room = [p for p in fleet.clusters[worker].pools if p.card == card and pool_capacity(p) >= n]
+            trap = (
+                f"; but its {card} pool's quota holds {n} cards, so Kueue there may admit the point on that pool's "
+                "flavor (it matches the card's label only) and its pods wait the scale-up allowance before it goes "
+                "back to the manager: lower that pool's max_nodes, or take the worker out of the queue"
+                if room
+                else ""
+            )
+            found.append(
+                str(
+                    self.doc.problem(
+                        ("workloads", workload, "scale"),
+                        f"{worker} cannot hold the point {n} on {card} ({point.nodes} node(s) of {point.per_node} "
+                        f"cards, the shape queue {point.queue.name} gives it): Kueue there never admits it, and with "
+                        f"spill: ordered it waits a round (5 minutes) before the next cluster is tried{trap}",
+                    )
+                )
+            )
         for cluster, runners in fleet.runners.items():
             for r in runners:
                 if not r.own_pool:

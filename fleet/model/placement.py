@@ -365,7 +365,8 @@ def _workload_fix(workload: Workload, pool: GpuPool, cluster: Cluster) -> str:
 
 
 def fleet_pods(fleet: Fleet, cluster: Cluster) -> list[PodToPlace]:
-    """Every pod the model predicts on ``cluster``: benchmarks and probes, sweep workers, CI jobs."""
+    """Every pod the model predicts on ``cluster``: benchmarks and probes, sweep workers (and the queued ones it may
+    be given), CI jobs."""
     pods = []
     for bench in fleet.benchmarks(cluster):
         spec = benchmark_pod(bench.workload, bench.pool)
@@ -403,6 +404,20 @@ def fleet_pods(fleet: Fleet, cluster: Cluster) -> list[PodToPlace]:
             PodToPlace(
                 f"{point.workload.name} sweep point n{point.accelerators} on {cluster.name} ({point.card})",
                 point.pool.name, spec, copies_on(point.pool, spec), ("workloads", point.workload.name, "scale"),
+                f"lower resources.cpu_request / memory_request in workloads/{point.workload.name}/workload.yaml",
+            )
+        )  # fmt: skip
+    for point, pool in fleet.queued_points_on(cluster):
+        # as the worker runs it once Kueue admitted it on the pool's flavor: its selector and tolerations added
+        spec = {
+            **benchmark_pod(point.workload, pool, accelerators=point.per_node),
+            "affinity": fleet.queued_point_affinity(point),
+        }
+        pods.append(
+            PodToPlace(
+                f"{point.workload.name} sweep point n{point.accelerators} from queue {point.queue.name} on "
+                f"{cluster.name} ({point.card})", pool.name, spec, copies_on(pool, spec),
+                ("workloads", point.workload.name, "scale"),
                 f"lower resources.cpu_request / memory_request in workloads/{point.workload.name}/workload.yaml",
             )
         )  # fmt: skip

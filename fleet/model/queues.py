@@ -335,7 +335,8 @@ def card_affinity(card: str, pools: Sequence[GpuPool], allowed: Sequence[GpuPool
     Kueue skip the other cards' flavors. Kueue matches a flavor on **that flavor's own label keys** only, and a term
     left without any expression matches every flavor (kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go
     ``checkFlavorForPodSets``, ``flavorSelector``). So each term, one per selector of the allowed pools, names its own
-    keys ``In`` their values and every other key the queue's card pools use ``NotIn`` the other cards' values of it. A
+    keys ``In`` their values and every other key the queue's card pools use ``NotIn`` the values of the pools it may not
+    run on (the other cards', and for a sweep point its card's pools that cannot hold it, such as Magnum's). A
     flavor of another card fails every term on its own keys, the card's flavor matches its term, and so does a node of
     the card's pool when the pod is scheduled (``NotIn`` holds on a node without the label). A term of a card's own
     pool also wants no sweep-pool size label (``DoesNotExist``): the sweep pools' flavors carry the card's label too,
@@ -345,7 +346,7 @@ def card_affinity(card: str, pools: Sequence[GpuPool], allowed: Sequence[GpuPool
     own = list(dict.fromkeys(tuple(sorted(p.node_selector.items())) for p in chosen if p.card == card))
     others: dict[str, set[str]] = {}
     for pool in pools:
-        if pool.card != card and not pool.sweep:
+        if not pool.sweep and (pool.card != card or pool not in chosen):
             for key, value in pool.node_selector.items():
                 if key != CARDS_PER_NODE_LABEL:
                     others.setdefault(key, set()).add(value)

@@ -470,3 +470,30 @@ def test_queued_workloads_run_once_through_their_queue_on_their_cards_pools(flee
             assert found is None, found.message
             placed += 1
     assert placed >= len(jobs)
+
+
+def test_queued_sweep_points_run_once_on_the_manager_and_their_runtime_on_each_worker_that_holds_them(fleet, plans):
+    """A sweeping workload that names a queue: each point one TrainJob of its queue on the manager, none on a worker,
+    whose runtime is the manager's on every worker that holds it; a sweep that names no queue stays per cluster."""
+    trainjob = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
+    runtime = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
+    points = fleet.queued_points()
+    for name, plan in plans.items():
+        queued_here = [r for r in plan.registrations if r.type == trainjob and r.inputs["metadata"]["labels"].get(
+            "kueue.x-k8s.io/queue-name") != "sweeps"]  # fmt: skip
+        manager = fleet.dispatch is not None and fleet.dispatch.manager == name
+        assert len(queued_here) == (len(points) if manager else 0), name
+        per_cluster = {r.inputs["metadata"]["labels"]["workload"] for r in plan.registrations if r.type == trainjob}
+        assert manager or not per_cluster & set(fleet.queued), name
+    if not points:
+        # the sample's sweeps name no queue: each cluster sweeps its own cards
+        assert all(p.workload.name not in fleet.queued for c in fleet.clusters.values() for p in fleet.sweep_points(c))
+        return
+    on_manager = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in plans[fleet.dispatch.manager].registrations
+                  if r.type == runtime}  # fmt: skip
+    for name in fleet.dispatch.workers:
+        held = fleet.queued_points_on(fleet.cluster(name))
+        runtimes = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in plans[name].registrations
+                    if r.type == runtime and "gpu-fleet.io/queue" in r.inputs["metadata"]["labels"]}  # fmt: skip
+        assert len(runtimes) == len(held), name
+        assert all(on_manager[n] == spec for n, spec in runtimes.items()), name

@@ -249,11 +249,13 @@ def _normal(cluster: Cluster) -> Cluster:
 
 def _pairs(fleet: Fleet, cluster: Cluster) -> set[tuple[str, str, str | None]]:
     """The (workload, card, schedule) of every benchmark the stack declares or prepares: its own, and with the fleet's
-    queues, the queued Jobs on the manager and what each worker may be given."""
+    queues, the queued Jobs and sweep points on the manager and what each worker may be given."""
     pairs = {(b.workload.name, b.pool.card, b.schedule) for b in fleet.benchmarks(cluster)}
     pairs |= {(b.workload.name, b.pool.card, "dispatched") for b in fleet.dispatched_to(cluster)}
+    pairs |= {(p.workload.name, p.card, f"dispatched n{p.accelerators}") for p, _ in fleet.queued_points_on(cluster)}
     if fleet.dispatch is not None and fleet.dispatch.manager == cluster.name:
         pairs |= {(j.workload.name, j.card, f"queue {j.queue.name}") for j in fleet.queued_jobs()}
+        pairs |= {(p.workload.name, p.card, f"queue {p.queue.name} n{p.accelerators}") for p in fleet.queued_points()}
     return pairs
 
 

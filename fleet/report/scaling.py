@@ -121,10 +121,15 @@ def scaling_rows(
 def _sweep_point(
     fleet: Fleet | None, workload: str, cluster: str, gpu: str, accelerators: int
 ) -> tuple[Any, int] | None:
-    """(pool, nodes) of the policy's sweep point, or None when the policy has no such point."""
+    """(pool, nodes) of the policy's sweep point on ``cluster`` (its own, or a queued one it may be given), or None when
+    the policy has no such point."""
     if fleet is None or cluster not in fleet.clusters:
         return None
     for point in fleet.sweep_points(fleet.clusters[cluster]):
         if (point.workload.name, point.card, point.accelerators) == (workload, gpu, accelerators):
             return point.pool, point.nodes
+    # a point of a sweep through a queue, on the pool of the worker that ran it
+    for queued, pool in fleet.queued_points_on(fleet.clusters[cluster]):
+        if (queued.workload.name, queued.card, queued.accelerators) == (workload, gpu, accelerators):
+            return pool, queued.nodes
     return None

@@ -113,3 +113,19 @@ def test_a_passed_over_worker_whose_card_pool_quota_holds_the_point_is_warned_of
     warned = [w for w in fleet.warnings if "gke-a cannot hold the point" in w]
     assert any("point 8 on t4" in w and "may admit the point on that pool's flavor" in w for w in warned)
     assert not any("point 16 on t4" in w and "may admit" in w for w in warned)
+
+
+def test_the_pods_a_worker_may_be_given_and_the_report_find_the_pool_of_each_point(tmp_path):
+    """``validate`` places each point's pods as each worker that holds it runs them, and the scaling report prices a
+    point from the pool of the worker that ran it (its metrics carry that worker's cluster)."""
+    from fleet.model.placement import fleet_pods
+    from fleet.report.scaling import _sweep_point
+
+    fleet = load(tmp_path, queued(SWEPT))
+    for name in fleet.dispatch.workers:
+        cluster = fleet.clusters[name]
+        pods = [p for p in fleet_pods(fleet, cluster) if "from queue" in p.what and "sweep point" in p.what]
+        assert [p.pool for p in pods] == [pool.name for _, pool in fleet.queued_points_on(cluster)]
+        for point, pool in fleet.queued_points_on(cluster):
+            assert _sweep_point(fleet, "sweeper", name, "t4", point.accelerators) == (pool, point.nodes)
+    assert _sweep_point(fleet, "sweeper", fleet.dispatch.manager, "t4", 1) is None

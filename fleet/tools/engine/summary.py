@@ -103,15 +103,18 @@ def _accounts(fleet: Fleet, cluster: Cluster, pool: GpuPool) -> tuple[str, ...]:
     """The cluster's billing account, then the accounts of workloads on ``pool`` billed apart."""
     on_pool = [b.workload.name for b in fleet.workload_jobs(cluster) if b.pool == pool]
     on_pool += [p.workload.name for p in fleet.sweep_points(cluster) if p.pool == pool]
+    on_pool += [p.workload.name for p, held in fleet.queued_points_on(cluster) if held == pool]
     apart = sorted({fleet.billing_accounts[w] for w in on_pool if w in fleet.billing_accounts})
     return tuple(dict.fromkeys([cluster.billing_account, *apart]))
 
 
 def _smallest_request(fleet: Fleet, cluster: Cluster, pool: GpuPool) -> int:
-    """The fewest cards one job on ``pool`` asks for: its benchmarks, probe, runner and sweep workers."""
+    """The fewest cards one job on ``pool`` asks for: its benchmarks, probe, runner and sweep workers (and the queued
+    sweep points the cluster may be given)."""
     asks = [b.workload.spec.accelerators for b in fleet.workload_jobs(cluster) if b.pool == pool]
     asks += [r.accelerators for r in fleet.runners_of(cluster) if r.pool == pool]
     asks += [p.per_node for p in fleet.sweep_points(cluster) if p.pool == pool]
+    asks += [p.per_node for p, held in fleet.queued_points_on(cluster) if held == pool]
     return min(asks, default=0)
 
 

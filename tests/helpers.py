@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from fleet.model.placement import selector_matches
 from fleet.model.spec import load_fleet
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.plan import StackPlan, plan_stack
@@ -161,3 +162,37 @@ def queued_workloads_dir(tmp_path: Path) -> Path:
 def queued(workloads: str) -> str:
     """QUEUED with its ``workloads: {}`` replaced by ``workloads``."""
     return QUEUED.replace("workloads: {}\n", textwrap.dedent(workloads))
+
+
+def refused_by_validate(tmp_path: Path, capsys, text: str, *expected: str) -> str:
+    """``validate`` of ``text`` exits 2 and prints each of ``expected`` (with its line), with no traceback."""
+    from fleet.tools.cli import main
+
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(text, encoding="utf-8")
+    (tmp_path / "stacks").mkdir(exist_ok=True)
+    folder = queued_workloads_dir(tmp_path)
+    code = main(["validate", "--policy", str(policy), "--stacks-dir", str(tmp_path / "stacks"), "--workloads-dir",
+                 str(folder)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    for fragment in expected:
+        assert fragment in err, f"{fragment!r} not in:\n{err}"
+    return err
+
+
+def kueue_flavor(pod: dict, flavors: list[tuple[str, dict[str, str]]]) -> str | None:
+    """The first flavor Kueue 0.19.2 finds for the pod (pkg/scheduler/flavorassigner/flavorassigner.go
+    ``checkFlavorForPodSets``: only the flavor's own label keys count, and a term left without an expression matches
+    any flavor)."""
+    for name, labels in flavors:
+        keys = set(labels)
+        spec: dict = {"nodeSelector": {k: v for k, v in (pod.get("nodeSelector") or {}).items() if k in keys}}
+        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        kept = [{"matchExpressions": [e for e in t["matchExpressions"] if e["key"] in keys]} for t in terms]
+        if all(t["matchExpressions"] for t in kept):
+            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": kept}}}  # fmt: skip
+        if selector_matches(spec, labels):
+            return name
+    return None

@@ -41,6 +41,7 @@ from components.kubernetes.training import (
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from components.settings import ComponentSettings
 from fleet.model import accounting, accounting_hours, pod_contract, probe_phases, prometheus
+from fleet.model.queued_sweeps import runs_trainer
 from fleet.model.queues import START_WAIT_SERIES
 from fleet.model.sharing import Sharing
 from fleet.model.spec import Cluster, Fleet
@@ -581,7 +582,7 @@ class ClusterServices(pulumi.ComponentResource):
         sweeps = fleet.sweep_points(cluster)
         # the cluster's part in the fleet's queues: manager, worker or none (components/kubernetes/multikueue.py)
         self.queue_role = fleet.dispatch.role(name) if fleet.dispatch else None
-        trains = fleet.trains(cluster)
+        trains = runs_trainer(fleet, cluster)
         if trains:
             wanted += [pod_contract.TRAINER_NAMESPACE, pod_contract.KUEUE_NAMESPACE]
         elif self.queue_role:

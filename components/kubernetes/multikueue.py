@@ -179,7 +179,7 @@ def manager_cluster_queue_spec(
     queue: Queue, clusters: Mapping[str, Cluster], namespace: str, held: int | None = None
 ) -> dict[str, Any]:
     """The manager's ClusterQueue of a queue: one flavor holding what the workers' pools hold (``held``: with the
-    sweep pools they build for the queue's sweep points, ``Fleet.queue_quota``), and the MultiKueue check. The
+    sweep pools they build for the queue's sweep points, ``queued_sweeps.queue_quota``), and the MultiKueue check. The
     manager runs nothing itself: its quota only caps what it dispatches at once to what the workers can take."""
     name = cluster_queue_name(queue)
     resources = {queue.resource: str(quota(queue, clusters) if held is None else held), **UNBOUNDED}
@@ -267,8 +267,8 @@ class QueueWorker(pulumi.ComponentResource):
         sweep_pools: Mapping[str, Sequence[GpuPool]] | None = None,
         kinds: Mapping[str, tuple[str, str]] = DISPATCHED,
     ):
-        """``sweep_pools``: per queue, the sweep pools this worker builds for its sweep points (``Fleet.
-        queue_sweep_pools``); ``kinds``: what the manager dispatches (``dispatched_kinds``)."""
+        """``sweep_pools``: per queue, the sweep pools this worker builds for its sweep points (``QueuedSweeps.
+        sweep_pools_of``); ``kinds``: what the manager dispatches (``dispatched_kinds``)."""
         super().__init__(self.TYPE, f"{cluster.name}-queue-worker", None, opts)
         swept = sweep_pools or {}
         child = pulumi.ResourceOptions(parent=self)
@@ -361,7 +361,7 @@ class QueueManager(pulumi.ComponentResource):
         quotas: Mapping[str, int] | None = None,
     ):
         """``quotas``: per queue, what its workers hold with the sweep pools they build for its sweep points
-        (``Fleet.queue_quota``; by default their card pools alone, ``queues.quota``)."""
+        (``queued_sweeps.queue_quota``; by default their card pools alone, ``queues.quota``)."""
         super().__init__(self.TYPE, f"{cluster.name}-queue-manager", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         name = cluster.name

@@ -51,7 +51,7 @@ def queued_runtime(
     manager: Cluster, point: QueuedPoint, pools: Sequence[GpuPool], affinity: dict[str, Any]
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(name, metadata without namespace, spec) of a queued point's TrainingRuntime, the same on the manager and on
-    every worker; ``pools``: the pools that hold it (``Fleet.queued_point_pools``), ``affinity``:
+    every worker; ``pools``: the pools that hold it (``QueuedSweeps.pools_of``), ``affinity``:
     ``Fleet.queued_point_affinity``."""
     wl = point.workload
     programs = config_map_name(wl.name, "mtail", wl.mtail_programs)
@@ -104,7 +104,7 @@ class QueuedSweepJobs(pulumi.ComponentResource):
         namespace: pulumi.Input[str],
         opts: pulumi.ResourceOptions,
     ):
-        """``points``: each queued point with the pools that hold it and its affinity (``Fleet.queued_point_pools``,
+        """``points``: each queued point with the pools that hold it and its affinity (``QueuedSweeps.pools_of``,
         ``Fleet.queued_point_affinity``)."""
         super().__init__(self.TYPE, f"{manager.name}-queued-sweeps", None, opts)
         self.jobs: dict[str, pulumi.Resource] = {}

@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fleet.model.catalogue import Machine
-from fleet.model.errors import Problem
+from fleet.model.errors import InputError, Problem
+from fleet.model.queues import pool_capacity, quota
 from fleet.model.sweeps import place, sweep_pool
 
 if TYPE_CHECKING:  # spec.py imports this module
     from fleet.model.queues import Dispatch, Queue
-    from fleet.model.spec import Cluster, GpuPool
+    from fleet.model.spec import Cluster, Fleet, GpuPool
     from fleet.model.workloads import Workload
     from fleet.model.yaml_source import YamlDocument
 
@@ -75,6 +76,18 @@ class QueuedSweeps:
     unheld: tuple[tuple[str, str, int, str], ...] = ()
     # (worker, workload, card, count): a worker of the queue offering the card that cannot hold the point
     passed_over: tuple[tuple[str, str, str, int], ...] = ()
+
+    def pools_of(self, point: QueuedPoint) -> tuple[GpuPool, ...]:
+        """The pool that holds ``point`` on each worker of its queue that can, in the queue's order."""
+        return tuple(p for name in point.queue.clusters for pt, p in self.held.get(name, ()) if pt == point)
+
+    def sweep_pools_of(self, queue: str, cluster: str) -> tuple[GpuPool, ...]:
+        """The sweep pools ``cluster`` builds for the sweep points of ``queue``, each once."""
+        seen: dict[str, GpuPool] = {}
+        for point, pool in self.held.get(cluster, ()):
+            if point.queue.name == queue and pool.sweep:
+                seen.setdefault(pool.name, pool)
+        return tuple(seen.values())
 
 
 def machines(pool: GpuPool) -> list[Machine]:
@@ -208,3 +221,48 @@ def merge_sweep_pools(own: tuple[GpuPool, ...], queued: tuple[GpuPool, ...]) -> 
         have = merged.get(pool.name)
         merged[pool.name] = pool if have is None or pool.max_nodes > have.max_nodes else have
     return merged
+
+
+def with_queued_sweeps(fleet: Fleet, doc: YamlDocument) -> Fleet:
+    """``fleet`` with its queued sweep points planned (``plan_queued_sweeps``): each worker's sweep pools now also hold
+    the points it may be given, and its own sweep points name the pools as resized. A point no worker of its queue
+    holds raises ``InputError``, located in ``doc``."""
+    planned = plan_queued_sweeps(
+        fleet.dispatch, fleet.clusters, fleet.queued, fleet.sweep_counts, fleet.placements, fleet.workloads
+    )
+    unheld = unheld_problems(doc, planned, fleet.sweep_counts)
+    if unheld:
+        raise InputError(unheld)
+    if not planned.points:
+        return fleet
+    clusters = dict(fleet.clusters)
+    sweeps = dict(fleet.sweeps)
+    held = dict(planned.held)
+    for name, queued_pools in planned.pools.items():
+        merged = merge_sweep_pools(clusters[name].sweep_pools, queued_pools)
+        clusters[name] = dataclasses.replace(clusters[name], sweep_pools=tuple(merged.values()))
+        if name in sweeps:
+            points = tuple(
+                dataclasses.replace(pt, pool=merged[pt.pool.name]) if pt.pool.sweep else pt
+                for pt in sweeps[name].points
+            )
+            sweeps[name] = dataclasses.replace(sweeps[name], points=points, pools=tuple(merged.values()))
+        held[name] = tuple((pt, merged[p.name] if p.sweep else p) for pt, p in held.get(name, ()))
+    planned = dataclasses.replace(planned, held=held)
+    return dataclasses.replace(fleet, clusters=clusters, sweeps=sweeps, queued_sweeps=planned)
+
+
+def queue_quota(fleet: Fleet, queue: Queue) -> int:
+    """The manager's quota of ``queue``: what its workers' pools of its cards hold at most (``queues.quota``), and the
+    sweep pools they build for its sweep points."""
+    swept = sum(
+        pool_capacity(p) for name in queue.clusters for p in fleet.queued_sweeps.sweep_pools_of(queue.name, name)
+    )
+    return quota(queue, fleet.clusters) + swept
+
+
+def runs_trainer(fleet: Fleet, cluster: Cluster) -> bool:
+    """Whether ``cluster`` runs Kubeflow Trainer: it sweeps, or it takes part in queues that dispatch sweep points (the
+    manager watches TrainJobs on every worker, components/kubernetes/multikueue.py ``dispatched_kinds``)."""
+    role = fleet.dispatch.role(cluster.name) if fleet.dispatch else None
+    return bool(fleet.sweep_points(cluster)) or (role is not None and bool(fleet.queued_points()))

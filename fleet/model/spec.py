@@ -27,8 +27,8 @@ from fleet.model.ci_pools import CI_TAINT
 from fleet.model.errors import InputError, Problem
 from fleet.model.fits import fits
 from fleet.model.probes import Probe, resolve_probe
-from fleet.model.queued_sweeps import QueuedPoint, QueuedSweeps, merge_sweep_pools, plan_queued_sweeps, unheld_problems
-from fleet.model.queues import Dispatch, Queue, QueuedJob, card_affinity, pool_capacity, quota, resolve
+from fleet.model.queued_sweeps import QueuedPoint, QueuedSweeps, with_queued_sweeps
+from fleet.model.queues import Dispatch, QueuedJob, card_affinity, resolve
 from fleet.model.registry import DEFAULT_REGISTRY, workload_image_problems, workload_in_registry
 from fleet.model.runners import Runner, resolve_runner
 from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL, Sharing, resolve_sharing
@@ -374,37 +374,10 @@ class Fleet:
         """The queued sweep points a worker may be given, each with the pool of the worker that holds it."""
         return tuple(self.queued_sweeps.held.get(cluster.name, ()))
 
-    def queued_point_pools(self, point: QueuedPoint) -> tuple[GpuPool, ...]:
-        """Every pool a queued sweep point may run on: the pool that holds it on each worker, in the queue's order."""
-        return tuple(
-            p for name in point.queue.clusters for pt, p in self.queued_sweeps.held.get(name, ()) if pt == point
-        )
-
     def queued_point_affinity(self, point: QueuedPoint) -> dict[str, object]:
-        """The node affinity that keeps a queued sweep point on its card and on the pools that hold it, on every
-        worker (``card_affinity``)."""
+        """The node affinity keeping a queued sweep point on its card and the pools that hold it (``card_affinity``)."""
         pools = tuple(p for name in point.queue.clusters for p in point.queue.pools(self.clusters[name]))
-        return card_affinity(point.card, pools, self.queued_point_pools(point))
-
-    def queue_sweep_pools(self, queue: str, cluster: str) -> tuple[GpuPool, ...]:
-        """The sweep pools ``cluster`` builds for the sweep points of ``queue``, each once."""
-        seen: dict[str, GpuPool] = {}
-        for point, pool in self.queued_sweeps.held.get(cluster, ()):
-            if point.queue.name == queue and pool.sweep:
-                seen.setdefault(pool.name, pool)
-        return tuple(seen.values())
-
-    def queue_quota(self, queue: Queue) -> int:
-        """The manager's quota of ``queue``: what its workers' pools of its cards hold at most (``queues.quota``), and
-        the sweep pools they build for its sweep points."""
-        swept = sum(pool_capacity(p) for name in queue.clusters for p in self.queue_sweep_pools(queue.name, name))
-        return quota(queue, self.clusters) + swept
-
-    def trains(self, cluster: Cluster) -> bool:
-        """Whether ``cluster`` runs Kubeflow Trainer: it sweeps, or it takes part in queues that dispatch sweep points
-        (the manager watches TrainJobs on every worker, components/kubernetes/multikueue.py ``dispatched_kinds``)."""
-        role = self.dispatch.role(cluster.name) if self.dispatch else None
-        return bool(self.sweep_points(cluster)) or (role is not None and bool(self.queued_points()))
+        return card_affinity(point.card, pools, self.queued_sweeps.pools_of(point))
 
     def probes(self, cluster: Cluster) -> list[Benchmark]:
         """The probe of each probed pool of ``cluster``: the probe workload on the pool, a CronJob on its schedule."""
@@ -501,8 +474,7 @@ def _resolve(
     for name, own in runners.items():
         clusters[name] = dataclasses.replace(clusters[name], ci_pools=tuple(r.pool for r in own if r.own_pool))
     sweep_counts = {name: tuple(p.scale) for name, p in spec.workloads.items() if p.enabled and p.scale is not None}
-    # a sweeping workload that names a queue has its points once, on the queues' manager (queued_sweeps.py)
-    own_sweeps = {name: scale for name, scale in sweep_counts.items() if not spec.workloads[name].queue}
+    own_sweeps = {n: scale for n, scale in sweep_counts.items() if not spec.workloads[n].queue}  # queued_sweeps.py
     sweeps = {name: plan_cluster(c.pools, own_sweeps, placements, workloads) for name, c in clusters.items()}
     sweeps = {name: s for name, s in sweeps.items() if s.points or s.left_out}
     for name, planned in sweeps.items():
@@ -563,12 +535,8 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     workloads = {name: workload_in_registry(wl, spec.registry) for name, wl in workloads.items()}
     fleet = _resolve(spec, catalogue, workloads, workload_in_registry(probe, spec.registry), doc.file)
     if spec.queues is not None:
-        fleet = with_queued_sweeps(
-            dataclasses.replace(fleet, dispatch=resolve(spec.queues, checker.offered(), catalogue))
-        )
-    unheld = unheld_problems(doc, fleet.queued_sweeps, fleet.sweep_counts)
-    if unheld:
-        raise InputError(unheld)
+        fleet = dataclasses.replace(fleet, dispatch=resolve(spec.queues, checker.offered(), catalogue))
+        fleet = with_queued_sweeps(fleet, doc)  # a point no worker of its queue holds: InputError
     # every pod the fleet runs must land on its own pool and fit a node of it (fleet/model/placement.py)
     from fleet.model.placement import placement_problems  # placement builds on this module's Fleet
 
@@ -576,31 +544,6 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     if misplaced:
         raise InputError(misplaced)
     return dataclasses.replace(fleet, warnings=version_warnings + checker.warnings(fleet))
-
-
-def with_queued_sweeps(fleet: Fleet) -> Fleet:
-    """``fleet`` with its queued sweep points planned (``plan_queued_sweeps``): each worker's sweep pools now also hold
-    the points it may be given, and its own sweep points name the pools as resized."""
-    planned = plan_queued_sweeps(
-        fleet.dispatch, fleet.clusters, fleet.queued, fleet.sweep_counts, fleet.placements, fleet.workloads
-    )
-    if not planned.points:
-        return fleet
-    clusters = dict(fleet.clusters)
-    sweeps = dict(fleet.sweeps)
-    held = dict(planned.held)
-    for name, queued_pools in planned.pools.items():
-        merged = merge_sweep_pools(clusters[name].sweep_pools, queued_pools)
-        clusters[name] = dataclasses.replace(clusters[name], sweep_pools=tuple(merged.values()))
-        if name in sweeps:
-            points = tuple(
-                dataclasses.replace(pt, pool=merged[pt.pool.name]) if pt.pool.sweep else pt
-                for pt in sweeps[name].points
-            )
-            sweeps[name] = dataclasses.replace(sweeps[name], points=points, pools=tuple(merged.values()))
-        held[name] = tuple((pt, merged[p.name] if p.sweep else p) for pt, p in held.get(name, ()))
-    planned = dataclasses.replace(planned, held=held)
-    return dataclasses.replace(fleet, clusters=clusters, sweeps=sweeps, queued_sweeps=planned)
 
 
 @lru_cache(maxsize=8)

@@ -28,6 +28,7 @@ from components.kubernetes.training import KUEUE_VISIBILITY_PORT
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError
+from fleet.model.queued_sweeps import queue_quota
 from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached, pool_resource_name
 from fleet.model.stack_settings import storage_class_missing
 from fleet.model.workloads import WORKLOADS_DIR
@@ -99,7 +100,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         # after the LocalQueues, and after Trainer (its CRDs and webhooks) and Kueue's TrainJob webhook
         QueuedSweepJobs(
             cluster,
-            [(p, fleet.queued_point_pools(p), fleet.queued_point_affinity(p)) for p in fleet.queued_points()],
+            [(p, fleet.queued_sweeps.pools_of(p), fleet.queued_point_affinity(p)) for p in fleet.queued_points()],
             infra.benchmark_namespace,
             pulumi.ResourceOptions(
                 providers=[component.provider],
@@ -127,7 +128,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         QueuedSweepRuntimes(
             cluster,
             fleet.clusters[fleet.dispatch.manager],
-            [(p, fleet.queued_point_pools(p), fleet.queued_point_affinity(p)) for p, _ in held],
+            [(p, fleet.queued_sweeps.pools_of(p), fleet.queued_point_affinity(p)) for p, _ in held],
             infra.benchmark_namespace,
             pulumi.ResourceOptions(
                 providers=[component.provider],
@@ -201,7 +202,7 @@ def queues(
             infra.benchmark_namespace,
             settings.stack_reference_prefix,
             opts,
-            quotas={q.name: fleet.queue_quota(q) for q in fleet.dispatch.queues},
+            quotas={q.name: queue_quota(fleet, q) for q in fleet.dispatch.queues},
         )
     elif infra.queue_role == "worker":
         queues_here = fleet.dispatch.queues_of(cluster.name)
@@ -212,7 +213,7 @@ def queues(
             infra.benchmark_namespace,
             component.kubeconfig,
             opts,
-            sweep_pools={q.name: fleet.queue_sweep_pools(q.name, cluster.name) for q in queues_here},
+            sweep_pools={q.name: fleet.queued_sweeps.sweep_pools_of(q.name, cluster.name) for q in queues_here},
             kinds=dispatched_kinds(bool(fleet.queued_points())),
         )
         pulumi.export(KUBECONFIG_OUTPUT, worker.kubeconfig)

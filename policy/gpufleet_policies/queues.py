@@ -8,6 +8,7 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
+from fleet.model.queued_sweeps import queue_quota
 from fleet.model.queues import pool_capacity
 
 from .registry import stack_policy
@@ -79,7 +80,7 @@ def _validate_queues(args: StackValidationArgs, report: ReportViolation) -> None
                 report(f"the queue {queue.name} has no AdmissionCheck {name} of {MULTIKUEUE_CONTROLLER}")
             spec = queues.get(name, {}).get("spec") or {}
             held = sum(_quota(spec, queue.resource).values())
-            want = fleet().queue_quota(queue)
+            want = queue_quota(fleet(), queue)
             if held != want:
                 report(
                     f"the manager's ClusterQueue {name} holds {held} {queue.resource}, but the workers' pools of "
@@ -102,7 +103,10 @@ def _validate_queues(args: StackValidationArgs, report: ReportViolation) -> None
             )
             continue
         # the queue's card pools, and the sweep pools the worker builds for the queue's sweep points
-        pools = {f"queue-{p.name}": p for p in (*fleet().queue_sweep_pools(queue.name, stack), *queue.pools(cluster))}
+        pools = {
+            f"queue-{p.name}": p
+            for p in (*fleet().queued_sweeps.sweep_pools_of(queue.name, stack), *queue.pools(cluster))
+        }
         held = _quota(queues[name].get("spec") or {}, queue.resource)
         for flavor, amount in held.items():
             pool = pools.get(flavor)

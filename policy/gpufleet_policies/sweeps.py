@@ -14,7 +14,7 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidati
 from fleet.model import pod_contract
 from fleet.model.pod_contract import TRAINJOB_NAME, max_trainjob_name
 from fleet.model.quantity import parse_quantity
-from fleet.model.queued_sweeps import QueuedPoint
+from fleet.model.queued_sweeps import QueuedPoint, runs_trainer
 from fleet.model.spec import Cluster
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
@@ -188,7 +188,7 @@ def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> N
         if r.resource_type == HELM_RELEASE
     }
     queued = fleet().dispatch is not None and fleet().dispatch.role(stack) is not None  # type: ignore[union-attr]
-    trains = fleet().trains(cluster)  # also a worker of queues that dispatch sweep points
+    trains = runs_trainer(fleet(), cluster)  # also a worker of queues that dispatch sweep points
     for name in OPERATOR_CHARTS:
         if (expected or trains) and name not in charts:
             report(f"{stack} runs sweep jobs but has no {name} release: nothing would admit or run them")

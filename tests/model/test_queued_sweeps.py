@@ -10,8 +10,7 @@ from pathlib import Path
 from fleet.model.placement import selector_matches
 from fleet.model.queues import pool_capacity
 from fleet.model.spec import load_fleet
-from tests.helpers import QUEUED, queued, queued_workloads_dir
-from tests.model.test_queued_workloads import _kueue_flavor, bad
+from tests.helpers import QUEUED, kueue_flavor, queued, queued_workloads_dir, refused_by_validate
 
 SWEPT = "workloads:\n  tracker: {gpus: all, queue: gpu}\n  sweeper: {gpus: [t4], scale: [1, 2, 4, 8, 16], queue: gpu}\n"
 
@@ -32,9 +31,9 @@ def test_each_point_takes_its_pools_flavor_on_every_worker_that_holds_it_and_non
             cluster = fleet.clusters[name]
             held = dict((p.name, pool) for p, pool in fleet.queued_points_on(cluster))
             # the worker's ClusterQueue of the queue, in its order: the sweep pools first, then the card pools
-            pools = [*fleet.queue_sweep_pools(point.queue.name, name), *point.queue.pools(cluster)]
+            pools = [*fleet.queued_sweeps.sweep_pools_of(point.queue.name, name), *point.queue.pools(cluster)]
             flavors = [(p.name, dict(p.node_selector)) for p in pools]
-            chosen = _kueue_flavor(pod, flavors)
+            chosen = kueue_flavor(pod, flavors)
             if point.name in held:
                 assert chosen == held[point.name].name, (point.name, name, flavors)
                 holders[name] = held[point.name]
@@ -54,8 +53,8 @@ def test_each_point_takes_its_pools_flavor_on_every_worker_that_holds_it_and_non
         pod = {"affinity": fleet.queued_affinity(job)}
         for name in job.queue.clusters:
             cluster = fleet.clusters[name]
-            pools = [*fleet.queue_sweep_pools(job.queue.name, name), *job.queue.pools(cluster)]
-            chosen = _kueue_flavor(pod, [(p.name, dict(p.node_selector)) for p in pools])
+            pools = [*fleet.queued_sweeps.sweep_pools_of(job.queue.name, name), *job.queue.pools(cluster)]
+            chosen = kueue_flavor(pod, [(p.name, dict(p.node_selector)) for p in pools])
             assert chosen is None or not next(p for p in pools if p.name == chosen).sweep
 
 
@@ -69,7 +68,7 @@ def test_a_worker_that_cannot_hold_a_point_is_passed_over_with_a_warning(tmp_pat
 
 
 def test_a_point_no_worker_holds_is_refused_with_its_line(tmp_path, capsys):
-    err = bad(
+    err = refused_by_validate(
         tmp_path,
         capsys,
         queued("workloads:\n  sweeper: {gpus: [t4], scale: [1, 64], queue: gpu}\n"),
@@ -96,7 +95,7 @@ def test_a_queue_on_a_cloud_that_builds_no_sweep_pools_holds_only_what_its_machi
     assert not fleet.clusters["cern-gpu"].sweep_pools
     again = tmp_path / "again"
     again.mkdir()
-    bad(
+    refused_by_validate(
         again,
         capsys,
         queued_text.replace("scale: [1, 3]", "scale: [1, 4]"),

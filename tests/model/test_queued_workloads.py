@@ -12,30 +12,13 @@ import pytest
 from fleet.model.placement import selector_matches
 from fleet.model.spec import load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
-from tests.helpers import QUEUED, QUEUED_TRACKER, queued, queued_workloads_dir
+from tests.helpers import QUEUED, QUEUED_TRACKER, kueue_flavor, queued, queued_workloads_dir, refused_by_validate
 
 
 def load(tmp_path: Path, text: str):
     policy = tmp_path / "fleet.yaml"
     policy.write_text(text, encoding="utf-8")
     return load_fleet(policy, queued_workloads_dir(tmp_path))
-
-
-def bad(tmp_path: Path, capsys, text: str, *expected: str) -> str:
-    """``validate`` of ``text`` exits 2 and prints each of ``expected`` (with its line), with no traceback."""
-    from fleet.tools.cli import main
-
-    policy = tmp_path / "fleet.yaml"
-    policy.write_text(text, encoding="utf-8")
-    (tmp_path / "stacks").mkdir(exist_ok=True)
-    folder = queued_workloads_dir(tmp_path)
-    code = main(["validate", "--policy", str(policy), "--stacks-dir", str(tmp_path / "stacks"), "--workloads-dir",
-                 str(folder)])  # fmt: skip
-    err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err, err
-    for fragment in expected:
-        assert fragment in err, f"{fragment!r} not in:\n{err}"
-    return err
 
 
 def test_a_queued_workloads_jobs_are_on_the_manager_once_per_card_of_its_queue(tmp_path):
@@ -68,23 +51,6 @@ def test_explicit_cards_of_the_queue_give_one_job_each(tmp_path):
     assert fleet.dispatched_to(fleet.clusters["eks-a"]) == []
 
 
-def _kueue_flavor(pod: dict, flavors: list[tuple[str, dict[str, str]]]) -> str | None:
-    """The first flavor Kueue 0.19.2 finds for the pod (pkg/scheduler/flavorassigner/flavorassigner.go
-    ``checkFlavorForPodSets``: only the flavor's own label keys count, and a term left without an expression matches
-    any flavor)."""
-    for name, labels in flavors:
-        keys = set(labels)
-        spec: dict = {"nodeSelector": {k: v for k, v in (pod.get("nodeSelector") or {}).items() if k in keys}}
-        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        kept = [{"matchExpressions": [e for e in t["matchExpressions"] if e["key"] in keys]} for t in terms]
-        if all(t["matchExpressions"] for t in kept):
-            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": kept}}}  # fmt: skip
-        if selector_matches(spec, labels):
-            return name
-    return None
-
-
 def test_kueue_gives_a_queued_job_its_own_cards_flavor_on_every_worker(tmp_path):
     """Magnum's pools are selected by their node-group role, the clouds' by ``gpu``: a Job of the second card of the
     queue must not take the first card's flavor, which Kueue tries first, on any worker."""
@@ -97,7 +63,7 @@ def test_kueue_gives_a_queued_job_its_own_cards_flavor_on_every_worker(tmp_path)
             cluster = fleet.clusters[name]
             flavors = [(p.card, dict(p.node_selector)) for p in job.queue.pools(cluster)]
             own = job.card if any(p.card == job.card for p in cluster.pools) else None
-            assert _kueue_flavor(pod, flavors) == own, (job.name, name, flavors)
+            assert kueue_flavor(pod, flavors) == own, (job.name, name, flavors)
             checked += 1
         # and the scheduler puts the admitted pod (the flavor's selector added) on a node of its pool
         for pool in pools:
@@ -121,7 +87,7 @@ def test_a_plain_gpu_selector_would_take_the_wrong_flavor_on_magnum(tmp_path):
     flavors = [(p.card, dict(p.node_selector)) for p in gpu.pools(magnum)]
     empty = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": []}]}}
     pod = {"nodeSelector": {"gpu": "v100"}, "affinity": {"nodeAffinity": empty}}
-    assert _kueue_flavor(pod, flavors) == "t4"
+    assert kueue_flavor(pod, flavors) == "t4"
 
 
 @pytest.mark.parametrize(
@@ -155,7 +121,7 @@ def test_a_plain_gpu_selector_would_take_the_wrong_flavor_on_magnum(tmp_path):
     ids=["unknown-queue", "card-outside-queue", "no-card-of-queue", "cronjob", "needs-root", "sweep-point-unheld"],
 )
 def test_a_workload_that_cannot_be_dispatched_is_refused_with_its_line(tmp_path, capsys, workloads, expected):
-    err = bad(tmp_path, capsys, queued(workloads), *expected)
+    err = refused_by_validate(tmp_path, capsys, queued(workloads), *expected)
     assert "fleet.yaml:" in err
 
 
@@ -163,4 +129,4 @@ def test_a_queue_without_a_queues_section_is_refused(tmp_path, capsys):
     text = QUEUED[: QUEUED.index("queues:")].replace(
         "workloads: {}\n", "workloads:\n  tracker: {gpus: all, queue: gpu}\n"
     )
-    bad(tmp_path, capsys, text, "workloads.tracker.queue", "the policy has no queues section")
+    refused_by_validate(tmp_path, capsys, text, "workloads.tracker.queue", "the policy has no queues section")

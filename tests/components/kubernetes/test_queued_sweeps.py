@@ -140,7 +140,7 @@ def test_a_worker_offers_its_sweep_pools_first_in_its_queue_and_the_manager_coun
     gpu = fleet.dispatch.queues[0]
     counted = 0
     for name in gpu.clusters:
-        sweep_pools = fleet.queue_sweep_pools(gpu.name, name)
+        sweep_pools = fleet.queued_sweeps.sweep_pools_of(gpu.name, name)
         counted += sum(pool_capacity(p) for p in sweep_pools)
         queue = _named(plans[name], "ClusterQueue", KUEUE)[gpu.cluster_queue]
         flavors = [f["name"] for f in queue["spec"]["resourceGroups"][0]["flavors"]]

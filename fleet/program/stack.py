@@ -11,12 +11,12 @@ from components.clusters.cluster import GpuCluster
 from components.clusters.magnum import tag_minor
 from components.kubernetes.benchmark import BenchmarkJobs
 from components.kubernetes.infra import MONITORING_NS, PROMETHEUS_ACCOUNT, PROMETHEUS_POD_LABELS, ClusterServices
+from components.kubernetes.kueue_metrics import kueue_metrics_scrape
 from components.kubernetes.multikueue import (
     KUBECONFIG_OUTPUT,
     QueueManager,
     QueueWorker,
     dispatched_kinds,
-    kueue_metrics_scrape,
 )
 from components.kubernetes.network_policy import from_namespace
 from components.kubernetes.preview_access import preview_access

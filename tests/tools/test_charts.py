@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from components.kubernetes.infra import MANAGED_CONTROL_PLANE_CLOUDS, PROMETHEUS_ACCOUNT
-from components.kubernetes.multikueue import (
+from components.kubernetes.kueue_metrics import (
     KUEUE_METRICS_PORT,
     KUEUE_METRICS_READER,
     KUEUE_METRICS_SERVICE_LABELS,

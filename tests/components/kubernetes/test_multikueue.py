@@ -13,13 +13,12 @@ import yaml
 from pulumi.runtime import rpc
 
 from components.kubernetes.infra import federated_selectors
+from components.kubernetes.kueue_metrics import KUEUE_METRICS_PORT, KUEUE_METRICS_READER
 from components.kubernetes.multikueue import (
     DISPATCHED,
     DISPATCHER_ALL_AT_ONCE,
     DISPATCHER_INCREMENTAL,
     KUBECONFIG_OUTPUT,
-    KUEUE_METRICS_PORT,
-    KUEUE_METRICS_READER,
     MULTIKUEUE_CONTROLLER,
     cluster_queue_name,
     multikueue_settings,

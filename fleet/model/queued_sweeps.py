@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fleet.model.catalogue import Machine
+from fleet.model.clouds import sweep_pool_clouds
 from fleet.model.errors import InputError, Problem
 from fleet.model.queues import pool_capacity, quota
 from fleet.model.sweeps import place, sweep_pool
@@ -137,7 +138,8 @@ def unheld_problems(doc: YamlDocument, planned: QueuedSweeps, scales: Mapping[st
         doc.problem(
             ("workloads", name, "scale", scales[name].index(n)),
             f"{name}'s point {n} on {card} cannot run through its queue: {why}. Remove the point, add a cluster whose "
-            "machines hold it to the queue (GKE and EKS build sweep pools of the catalogue's larger machines), raise "
+            f"machines hold it to the queue ({', '.join(sweep_pool_clouds())} build sweep pools of the catalogue's "
+            "larger machines), raise "
             "max_nodes, or remove queue to sweep per cluster",
         )
         for name, card, n, why in planned.unheld

@@ -1,4 +1,4 @@
-"""What a benchmark report holds, apart from how it is gathered (fleet/report/report.py) or drawn
+"""What a benchmark report holds, apart from how it is gathered (fleet/report/gather.py) or drawn
 (fleet/report/plots.py): one row per card and one section per workload."""
 
 from __future__ import annotations

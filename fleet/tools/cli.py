@@ -212,9 +212,11 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Query the central Prometheus over a window and write the benchmark report (fleet/report/report.py): 0 when the
+    """Query the central Prometheus over a window and write the benchmark report (fleet/report/command.py): 0 when the
     report was written, 1 when it could not be made, 2 on bad input."""
-    from fleet.report.report import ReportError, ReportRequest, build, utc, write_report
+    from fleet.report.command import ReportError, ReportRequest, build
+    from fleet.report.formatting import utc
+    from fleet.report.write import write_report
     from fleet.tools.engine.render import source_tree_problem
 
     in_sources = source_tree_problem(args.out)

@@ -28,7 +28,7 @@ import pytest
 from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED, accounting_rules
 from fleet.model.spec import load_fleet
 from fleet.report.costs import approximate, load_prices
-from fleet.report.report import fmt
+from fleet.report.formatting import fmt
 from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Prometheus, wait_for
 from tests.e2e.support import ACCOUNTING_POLICY, blocks_from_openmetrics, markdown_tables, write_yaml

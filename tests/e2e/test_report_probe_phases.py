@@ -29,7 +29,8 @@ import pytest
 
 from fleet.model.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES, leaf_rules
 from fleet.model.spec import load_fleet
-from fleet.report.report import PHASES_TITLE, fmt
+from fleet.report.formatting import fmt
+from fleet.report.tables import PHASES_TITLE
 from fleet.tools.doctor.probe_phases import probe_phase_query, probe_phase_rows
 from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Prometheus, http_get, wait_for

@@ -40,7 +40,8 @@ from typing import Any
 
 import pytest
 
-from fleet.report.report import NO_QUEUES, QUEUES_TITLE, fmt
+from fleet.report.formatting import fmt
+from fleet.report.tables import NO_QUEUES, QUEUES_TITLE
 from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Prometheus, wait_for
 from tests.e2e.support import blocks_from_openmetrics, markdown_tables

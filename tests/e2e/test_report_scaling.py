@@ -22,7 +22,7 @@ import pytest
 from fleet.model.spec import load_fleet
 from fleet.model.workloads import load_workloads
 from fleet.report.costs import approximate, load_prices
-from fleet.report.report import fmt
+from fleet.report.formatting import fmt
 from tests.conftest import FIXTURES, ROOT, require_tool
 from tests.e2e.processes import Mtail, Prometheus, wait_for
 from tests.e2e.support import markdown_tables, png_size

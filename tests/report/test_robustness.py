@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from fleet.report.command import ReportError, ReportRequest, build
 from fleet.report.prometheus_api import DEFAULT_MAX_BYTES, PrometheusClient, PrometheusError, redact_url
-from fleet.report.report import ReportError, ReportRequest, build
 from fleet.tools.cli import build_parser, main
 from tests.conftest import FIXTURES
 

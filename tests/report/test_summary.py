@@ -9,12 +9,15 @@ import pytest
 from fleet.model.workloads import load_workloads
 from fleet.report.accounting import AccountRow
 from fleet.report.costs import Machine, approximate, load_prices
+from fleet.report.formatting import fmt_count
+from fleet.report.html_page import render_html
+from fleet.report.markdown import render_markdown
 from fleet.report.model import CardRow, Report, WorkloadSection
 from fleet.report.probes import ProbeRow, ProbeRun
 from fleet.report.queries import Window, runs_counter, workload_queries
-from fleet.report.report import fmt_count, render_html, render_markdown, runner_table_rows
 from fleet.report.runners import RunnerRow
 from fleet.report.summary import summary_facts, summary_rows, workload_summary
+from fleet.report.tables import runner_table_rows
 from tests.conftest import FIXTURES
 
 WORKLOADS = load_workloads(FIXTURES / "fleet" / "workloads")

@@ -124,7 +124,7 @@ def test_shared_code_touches_every_stack_central_last() -> None:
     "tool",
     [
         "fleet/report/plots.py",
-        "fleet/report/report.py",
+        "fleet/report/command.py",
         "fleet/tools/cli.py",
         "fleet/tools/engine/plan.py",
         "fleet/tools/delivery/affected/selection.py",
@@ -150,7 +150,7 @@ def test_deployed_code_is_what_the_program_and_the_pack_import() -> None:
     assert "fleet/model/catalogue.yaml" in deployed  # data named by a deployed module (catalogue.py)
     for tool in (
         "fleet/tools/cli.py",
-        "fleet/report/report.py",
+        "fleet/report/command.py",
         "fleet/tools/engine/mock_engine.py",
         "fleet/tools/engine/mock_outputs.yaml",
     ):

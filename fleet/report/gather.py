@@ -17,6 +17,7 @@ from fleet.report.probes import phase_queries, phase_rows, pool_waits, probe_que
 from fleet.report.progress import Progress
 from fleet.report.prometheus_api import PrometheusClient
 from fleet.report.queries import (
+    CARDS_PER_PLOT,
     Window,
     WorkloadQueries,
     card_key,
@@ -44,6 +45,10 @@ def _by_card(samples: list[dict[str, Any]]) -> dict[Card, float]:
         if value is not None:
             out[card_key(sample["metric"])] = value
     return out
+
+
+def _finite(values: list[list[Any]]) -> list[tuple[float, float]]:
+    return [(float(t), float(v)) for t, v in values if math.isfinite(float(v))]
 
 
 def sweeping(workload: Workload, fleet: Fleet | None) -> bool:
@@ -99,11 +104,18 @@ def gather(
         if not values["result"]:
             section.no_data = _why_no_data(client, wl, queries, window, progress)
             continue
-        progress.step(f"{wl.name}: headline time series")
-        for sample in client.query_range(queries.series, window.start, window.end, step):
-            points = [(float(t), float(v)) for t, v in sample["values"] if math.isfinite(float(v))]
-            if points:
-                section.series[card_key(sample["metric"])] = points
+        if len(values["result"]) > CARDS_PER_PLOT:  # a fleet of many clusters: each card type's spread
+            progress.step(f"{wl.name}: headline time series per card type")
+            for sample in client.query_range(queries.spread, window.start, window.end, step):
+                points = _finite(sample["values"])
+                if points:
+                    section.spread.setdefault(sample["metric"].get("gpu", ""), {})[sample["metric"]["stat"]] = points
+        else:
+            progress.step(f"{wl.name}: headline time series")
+            for sample in client.query_range(queries.series, window.start, window.end, step):
+                points = _finite(sample["values"])
+                if points:
+                    section.series[card_key(sample["metric"])] = points
         progress.step(f"{wl.name}: first and last sample per pod")
         observed = observed_seconds(*pod_spans(client.query_samples(queries.samples, window.end)))
         for card, result in sorted(values["result"].items()):

@@ -117,7 +117,7 @@ def render_html(report: Report, pngs: dict[str, dict[str, bytes]]) -> str:
     parts += [f"<li>{_inline_code(m)}</li>" for m in METHOD]
     parts.append("</ul>")
     for section in report.sections:
-        lines = [f"{n}: {q}" for n, q in section.queries.listing()]
+        lines = [f"{n}: {q}" for n, q in section.listing()]
         summary = f"<summary>Queries for {esc(section.name)}</summary>"
         parts.append(f"<details>{summary}<pre>{esc(chr(10).join(lines))}</pre></details>")
     parts.append("</body></html>")

@@ -82,5 +82,5 @@ def render_markdown(report: Report, images: dict[str, dict[str, str]]) -> str:
     out += ["", "## How the numbers are made", ""] + [f"- {m}" for m in METHOD] + [""]
     for section in report.sections:
         out += [f"Queries for {section.name}:", "", "```promql"]
-        out += [f"{name}: {q}" for name, q in section.queries.listing()] + ["```", ""]
+        out += [f"{name}: {q}" for name, q in section.listing()] + ["```", ""]
     return "\n".join(out)

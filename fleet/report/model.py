@@ -9,7 +9,7 @@ from fleet.model.workloads import Workload
 from fleet.report.accounting import AccountRow
 from fleet.report.costs import Machine, PriceEntry, PriceTable, cost_per_result, per_result
 from fleet.report.probes import PhaseRow, ProbeRow
-from fleet.report.queries import Window, WorkloadQueries
+from fleet.report.queries import CARDS_PER_PLOT, Window, WorkloadQueries
 from fleet.report.queues import QueueRow
 from fleet.report.runners import RunnerRow
 from fleet.report.scaling import ScalingRow
@@ -76,6 +76,9 @@ class WorkloadSection:
     runs_counter: str | None
     rows: list[CardRow] = field(default_factory=list)
     series: dict[Card, list[tuple[float, float]]] = field(default_factory=dict)
+    # at fleet scale (:attr:`at_fleet_scale`) instead of ``series``: per card type (gpu), its lowest, median and
+    # highest card over time (``SPREAD_STATS``)
+    spread: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
     no_data: str = ""  # why there is nothing to show, when there is nothing
 
     @property
@@ -87,6 +90,16 @@ class WorkloadSection:
     def has_data(self) -> bool:
         """Whether any card reported the headline metric in the window."""
         return bool(self.rows)
+
+    @property
+    def at_fleet_scale(self) -> bool:
+        """Whether more cards reported than a plot can draw one by one (``CARDS_PER_PLOT``): the plots then show each
+        card type's spread over the clusters."""
+        return len(self.rows) > CARDS_PER_PLOT
+
+    def listing(self) -> list[tuple[str, str]]:
+        """The workload's queries as the report prints them: those it sent."""
+        return self.queries.listing(spread=self.at_fleet_scale)
 
 
 @dataclass

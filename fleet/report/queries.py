@@ -17,7 +17,9 @@ at its end, never as an instant value:
   joined on (cluster, namespace, pod) with the pods of the benchmark; the mean utilisation over the
   pod's life and the energy ``increase()`` over the window;
 * the time series of the headline per card, as a range query whose step keeps every series under
-  Prometheus' limit of 11,000 points;
+  Prometheus' limit of 11,000 points; over more cards than a plot can tell apart (``CARDS_PER_PLOT``, a fleet of many
+  clusters), per card type its lowest, median and highest card at each step instead (``spread``: Prometheus
+  aggregates, the answer holds three series a card type whatever the clusters);
 * per pod, the timestamps of the run counter's first and last samples in the window (its raw samples, read once:
   a pod's series holds only the samples of its run, so this is exact and costs what the runs hold, where a
   ``timestamp()`` subquery evaluates every step of the window over every series): the pod's running time, from
@@ -44,6 +46,12 @@ POD_LABELS: tuple[str, ...] = ("cluster", "namespace", "pod")
 GPU_UTILIZATION = "gpufleet:gpu_utilization_percent:avg"
 GPU_ENERGY = "gpufleet:gpu_energy_joules:sum"
 assert GPU_UTILIZATION in GPU_RECORDING_RULES and GPU_ENERGY in GPU_RECORDING_RULES
+
+#: The most cards a workload's plots draw one by one (a bar and a line each, with a legend entry); above it they show
+#: each card type's spread over the clusters, from :attr:`WorkloadQueries.spread` (a fleet of many clusters).
+CARDS_PER_PLOT = 24
+#: The statistics of the spread, by the ``stat`` label its query adds: the lowest card, the median, the highest.
+SPREAD_STATS: tuple[str, ...] = ("min", "median", "max")
 
 #: Points a plotted series aims at; the step grows with the window and never drops below MIN_STEP_SECONDS.
 TARGET_POINTS = 1000
@@ -158,6 +166,7 @@ class WorkloadQueries:
     gpu_utilization: str  # per card: mean GPU utilisation of the benchmark's pods over their life
     gpu_energy: str  # per card: GPU energy (J) of the benchmark's pods in the window
     series: str  # range query: the headline per card
+    spread: str  # range query: per card type (gpu), its lowest, median and highest card (label ``stat``)
     samples: str  # per pod: the run counter's (or headline's) raw samples in the window (its first and last)
 
     def instant(self) -> dict[str, str]:
@@ -172,11 +181,11 @@ class WorkloadQueries:
         }
         return {name: query for name, query in out.items() if query is not None}
 
-    def listing(self) -> list[tuple[str, str]]:
-        """Every query with its name, as the report prints them."""
+    def listing(self, spread: bool = False) -> list[tuple[str, str]]:
+        """Every query with its name, as the report prints them (``spread``: the time series per card type)."""
         return [
             *self.instant().items(),
-            ("series", self.series),
+            ("series per card type", self.spread) if spread else ("series", self.series),
             ("samples", self.samples),
         ]
 
@@ -200,6 +209,10 @@ def workload_queries(spec: WorkloadSpec, window: Window) -> WorkloadQueries:
     with_pod = selector(headline.metric, {"workload": spec.name}, 'pod!=""')
     pods_of_benchmark = f"group by ({on_pod}, gpu) (last_over_time({with_pod}[{w}]))"
     join = f"on ({on_pod}) group_left (gpu) {pods_of_benchmark}"
+    per_card = f"max by ({card}) ({head})"
+    stats = {"min": f"min by (gpu) ({per_card})", "median": f"quantile by (gpu) (0.5, {per_card})",
+             "max": f"max by (gpu) ({per_card})"}  # fmt: skip
+    assert tuple(stats) == SPREAD_STATS
     return WorkloadQueries(
         headline_selector=head,
         result=f"avg by ({card}) (last_over_time({head}[{w}]))",
@@ -208,7 +221,8 @@ def workload_queries(spec: WorkloadSpec, window: Window) -> WorkloadQueries:
         runs=f"sum by ({card}) (max_over_time({counter}[{w}]))" if counter else None,
         gpu_utilization=f"avg by ({card}) (avg_over_time({GPU_UTILIZATION}[{w}]) * {join})",
         gpu_energy=f"sum by ({card}) (increase({GPU_ENERGY}[{w}]) * {join})",
-        series=f"max by ({card}) ({head})",
+        series=per_card,
+        spread=" or ".join(f'label_replace({q}, "stat", "{name}", "", "")' for name, q in stats.items()),
         samples=f"{counter or head}[{w}]",
     )
 

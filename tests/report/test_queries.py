@@ -230,9 +230,9 @@ def test_promtool_accepts_every_query(tmp_path: Path) -> None:
     rules = []
     for name, wl in load_workloads().items():
         q = workload_queries(wl.spec, Window(NOW - 7 * 86400, NOW))
-        for kind, expr in q.listing():
+        for kind, expr in dict([*q.listing(), *q.listing(spread=True)]).items():
             safe = re.sub(r"[^a-zA-Z0-9_]", "_", name.replace("3", "x"))
-            rules.append({"record": f"check:{safe}:{kind}", "expr": expr})
+            rules.append({"record": f"check:{safe}:{kind.replace(' ', '_')}", "expr": expr})
     (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "report", "rules": rules}]}))
     run = subprocess.run([promtool, "check", "rules", str(tmp_path / "rules.yml")], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr

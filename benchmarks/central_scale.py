@@ -325,6 +325,7 @@ class SizeResult:
     rule_groups_ms: dict[str, float] = field(default_factory=dict)
     report_seconds: dict[str, float | None] = field(default_factory=dict)
     report_errors: dict[str, str] = field(default_factory=dict)
+    report_phases: dict[str, dict[str, Any]] = field(default_factory=dict)
     accounting_seconds: dict[str, dict[str, float | str]] = field(default_factory=dict)
 
 
@@ -345,27 +346,76 @@ def measure(url: str, result: SizeResult, observe: float) -> None:
         result.rule_groups_ms[group] = round(float(sample["value"][1]) * 1000, 2)
 
 
+PROGRESS = re.compile(r"^report: \[\d+/\d+\] (.*)$")
+DRAWING = "report: drawing "
+
+
+def report_phases(lines: list[tuple[float, str]], started: float, ended: float) -> dict[str, Any]:
+    """Where a report's time went, from its stderr lines each with the time it arrived: ``start`` (Python and the
+    policy, to the first query), ``queries`` (from the first query's progress line to the drawing line), ``drawing``
+    (plots and pages, to the end), and the slowest query (a query's time runs to the next line)."""
+    marks = [(t, m.group(1)) for t, line in lines if (m := PROGRESS.match(line))]
+    drawing = next((t for t, line in lines if line.startswith(DRAWING)), None)
+    if not marks or drawing is None:
+        return {}
+    ends = [t for t, _ in marks[1:]] + [drawing]
+    slowest = max(((end - t, what) for (t, what), end in zip(marks, ends, strict=True)), default=(0.0, ""))
+    return {
+        "start": round(marks[0][0] - started, 1),
+        "queries": round(drawing - marks[0][0], 1),
+        "drawing": round(ended - drawing, 1),
+        "query_count": len(marks) - 1,  # the first line is the connection (build info)
+        "slowest_query": [slowest[1], round(slowest[0], 1)],
+    }
+
+
+def run_report(args: list[str], limit: float) -> tuple[int | None, str, float, dict[str, Any]]:
+    """Run a report command with its stderr read line by line as it comes; (exit status or None when stopped after
+    ``limit`` seconds, stderr's tail, seconds taken, :func:`report_phases`)."""
+    started = time.monotonic()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    lines: list[tuple[float, str]] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append((time.monotonic(), line.rstrip("\n")))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        code: int | None = proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        code = None
+    ended = time.monotonic()
+    reader.join(timeout=10)
+    tail = "\n".join(line for _, line in lines[-5:])
+    return code, tail, ended - started, report_phases(lines, started, ended)
+
+
 def time_reports(url: str, policy: Path, workloads: Path, work: Path, result: SizeResult, limit: float) -> None:
-    """``python -m fleet report`` over each window, timed (one run each, a generous per-request timeout); a window
-    whose report takes over ``limit`` seconds is stopped, and the longer windows are not tried."""
+    """``python -m fleet report`` over each window, timed (one run each, a generous per-request timeout) with where
+    its time went (:func:`report_phases`); a window whose report takes over ``limit`` seconds is stopped, and the
+    longer windows are not tried."""
     for since in REPORT_WINDOWS:
         out = work / f"report-{since}"
-        started = time.monotonic()
-        try:
-            run = subprocess.run(
-                [
+        code, tail, elapsed, phases = run_report(
+            [
                 sys.executable, "-m", "fleet", "report", "--prometheus", url, "--since", since, "--out", str(out),
                 "--policy", str(policy), "--workloads-dir", str(workloads), "--timeout", "600",
             ],
-            capture_output=True, text=True, timeout=limit, cwd=ROOT,
+            limit,
         )  # fmt: skip
-        except subprocess.TimeoutExpired:
+        if phases:
+            result.report_phases[since] = phases
+        if code is None:
             result.report_errors[since] = f"stopped after {limit:g} s"
             return
-        elapsed = time.monotonic() - started
-        result.report_seconds[since] = round(elapsed, 1) if run.returncode == 0 else None
-        if run.returncode != 0:
-            result.report_errors[since] = (run.stderr or run.stdout)[-500:]
+        result.report_seconds[since] = round(elapsed, 1) if code == 0 else None
+        if code != 0:
+            result.report_errors[since] = tail[-500:]
 
 
 def time_accounting(url: str, result: SizeResult, step: float, limit: float) -> None:
@@ -449,6 +499,11 @@ def render(results: list[SizeResult], environment: dict[str, Any]) -> str:
     ))  # fmt: skip
     lines.append("Accounting integrals (billed, used, idle; s): " + "; ".join(
         f"{r.leaves}: {r.accounting_seconds}" for r in results
+    ))  # fmt: skip
+    lines.append("Report phases (s: start, queries, drawing; queries sent; slowest query): " + "; ".join(
+        f"{r.leaves} leaves {w}: {p.get('start')}, {p.get('queries')}, {p.get('drawing')}; {p.get('query_count')}; "
+        f"{p.get('slowest_query')}"
+        for r in results for w, p in r.report_phases.items()
     ))  # fmt: skip
     lines.append("Rule groups (last evaluation, ms): " + "; ".join(f"{r.leaves}: {r.rule_groups_ms}" for r in results))
     lines.append(f"Environment: {json.dumps(environment)}")

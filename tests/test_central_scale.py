@@ -78,3 +78,23 @@ def test_a_day_of_history_loads_with_promtool(fleet_and_leaves: tuple, tmp_path:
     assert run.returncode == 0, run.stderr
     blocks = len([p for p in (tmp_path / "data").iterdir() if p.is_dir()])
     assert blocks == (12 if hourly else 1)  # the hourly records span the day's twelve 2-hour blocks; else the runs' 2 h
+
+
+def test_report_phases_split_a_reports_time_by_its_progress_lines() -> None:
+    """Start to the first query, the queries to the drawing line, the drawing to the end; the slowest query runs from
+    its line to the next (the last one to the drawing line)."""
+    lines = [
+        (10.0, "report: [1/4] connecting to http://x"),
+        (10.5, "report: [2/4] fitter: result"),
+        (13.5, "report: [3/4] fitter: best"),
+        (14.0, "report: [4/4] probes: gpufleet_probe_success"),
+        (18.0, "report: drawing 2 plots and writing the pages into out"),
+    ]
+    assert central_scale.report_phases(lines, 8.0, 20.0) == {
+        "start": 2.0,
+        "queries": 8.0,
+        "drawing": 2.0,
+        "query_count": 3,
+        "slowest_query": ["probes: gpufleet_probe_success", 4.0],
+    }
+    assert central_scale.report_phases(lines[:-1], 8.0, 20.0) == {}  # stopped before drawing: no split

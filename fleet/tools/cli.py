@@ -243,6 +243,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"report: warning: {name}: no sweep job reported an epoch in the window", file=sys.stderr)
     for section in empty:
         print(f"report: warning: {section.name}: no data ({section.no_data})", file=sys.stderr)
+    plots = 2 * (len(report.sections) - len(empty)) + len(swept)
+    print(f"report: drawing {plots} plots and writing the pages into {args.out}", file=sys.stderr)
     try:
         written = write_report(report, args.out)
     except OSError as exc:

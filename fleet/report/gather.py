@@ -17,9 +17,9 @@ from fleet.report.probes import phase_queries, phase_rows, pool_waits, probe_que
 from fleet.report.progress import Progress
 from fleet.report.prometheus_api import PrometheusClient
 from fleet.report.queries import (
-    CARDS_PER_PLOT,
     Window,
     WorkloadQueries,
+    at_fleet_scale,
     card_key,
     choose_step,
     observed_seconds,
@@ -104,7 +104,7 @@ def gather(
         if not values["result"]:
             section.no_data = _why_no_data(client, wl, queries, window, progress)
             continue
-        if len(values["result"]) > CARDS_PER_PLOT:  # a fleet of many clusters: each card type's spread
+        if at_fleet_scale(len(values["result"])):  # a fleet of many clusters: each card type's spread
             progress.step(f"{wl.name}: headline time series per card type")
             for sample in client.query_range(queries.spread, window.start, window.end, step):
                 points = _finite(sample["values"])

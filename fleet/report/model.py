@@ -9,7 +9,7 @@ from fleet.model.workloads import Workload
 from fleet.report.accounting import AccountRow
 from fleet.report.costs import Machine, PriceEntry, PriceTable, cost_per_result, per_result
 from fleet.report.probes import PhaseRow, ProbeRow
-from fleet.report.queries import CARDS_PER_PLOT, Window, WorkloadQueries
+from fleet.report.queries import Window, WorkloadQueries, at_fleet_scale
 from fleet.report.queues import QueueRow
 from fleet.report.runners import RunnerRow
 from fleet.report.scaling import ScalingRow
@@ -95,7 +95,7 @@ class WorkloadSection:
     def at_fleet_scale(self) -> bool:
         """Whether more cards reported than a plot can draw one by one (``CARDS_PER_PLOT``): the plots then show each
         card type's spread over the clusters."""
-        return len(self.rows) > CARDS_PER_PLOT
+        return at_fleet_scale(len(self.rows))
 
     def listing(self) -> list[tuple[str, str]]:
         """The workload's queries as the report prints them: those it sent."""

@@ -53,6 +53,12 @@ CARDS_PER_PLOT = 24
 #: The statistics of the spread, by the ``stat`` label its query adds: the lowest card, the median, the highest.
 SPREAD_STATS: tuple[str, ...] = ("min", "median", "max")
 
+
+def at_fleet_scale(cards: int) -> bool:
+    """Whether a workload's plots show each card type's spread instead of each of its ``cards`` cards."""
+    return cards > CARDS_PER_PLOT
+
+
 #: Points a plotted series aims at; the step grows with the window and never drops below MIN_STEP_SECONDS.
 TARGET_POINTS = 1000
 MIN_STEP_SECONDS = 1.0

@@ -207,15 +207,21 @@ def write_history(leaves: list[Leaf], day: int, run_every_days: int, out: Path, 
     return lines
 
 
-def backfill(leaves: list[Leaf], days: int, run_every_days: int, data: Path, work: Path) -> dict[str, Any]:
-    """``days`` days of history up to yesterday into ``data``, a day a promtool run. Each run writes into an empty
-    folder whose blocks then move into ``data``: promtool opens every block already in its output folder once per
-    2-hour block it writes (a day of hourly records spans 12), which made 180 days quadratic."""
+def backfill(
+    leaves: list[Leaf], days: int, run_every_days: int, data: Path, work: Path, limit: float | None = None
+) -> dict[str, Any]:
+    """``days`` days of history up to yesterday into ``data``, a day a promtool run, yesterday first; with ``limit``,
+    no day is begun after ``limit`` seconds (the history then holds the days written: ``days`` in the answer, and
+    ``asked``). Each run writes into an empty folder whose blocks then move into ``data``: promtool opens every block
+    already in its output folder once per 2-hour block it writes (a day of hourly records spans 12), which made 180
+    days quadratic."""
     promtool = shutil.which("promtool") or "promtool"
     today = int(time.time()) // DAY
-    samples, started = 0, time.monotonic()
+    samples, started, written = 0, time.monotonic(), 0
     source, scratch = work / "history.om", work / "new-blocks"
-    for day in range(today - days, today):
+    for day in range(today - 1, today - days - 1, -1):
+        if limit is not None and time.monotonic() - started > limit:
+            break
         samples += write_history(leaves, day, run_every_days, source)
         scratch.mkdir(exist_ok=True)
         subprocess.run(
@@ -227,9 +233,15 @@ def backfill(leaves: list[Leaf], days: int, run_every_days: int, data: Path, wor
         for block in scratch.iterdir():
             if block.is_dir() and len(block.name) == 26:  # a block's ULID
                 block.rename(data / block.name)
+        written += 1
+        if written % 10 == 0:
+            elapsed = time.monotonic() - started
+            print(f"central_scale: backfill {written}/{days} days, {samples:,} samples, {elapsed:.0f} s "
+                  f"(load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
     source.unlink(missing_ok=True)
     shutil.rmtree(scratch, ignore_errors=True)
-    return {"days": days, "samples": samples, "seconds": round(time.monotonic() - started, 1)}
+    seconds = round(time.monotonic() - started, 1)
+    return {"days": written, "asked": days, "samples": samples, "seconds": seconds}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -460,7 +472,13 @@ def time_accounting(url: str, result: SizeResult, step: float, limit: float) -> 
 
 
 def measure_size(
-    size: int, work: Path, observe: float, days: int, run_every_days: int, report_limit: float
+    size: int,
+    work: Path,
+    observe: float,
+    days: int,
+    run_every_days: int,
+    report_limit: float,
+    backfill_limit: float | None = None,
 ) -> SizeResult:
     """Every figure of one size (module docstring)."""
     work.mkdir(parents=True, exist_ok=True)
@@ -473,7 +491,7 @@ def measure_size(
     sample = synthetic_leaf.exposition(leaves[0].lines, 1.0, int(time.time() * 1000)).encode()
     data = work / "data"
     data.mkdir()
-    history = backfill(leaves, days, run_every_days, data, work)
+    history = backfill(leaves, days, run_every_days, data, work, backfill_limit)
     result = SizeResult(
         size, len(leaves[0].lines), len(sample), len(zlib.compress(sample, 6)) + 18, history
     )  # gzip: deflate + header
@@ -519,6 +537,9 @@ def render(results: list[SizeResult], environment: dict[str, Any]) -> str:
     lines.append("")
     lines.append("History backfilled: " + "; ".join(
         f"{r.leaves} leaves: {r.history['samples']:,} samples over {r.history['days']} days in {r.history['seconds']} s"
+        + (f" (of {r.history['asked']} asked: stopped by --backfill-limit; "
+           f"{r.history['seconds'] / max(1, r.history['days']):.1f} s a day)"
+           if r.history.get("asked", r.history["days"]) > r.history["days"] else "")
         for r in results
     ))  # fmt: skip
     lines.append("Accounting integrals (billed, used, idle; s): " + "; ".join(
@@ -556,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=180, help="days of history backfilled (default 180)")
     parser.add_argument("--run-every", type=int, default=7, help="days between two runs of a pair (default 7)")
     parser.add_argument("--report-limit", type=float, default=300, help="seconds a report may take (default 300)")
+    parser.add_argument(
+        "--backfill-limit", type=float, help="seconds after which no further day is backfilled (default: none)"
+    )
     parser.add_argument("--json", type=Path, help="write every figure as JSON")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     args = parser.parse_args(argv)
@@ -567,7 +591,15 @@ def main(argv: list[str] | None = None) -> int:
         for size in (int(s) for s in args.sizes.split(",")):
             print(f"central_scale: {size} leaves ...", file=sys.stderr, flush=True)
             results.append(
-                measure_size(size, work / f"leaves-{size}", args.observe, args.days, args.run_every, args.report_limit)
+                measure_size(
+                    size,
+                    work / f"leaves-{size}",
+                    args.observe,
+                    args.days,
+                    args.run_every,
+                    args.report_limit,
+                    args.backfill_limit,
+                )
             )
             print(render(results[-1:], env).splitlines()[2], file=sys.stderr, flush=True)
     finally:

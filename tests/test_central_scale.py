@@ -98,3 +98,22 @@ def test_report_phases_split_a_reports_time_by_its_progress_lines() -> None:
         "slowest_query": ["probes: gpufleet_probe_success", 4.0],
     }
     assert central_scale.report_phases(lines[:-1], 8.0, 20.0) == {}  # stopped before drawing: no split
+
+
+def test_backfill_moves_each_days_blocks_and_stops_at_its_limit(fleet_and_leaves: tuple, tmp_path: Path) -> None:
+    """A day's blocks land in the data folder (written in an empty one first); past the limit no day is begun, and
+    the answer says how many of the days asked were written."""
+    require_tool("promtool")
+    fleet, clusters = fleet_and_leaves
+    leaves = [
+        central_scale.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
+    ]
+    data = tmp_path / "data"
+    data.mkdir()
+    done = central_scale.backfill(leaves, 1, 7, data, tmp_path)
+    assert (done["days"], done["asked"]) == (1, 1) and done["samples"] > 0
+    blocks = sorted(p.name for p in data.iterdir())
+    assert blocks and all(len(name) == 26 for name in blocks) and not (tmp_path / "new-blocks").exists()
+    stopped = central_scale.backfill(leaves, 5, 7, data, tmp_path, limit=0)
+    assert (stopped["days"], stopped["asked"], stopped["samples"]) == (0, 5, 0)
+    assert sorted(p.name for p in data.iterdir()) == blocks

@@ -387,7 +387,9 @@ def central_alert_rules(
         values |= {
             "last_sample_rule": BENCHMARK_LAST_SAMPLE_RULE,
             "benchmark_labels": ", ".join(BENCHMARK_IDENTITY_LABELS),
-            "benchmark_series": "|".join(signals),  # metric names hold no regex metacharacters
+            "benchmark_timestamps": " or ".join(
+                f'label_replace(timestamp({name}), "metric", "{name}", "", "")' for name in signals
+            ),
             "lookback": lookback,
             "stale_seconds": f"{stale_s:g}",
             "stale_after": stale_after,

@@ -157,6 +157,9 @@ def rule_tests() -> dict[str, Any]:
                     {"series": f"benchmark_events_per_second{sel({**stopped, 'stage': 'me_only'})}", "values": "2x6"},
                     # pyhf on T4 in alpha: a histogram whose _count keeps coming until about 33h.
                     {"series": f"benchmark_fit_seconds_count{sel(running)}", "values": "1+1x200"},
+                    # ... beside a second metric with the very same labels (a workload reports several metrics):
+                    # timestamp() drops the metric name, so the rule must tell the two apart or fail to evaluate.
+                    {"series": f"benchmark_events_per_second{sel(running)}", "values": "3x200"},
                     # madgraph on A100 in beta: one run at 0h, the next at 24h (a daily CronJob).
                     {"series": f"benchmark_events_per_second{sel(daily)}", "values": "5 _x143 6"},
                     # A non-benchmark metric that stops is not watched.

@@ -316,10 +316,11 @@ def test_benchmark_stopped_reporting_design() -> None:
     freshness = next(g for g in rules["groups"] if g["name"] == "gpufleet-benchmark-freshness")
     record, alert = freshness["rules"]  # the record first: rules of a group run in order
     assert record["record"] == BENCHMARK_LAST_SAMPLE_RULE
-    assert record["expr"] == (
-        "max by (cluster, workload, gpu) (timestamp({__name__=~"
-        '"benchmark_events_per_second|benchmark_fit_seconds_count|benchmark_runs_total"}))'
-    )
+    stamps = [
+        f'label_replace(timestamp({name}), "metric", "{name}", "", "")'
+        for name in ("benchmark_events_per_second", "benchmark_fit_seconds_count", "benchmark_runs_total")
+    ]
+    assert record["expr"] == f"max by (cluster, workload, gpu) ({' or '.join(stamps)})"
     assert alert["alert"] == "BenchmarkStoppedReporting"
     assert alert["expr"] == f"time() - max_over_time({BENCHMARK_LAST_SAMPLE_RULE}[7d]) > 93600"
     assert "timestamp()" in alert["annotations"]["description"]

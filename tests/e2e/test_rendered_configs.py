@@ -486,7 +486,7 @@ REFUSED = [
         )
     ),
     *(("POST", path) for path in ("/-/reload", "/-/quit", "/api/v1/admin/tsdb/snapshot", f"/api/v1/query?{_SELECTOR}")),
-    *((method, f"/federate?{_SELECTOR}") for method in ("POST", "PUT", "PATCH", "DELETE", "OPTIONS")),
+    *((method, f"/federate?{_SELECTOR}") for method in ("HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")),
 ]
 
 

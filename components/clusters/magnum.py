@@ -18,7 +18,8 @@ from components.clusters.cluster import GpuCluster
 from components.kubernetes.images import magnum_autoscaler_image
 from components.settings import ComponentSettings
 from fleet.model import pod_contract
-from fleet.model.clouds.magnum import API_CIDRS_LABELS, GPU_AUTOSCALER
+from fleet.model.ci_pools import CI_TAINT
+from fleet.model.clouds.magnum import API_CIDRS_LABELS, GPU_AUTOSCALER, KUBELET_OPTIONS, kubelet_options_with_taints
 from fleet.model.errors import InputError
 from fleet.model.spec import Cluster, GpuPool, pool_resource_name
 
@@ -223,9 +224,10 @@ class MagnumCluster(GpuCluster):
         from the policy, ``node_count`` ignored after creation. A card with a GitLab runner gets a CI node group
         ``gpu-<card>-ci`` of role ``gpu-<card>-ci`` (fleet/model/ci_pools.py), which only the runner's job pods
         select; benchmarks select their own group's role, so a CI job never shares a node with one (it keeps one
-        node, as a card's group does). The policy resolves Magnum pools to min 1, because the Magnum
-        cluster-autoscaler builds its scale-from-zero template from the flavor only, without
-        ``nvidia.com/gpu`` capacity, taints or the role label (kubernetes/autoscaler
+        node, as a card's group does). Its nodes also register with the CI taint (the group's ``kubelet_options``
+        label, ``--register-with-taints``), which only the runner's job pods tolerate. The policy resolves Magnum
+        pools to min 1, because the Magnum cluster-autoscaler builds its scale-from-zero template from the flavor
+        only, without ``nvidia.com/gpu`` capacity, taints or the role label (kubernetes/autoscaler
         cloudprovider/magnum/magnum_nodegroup.go, magnum_cloud_provider.go), so a GPU group at 0 nodes is never
         chosen for a pending GPU pod. ``min_nodes: 0`` in the policy is an explicit opt-in, and the plan warns.
       - The GPU node groups' autoscaler: Magnum's own one is started with ``--nodes=<min>:<max>:default-worker``
@@ -235,7 +237,8 @@ class MagnumCluster(GpuCluster):
         credentials it reads, with the site's autoscaler image and tag, and a lease of its own.
 
     What Magnum cannot do, and how the fleet compensates:
-      - Node groups cannot carry our Kubernetes labels or taints. Magnum labels every node with
+      - Node groups have no Kubernetes labels or taints of their own in Magnum's API (only a CI group's kubelet
+        options register one taint). Magnum labels every node with
         ``magnum.openstack.org/role=<role>`` and ``magnum.openstack.org/nodegroup=<name>``, so the role
         carries the card: GPU Jobs on Magnum select ``magnum.openstack.org/role: gpu-<card>``
         (``node_selector(card)``), not ``gpu: <card>``. They still request ``nvidia.com/gpu``, so they only
@@ -393,6 +396,21 @@ class MagnumCluster(GpuCluster):
         # autoscaler then has seen a real GPU node of the group (and remembers its capacity) before it
         # scales an opted-in min-0 group down.
         initial = min(max(pool.min_nodes, 1), pool.max_nodes)
+        # A CI group's nodes register with the CI taint, through the group's own kubelet_options label
+        # (fleet/model/clouds/magnum.py: the heat driver gives a group's kubelet its group's labels); merged with
+        # the cluster's labels, which a group's labels would otherwise replace.
+        tainted = (
+            {
+                "labels": {
+                    KUBELET_OPTIONS: kubelet_options_with_taints(
+                        [CI_TAINT.as_string()], self.site.extra_labels.get(KUBELET_OPTIONS, "")
+                    )
+                },
+                "merge_labels": True,
+            }
+            if pool.ci
+            else {}
+        )
         return containerinfra.NodeGroup(
             pool_resource_name(cluster, pool),
             name=pool.name,
@@ -403,5 +421,6 @@ class MagnumCluster(GpuCluster):
             min_node_count=pool.min_nodes,
             # the GPU autoscaler discovers only groups with a maximum (cloudprovider/magnum README)
             max_node_count=pool.max_nodes,
+            **tainted,
             opts=self.child(self.openstack_provider, ignore_changes=["nodeCount"]),
         )

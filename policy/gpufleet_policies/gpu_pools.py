@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from fleet.model import pod_contract
+from fleet.model.ci_pools import CI_TAINT
 from fleet.model.clouds.rules import CloudRules, PoolView
 from fleet.model.pool_view import read_pool
 from fleet.model.spec import GpuPool
@@ -106,21 +107,23 @@ def _validate_card_label(args: ResourceValidationArgs, report: ReportViolation) 
 
 @resource_policy(
     "gpu-pool-accelerator-taint",
-    "GPU node pools carry the accelerator taint, so only pods that ask for the card land on them.",
+    "GPU node pools carry the accelerator taint, so only pods that ask for the card land on them; CI pools the CI "
+    "taint too (on Magnum, whose node groups cannot declare the accelerator taint, the CI taint only).",
 )
 def _validate_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
     found = policy_pool(args, report)
     if not found:
         return
     view, pool, rules = found
-    if not rules.pool_taints:  # the cloud's node pools carry no taints of ours (Magnum's node groups)
-        return
-    missing = [t.as_string() for t in pool.taints if t.as_string() not in view.taints]
+    # A cloud whose node pools carry no taints of ours (Magnum's node groups) still registers a CI pool's nodes with
+    # the CI taint (a Magnum group's kubelet_options label): that one is checked there
+    wanted = pool.taints if rules.pool_taints else ((CI_TAINT,) if pool.ci else ())
+    missing = [t.as_string() for t in wanted if t.as_string() not in view.taints]
     if missing:
         report(
-            f"pool {args.name!r} lacks the accelerator taint {', '.join(missing)}, so ordinary pods could land on "
-            "(and keep alive) expensive GPU nodes; declare GpuPool.taints on the pool (components/clusters/taints.py "
-            "spells them per cloud)"
+            f"pool {args.name!r} lacks the accelerator taint {', '.join(missing)}, so ordinary pods (on a CI pool: "
+            "benchmarks) could land on (and keep alive) expensive GPU nodes; declare GpuPool.taints on the pool "
+            "(components/clusters/taints.py spells them per cloud; a Magnum CI group's kubelet_options label)"
         )
 
 

@@ -57,3 +57,13 @@ def test_magnum_group_keeps_one_node_unless_opted_in(plans, session):
     assert check(session, r) == []  # no labels or taints required on Magnum
     r.inputs["minNodeCount"] = 0
     assert_violation(check(session, r), "gpu-pool-size", "minimum size 0", "min_nodes: 0")
+
+
+def test_magnum_ci_group_registers_its_nodes_with_the_ci_taint(plans, session):
+    """A Magnum CI group's nodes register with the CI taint through its kubelet_options label (the heat driver hands
+    a group's labels to its kubelet); without it benchmarks could share its nodes."""
+    r = reg(plans, "fix-magnum", MAGNUM_GROUP, "gpu-t4-ci")
+    assert check(session, r) == []
+    assert r.inputs["mergeLabels"] is True  # the cluster's driver labels stay
+    r.inputs["labels"] = {}
+    assert_violation(check(session, r), "gpu-pool-accelerator-taint", "gpu-fleet.io/ci=true:NoSchedule", urn=r.urn)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fleet.model import pod_contract
@@ -16,6 +17,34 @@ GPU_AUTOSCALER = "cluster-autoscaler-gpu"
 # api_master_lb_allowed_cidrs; upstream removed the heat driver after 22.0.0 (openstack/magnum 31b84327), so the
 # template sets both labels (components/clusters/magnum.py), and each driver reads its own.
 API_CIDRS_LABELS = ("master_lb_allowed_cidrs", "api_master_lb_allowed_cidrs")
+
+# A node group's own Magnum labels reach its nodes' kubelet (openstack/magnum 20.0.0, heat driver): a group other
+# than the defaults is a Heat stack of its own built from that group's labels (drivers/heat/driver.py
+# create_nodegroup -> _create_stack(nodegroups=[nodegroup]); template_def.py _get_relevant_labels returns
+# nodegroups[0].labels), whose `kubelet_options` label (k8s_template_def.py label_list; kubeminion.yaml
+# $KUBELET_OPTIONS) is appended to the kubelet's arguments (fragments/configure-kubernetes-minion.sh
+# `KUBELET_ARGS="${KUBELET_ARGS} ${KUBELET_OPTIONS}"`). The group's labels replace the cluster's unless
+# merge_labels is set (api/controllers/v1/nodegroup.py post). The kubelet's --register-with-taints registers the node
+# with those taints (`<key>=<value>:<effect>`, comma separated; kubelet command-line reference).
+KUBELET_OPTIONS = "kubelet_options"
+REGISTER_WITH_TAINTS = "--register-with-taints="
+
+
+def kubelet_options_with_taints(taints: Iterable[str], site_options: str = "") -> str:
+    """The ``kubelet_options`` label of a node group whose nodes register with ``taints`` (``key=value:Effect``):
+    the site's own options (its ``extraLabels``, which the group's label would otherwise replace) and
+    ``--register-with-taints``."""
+    flag = REGISTER_WITH_TAINTS + ",".join(taints)
+    return f"{site_options} {flag}".strip()
+
+
+def registered_taints(labels: Mapping[str, str]) -> tuple[str, ...]:
+    """The taints (``key=value:Effect``) a node group's ``kubelet_options`` label registers its nodes with."""
+    found: list[str] = []
+    for option in str(labels.get(KUBELET_OPTIONS, "")).split():
+        if option.startswith(REGISTER_WITH_TAINTS):
+            found += [t for t in option.removeprefix(REGISTER_WITH_TAINTS).split(",") if t]
+    return tuple(found)
 
 
 class Magnum(CloudRules):
@@ -49,13 +78,14 @@ class Magnum(CloudRules):
         return open_to_all([c for c in cidrs.split(",") if c])
 
     def read_pool(self, registration: Registration) -> PoolView:
-        """A ``NodeGroup``: its role names the card; no spot, no taints of ours."""
+        """A ``NodeGroup``: its role names the card; no spot; the taints its ``kubelet_options`` label registers
+        (a CI group's); its Magnum labels are driver parameters, not node labels."""
         inputs = registration.inputs
-        labels = inputs.get("labels", {})
+        magnum_labels = inputs.get("labels") or {}
         return PoolView(
             registration.type, registration.name, pod_contract.card_of_pool(inputs.get("role", "")) or "",
-            inputs.get("flavorId", ""), inputs.get("minNodeCount"), inputs.get("maxNodeCount"), False, (), labels,
-            pod_contract.is_ci_pool(inputs.get("role", "")),
+            inputs.get("flavorId", ""), inputs.get("minNodeCount"), inputs.get("maxNodeCount"), False,
+            registered_taints(magnum_labels), {}, pod_contract.is_ci_pool(inputs.get("role", "")),
         )  # fmt: skip
 
     def autoscaler_logs(self, kubectl: str) -> str:

@@ -263,15 +263,29 @@ def test_pod_security_admission_and_api_allow_list_on_the_masters_load_balancer(
 
 
 def test_a_runner_gets_a_ci_node_group_of_its_own_role_which_the_gpu_autoscaler_discovers(tmp_path):
-    """Magnum node groups carry no labels or taints of ours: the CI group's role (gpu-<card>-ci, the nodes' role
-    label) is what the runner's jobs select; benchmarks select gpu-<card>, so they never land there."""
+    """Magnum node groups carry no labels of ours: the CI group's role (gpu-<card>-ci, the nodes' role label) is what
+    the runner's jobs select; benchmarks select gpu-<card>, so they never land there, and the group's nodes register
+    with the CI taint, which only the jobs tolerate."""
     runners = "runners:\n  clusters:\n    os-test:\n      t4: {concurrency: 2}\n"
     plan = plan_one(tmp_path, POLICY + runners, "os-test", CONFIG)
     ci = one(plan, GROUP, "os-test-gpu-t4-ci").inputs
     assert (ci["name"], ci["role"], ci["flavorId"]) == ("gpu-t4-ci", "gpu-t4-ci", "g2.xlarge")
     assert (ci["minNodeCount"], ci["nodeCount"], ci["maxNodeCount"]) == (1, 1, 2)  # no scale-up from zero here
+    # its nodes register with the CI taint (the group's kubelet_options), merged with the cluster's labels
+    assert ci["labels"] == {"kubelet_options": "--register-with-taints=gpu-fleet.io/ci=true:NoSchedule"}
+    assert ci["mergeLabels"] is True
+    assert "labels" not in one(plan, GROUP, "os-test-gpu-t4").inputs  # a card's own group: the cluster's labels
     (release,) = [r for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == GPU_AUTOSCALER]
     assert release.inputs["values"]["autoDiscovery"]["roles"] == ["gpu-t4", "gpu-v100", "gpu-t4-ci"]
     (runner,) = [r for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "gitlab-runner-t4"]
     kube = tomllib.loads(runner.inputs["values"]["runners"]["config"])["runners"][0]["kubernetes"]
     assert kube["node_selector"] == {"magnum.openstack.org/role": "gpu-t4-ci"}
+
+
+def test_a_ci_groups_taint_keeps_the_sites_kubelet_options(tmp_path):
+    """The group's kubelet_options label replaces the site's (extraLabels) on its nodes: the site's options stay."""
+    runners = "runners:\n  clusters:\n    os-test:\n      t4: {concurrency: 2}\n"
+    site = {**MAGNUM, "extraLabels": {"kubelet_options": "--max-pods=60"}}
+    plan = plan_one(tmp_path, POLICY + runners, "os-test", {**CONFIG, "gpu-fleet:magnum": site})
+    ci = one(plan, GROUP, "os-test-gpu-t4-ci").inputs
+    assert ci["labels"] == {"kubelet_options": "--max-pods=60 --register-with-taints=gpu-fleet.io/ci=true:NoSchedule"}

@@ -29,6 +29,7 @@ from components.kubernetes.network_policy import (
     internet_block,
     ports,
 )
+from components.kubernetes.operator_rbac import release_rbac
 from components.kubernetes.pod_security import namespace_labels
 from components.kubernetes.runners import RUNNER_METRICS_PORT
 from components.kubernetes.training import (
@@ -370,7 +371,11 @@ def prometheus_values(
             "resources": GRAFANA_REQUESTS,
             "sidecar": {"resources": SMALL_REQUESTS},
         },
+        # The release's roles are the fleet's (components/kubernetes/operator_rbac.py): the chart's own would give
+        # the operator every Secret of the cluster, and this switch is the only one that drops them.
+        "global": {"rbac": {"create": False}},
         "prometheusOperator": {
+            **operator_scope(cluster, fleet),
             "resources": OPERATOR_REQUESTS,
             "admissionWebhooks": {"patch": {"resources": SMALL_REQUESTS}},
             "prometheusConfigReloader": {"resources": SMALL_REQUESTS},
@@ -409,6 +414,39 @@ def prometheus_values(
         ksm = values.setdefault("kube-state-metrics", {})
         ksm["metricLabelsAllowlist"] = accounting.metric_labels_allowlist(cluster)
     return values
+
+
+def fleet_namespaces(cluster: Cluster, fleet: Fleet) -> list[str]:
+    """The namespaces the fleet makes on ``cluster``: monitoring, node agents and benchmarks always; the root
+    benchmarks' where a workload needs root; the runners' and CI jobs' where a runner runs; Trainer's and Kueue's
+    where Trainer runs (sweeps, queued sweep points), Kueue's where the fleet's queues reach."""
+    wanted = [MONITORING_NS, NODE_AGENTS_NS, pod_contract.BENCHMARK_NAMESPACE]
+    if any(b.workload.spec.needs_root for b in fleet.benchmarks(cluster)):
+        wanted.append(pod_contract.ROOT_BENCHMARK_NAMESPACE)
+    if fleet.runners_of(cluster):
+        wanted += [pod_contract.RUNNER_NAMESPACE, pod_contract.CI_JOB_NAMESPACE]
+    if runs_trainer(fleet, cluster):
+        wanted += [pod_contract.TRAINER_NAMESPACE, pod_contract.KUEUE_NAMESPACE]
+    elif fleet.dispatch and fleet.dispatch.role(cluster.name):
+        wanted.append(pod_contract.KUEUE_NAMESPACE)
+    return wanted
+
+
+def operator_scope(cluster: Cluster, fleet: Fleet) -> dict[str, Any]:
+    """kube-prometheus-stack 79.5.0 ``prometheusOperator`` values that scope the operator to the fleet: it finds
+    monitors and rules in the fleet's namespaces only (``namespaces`` -> ``--namespaces``), and its Prometheus,
+    Alertmanager and their ConfigMaps, Secrets and StatefulSets in the monitoring namespace only (the
+    ``--*-instance-namespaces`` flags: templates/prometheus-operator/deployment.yaml), where its Role grants them
+    (components/kubernetes/operator_rbac.py)."""
+    others = [ns for ns in fleet_namespaces(cluster, fleet) if ns != MONITORING_NS]
+    mine = [MONITORING_NS]
+    return {
+        "namespaces": {"releaseNamespace": True, "additional": others},
+        "prometheusInstanceNamespaces": mine,
+        "alertmanagerInstanceNamespaces": mine,
+        "alertmanagerConfigNamespaces": mine,
+        "thanosRulerInstanceNamespaces": mine,
+    }
 
 
 def fleet_namespace(cluster: str, namespace: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Namespace:
@@ -574,20 +612,11 @@ class ClusterServices(pulumi.ComponentResource):
         super().__init__(self.TYPE, f"{cluster.name}-infra", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         name = cluster.name
-        wanted = [MONITORING_NS, NODE_AGENTS_NS, pod_contract.BENCHMARK_NAMESPACE]
-        if any(b.workload.spec.needs_root for b in fleet.benchmarks(cluster)):
-            wanted.append(pod_contract.ROOT_BENCHMARK_NAMESPACE)
-        if fleet.runners_of(cluster):
-            wanted += [pod_contract.RUNNER_NAMESPACE, pod_contract.CI_JOB_NAMESPACE]
         sweeps = fleet.sweep_points(cluster)
         # the cluster's part in the fleet's queues: manager, worker or none (components/kubernetes/multikueue.py)
         self.queue_role = fleet.dispatch.role(name) if fleet.dispatch else None
         trains = runs_trainer(fleet, cluster)
-        if trains:
-            wanted += [pod_contract.TRAINER_NAMESPACE, pod_contract.KUEUE_NAMESPACE]
-        elif self.queue_role:
-            wanted.append(pod_contract.KUEUE_NAMESPACE)
-        namespaces = {ns: fleet_namespace(name, ns, child) for ns in wanted}
+        namespaces = {ns: fleet_namespace(name, ns, child) for ns in fleet_namespaces(cluster, fleet)}
         # where the GitLab runners and their CI jobs go (None: the cluster has no runner)
         self.ci_namespaces: tuple[pulumi.Output[str], pulumi.Output[str]] | None = (
             (
@@ -660,17 +689,19 @@ class ClusterServices(pulumi.ComponentResource):
         if cluster.central:
             self.grafana_admin_password = self._grafana_admin(cluster, settings, monitoring_ns, child)
             dashboards.dashboard_config_maps(name, fleet, monitoring_ns, child)
+        # the release's roles, with the operator's Secret rights in the monitoring namespace only
+        before_release = release_rbac(
+            f"{name}-kps", RELEASE, monitoring_ns, {"app.kubernetes.io/part-of": FLEET_PART_OF}, child
+        )
+        if cluster.central:
+            before_release.append(self._alert_secret(cluster, settings, monitoring_ns, child))
         self.prometheus = helm_release(
             f"{name}-prometheus",
             "kube-prometheus-stack",
             RELEASE,
             monitoring_ns,
             prometheus_values(cluster, fleet, scrape_configs, secrets, settings.storage_class),
-            pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions(depends_on=[self._alert_secret(cluster, settings, monitoring_ns, child)])
-            )
-            if cluster.central
-            else child,
+            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=before_release)),
             registry=cluster.registry,
             timeout=900,
         )

@@ -1,10 +1,11 @@
 """RBAC of every stack as the cluster gets it: the program's own roles and bindings plus those the pinned charts
 render with the program's values (helm-python-sdk on the archives of ../shared/charts), evaluated the way
 Kubernetes RBAC does (fleet/model/rbac.py). The preview identity stays refused every right it must not hold, and
-no chart's service account reads Secrets but the one the docs name."""
+no chart's service account reads Secrets cluster-wide but the one the docs name."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from pathlib import Path
@@ -14,7 +15,14 @@ import pytest
 from fleet.model import preview_rights
 from fleet.model.rbac import BINDING_KINDS, ROLE_KINDS, Rbac, Request, User
 from fleet.model.spec import load_fleet
-from fleet.tools.checks.charts import CHART_CACHE_ENV, render_stack_charts, stack_kubernetes_version
+from fleet.tools.checks.charts import (
+    CHART_CACHE_ENV,
+    helm_releases,
+    kube_version,
+    render_release,
+    render_stack_charts,
+    stack_kubernetes_version,
+)
 from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.conftest import FIXTURES, REQUIRE_TOOLS_ENV, shared_data
 
@@ -73,8 +81,13 @@ def test_the_charts_render_roles(rendered):
 
 @pytest.mark.parametrize("request_", preview_rights.REFUSED, ids=lambda r: r.describe())
 def test_the_preview_identity_is_refused_with_the_charts_roles_too(plans, rendered, request_):
-    (binding,) = [r for r in plans[PREVIEWED].registrations if r.type.endswith(":ClusterRoleBinding")]
-    (subject,) = binding.inputs["subjects"]
+    (subject,) = [
+        s
+        for r in plans[PREVIEWED].registrations
+        if r.type.endswith(":ClusterRoleBinding")
+        for s in r.inputs["subjects"]
+        if s["kind"] != "ServiceAccount"
+    ]
     assert rendered[PREVIEWED].why_allowed(User(subject["name"]), request_) is None
 
 
@@ -93,15 +106,88 @@ def _secret_readers(rbac: Rbac) -> set[str]:
     }
 
 
-def test_only_the_prometheus_operator_reads_secrets_cluster_wide(rendered):
-    """kube-state-metrics runs without its secrets collector; the operator's ClusterRole keeps `*` on Secrets
-    (kube-prometheus-stack 79.5.0 cannot make it namespaced: docs/security.md, "Chart RBAC"). A chart that starts
-    reading Secrets cluster-wide fails here."""
+def test_no_monitoring_identity_reads_secrets_cluster_wide(rendered):
+    """kube-state-metrics runs without its secrets collector, and the Prometheus Operator's Secret rights are a Role
+    of the monitoring namespace (components/kubernetes/operator_rbac.py): it reads and writes the Secrets of its
+    Prometheus and Alertmanager there, and no Secret of a benchmark (which may hold cloud keys) or of any other
+    namespace. A chart that starts reading Secrets cluster-wide fails here."""
     for stack, rbac in rendered.items():
         readers = _secret_readers(rbac)
-        assert "monitoring/kps-operator" in readers, (stack, readers)
-        assert not any("kube-state-metrics" in r for r in readers), (stack, readers)
-        assert readers - {"monitoring/kps-operator"} <= ALLOWED_SECRET_READERS, (stack, sorted(readers))
+        assert readers <= ALLOWED_SECRET_READERS, (stack, sorted(readers))
+        operator = User.service_account("monitoring", "kps-operator")
+        assert rbac.allows(operator, Request("list", "secrets", namespace="monitoring")), stack
+        assert rbac.allows(operator, Request("create", "configmaps", namespace="monitoring")), stack
+        for verb in ("get", "list", "watch", "create", "update", "delete"):
+            for namespace in ("", "benchmarks", "kube-system", "ci-builds"):
+                request = Request(verb, "secrets", namespace=namespace)
+                assert rbac.why_allowed(operator, request) is None, (stack, request.describe())
+
+
+def _operator_args(plan: StackPlan, cache: Path, version: str) -> list[str]:
+    (kps,) = [r for r in render_stack_charts(plan, cache, version) if r.release.name == "kps"]
+    (deployment,) = [o for o in kps.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "kps-operator"]
+    return deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_the_operator_watches_every_monitor_of_the_fleet_and_runs_prometheus_in_monitoring_only(plans, chart_cache):
+    """The operator finds monitors and rules only in the namespaces of ``--namespaces``: every ServiceMonitor,
+    PodMonitor and PrometheusRule of the stack (its own and its charts') is in one of them, and Prometheus and
+    Alertmanager in the monitoring namespace, the only one where it holds Secrets (``--*-instance-namespaces``)."""
+    fleet = load_fleet(FIXTURE / "fleet.yaml", FIXTURE / "workloads")
+    for stack, plan in plans.items():
+        version = stack_kubernetes_version(plan, fleet.cluster(stack).kubernetes_version)
+        args = dict(a.removeprefix("--").split("=", 1) for a in _operator_args(plan, chart_cache, version) if "=" in a)
+        watched = set(args["namespaces"].split(","))
+        for flag in ("prometheus", "alertmanager", "alertmanager-config", "thanos-ruler"):
+            key = f"{flag}-instance-namespaces" if flag != "alertmanager-config" else "alertmanager-config-namespaces"
+            assert args[key] == "monitoring", (stack, key)
+        monitors = [
+            (obj["kind"], obj["metadata"].get("namespace") or rendered.release.namespace)
+            for rendered in render_stack_charts(plan, chart_cache, version)
+            for obj in rendered.objects
+            if str(obj.get("apiVersion", "")).startswith("monitoring.coreos.com/")
+        ]
+        monitors += [
+            (r.type.rsplit(":", 1)[-1], r.plain_inputs()["metadata"]["namespace"])
+            for r in plan.registrations
+            if r.type.startswith("kubernetes:monitoring.coreos.com/")
+        ]
+        assert monitors, stack
+        for kind, namespace in monitors:
+            assert namespace in watched, (stack, kind, namespace, sorted(watched))
+            if kind in ("Prometheus", "Alertmanager"):
+                assert namespace == "monitoring", (stack, kind, namespace)
+
+
+def test_the_fleets_roles_for_the_chart_are_the_charts_own_but_the_operators_secrets(plans, chart_cache):
+    """The release runs with ``global.rbac.create: false`` and the fleet declares its roles
+    (components/kubernetes/operator_rbac.py): rendered with the chart's own roles, the rules are the same, except
+    that the operator's configmaps/secrets rule is a Role of the monitoring namespace. A chart upgrade that changes
+    a rule fails here until the fleet's copy follows."""
+    plan = plans["fix-gke"]
+    fleet = load_fleet(FIXTURE / "fleet.yaml", FIXTURE / "workloads")
+    version = stack_kubernetes_version(plan, fleet.cluster("fix-gke").kubernetes_version)
+    (kps,) = [r for r in helm_releases(plan) if r.name == "kps"]
+    assert kps.values["global"]["rbac"]["create"] is False
+    chart_own = dataclasses.replace(kps, values={**kps.values, "global": {"rbac": {"create": True}}})
+    charts = render_release(chart_own, chart_cache, kube_version(version))
+    theirs = {(o["kind"], o["metadata"]["name"]): o for o in charts.objects if o["kind"] in (*ROLE_KINDS,)}
+    ours = {
+        (r.type.rsplit(":", 1)[-1], r.plain_inputs()["metadata"]["name"]): r.plain_inputs()
+        for r in plan.registrations
+        if r.type.endswith((":ClusterRole", ":Role")) and r.plain_inputs()["metadata"]["name"].startswith("kps-")
+    }
+    moved = {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["*"]}
+    assert theirs[("ClusterRole", "kps-operator")]["rules"] == [
+        *ours[("ClusterRole", "kps-operator")]["rules"][:2],
+        moved,
+        *ours[("ClusterRole", "kps-operator")]["rules"][2:],
+    ]
+    assert ours[("Role", "kps-operator")]["rules"] == [moved]
+    for key in (("ClusterRole", "kps-prometheus"), ("ClusterRole", "kps-admission"), ("Role", "kps-admission")):
+        assert ours[key]["rules"] == theirs[key]["rules"], key
+    chart_roles = {k for k in theirs if k[1].startswith(("kps-operator", "kps-prometheus", "kps-admission"))}
+    assert chart_roles == {k for k in ours} - {("Role", "kps-operator")}
 
 
 # Cluster-wide Secret readers the charts need, each with its reason (checked against the rendered roles above).

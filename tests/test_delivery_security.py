@@ -166,3 +166,123 @@ def test_locks_are_current_and_every_package_has_hashes(source: str, lock: Path)
     for block in blocks:
         if PIN.match(block):
             assert "--hash=sha256:" in block, block.splitlines()[0]
+
+
+# --- every image and CLI the pipelines fetch is pinned ------------------------------------------------------------
+
+DIGEST_PINNED = re.compile(r"^[^\s@]+:[^\s@]+@sha256:[0-9a-f]{64}$")
+EXACT_TAG = re.compile(r":v?\d+\.\d+\.\d+(?:-[a-z0-9.]+)?$")
+ACTION_BY_SHA = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+INSTALLERS = sorted((ROOT / ".ci").glob("install-*"))
+
+# What the pipelines fetch without a digest or checksum, each with its reason (docs/security.md, "Pinned images and
+# CLIs"); everything else fails the tests below.
+NOT_VERIFIED = {
+    "pulumi/pulumi:3.272.0": "GitLab's Pulumi image: no digest of this tag found in an upstream or reputable source; "
+    "its exact release tag",
+    "pulumi CLI 3.272.0": "pulumi/actions downloads the CLI and checks no checksum, and no published checksum of "
+    "3.272.0 was found; its exact version",
+    "setup-python 3.11": "actions/setup-python takes the runner image's tool cache (or actions/python-versions) and "
+    "checks no checksum; the project's packages are hash-locked on top of it",
+    "apt-get install": "Debian's and Ubuntu's archives: apt checks every package against the archive's signed index",
+    "gke-gcloud-auth-plugin": "a component of the pinned gcloud release, fetched by its component manager",
+}
+
+
+def _gitlab() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text(encoding="utf-8"))
+
+
+def _gitlab_images() -> dict[str, str]:
+    """Every job's image (``$VARIABLE`` resolved from the pipeline's variables), by job."""
+    ci = _gitlab()
+    variables = ci.get("variables") or {}
+    out = {}
+    for name, job in ci.items():
+        image = job.get("image") if isinstance(job, dict) else None
+        if image is None:
+            continue
+        ref = image["name"] if isinstance(image, dict) else image
+        out[name] = re.sub(r"^\$(\w+)$", lambda m: str(variables[m.group(1)]), ref)
+    return out
+
+
+def _shell_blocks() -> dict[str, str]:
+    """Every shell text the pipelines run: GitHub steps' ``run``, GitLab jobs' scripts, and the .ci scripts."""
+    out: dict[str, str] = {}
+    for name, wf in all_workflows().items():
+        for job_name, job in wf["jobs"].items():
+            for i, step in enumerate(job.get("steps") or []):
+                if "run" in step:
+                    out[f"{name}:{job_name}:{step.get('name', i)}"] = step["run"]
+    for name, job in _gitlab().items():
+        if isinstance(job, dict):
+            for key in ("before_script", "script", "after_script"):
+                lines = job.get(key) or []
+                out[f".gitlab-ci.yml:{name}:{key}"] = "\n".join(lines if isinstance(lines, list) else [lines])
+    for path in (*INSTALLERS, ROOT / ".ci" / "run", ROOT / "Makefile"):
+        out[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    return out
+
+
+def test_every_gitlab_image_is_pinned_by_digest_or_a_named_exception_by_its_exact_version():
+    images = _gitlab_images()
+    assert images
+    for job, image in images.items():
+        if not DIGEST_PINNED.match(image):
+            assert image in NOT_VERIFIED, (job, image, "pin it as image:tag@sha256:<digest>")
+            assert EXACT_TAG.search(image), (job, image, "at least an exact version tag")
+
+
+def test_every_action_is_pinned_by_commit():
+    for name, wf in all_workflows().items():
+        for job_name, job in wf["jobs"].items():
+            for step in job.get("steps") or []:
+                uses = step.get("uses")
+                if uses and not uses.startswith("./"):
+                    assert ACTION_BY_SHA.match(uses), (name, job_name, uses)
+                    assert not uses.startswith("docker://"), (name, job_name, uses)
+
+
+def test_the_actions_that_install_tools_install_exact_versions():
+    """pulumi/actions installs the CLI of ``pulumi-version`` (exactly that version, never a range or latest: it then
+    matches the locked SDK); setup-python the job's Python. Both are named exceptions (no checksum)."""
+    (job,) = workflow("pulumi-stack.yml")["jobs"].values()
+    pulumi = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@"))
+    version = str(pulumi["with"]["pulumi-version"])
+    assert SEMVER.match(version) and f"pulumi CLI {version}" in NOT_VERIFIED
+    assert f"pulumi=={version}" in LOCK.read_text(encoding="utf-8")  # the CLI of the SDK the program runs on
+    for name, wf in all_workflows().items():
+        for other in wf["jobs"].values():
+            for step in other.get("steps") or []:
+                if str(step.get("uses", "")).startswith("actions/setup-python@"):
+                    assert f"setup-python {step['with']['python-version']}" in NOT_VERIFIED, name
+                # setup-gcloud installs the latest gcloud unchecked: .ci/install-gcloud pins and verifies it
+                assert "setup-gcloud" not in str(step.get("uses", "")), name
+
+
+def test_nothing_is_downloaded_in_a_pipeline_but_by_a_checksum_verifying_installer():
+    """A CLI fetched over the network comes through a .ci/install-* script that checks its SHA-256; no
+    ``curl | sh``, no ``az aks install-cli`` (it fetches the newest kubectl and kubelogin unchecked). The GitLab
+    jobs' curl calls to GitLab's own API (``$CI_API_V4_URL``) fetch no program."""
+    fetch = re.compile(r"\b(curl|wget)\b[^\n]*https://")
+    for where, script in _shell_blocks().items():
+        text = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("#"))
+        assert not re.search(r"\|\s*(sudo\s+)?(ba)?sh\b", text), where
+        assert "install-cli" not in text, where
+        if fetch.search(text):
+            assert where.startswith(".ci/install-"), (where, fetch.search(text).group(0))
+    assert "bash .ci/install-kubelogin" in "\n".join(_shell_blocks().values())
+
+
+@pytest.mark.parametrize("installer", INSTALLERS, ids=lambda p: p.name)
+def test_each_installer_pins_a_version_and_checks_a_cited_sha256_before_running_anything(installer: Path):
+    text = installer.read_text(encoding="utf-8")
+    versions = re.findall(r'^[A-Z]+_VERSION="([^"]+)"$', text, re.MULTILINE)
+    sums = re.findall(r'^[A-Z]+_SHA256="([0-9a-f]{64})"$', text, re.MULTILINE)
+    assert len(versions) == 1 and SEMVER.match(versions[0]), installer.name
+    assert len(sums) == 1, installer.name
+    assert re.search(r"^# source: .+", text, re.MULTILINE), f"{installer.name}: cite where the checksum comes from"
+    check = text.index("sha256sum --check --strict")
+    assert text.index("curl ") < check < min(text.index(w) for w in ("tar -x", "zipfile -e") if w in text)

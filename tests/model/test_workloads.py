@@ -73,6 +73,40 @@ def test_built_images_come_from_a_pinned_dockerfile(name: str, ref_arg: str) -> 
     assert f"docker build -t <registry>/{image} workloads/{name}" in dockerfile
 
 
+BUILT = sorted(n for n in NAMES if (WORKLOADS_DIR / n / "Dockerfile").is_file())
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_images_built_here_run_as_the_pods_user_from_an_exactly_pinned_base(name: str) -> None:
+    """A workload built from its Dockerfile runs as the unprivileged user its pods set (``run_as_user``), unless it
+    says why it needs root; every base image has an exact version tag (and a digest where one was found); an
+    upstream repository fetched by git is fetched by a full commit."""
+    workload = load_workloads()[name]
+    dockerfile = (workload.folder / "Dockerfile").read_text(encoding="utf-8")
+    for base in re.findall(r"^FROM\s+(\S+)", dockerfile, flags=re.MULTILINE):
+        image, _ = split_digest(base)
+        assert re.search(r":v?\d+\.\d+(\.\d+)?(-[\w.-]+)?$", image), f"{name}: {base} has no exact version tag"
+    users = re.findall(r"^USER\s+(\S+)", dockerfile, flags=re.MULTILINE)
+    if not workload.spec.needs_root:
+        assert users and users[-1].split(":")[0] == str(workload.spec.run_as_user), (name, users)
+    if "git " in dockerfile and "fetch" in dockerfile:
+        refs = re.findall(r"^ARG (\w+_REF)=([0-9a-f]{40})$", dockerfile, flags=re.MULTILINE)
+        assert refs, f"{name}: pin the upstream repository to a full commit"
+        for arg, _ in refs:  # fetched by that commit, whose hash git checks every object against
+            assert re.search(rf'fetch [^\n]*"\$\{{{arg}\}}"', dockerfile), f"{name}: fetch ${{{arg}}}"
+
+
+def test_no_workload_image_is_copied_from_a_moving_tag() -> None:
+    """A workload either builds its image here or copies an upstream image by an exact version (a digest once the
+    images workflow recorded it): never a moving tag such as ``latest`` or ``demo``."""
+    for name, workload in load_workloads().items():
+        upstream = workload.spec.upstream
+        if upstream:
+            image, _ = split_digest(upstream)
+            tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else ""
+            assert re.search(r"\d+\.\d+", tag), f"{name}: upstream {upstream} is not an exact version"
+
+
 # --- broken workload.yaml: every problem named by file, line and key ---------------------------------------
 
 VALID = """\

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
-from tests.policy.support import AKS_POOL, EKS_GROUP, GKE_POOL, MAGNUM_GROUP, assert_violation, check, reg
+import pytest
+
+from fleet.model.spec import load_fleet
+from fleet.tools.engine.analyzer import PolicyPackSession
+from fleet.tools.engine.plan import plan_fleet
+from tests.policy.support import (
+    AKS_POOL,
+    EKS_GROUP,
+    GKE_POOL,
+    MAGNUM_GROUP,
+    POLICY,
+    STACKS,
+    WORKLOADS,
+    assert_violation,
+    check,
+    reg,
+)
 
 
 def test_gke_pool_without_taint(plans, session):
@@ -59,9 +75,25 @@ def test_magnum_group_keeps_one_node_unless_opted_in(plans, session):
     assert_violation(check(session, r), "gpu-pool-size", "minimum size 0", "min_nodes: 0")
 
 
-def test_magnum_ci_group_registers_its_nodes_with_the_ci_taint(plans, session):
+@pytest.fixture(scope="module")
+def magnum_ci(tmp_path_factory):
+    """The fixture fleet with a runner on its Magnum cluster: that stack's plan (only the Magnum stack) and a pack
+    judging by that policy."""
+    tmp = tmp_path_factory.mktemp("magnum-ci")
+    text = POLICY.read_text(encoding="utf-8")
+    assert "runners:\n  clusters:\n" in text
+    policy = tmp / "fleet.yaml"
+    policy.write_text(text.replace("runners:\n  clusters:\n", "runners:\n  clusters:\n    fix-magnum: [t4]\n"))
+    fleet = load_fleet(policy, WORKLOADS)
+    (plan,) = plan_fleet(fleet, policy, stacks=["fix-magnum"], stacks_dir=STACKS, workloads_dir=WORKLOADS)
+    with PolicyPackSession(policy, workloads_dir=WORKLOADS) as session:
+        yield {"fix-magnum": plan}, session
+
+
+def test_magnum_ci_group_registers_its_nodes_with_the_ci_taint(magnum_ci):
     """A Magnum CI group's nodes register with the CI taint through its kubelet_options label (the heat driver hands
     a group's labels to its kubelet); without it benchmarks could share its nodes."""
+    plans, session = magnum_ci
     r = reg(plans, "fix-magnum", MAGNUM_GROUP, "gpu-t4-ci")
     assert check(session, r) == []
     assert r.inputs["mergeLabels"] is True  # the cluster's driver labels stay

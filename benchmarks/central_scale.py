@@ -44,6 +44,7 @@ from benchmarks.plan_speed import generate_fleet
 from components.kubernetes.infra import federated_selectors, probe_expectations
 from fleet.model import accounting_hours
 from fleet.model.accounting import BILLED, IDLE, USED
+from fleet.model.loader import load_fleet
 from fleet.model.prometheus import (
     FederationTarget,
     central_alert_rules,
@@ -53,7 +54,7 @@ from fleet.model.prometheus import (
     to_yaml,
     workload_metrics,
 )
-from fleet.model.spec import Cluster, Fleet, load_fleet
+from fleet.model.spec import Cluster, Fleet
 from fleet.report.accounting import exact_integral, hourly_integral
 from fleet.report.queries import Window, parse_duration
 

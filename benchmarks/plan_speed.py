@@ -40,10 +40,11 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
-import fleet.model.spec as fleet_policy
+import fleet.model.loader as fleet_policy
 import fleet.tools.engine.plan as fleet_plan
 from fleet.model.catalogue import load_catalogue
-from fleet.model.spec import Fleet, load_fleet
+from fleet.model.loader import load_fleet
+from fleet.model.spec import Fleet
 from fleet.model.workloads import WORKLOADS_DIR, Workload, load_workload
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.plan import PROJECT, StackPlan, dispatched, plan_fleet, plan_runtime

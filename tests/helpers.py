@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
+from fleet.model.loader import load_fleet
 from fleet.model.placement import selector_matches
-from fleet.model.spec import load_fleet
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.plan import StackPlan, plan_stack
 from tests.conftest import FIXTURES

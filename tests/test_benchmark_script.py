@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from benchmarks import plan_speed
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 
 
 def test_generated_fleet_is_a_valid_policy(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from fleet.model.errors import InputError
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.model.spec_schema import FleetFile
 from fleet.model.validation import validate_document
 from fleet.model.workloads import WORKLOADS_DIR, WorkloadSpec

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from fleet.model.spec import POLICY_FILE, Fleet, load_fleet
+from fleet.model.loader import POLICY_FILE, load_fleet
+from fleet.model.spec import Fleet
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.cli import main
 from tests.conftest import ROOT

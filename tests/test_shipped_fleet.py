@@ -13,10 +13,10 @@ from pulumi.runtime import rpc
 
 from fleet.model import pod_contract
 from fleet.model.ci_pools import CI_TAINT
+from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
 from fleet.model.pod_contract import QUEUE_NAME_LABEL
 from fleet.model.pool_view import pool_views
-from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from fleet.program.stack_config import load_stack_config
 from fleet.tools.engine.plan import plan_fleet

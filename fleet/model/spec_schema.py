@@ -1,7 +1,8 @@
 """The shape of ``policy/fleet.yaml``: pydantic models that reject unknown keys and wrong types.
 
 Only the file's shape lives here; rules that span keys (one central cluster, cards a cloud offers, ...)
-are checked in ``fleet.model.spec`` where the catalogue and the workload folders are known.
+are checked in ``fleet.model.checks`` (run by ``fleet.model.loader``) where the catalogue and the workload folders
+are known.
 """
 
 from __future__ import annotations

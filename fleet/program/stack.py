@@ -28,8 +28,9 @@ from components.kubernetes.training import KUEUE_VISIBILITY_PORT
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
 from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError
+from fleet.model.loader import POLICY_FILE, load_fleet_cached
 from fleet.model.queued_sweeps import queue_quota
-from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached, pool_resource_name
+from fleet.model.spec import Cluster, Fleet, pool_resource_name
 from fleet.model.stack_settings import storage_class_missing
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.model.yaml_source import read_yaml

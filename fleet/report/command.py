@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.model.workloads import Workload, load_workloads
 from fleet.report.costs import load_prices
 from fleet.report.gather import count_queries, gather

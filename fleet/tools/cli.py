@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from fleet.model.catalogue import CLOUDS
 from fleet.model.errors import InputError
 from fleet.model.input_files import read_input_text
-from fleet.model.spec import POLICY_FILE, ROOT, Fleet, load_fleet
+from fleet.model.loader import POLICY_FILE, ROOT, load_fleet
+from fleet.model.spec import Fleet
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.program.stack_config import STACKS_DIR
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from pulumi_policy import ResourceValidationArgs
 
-from fleet.model.spec import POLICY_FILE, Cluster, Fleet, load_fleet_cached
+from fleet.model.loader import POLICY_FILE, load_fleet_cached
+from fleet.model.spec import Cluster, Fleet
 from fleet.model.workloads import WORKLOADS_DIR
 
 POLICY_ENV = "GPU_FLEET_POLICY"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fleet.model.accounting import accounting_rules
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from tests.conftest import FIXTURES
 from tests.e2e.support import ACCOUNTING_POLICY, promtool, write_yaml
 

@@ -28,8 +28,8 @@ import pytest
 
 from components.kubernetes.infra import federated_selectors
 from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, panel_queries
+from fleet.model.loader import load_fleet
 from fleet.model.prices import card_prices, load_prices
-from fleet.model.spec import load_fleet
 from tests.conftest import FIXTURES, require_tool
 from tests.e2e.processes import Prometheus, wait_for
 from tests.e2e.support import blocks_from_openmetrics

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from fleet.model.loader import load_fleet
 from fleet.model.prometheus import FEDERATE_JOB_PREFIX
-from fleet.model.spec import Cluster, Fleet, load_fleet
+from fleet.model.spec import Cluster, Fleet
 from fleet.tools.doctor.names import POD_MONITORS
 from fleet.tools.doctor.prometheus import prometheus_rows
 from fleet.tools.doctor.table import Row, exit_status, render_table

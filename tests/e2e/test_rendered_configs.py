@@ -34,9 +34,9 @@ import yaml
 from components.kubernetes.gateway import GATEWAY_PORT, server_name
 from components.kubernetes.infra import PROMETHEUS_URL
 from fleet.model import accounting_hours
+from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.model.prices import card_prices, load_prices
 from fleet.model.prometheus import duration_seconds
-from fleet.model.spec import POLICY_FILE, load_fleet
 from fleet.tools.cli import main
 from tests.conftest import require_tool
 from tests.e2e.processes import Process, Prometheus, RecordingUpstream, TextExporter, wait_for

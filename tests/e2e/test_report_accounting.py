@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED, accounting_rules
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.report.costs import approximate, load_prices
 from fleet.report.formatting import fmt
 from tests.conftest import FIXTURES, ROOT, require_tool

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
+from fleet.model.loader import load_fleet
 from fleet.model.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES, leaf_rules
-from fleet.model.spec import load_fleet
 from fleet.report.formatting import fmt
 from fleet.report.tables import PHASES_TITLE
 from fleet.tools.doctor.probe_phases import probe_phase_query, probe_phase_rows

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.model.workloads import load_workloads
 from fleet.report.costs import approximate, load_prices
 from fleet.report.formatting import fmt

@@ -16,7 +16,7 @@ from fleet.model.accounting import (
     node_selector,
 )
 from fleet.model.errors import InputError
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from tests.helpers import FIXTURE_WORKLOADS
 
 POLICY = """\

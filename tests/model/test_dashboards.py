@@ -14,8 +14,9 @@ import yaml
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
 from fleet.model import dashboards
+from fleet.model.loader import load_fleet
 from fleet.model.prices import card_prices, load_prices
-from fleet.model.spec import Fleet, load_fleet
+from fleet.model.spec import Fleet
 from fleet.tools.checks.charts import CHART_CACHE_ENV
 from tests.conftest import FIXTURES, shared_data
 

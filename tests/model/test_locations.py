@@ -127,7 +127,7 @@ def test_each_list_names_its_source_and_date():
 
 def test_the_shipped_and_example_fleets_are_in_known_locations():
     """Every fleet the repository ships passes the location checks (the whole validate runs in test_examples)."""
-    from fleet.model.spec import load_fleet
+    from fleet.model.loader import load_fleet
 
     for policy in [ROOT / "policy" / "fleet.yaml", *sorted((ROOT / "examples").glob("*/fleet.yaml"))]:
         fleet = load_fleet(policy)

@@ -13,6 +13,7 @@ import pytest
 
 from fleet.model.catalogue import GIB, MIB, Taint, load_catalogue
 from fleet.model.errors import InputError
+from fleet.model.loader import load_fleet
 from fleet.model.placement import (
     AFFINITY_REASON,
     Node,
@@ -25,7 +26,6 @@ from fleet.model.placement import (
     pod_requests,
     taint_reason,
 )
-from fleet.model.spec import load_fleet
 from tests.conftest import FIXTURES
 
 FIXTURE_POLICY = FIXTURES / "fleet" / "fleet.yaml"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from fleet.model.errors import InputError
+from fleet.model.loader import load_fleet
 from fleet.model.pod_contract import active_deadline_seconds
 from fleet.model.schedules import check_cron, longest_gap_seconds
-from fleet.model.spec import load_fleet
 from fleet.model.workloads import PROBE_DIR, load_workload
 from tests.helpers import GOOD
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fleet.model.loader import load_fleet
 from fleet.model.placement import selector_matches
 from fleet.model.queues import pool_capacity
-from fleet.model.spec import load_fleet
 from tests.helpers import QUEUED, kueue_flavor, queued, queued_workloads_dir, refused_by_validate
 
 SWEPT = "workloads:\n  tracker: {gpus: all, queue: gpu}\n  sweeper: {gpus: [t4], scale: [1, 2, 4, 8, 16], queue: gpu}\n"

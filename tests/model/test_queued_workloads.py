@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from fleet.model.loader import load_fleet
 from fleet.model.placement import selector_matches
-from fleet.model.spec import load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from tests.helpers import QUEUED, QUEUED_TRACKER, kueue_flavor, queued, queued_workloads_dir, refused_by_validate
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from fleet.model.loader import load_fleet
 from fleet.model.queues import SPILL_ALL, SPILL_ORDERED, quota
-from fleet.model.spec import load_fleet
 from fleet.tools.cli import main
 from tests.helpers import QUEUED
 

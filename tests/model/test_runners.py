@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleet.model.errors import InputError
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from tests.helpers import GOOD
 
 RUNNERS = """

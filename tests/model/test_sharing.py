@@ -12,8 +12,8 @@ import pytest
 
 from fleet.model.catalogue import load_catalogue
 from fleet.model.errors import InputError
+from fleet.model.loader import load_fleet
 from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL, Sharing
-from fleet.model.spec import load_fleet
 from tests.conftest import FIXTURES
 from tests.helpers import FIXTURE_WORKLOADS
 

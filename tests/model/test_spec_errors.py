@@ -220,7 +220,7 @@ def test_schema_errors_and_workload_folder_errors_come_together(tmp_path, capsys
     policy = tmp_path / "fleet.yaml"
     policy.write_text(GOOD.replace("      central: true", "      centrl: true"), encoding="utf-8")
     from fleet.model.errors import InputError
-    from fleet.model.spec import load_fleet
+    from fleet.model.loader import load_fleet
 
     with pytest.raises(InputError) as exc:
         load_fleet(policy, tmp_path / "workloads")
@@ -332,7 +332,7 @@ def test_a_cuda_workload_on_a_tpu_card_is_refused(tmp_path, capsys):
 
 
 def test_all_means_the_workloads_own_kind(tmp_path, capsys):
-    from fleet.model.spec import load_fleet
+    from fleet.model.loader import load_fleet
 
     policy = tmp_path / "fleet.yaml"
     policy.write_text(GOOD.replace("workloads: {}", "workloads:\n  tracker: all\n"), encoding="utf-8")
@@ -352,7 +352,7 @@ def test_a_pod_asking_for_more_cards_than_the_machine_has(tmp_path, capsys):
 
 
 def test_all_leaves_out_machines_too_small_for_the_pod(tmp_path):
-    from fleet.model.spec import load_fleet
+    from fleet.model.loader import load_fleet
 
     policy = tmp_path / "fleet.yaml"
     policy.write_text(GOOD.replace("workloads: {}", "workloads:\n  tracker: all\n"), encoding="utf-8")
@@ -369,7 +369,7 @@ def test_a_placement_no_cluster_offers_is_a_warning(tmp_path, capsys):
 
 def test_an_existing_clusters_machines_are_unknown_so_an_explicit_placement_stays(tmp_path):
     """The fleet does not know an existing cluster's machines: a 2-card pod placed there explicitly is a pair."""
-    from fleet.model.spec import load_fleet
+    from fleet.model.loader import load_fleet
 
     policy = tmp_path / "fleet.yaml"
     policy.write_text(

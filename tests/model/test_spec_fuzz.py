@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleet.model.errors import InputError
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from tests.helpers import GOOD
 
 BASE = yaml.safe_load(GOOD)

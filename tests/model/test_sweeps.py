@@ -11,7 +11,7 @@ import pytest
 
 from fleet.model.catalogue import Machine, load_catalogue
 from fleet.model.errors import InputError
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT, Placed, place
 from tests.helpers import FIXTURE_WORKLOADS
 

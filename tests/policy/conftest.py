@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.tools.engine.analyzer import PolicyPackSession
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.plan import StackPlan, plan_fleet

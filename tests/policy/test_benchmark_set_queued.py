@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.tools.engine.analyzer import PolicyPackSession
 from fleet.tools.engine.plan import plan_fleet
 from tests.helpers import QUEUED_STACKS, QUEUED_TRACKER, queued, queued_workloads_dir, write_policy

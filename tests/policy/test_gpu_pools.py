@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.tools.engine.analyzer import PolicyPackSession
 from fleet.tools.engine.plan import plan_fleet
 from tests.policy.support import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.tools.engine.analyzer import PolicyPackSession, analyze_plans
 from fleet.tools.engine.plan import plan_fleet
 from tests.in_process_pack import InProcessPackSession, under_mutmut

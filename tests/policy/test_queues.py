@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.tools.engine.analyzer import PolicyPackSession
 from fleet.tools.engine.plan import plan_fleet
 from tests.helpers import QUEUED, QUEUED_STACKS, write_policy

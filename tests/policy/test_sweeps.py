@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from tests.policy.support import GKE_POOL, POLICY, WORKLOADS, assert_violation, check, only
 

@@ -9,7 +9,7 @@ import pytest
 
 from fleet.model.catalogue import load_catalogue
 from fleet.model.errors import InputError
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.report.costs import (
     PRICES_FILE,
     Machine,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from fleet.model.loader import load_fleet
 from fleet.model.probe_phases import PHASES
-from fleet.model.spec import load_fleet
 from fleet.model.workloads import load_workloads
 from fleet.report.costs import load_prices
 from fleet.report.gather import count_queries, gather

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.model.workloads import load_workloads
 from fleet.report.costs import load_prices
 from fleet.report.queries import Window

@@ -26,7 +26,7 @@ from components.kubernetes.images import (
     magnum_autoscaler_images,
     pinned_images,
 )
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.cli import main
 from fleet.tools.delivery.image_delivery import (

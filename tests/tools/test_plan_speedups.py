@@ -15,7 +15,7 @@ from pulumi import _types
 from pulumi.runtime import resource as runtime_resource
 
 import fleet.tools.engine.plan as fleet_plan
-from fleet.model.spec import POLICY_FILE, load_fleet
+from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.tools.engine import sdk_speedups
 from fleet.tools.engine.mock_engine import RecordingMonitor
 

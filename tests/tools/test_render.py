@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from fleet.model.spec import POLICY_FILE, load_fleet
+from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.tools.cli import main
 from fleet.tools.engine.render import LOCK_FILE, render_stack
 from tests.helpers import plan_one

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.report.costs import approximate, load_prices
 from fleet.tools.cli import main
 from fleet.tools.engine.plan import Finding, StackPlan, plan_fleet

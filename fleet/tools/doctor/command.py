@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet.model.errors import InputError, Problem
-from fleet.model.spec import Cluster, Fleet, load_fleet
+from fleet.model.loader import load_fleet
+from fleet.model.spec import Cluster, Fleet
 from fleet.tools.doctor.agents import agent_rows
 from fleet.tools.doctor.benchmarks import benchmark_rows
 from fleet.tools.doctor.cluster_read import ApiUnreachableError, Snapshot, read_cluster

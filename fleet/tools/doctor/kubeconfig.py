@@ -17,7 +17,7 @@ from kubernetes.config import new_client_from_config
 from kubernetes.config.config_exception import ConfigException
 
 from fleet.model.errors import InputError, Problem
-from fleet.model.spec import ROOT
+from fleet.model.loader import ROOT
 from fleet.tools.checks.kubeconfig_checks import check_kubeconfig
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.conftest import FIXTURES
 from tests.helpers import GOOD, by_type, plan_one

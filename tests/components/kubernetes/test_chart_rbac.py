@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from fleet.model import preview_rights
+from fleet.model.loader import load_fleet
 from fleet.model.rbac import BINDING_KINDS, ROLE_KINDS, Rbac, Request, User
-from fleet.model.spec import load_fleet
 from fleet.tools.checks.charts import (
     CHART_CACHE_ENV,
     helm_releases,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fleet.model import dashboards
-from fleet.model.spec import load_fleet
+from fleet.model.loader import load_fleet
 from fleet.tools.engine.plan import StackPlan, plan_stack
 from tests.conftest import FIXTURES
 from tests.helpers import by_type, write_policy

@@ -13,8 +13,8 @@ from components.kubernetes.benchmark import HOME_DIR
 from components.kubernetes.gateway import GATEWAY_PORT
 from components.kubernetes.infra import RELEASE
 from fleet.model import pod_contract, preview_rights
+from fleet.model.loader import load_fleet
 from fleet.model.rbac import Rbac, Request, User
-from fleet.model.spec import load_fleet
 from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.conftest import FIXTURES
 from tests.helpers import by_type, write_policy

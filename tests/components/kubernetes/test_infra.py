@@ -20,8 +20,8 @@ from components.kubernetes.infra import (
 )
 from fleet.model import accounting_hours
 from fleet.model.accounting import ACCOUNTING_RULES, GROUP
+from fleet.model.loader import load_fleet
 from fleet.model.prometheus import duration_seconds
-from fleet.model.spec import load_fleet
 from fleet.tools.cli import main
 from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.helpers import MAGNUM_SITE, by_type, plan_one, write_policy

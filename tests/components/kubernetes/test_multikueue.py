@@ -29,9 +29,9 @@ from components.kubernetes.multikueue import (
 )
 from components.kubernetes.network_policy import CREDENTIAL_ADDRESSES
 from fleet.model import pod_contract
+from fleet.model.loader import load_fleet
 from fleet.model.prometheus import SERVICE_ACCOUNT_SCRAPE_CLASS
 from fleet.model.queues import START_WAIT_SERIES, pool_capacity, quota
-from fleet.model.spec import load_fleet
 from fleet.tools.checks.schemas import CRDS_ENV, load_crds, schema_errors
 from fleet.tools.engine.plan import plan_fleet
 from fleet.tools.engine.render import kubernetes_manifest

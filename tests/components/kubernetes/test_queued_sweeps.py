@@ -14,8 +14,8 @@ import yaml
 
 from components.kubernetes.multikueue import TRAINJOBS, worker_flavor_name
 from fleet.model import pod_contract
+from fleet.model.loader import load_fleet
 from fleet.model.queues import pool_capacity, quota
-from fleet.model.spec import load_fleet
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT
 from fleet.tools.checks.schemas import CRDS_ENV, load_crds, schema_errors
 from fleet.tools.engine.analyzer import PolicyPackSession

@@ -8,7 +8,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from fleet.model.spec import POLICY_FILE, ROOT
+from fleet.model.loader import POLICY_FILE, ROOT
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.delivery.affected.selection import (
     COMMIT_ID,

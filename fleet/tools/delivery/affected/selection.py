@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from fleet.model.errors import InputError, Problem
-from fleet.model.spec import POLICY_FILE, ROOT, Cluster, Fleet, load_fleet
+from fleet.model.loader import POLICY_FILE, ROOT, load_fleet
+from fleet.model.spec import Cluster, Fleet
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.model.yaml_source import parse_yaml, read_yaml
 

@@ -150,7 +150,7 @@ def test_plan_fails_a_program_that_runs_a_workload_on_a_card_the_policy_forbids(
 
     monkeypatch.setattr(Fleet, "benchmarks", every_card)
     # the bug's extra pods are checked by the pack here, not refused earlier by the model's placement check
-    monkeypatch.setattr("fleet.model.placement.placement_problems", lambda fleet, doc: [])
+    monkeypatch.setattr("fleet.model.loader.placement_problems", lambda fleet, doc: [])
     status, output = _broken_plan(capsys, "fix-aks")
     assert status == 1, output
     assert "benchmark-allowed-card" in output and "benchmark-set-matches-policy" in output, output

@@ -16,7 +16,8 @@ from fleet.model.ci_pools import CI_TAINT
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
 from fleet.model.pod_contract import QUEUE_NAME_LABEL
-from fleet.model.pool_view import pool_views
+from fleet.model.pool_view import pool_views, read_pool
+from fleet.model.spec import pool_resource_name
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from fleet.program.stack_config import load_stack_config
 from fleet.tools.engine.plan import plan_fleet
@@ -193,6 +194,20 @@ def test_every_gpu_pool_keeps_the_fleet_invariants(fleet, plans):
             assert view.spot == pool.spot
             assert view.min_nodes == 0
             assert (CI_TAINT.as_string() in view.taints) == pool.ci  # only CI pools carry the CI taint
+
+
+def test_the_node_pools_output_names_every_accelerator_pool_the_stack_creates(fleet, plans):
+    """``node_pools``: each pool's key (card, sweep and CI pools) to the resource name its cloud component gives."""
+    created_any = False
+    for name, plan in plans.items():
+        cluster = fleet.cluster(name)
+        exported = plan.exports["node_pools"]
+        assert exported == {p.key: pool_resource_name(cluster, p) for p in cluster.all_pools}, name
+        created = {r.name for r in plan.registrations if (found := read_pool(r)) is not None and found[0].card}
+        if created:  # an existing cluster's pools are not ours to create
+            assert created == set(exported.values()), name
+            created_any = True
+    assert created_any
 
 
 def test_every_cluster_gets_the_infra_stack(fleet, plans):

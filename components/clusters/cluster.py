@@ -29,8 +29,9 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
     Outputs, the same on every cloud:
       - ``kubeconfig``: a secret kubeconfig for the cluster;
       - ``provider``: the ``pulumi_kubernetes.Provider`` every in-cluster resource must use;
-      - ``gpu_pools``: the native node-pool resource of each card, and of each sweep pool as ``<card>-x<count>``
-        (the escape hatch to the cloud's API);
+      - ``node_pools``: the native node-pool resource of every accelerator pool of the cluster
+        (``Cluster.all_pools``, the system pool apart), by ``GpuPool.key``: each card's as ``<card>``, each sweep
+        pool's as ``<card>-x<count>``, each CI pool's as ``<card>-ci`` (the escape hatch to the cloud's API);
       - ``cluster_name``: the cloud's name for the cluster.
     """
 
@@ -42,7 +43,7 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
 
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
-    gpu_pools: dict[str, pulumi.Resource]
+    node_pools: dict[str, pulumi.Resource]
     cluster_name: pulumi.Output[str]
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -63,7 +64,7 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
             )
         kubeconfig, pools, cluster_name = self._build(cluster)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
-        self.gpu_pools = pools
+        self.node_pools = pools
         self.cluster_name = pulumi.Output.from_input(cluster_name)
         self.provider = k8s.Provider(
             f"{cluster.name}-k8s",
@@ -76,13 +77,13 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
             {
                 "kubeconfig": self.kubeconfig,
                 "cluster_name": self.cluster_name,
-                "gpu_pools": {pool.key: pool.name for pool in cluster.all_pools},
+                "node_pools": {pool.key: pool.name for pool in cluster.all_pools},
             }
         )
 
     @abc.abstractmethod
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
-        """Create the cloud's resources; return (kubeconfig, pools by card, cloud cluster name)."""
+        """Create the cloud's resources; return (kubeconfig, node pools by ``GpuPool.key``, cloud cluster name)."""
 
     @classmethod
     def has_default_storage_class(cls, cluster: Cluster) -> bool:

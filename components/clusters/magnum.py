@@ -378,7 +378,7 @@ class MagnumCluster(GpuCluster):
             f"{cluster.name}-gpu-autoscaler",
             GPU_AUTOSCALER,
             values,
-            pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=list(self.gpu_pools.values())),
+            pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=list(self.node_pools.values())),
             scale_down_after=cluster.scale_down_after,
             registry=cluster.registry,
         )

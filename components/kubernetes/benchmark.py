@@ -1,4 +1,5 @@
-"""Benchmark Jobs: each (workload, card) pair the policy places on a cluster runs as a Job on that card's pool.
+"""Workload Jobs: each (workload, card) pair the policy places on a cluster runs as a Job on that card's pool, and
+the pool probe as a CronJob on each probed pool (``fleet.model.spec.WorkloadJob``, ``Fleet.workload_jobs``).
 
 Every pod has the same shape (see fleet/model/pod_contract.py):
   1. init container ``prepare-log`` creates the empty log file on a shared ``emptyDir`` (mtail reads a file
@@ -30,7 +31,7 @@ from components.kubernetes.network_policy import egress_allow_list
 from components.kubernetes.pod_monitor import pod_monitor
 from components.kubernetes.pod_security import container_security, pod_security
 from fleet.model import pod_contract
-from fleet.model.spec import Benchmark, Cluster
+from fleet.model.spec import Cluster, WorkloadJob
 from fleet.model.workloads import FILES_MOUNT, Workload
 
 # The label the API server gives a Job's pod template (kubernetes/api batch/v1 types.go JobNameLabel, from 1.27;
@@ -79,13 +80,13 @@ def config_maps(
     )
 
 
-def pod_labels(cluster: Cluster, bench: Benchmark) -> dict[str, str]:
+def pod_labels(cluster: Cluster, job: WorkloadJob) -> dict[str, str]:
     """Labels every benchmark pod carries; the PodMonitor turns ``pod_contract.METRIC_LABELS`` into metric labels."""
     return {
         "app.kubernetes.io/part-of": pod_contract.BENCHMARK_PART_OF,
-        "app.kubernetes.io/name": bench.workload.name,
-        "workload": bench.workload.name,
-        "gpu": bench.pool.card,
+        "app.kubernetes.io/name": job.workload.name,
+        "workload": job.workload.name,
+        "gpu": job.pool.card,
         "cluster": cluster.name,
         "cloud": cluster.cloud,
     }
@@ -111,7 +112,7 @@ def workload_script(driver_env: Mapping[str, str] | None = None) -> str:
 
 def pod_spec(
     cluster: Cluster,
-    bench: Benchmark,
+    job: WorkloadJob,
     programs_cm: str,
     files_cm: str | None,
     *,
@@ -121,17 +122,18 @@ def pod_spec(
     container_name: str = "workload",
     driver_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The pod spec of one benchmark (Kubernetes API field names). A sweep job's pods (components/kubernetes/sweeps.py)
-    take ``accelerators`` cards each instead of the workload's own count, more variables and (volume, mount) pairs, and
-    the container name their operator wants. A Job dispatched by the fleet's queues (components/kubernetes/
-    queued_jobs.py) adds the driver directories of every pool it may run on (``driver_env``)."""
-    spec = bench.workload.spec
-    pool = bench.pool
+    """The pod spec of one workload Job (Kubernetes API field names). A sweep job's pods
+    (components/kubernetes/sweeps.py) take ``accelerators`` cards each instead of the workload's own count, more
+    variables and (volume, mount) pairs, and the container name their operator wants. A Job dispatched by the fleet's
+    queues (components/kubernetes/queued_jobs.py) adds the driver directories of every pool it may run on
+    (``driver_env``)."""
+    spec = job.workload.spec
+    pool = job.pool
     log_file = pod_contract.log_file(spec.name)
     resources = spec.resources
     env = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
     env += [
-        {"name": k, "valueFrom": {"secretKeyRef": {"name": bench.workload.credentials_secret, "key": k}}}
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": job.workload.credentials_secret, "key": k}}}
         for k in spec.secret_env
     ]
     env += [
@@ -261,18 +263,19 @@ def hashed_config_map(
     return name
 
 
-class BenchmarkJobs(pulumi.ComponentResource):
-    """The benchmark Jobs (or CronJobs, when the policy gives a schedule) of one cluster, plus their PodMonitor.
+class WorkloadJobs(pulumi.ComponentResource):
+    """The workload Jobs of one cluster (CronJobs when they have a schedule): the benchmarks and the pool probes, plus
+    their PodMonitor.
 
     Inherits the cluster's Kubernetes provider through ``opts.providers`` and ``parent=self``.
     """
 
-    TYPE = "gpufleet:index:BenchmarkJobs"
+    TYPE = "gpufleet:index:BenchmarkJobs"  # the type token of the URNs of deployed stacks: unchanged
 
     def __init__(
         self,
         cluster: Cluster,
-        benchmarks: list[Benchmark],
+        workload_jobs: list[WorkloadJob],
         namespace: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
         credentials: Mapping[str, Mapping[str, str]] | None = None,
@@ -289,7 +292,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.jobs: dict[tuple[str, str], pulumi.Resource] = {}
         maps: dict[str, tuple[str, str | None]] = {}
-        workloads = {b.workload.name: b.workload for b in benchmarks}
+        workloads = {j.workload.name: j.workload for j in workload_jobs}
         workloads.update({wl.name: wl for wl in sweeping})
         workloads.update({wl.name: wl for wl in dispatched})
         homes: dict[str, pulumi.Input[str]] = {}
@@ -314,16 +317,16 @@ class BenchmarkJobs(pulumi.ComponentResource):
                 )
         for wl in dispatched:  # the pods of a dispatched Job name the same content-hashed ConfigMaps on every worker
             maps[wl.name] = config_maps(cluster, wl, homes[wl.name], child)
-        for bench in benchmarks:
-            wl = bench.workload
+        for job in workload_jobs:
+            wl = job.workload
             home = homes[wl.name]
             if wl.name not in maps:
                 maps[wl.name] = config_maps(cluster, wl, home, child)
             secret = [secrets[wl.name]] if wl.name in secrets else None
             job_opts = pulumi.ResourceOptions(parent=self, depends_on=secret)
             programs_cm, files_cm = maps[wl.name]
-            key = (wl.name, bench.pool.card)
-            self.jobs[key] = self._job(cluster, bench, home, programs_cm, files_cm, job_opts)
+            key = (wl.name, job.pool.card)
+            self.jobs[key] = self._job(cluster, job, home, programs_cm, files_cm, job_opts)
         both = [namespace, root_namespace] if any(wl.spec.needs_root for wl in workloads.values()) else None
         self.pod_monitor = pod_monitor(
             f"{cluster.name}-benchmark-podmonitor",
@@ -384,15 +387,15 @@ class BenchmarkJobs(pulumi.ComponentResource):
     def _job(
         self,
         cluster: Cluster,
-        bench: Benchmark,
+        job: WorkloadJob,
         namespace: pulumi.Input[str],
         programs_cm: str,
         files_cm: str | None,
         opts: pulumi.ResourceOptions,
     ) -> pulumi.Resource:
-        spec = bench.workload.spec
-        labels = pod_labels(cluster, bench)
-        template = {"metadata": {"labels": labels}, "spec": pod_spec(cluster, bench, programs_cm, files_cm)}
+        spec = job.workload.spec
+        labels = pod_labels(cluster, job)
+        template = {"metadata": {"labels": labels}, "spec": pod_spec(cluster, job, programs_cm, files_cm)}
         job_spec = {
             "backoffLimit": spec.backoff_limit,
             "activeDeadlineSeconds": pod_contract.active_deadline_seconds(spec.timeout_seconds),
@@ -402,21 +405,21 @@ class BenchmarkJobs(pulumi.ComponentResource):
         # once the TTL controller deleted it, `pulumi up --refresh` would see it gone and create (and run) it again.
         scheduled_spec = {**job_spec, "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished}
         # the name follows what the object holds: a one-off Job's spec, or the CronJob's template and schedule
-        hashed = [scheduled_spec, bench.schedule] if bench.schedule else job_spec
-        name = _name(spec.name, bench.pool.card, spec_hash(hashed))
+        hashed = [scheduled_spec, job.schedule] if job.schedule else job_spec
+        name = _name(spec.name, job.pool.card, spec_hash(hashed))
         metadata = {
             "name": name,
             "namespace": namespace,
             "labels": labels,
             "annotations": {"pulumi.com/skipAwait": "true"},
         }
-        resource_name = f"{cluster.name}-{spec.name}-{bench.pool.card}"
-        if bench.schedule:
+        resource_name = f"{cluster.name}-{spec.name}-{job.pool.card}"
+        if job.schedule:
             return k8s.batch.v1.CronJob(
                 resource_name,
                 metadata=metadata,
                 spec={
-                    "schedule": bench.schedule,
+                    "schedule": job.schedule,
                     "timeZone": CRONJOB_TIME_ZONE,
                     "concurrencyPolicy": "Forbid",
                     "startingDeadlineSeconds": 3600,

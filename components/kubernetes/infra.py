@@ -499,7 +499,7 @@ def namespace_network_policies(
       central Prometheus (its LoadBalancer admits only ``federationSourceRanges``; mTLS decides who gets in).
       Nothing else reaches the leaf Prometheus, whose lifecycle API the operator enables.
     * node agents and benchmarks: scraped by the monitoring namespace's Prometheus only;
-    * benchmark pods open connections to DNS only, plus what their workload declares (``BenchmarkJobs``).
+    * benchmark pods open connections to DNS only, plus what their workload declares (``WorkloadJobs``).
     """
     monitoring = namespaces[MONITORING_NS]
     for ns, name in namespaces.items():

@@ -17,7 +17,7 @@ mtail sidecar, the workload) with three differences, all from how Kueue 0.19.2 d
 MultiKueue copies the Job alone (its name, namespace, labels, annotations and spec; kueue v0.19.2
 pkg/controller/jobs/job/job_multikueue_adapter.go ``SyncJob``) into the same namespace on the worker: the ConfigMaps
 it mounts have the same content-hashed names everywhere and are made, with the credentials Secret and the egress
-policy, by each worker's own ``BenchmarkJobs`` (``dispatched``).
+policy, by each worker's own ``WorkloadJobs`` (``dispatched``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import pulumi_kubernetes as k8s
 from components.kubernetes.benchmark import _name, config_map_name, pod_spec, spec_hash
 from fleet.model import pod_contract
 from fleet.model.queues import QueuedJob
-from fleet.model.spec import Benchmark, Cluster, GpuPool
+from fleet.model.spec import Cluster, GpuPool, WorkloadJob
 
 
 def queued_labels(job: QueuedJob) -> dict[str, str]:
@@ -66,8 +66,8 @@ def queued_pod_spec(
     """The pod spec of a queued Job: a benchmark pod (its images from the fleet's registry, as the manager has it)
     without ``BENCHMARK_CLUSTER`` or a pool's selector and tolerations (the worker's flavor adds them), kept on its
     card by ``affinity`` (``Fleet.queued_affinity``)."""
-    bench = Benchmark(job.workload, pools[0], None)
-    spec = pod_spec(manager, bench, programs_cm, files_cm, driver_env=union_driver_env(pools))
+    on_first = WorkloadJob(job.workload, pools[0], None)
+    spec = pod_spec(manager, on_first, programs_cm, files_cm, driver_env=union_driver_env(pools))
     for container in spec["containers"]:
         container["env"] = [e for e in container["env"] if e["name"] != "BENCHMARK_CLUSTER"]
     spec.pop("nodeSelector")

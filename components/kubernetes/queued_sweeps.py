@@ -139,7 +139,7 @@ class QueuedSweepJobs(pulumi.ComponentResource):
 class QueuedSweepRuntimes(pulumi.ComponentResource):
     """A worker's side of the queued sweep points it may be given: each point's TrainingRuntime (the manager's, same
     name and content) and the NetworkPolicy letting the point's pods reach each other. The workload's ConfigMaps,
-    credentials and egress come from the worker's ``BenchmarkJobs`` (``dispatched``)."""
+    credentials and egress come from the worker's ``WorkloadJobs`` (``dispatched``)."""
 
     TYPE = "gpufleet:index:QueuedSweepRuntimes"
 

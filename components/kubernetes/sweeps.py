@@ -32,7 +32,7 @@ from components.kubernetes.benchmark import config_maps, pod_labels, pod_spec, s
 from components.kubernetes.network_policy import network_policy
 from fleet.model import pod_contract
 from fleet.model.placement import own_pool_affinity
-from fleet.model.spec import Benchmark, Cluster
+from fleet.model.spec import Cluster, WorkloadJob
 from fleet.model.sweeps import SweepPoint
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
@@ -91,10 +91,10 @@ def sweep_pod_spec(
             jobset = f"metadata.labels['{JOBSET_UID_LABEL}']"
             env.append({"name": "GPUFLEET_JOBSET", "valueFrom": {"fieldRef": {"fieldPath": jobset}}})
         volumes.append(({"name": CHECKPOINT_VOLUME, **source}, mount))
-    bench = Benchmark(point.workload, point.pool, None)
+    job = WorkloadJob(point.workload, point.pool, None)
     spec = pod_spec(
         cluster,
-        bench,
+        job,
         programs_cm,
         files_cm,
         accelerators=point.per_node,
@@ -124,8 +124,8 @@ def runtime_spec(
     A queued point (components/kubernetes/queued_sweeps.py) gives its own pod labels and worker pod."""
     distributed = point.workload.spec.distributed
     assert distributed is not None
-    bench = Benchmark(point.workload, point.pool, None)
-    labels = dict(labels) if labels is not None else pod_labels(cluster, bench)
+    job = WorkloadJob(point.workload, point.pool, None)
+    labels = dict(labels) if labels is not None else pod_labels(cluster, job)
     return {
         "mlPolicy": {"numNodes": point.nodes, distributed.framework: {}},
         "template": {
@@ -179,7 +179,7 @@ class SweepJobs(pulumi.ComponentResource):
             spec = runtime_spec(cluster, point, *maps[wl.name])
             # runtime and job are immutable in the parts that matter: a changed point is a new pair
             name = trainjob_name(point, spec_hash([spec, point.nodes]))
-            labels = pod_labels(cluster, Benchmark(wl, point.pool, None))
+            labels = pod_labels(cluster, WorkloadJob(wl, point.pool, None))
             resource = f"{cluster.name}-{wl.name}-{point.card}-n{point.accelerators}"
             runtime = k8s.apiextensions.CustomResource(
                 f"{resource}-runtime",

@@ -236,13 +236,14 @@ class Cluster:
 
 def pool_resource_name(cluster: Cluster, pool: GpuPool) -> str:
     """The resource name of ``pool``'s node pool in ``cluster``, ``<cluster>-<pool>``: each cloud component's pool,
-    the stack's ``gpu_pools`` output and the pack's lookups use it."""
+    the stack's ``node_pools`` output and the pack's lookups use it."""
     return f"{cluster.name}-{pool.name}"
 
 
 @dataclass(frozen=True)
-class Benchmark:
-    """One (workload, card) pair that runs on a cluster."""
+class WorkloadJob:
+    """One workload's Job (a CronJob when it has a ``schedule``) on one pool of a cluster: a policy's benchmark, a
+    pool's probe, a queued Job where a worker runs it, or a sweep point's pods."""
 
     workload: Workload
     pool: GpuPool
@@ -294,7 +295,7 @@ class Fleet:
                 [Problem(self.file, 1, "clusters", f"no cluster named {name!r} (known: {known})")]
             ) from None
 
-    def benchmarks(self, cluster: Cluster) -> list[Benchmark]:
+    def benchmarks(self, cluster: Cluster) -> list[WorkloadJob]:
         """The (workload, card) pairs the policy places on ``cluster``: offered by it and allowed for the workload.
         A workload that names a queue has none: its Jobs are on the manager (``queued_jobs``)."""
         out = []
@@ -306,7 +307,7 @@ class Fleet:
                 # `all` may name a card whose pool the pod does not fit: not a pair (an explicit card like that is
                 # refused by the checker)
                 if pool.card in cards and pool.fits(wl.spec.accelerators):
-                    out.append(Benchmark(wl, pool, self.schedules[workload]))
+                    out.append(WorkloadJob(wl, pool, self.schedules[workload]))
         return out
 
     def queued_jobs(self) -> list[QueuedJob]:
@@ -340,11 +341,11 @@ class Fleet:
         pools = tuple(p for name in job.queue.clusters for p in job.queue.pools(self.clusters[name]))
         return card_affinity(job.card, pools)
 
-    def dispatched_to(self, cluster: Cluster) -> list[Benchmark]:
+    def dispatched_to(self, cluster: Cluster) -> list[WorkloadJob]:
         """The queued Jobs a worker may be given, as benchmarks on its own pools: what must be ready for them there
         (ConfigMaps, credentials, egress, the PodMonitor) and what its nodes must hold."""
         return [
-            Benchmark(job.workload, pool, None)
+            WorkloadJob(job.workload, pool, None)
             for job in self.queued_jobs()
             for pool in self.queued_pools(job)
             if pool in cluster.pools and cluster.name in job.queue.clusters
@@ -363,11 +364,11 @@ class Fleet:
         pools = tuple(p for name in point.queue.clusters for p in point.queue.pools(self.clusters[name]))
         return card_affinity(point.card, pools, self.queued_sweeps.pools_of(point))
 
-    def probes(self, cluster: Cluster) -> list[Benchmark]:
+    def probes(self, cluster: Cluster) -> list[WorkloadJob]:
         """The probe of each probed pool of ``cluster``: the probe workload on the pool, a CronJob on its schedule."""
         if self.probe_workload is None:
             return []
-        return [Benchmark(self.probe_workload, p, p.probe.schedule) for p in cluster.pools if p.probe is not None]
+        return [WorkloadJob(self.probe_workload, p, p.probe.schedule) for p in cluster.pools if p.probe is not None]
 
     def sweep_points(self, cluster: Cluster) -> tuple[SweepPoint, ...]:
         """The distributed jobs of the scaling sweeps on ``cluster``, one per point and card."""
@@ -377,7 +378,7 @@ class Fleet:
         """The GitLab CI runners of ``cluster`` (policy file: runners.clusters)."""
         return self.runners.get(cluster.name, ())
 
-    def workload_jobs(self, cluster: Cluster) -> list[Benchmark]:
+    def workload_jobs(self, cluster: Cluster) -> list[WorkloadJob]:
         """Every Job or CronJob of workloads on ``cluster``: the policy's benchmarks, then the pool probes."""
         return self.benchmarks(cluster) + self.probes(cluster)
 

@@ -9,7 +9,7 @@ import pulumi
 
 from components.clusters.cluster import GpuCluster
 from components.clusters.magnum import tag_minor
-from components.kubernetes.benchmark import BenchmarkJobs
+from components.kubernetes.benchmark import WorkloadJobs
 from components.kubernetes.infra import MONITORING_NS, PROMETHEUS_ACCOUNT, PROMETHEUS_POD_LABELS, ClusterServices
 from components.kubernetes.kueue_metrics import kueue_metrics_scrape
 from components.kubernetes.multikueue import (
@@ -109,7 +109,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
             ),
         )
     held = fleet.queued_points_on(cluster)
-    benchmarks = BenchmarkJobs(
+    workload_jobs = WorkloadJobs(
         cluster,
         fleet.workload_jobs(cluster),
         infra.benchmark_namespace,
@@ -119,7 +119,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         sweeping=list({p.workload.name: p.workload for p in sweeps}.values()),
         dispatched=list(
             {
-                **{b.workload.name: b.workload for b in fleet.dispatched_to(cluster)},
+                **{j.workload.name: j.workload for j in fleet.dispatched_to(cluster)},
                 **{p.workload.name: p.workload for p, _ in held},
             }.values()
         ),
@@ -133,7 +133,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
             infra.benchmark_namespace,
             pulumi.ResourceOptions(
                 providers=[component.provider],
-                depends_on=[infra.prometheus, infra.training.trainer, *benchmarks.secrets.values()],
+                depends_on=[infra.prometheus, infra.training.trainer, *workload_jobs.secrets.values()],
             ),
         )
     if sweeps and infra.training is not None:
@@ -144,7 +144,10 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
             opts=pulumi.ResourceOptions(
                 providers=[component.provider],
                 depends_on=[
-                    infra.prometheus, infra.training.trainer, infra.training.local_queue, *benchmarks.secrets.values()
+                    infra.prometheus,
+                    infra.training.trainer,
+                    infra.training.local_queue,
+                    *workload_jobs.secrets.values(),
                 ],
             ),
         )  # fmt: skip
@@ -162,7 +165,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     pulumi.export("cloud", cluster.cloud)
     pulumi.export("location", cluster.location)
     pulumi.export("central", cluster.central)
-    pulumi.export("gpu_pools", {pool.key: pool_resource_name(cluster, pool) for pool in cluster.all_pools})
+    pulumi.export("node_pools", {pool.key: pool_resource_name(cluster, pool) for pool in cluster.all_pools})
     pulumi.export("kubeconfig", component.kubeconfig)
     if cluster.central:
         pulumi.export("grafana_admin_password", infra.grafana_admin_password)

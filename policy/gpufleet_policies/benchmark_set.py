@@ -46,7 +46,7 @@ def _validate_benchmark_set(args: StackValidationArgs, report: ReportViolation) 
         report(
             f"the policy file places workload {key[0]} on card {key[1]} of {stack}, but the stack has no "
             "benchmark Job/CronJob for it; create it with "
-            + ("QueuedJobs(fleet.queued_jobs())" if key in queued else "BenchmarkJobs(fleet.workload_jobs(cluster))")
+            + ("QueuedJobs(fleet.queued_jobs())" if key in queued else "WorkloadJobs(fleet.workload_jobs(cluster))")
         )
     for key in sorted(set(found) - set(expected)):
         report(

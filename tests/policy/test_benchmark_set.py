@@ -32,7 +32,7 @@ def test_every_probed_pool_has_its_probe_and_no_other_pool_has_one(plans, sessio
     findings = only(session.analyze_registrations(regs), "benchmark-set-matches-policy")
     assert [f.message.splitlines()[-1] for f in findings] == [  # after the policy's description
         f"the policy file places workload probe on card {pod_labels(probes[0])['gpu']} of fix-eks, but the stack has "
-        "no benchmark Job/CronJob for it; create it with BenchmarkJobs(fleet.workload_jobs(cluster))"
+        "no benchmark Job/CronJob for it; create it with WorkloadJobs(fleet.workload_jobs(cluster))"
     ]
     as_job = copy.deepcopy(probes[1])
     as_job.type = JOB

@@ -137,15 +137,15 @@ def test_plan_fails_a_program_whose_gpu_pools_lose_their_taint(
 def test_plan_fails_a_program_that_runs_a_workload_on_a_card_the_policy_forbids(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fleet.model.spec import Benchmark, Fleet
+    from fleet.model.spec import Fleet, WorkloadJob
 
     if under_mutmut():
         pytest.skip("the patched model would reach the pack too: under mutmut it runs in this process")
 
     # The bug: benchmarks placed on every card of the cluster, ignoring the policy's list for fitter (no A10).
-    def every_card(self: Fleet, cluster: Any) -> list[Benchmark]:
+    def every_card(self: Fleet, cluster: Any) -> list[WorkloadJob]:
         return [
-            Benchmark(self.workloads[w], pool, self.schedules[w]) for w in self.placements for pool in cluster.pools
+            WorkloadJob(self.workloads[w], pool, self.schedules[w]) for w in self.placements for pool in cluster.pools
         ]
 
     monkeypatch.setattr(Fleet, "benchmarks", every_card)

@@ -115,7 +115,7 @@ def test_each_runner_gets_a_spot_ci_agent_pool_from_zero_sized_for_its_jobs(plan
     assert pod_contract.CI_LABEL not in own["nodeLabels"] and not [
         t for t in own["nodeTaints"] if t.startswith(pod_contract.CI_LABEL)
     ]
-    assert plan.exports["gpu_pools"][f"{card}-ci"] == f"aks-ci-gpu-{card}-ci"
+    assert plan.exports["node_pools"][f"{card}-ci"] == f"aks-ci-gpu-{card}-ci"
 
 
 def test_a_ci_job_lands_only_on_its_ci_pool_and_a_benchmark_never_there(plan, tmp_path):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from components.kubernetes.infra import federated_selectors
 from fleet.model import accounting, probe_phases
+from fleet.model.billing import account_of
 from fleet.model.prometheus import GPU_RECORDING_RULES, RUNNER_SERIES, series_names
 from fleet.model.spec import Cluster, Fleet
 from fleet.model.workloads import Workload
@@ -100,7 +101,7 @@ def leaf_series(cluster: Cluster, fleet: Fleet) -> list[Series]:
         if not probe:
             base |= {"pod": pod, "instance": f"10.4.{i // 250}.{i % 250 + 1}:3903"}
         series += _workload_series(wl, base)
-        account = fleet.billing_accounts.get(wl.name, cluster.billing_account)
+        account = account_of(fleet, cluster, wl.name)
         pods.append((pod, wl.name, pool, account))
     for pool in cluster.all_pools:
         on_pool = [p for p in pods if p[2] is pool]

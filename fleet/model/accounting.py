@@ -44,6 +44,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fleet.model.billing import billed_apart
 from fleet.model.spec import Cluster, Fleet, GpuPool
 
 POD_USED = "gpufleet:pod_used_cards"
@@ -142,10 +143,7 @@ def accounting_rules(cluster: Cluster, fleet: Fleet, interval: str | None = None
     """The leaf's accounting rule file for ``cluster``. Every record reads kube-state-metrics only, never another
     record, so each holds at its own evaluation's instant (also when backfilled by ``promtool tsdb create-blocks-from
     rules``, which evaluates rule by rule)."""
-    own = {w: a for w, a in sorted(fleet.billing_accounts.items()) if a != cluster.billing_account}
-    accounts: dict[str, list[str]] = {}
-    for workload, account in own.items():
-        accounts.setdefault(account, []).append(workload)  # DNS labels: nothing to escape in a regex
+    accounts = billed_apart(fleet, cluster)  # workload names are DNS labels: nothing to escape in a regex
     label = ksm_label(WORKLOAD_POD_LABEL)
     others = [n for names in accounts.values() for n in names]
     matchers = [(account, f'{label}=~"{"|".join(names)}"') for account, names in sorted(accounts.items())]

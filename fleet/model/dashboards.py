@@ -34,6 +34,7 @@ from grafana_foundation_sdk.models.common import BigValueTextMode, DataSourceRef
 from grafana_foundation_sdk.models.dashboard import GridPos
 
 from fleet.model.accounting import BILLED, IDLE, USED
+from fleet.model.billing import fleet_accounts
 from fleet.model.pod_contract import PROBE_METRICS
 from fleet.model.spec import Fleet
 from fleet.model.workloads import MetricSpec, Workload, runs_counter
@@ -421,9 +422,7 @@ def fleet_dashboards(fleet: Fleet) -> dict[str, dict[str, Any]]:
         "cloud": sorted({c.cloud for c, _ in pools}),
         "gpu": sorted({p.card for _, p in pools}),
     }
-    accounts = sorted(
-        {c.billing_account for c in fleet.clusters.values() if c.billing_account} | set(fleet.billing_accounts.values())
-    )
+    accounts = fleet_accounts(fleet)
     boards = [
         _overview(fleet, variables),
         *(_workload_board(w, variables) for w in placed_workloads(fleet).values()),

@@ -11,6 +11,7 @@ import dataclasses
 from functools import lru_cache
 from pathlib import Path
 
+from fleet.model.billing import workload_accounts
 from fleet.model.catalogue import CLOUDS, Catalogue, load_catalogue
 from fleet.model.checks import Checker
 from fleet.model.errors import InputError, Problem
@@ -110,7 +111,7 @@ def _resolve(
     return Fleet(
         file, clusters, placements, schedules, spec.monitoring, workloads, probe_workload=probe, runners=runners,
         sweep_counts=sweep_counts, sweeps=sweeps,
-        billing_accounts={n: p.billing_account for n, p in spec.workloads.items() if p.billing_account},
+        billing_accounts=workload_accounts(spec.workloads),
         registry=spec.registry,
         queued={n: p.queue for n, p in spec.workloads.items() if p.enabled and p.queue},
     )  # fmt: skip

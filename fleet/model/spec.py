@@ -184,7 +184,8 @@ class Cluster:
     sweep_pools: tuple[GpuPool, ...] = ()
     # an existing ReadWriteMany claim for the sweep jobs' checkpoints (policy: checkpoint_claim)
     checkpoint_claim: str | None = None
-    # the account its GPU time is billed to, unless a workload names its own (policy: billing_account)
+    # the account its GPU time is billed to, unless a workload names its own (policy: billing_account;
+    # fleet/model/billing.py)
     billing_account: str = "default"
     # where its pods pull the fleet's own images and the charts' images from (policy: registry)
     registry: str = DEFAULT_REGISTRY
@@ -269,7 +270,8 @@ class Fleet:
     # Sweeping workloads and their accelerator counts (policy file: workloads.<name>.scale), and each cluster's sweeps
     sweep_counts: dict[str, tuple[int, ...]] = field(default_factory=dict)
     sweeps: dict[str, ClusterSweeps] = field(default_factory=dict)
-    # workloads billed to an account of their own instead of their cluster's (policy: workloads.<name>.billing_account)
+    # workloads billed to an account of their own instead of their cluster's (policy: workloads.<name>.billing_account;
+    # fleet/model/billing.py)
     billing_accounts: dict[str, str] = field(default_factory=dict)
     # the fleet-wide queues dispatched by MultiKueue (policy: queues); None: the fleet has none
     dispatch: Dispatch | None = None

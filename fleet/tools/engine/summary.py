@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fleet.model.billing import pool_accounts
 from fleet.model.clouds.rules import PoolView
 from fleet.model.pool_view import pool_views
 from fleet.model.prices import PriceTable, pool_machine
@@ -99,15 +100,6 @@ def _model_pool(cluster: Cluster, view: PoolView) -> GpuPool | None:
     return cluster.pool_sized(view.card, view.labels.get(CARDS_PER_NODE_LABEL), ci=view.ci)
 
 
-def _accounts(fleet: Fleet, cluster: Cluster, pool: GpuPool) -> tuple[str, ...]:
-    """The cluster's billing account, then the accounts of workloads on ``pool`` billed apart."""
-    on_pool = [b.workload.name for b in fleet.workload_jobs(cluster) if b.pool == pool]
-    on_pool += [p.workload.name for p in fleet.sweep_points(cluster) if p.pool == pool]
-    on_pool += [p.workload.name for p, held in fleet.queued_points_on(cluster) if held == pool]
-    apart = sorted({fleet.billing_accounts[w] for w in on_pool if w in fleet.billing_accounts})
-    return tuple(dict.fromkeys([cluster.billing_account, *apart]))
-
-
 def _smallest_request(fleet: Fleet, cluster: Cluster, pool: GpuPool) -> int:
     """The fewest cards one job on ``pool`` asks for: its benchmarks, probe, runner and sweep workers (and the queued
     sweep points the cluster may be given)."""
@@ -143,7 +135,7 @@ def pool_costs(plan: StackPlan, fleet: Fleet, prices: PriceTable) -> list[PoolCo
                 view.spot,
                 sharing=machine.sharing,
                 runner=runner.concurrency if runner else 0,
-                accounts=_accounts(fleet, cluster, pool),
+                accounts=pool_accounts(fleet, cluster, pool),
                 machine_per_hour=prices.hourly(cluster.cloud, view.machine_type, machine.accelerator_type, view.spot),
                 smallest_request=_smallest_request(fleet, cluster, pool),
             )

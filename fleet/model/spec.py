@@ -194,7 +194,8 @@ class Cluster:
 
     @property
     def all_pools(self) -> tuple[GpuPool, ...]:
-        """The card pools, then the sweep pools, then the CI pools: every GPU node pool the cluster has."""
+        """The card pools, then the sweep pools, then the CI pools: every GPU node pool the cluster has (the cluster
+        component's ``node_pools`` and the stack's ``node_pools`` output, by ``GpuPool.key``)."""
         return self.pools + self.sweep_pools + self.ci_pools
 
     @property

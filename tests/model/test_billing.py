@@ -10,7 +10,7 @@ import pytest
 from fleet.model.billing import account_of, billed_apart, fleet_accounts, pool_accounts, workload_accounts
 from fleet.model.loader import load_fleet
 from fleet.model.spec import Fleet
-from tests.helpers import FIXTURE_WORKLOADS
+from tests.helpers import FIXTURE_WORKLOADS, queued, queued_workloads_dir
 
 POLICY = """\
 clusters:
@@ -63,6 +63,19 @@ def test_a_pool_bills_its_cluster_first_then_the_workloads_on_it_billed_apart(fl
     # the sweep's points: on the card's own pool (one card) and on a sweep pool of 8 cards a machine
     (sweep_pool,) = gke.sweep_pools
     assert pool_accounts(fleet, gke, sweep_pool) == ("physics", "ml-team")
+
+
+def test_a_workers_pool_bills_the_queued_sweep_points_it_may_be_given(tmp_path: Path):
+    """A sweep on a queue runs its points on whichever worker holds them: each holding pool bills the sweep's account
+    after its cluster's (the tests' own queued fleet, tests/helpers.py)."""
+    path = tmp_path / "fleet.yaml"
+    workloads = "workloads:\n  sweeper: {gpus: [t4], scale: [1, 2], queue: gpu, billing_account: ml-team}\n"
+    path.write_text(queued(workloads), encoding="utf-8")
+    fleet = load_fleet(path, queued_workloads_dir(tmp_path))
+    held = [(cluster, pool) for cluster in fleet.clusters.values() for _, pool in fleet.queued_points_on(cluster)]
+    assert held
+    for cluster, pool in held:
+        assert pool_accounts(fleet, cluster, pool) == (cluster.billing_account, "ml-team"), (cluster.name, pool.name)
 
 
 def test_the_fleets_accounts_are_every_clusters_and_every_workloads_own(fleet: Fleet):

@@ -1,11 +1,12 @@
 """How fast the offline plan is, and how far above the mock engine's own cost.
 
-Generates a synthetic fleet (N GKE clusters x cards x workloads) in a temp dir, plans every stack with the
+Generates a synthetic fleet (N clusters x cards x workloads; GKE only, or ``--clouds`` cycling the clusters over
+GKE, EKS, AKS, Magnum and existing clusters) in a temp dir, plans every stack with the
 project's real code path (``fleet.plan.plan_fleet``, as ``python -m fleet plan`` does) and compares that with
 the *floor*: the very same resources (types, names, parents, providers, inputs) registered bare, as plain
 ``pulumi.CustomResource`` / ``pulumi.ComponentResource`` under Pulumi's stock mock engine, in the same process.
 
-    .venv/bin/python -m benchmarks.plan_speed [--clusters 100] [--cards 8] [--workloads 4]
+    .venv/bin/python -m benchmarks.plan_speed [--clusters 100] [--clouds gcp] [--cards 8] [--workloads 4]
                                               [--sizes 10,25,50,100] [--repeat 3] [--json FILE]
 
 See benchmarks/README.md for what the figures mean.
@@ -62,11 +63,42 @@ GCP_ZONES = (
     "asia-east1-c",
     "asia-northeast1-a",
 )
+#: Regions of the other clouds, each in the catalogue's ``locations`` of its cloud (the model checks them).
+AWS_REGIONS = ("us-east-1", "eu-west-1", "us-west-2")
+AZURE_REGIONS = ("eastus", "westeurope", "westus2")
+#: Clouds a synthetic fleet may mix (``--clouds``), with the cluster name prefix of each.
+CLOUD_PREFIXES = {"gcp": "gke", "aws": "eks", "azure": "aks", "openstack": "magnum", "existing": "existing"}
+#: The typed provider SDK each cloud's clusters are declared with (its version is reported).
+CLOUD_SDKS = {"gcp": "pulumi_gcp", "aws": "pulumi_aws", "azure": "pulumi_azure_native", "openstack": "pulumi_openstack"}
+#: Stack settings every synthetic stack has.
 STACK_CONFIG = {
     "pulumi:disable-default-providers": ["*"],
-    "gcp:project": "bench-project",
     "gpu-fleet:stackReferencePrefix": "organization/gpu-fleet",
     "gpu-fleet:federationSourceRanges": ["10.20.0.0/16"],
+}
+#: What each cloud's stack needs beyond that, as tests/fixtures/fleet/stacks and stacks/ set it: the GCP project, the
+#: Azure subscription, the Magnum site settings and the central volume's class (Magnum and existing clusters have no
+#: default StorageClass), the existing cluster's kubeconfig (an encrypted placeholder the offline plan never decrypts).
+CLOUD_STACK_CONFIG: dict[str, dict[str, Any]] = {
+    "gcp": {"gcp:project": "bench-project"},
+    "aws": {},
+    "azure": {"azure-native:subscriptionId": "11111111-2222-3333-4444-555555555555"},
+    "openstack": {
+        "openstack:cloud": "bench-site",
+        "gpu-fleet:storageClass": "standard",
+        "gpu-fleet:magnum": {
+            "image": "fedora-coreos-40",
+            "keypair": "bench",
+            "externalNetwork": "ext-net",
+            "masterFlavor": "m2.medium",
+            "kubeTag": "v1.31.5-rancher1",
+            "autoscalerTag": "v1.28.0",
+        },
+    },
+    "existing": {
+        "gpu-fleet:storageClass": "standard",
+        "gpu-fleet:kubeconfig": {"secure": "v1:YmVuY2gta3ViZWNvbmZpZw=="},
+    },
 }
 MONITORING = {
     "scrape_interval": "30s",
@@ -92,14 +124,34 @@ class SyntheticFleet:
     stacks_dir: Path
     workloads_dir: Path
     clusters: tuple[str, ...]
-    cards: tuple[str, ...]
+    cards: tuple[str, ...]  # every card of the fleet, first cloud's first
     workloads: tuple[str, ...]
     workload_source: str  # "copied from workloads/<names>" or "minimal"
+    clouds: tuple[str, ...] = ("gcp",)  # the clouds the clusters cycle over, in order
+    cards_by_cloud: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the cards of each cloud's clusters
 
 
-def gcp_cards() -> list[str]:
-    """Cards the catalogue offers on gcp (not retired), in catalogue order."""
-    return load_catalogue().available_on("gcp")
+def cloud_cards(cloud: str) -> list[str]:
+    """Cards a synthetic cluster of ``cloud`` may offer, in catalogue order: those the catalogue offers there today;
+    on an existing cluster (whose nodes the fleet does not create) every NVIDIA card some cloud offers today."""
+    catalogue = load_catalogue()
+    if cloud != "existing":
+        return catalogue.available_on(cloud)
+    offered = {card for other in CLOUD_PREFIXES if other != "existing" for card in catalogue.available_on(other)}
+    return [card for card, acc in catalogue.accelerators.items() if acc.is_nvidia and card in offered]
+
+
+def _location(cloud: str, index: int) -> dict[str, str]:
+    """Where the ``index``-th synthetic cluster of ``cloud`` is (policy: zone or region; none for an existing one)."""
+    if cloud == "gcp":
+        return {"zone": GCP_ZONES[index % len(GCP_ZONES)]}
+    if cloud == "aws":
+        return {"region": AWS_REGIONS[index % len(AWS_REGIONS)]}
+    if cloud == "azure":
+        return {"region": AZURE_REGIONS[index % len(AZURE_REGIONS)]}
+    if cloud == "openstack":
+        return {"region": "bench-site"}
+    return {}
 
 
 def _real_workloads() -> list[Workload]:
@@ -183,26 +235,35 @@ def _write_workloads(workloads_dir: Path, count: int) -> tuple[list[str], str]:
     return names, source
 
 
-def generate_fleet(root: Path, clusters: int, cards: int, workloads: int) -> SyntheticFleet:
-    """Write a policy with ``clusters`` GKE clusters (the first one central) offering the first ``cards`` gcp
-    cards, one stack file per cluster and ``workloads`` workload folders placed on ``all`` cards."""
+def generate_fleet(
+    root: Path, clusters: int, cards: int, workloads: int, clouds: Sequence[str] = ("gcp",)
+) -> SyntheticFleet:
+    """Write a policy with ``clusters`` clusters cycling over ``clouds`` (the first one central), each offering the
+    first ``cards`` cards of its cloud (fewer where the cloud offers fewer), one stack file per cluster with the
+    settings its cloud needs, and ``workloads`` workload folders placed on ``all`` cards."""
     if clusters < 1:
         raise ValueError("at least one cluster")
-    available = gcp_cards()
-    if not 1 <= cards <= len(available):
-        raise ValueError(f"--cards must be 1..{len(available)} (gcp offers {', '.join(available)})")
-    chosen = available[:cards]
+    unknown = [c for c in clouds if c not in CLOUD_PREFIXES]
+    if not clouds or unknown:
+        raise ValueError(f"--clouds takes {', '.join(CLOUD_PREFIXES)} (got {', '.join(clouds) or 'none'})")
+    offered = {cloud: cloud_cards(cloud) for cloud in clouds}
+    most = max(len(v) for v in offered.values())
+    if not 1 <= cards <= most:
+        listed = "; ".join(f"{cloud} offers {', '.join(v)}" for cloud, v in offered.items())
+        raise ValueError(f"--cards must be 1..{most} ({listed})")
+    chosen = {cloud: tuple(v[:cards]) for cloud, v in offered.items()}
     root.mkdir(parents=True, exist_ok=True)
     workloads_dir = root / "workloads"
     workload_names, source = _write_workloads(workloads_dir, workloads)
-    names = [f"gke-bench-{i:04d}" for i in range(clusters)]
-    gcp: dict[str, Any] = {}
-    for i, name in enumerate(names):
-        settings_: dict[str, Any] = {"zone": GCP_ZONES[i % len(GCP_ZONES)], "gpus": list(chosen)}
+    placed = [(i, clouds[i % len(clouds)]) for i in range(clusters)]
+    names = [f"{CLOUD_PREFIXES[cloud]}-bench-{i:04d}" for i, cloud in placed]
+    by_cloud: dict[str, dict[str, Any]] = {}
+    for (i, cloud), name in zip(placed, names, strict=True):
+        settings_: dict[str, Any] = {**_location(cloud, i // len(clouds)), "gpus": list(chosen[cloud])}
         if i == 0:
             settings_["central"] = True
             settings_["description"] = "synthetic central cluster"
-        gcp[name] = settings_
+        by_cloud.setdefault(cloud, {})[name] = settings_
     policy = {
         "defaults": {
             "gpu_pool": {"min_nodes": 0, "max_nodes": 2, "spot": True},
@@ -210,7 +271,7 @@ def generate_fleet(root: Path, clusters: int, cards: int, workloads: int) -> Syn
             "kubernetes_version": "1.33",
         },
         "monitoring": dict(MONITORING),
-        "clusters": {"gcp": gcp},
+        "clusters": by_cloud,
         "workloads": dict.fromkeys(workload_names, "all"),
     }
     policy_file = root / "fleet.yaml"
@@ -220,17 +281,20 @@ def generate_fleet(root: Path, clusters: int, cards: int, workloads: int) -> Syn
     )
     stacks_dir = root / "stacks"
     stacks_dir.mkdir(exist_ok=True)
-    for name in names:
-        (stacks_dir / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": STACK_CONFIG}), encoding="utf-8")
+    for (_, cloud), name in zip(placed, names, strict=True):
+        config = {**STACK_CONFIG, **CLOUD_STACK_CONFIG[cloud]}
+        (stacks_dir / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}), encoding="utf-8")
     return SyntheticFleet(
         root,
         policy_file.resolve(),
         stacks_dir,
         workloads_dir,
         tuple(names),
-        tuple(chosen),
+        tuple(dict.fromkeys(card for cloud in clouds for card in chosen[cloud])),
         tuple(workload_names),
         source,
+        tuple(clouds),
+        chosen,
     )
 
 
@@ -499,10 +563,17 @@ class SizeResult:
 
 
 def measure_size(
-    root: Path, clusters: int, cards: int, workloads: int, repeat: int = 3, memory: bool = True
+    root: Path,
+    clusters: int,
+    cards: int,
+    workloads: int,
+    repeat: int = 3,
+    memory: bool = True,
+    clouds: Sequence[str] = ("gcp",),
 ) -> SizeResult:
-    """Generate a fleet of ``clusters`` clusters under ``root`` and measure plan, floor (and memory)."""
-    synthetic = generate_fleet(root, clusters, cards, workloads)
+    """Generate a fleet of ``clusters`` clusters (cycling over ``clouds``) under ``root`` and measure plan, floor
+    (and memory)."""
+    synthetic = generate_fleet(root, clusters, cards, workloads, clouds)
     fleet, load_seconds = load_policy(synthetic)
     best_plan: tuple[float, list[StackPlan]] | None = None
     plan_runs, floor_runs, floor_tuned_runs = [], [], []
@@ -625,10 +696,11 @@ def linearity(results: Sequence[SizeResult], key: str = "plan_seconds") -> dict[
 # --------------------------------------------------------------------------------------------------------------
 
 
-def warm_up(workdir: Path, cards: int, workloads: int) -> float:
-    """Plan a 2-cluster fleet once, untimed, so imports (pulumi_gcp, pulumi_kubernetes...) and first-call
-    costs are not charged to the first measured size; returns how long that took."""
-    synthetic = generate_fleet(workdir / "warm-up", 2, cards, workloads)
+def warm_up(workdir: Path, cards: int, workloads: int, clouds: Sequence[str] = ("gcp",)) -> float:
+    """Plan a fleet of one cluster per cloud (at least 2) once, untimed, so imports (pulumi_gcp, pulumi_aws,
+    pulumi_kubernetes...) and first-call costs are not charged to the first measured size; returns how long that
+    took."""
+    synthetic = generate_fleet(workdir / "warm-up", max(2, len(clouds)), cards, workloads, clouds)
     fleet, _ = load_policy(synthetic)
     started = time.perf_counter()
     plans, _ = run_plan(synthetic, fleet)
@@ -646,17 +718,22 @@ def run_benchmark(
     repeat: int = 3,
     memory: bool = True,
     log: Callable[[str], None] = lambda _msg: None,
+    clouds: Sequence[str] = ("gcp",),
 ) -> dict[str, Any]:
-    """Measure every size (``clusters`` included) and return all figures as plain data (the ``--json`` form)."""
+    """Measure every size (``clusters`` included, cycling over ``clouds``) and return all figures as plain data (the
+    ``--json`` form)."""
     all_sizes = sorted({*sizes, clusters})
     with tempfile.TemporaryDirectory(prefix="gpu-fleet-bench-") as tmp:
         workdir = Path(tmp)
-        warm = warm_up(workdir, cards, workloads)
+        warm = warm_up(workdir, cards, workloads, clouds)
         log(f"warm-up (imports, first calls): {warm:.2f} s")
         results = []
         for n in all_sizes:
-            log(f"measuring {n} clusters x {cards} cards x {workloads} workloads ({repeat} repeat(s))...")
-            results.append(measure_size(workdir / f"fleet-{n}", n, cards, workloads, repeat, memory))
+            log(
+                f"measuring {n} clusters ({','.join(clouds)}) x {cards} cards x {workloads} workloads"
+                f" ({repeat} repeat(s))..."
+            )
+            results.append(measure_size(workdir / f"fleet-{n}", n, cards, workloads, repeat, memory, clouds))
     full = next(r for r in results if r.clusters == clusters)
     real = [w.name for w in _real_workloads()]
     source = "none" if not workloads else f"copies of workloads/{{{','.join(real)}}}" if real else "minimal"
@@ -666,7 +743,9 @@ def run_benchmark(
         "parameters": {
             "clusters": clusters,
             "cards": cards,
-            "card_names": gcp_cards()[:cards],
+            "clouds": list(clouds),
+            "card_names": list(dict.fromkeys(c for cloud in clouds for c in cloud_cards(cloud)[:cards])),
+            "card_names_by_cloud": {cloud: cloud_cards(cloud)[:cards] for cloud in clouds},
             "workloads": workloads,
             "workload_source": source,
             "sizes": all_sizes,
@@ -676,7 +755,7 @@ def run_benchmark(
         "environment": {
             "python": platform.python_version(),
             "pulumi": pulumi.__version__ if hasattr(pulumi, "__version__") else _dist_version("pulumi"),
-            "pulumi_gcp": _dist_version("pulumi_gcp"),
+            **{sdk: _dist_version(sdk) for cloud in clouds if (sdk := CLOUD_SDKS.get(cloud))},
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
         },
@@ -717,11 +796,19 @@ def _mib(n: int | None) -> str:
 def render(report: dict[str, Any], stack_rows: int | None = None) -> str:
     """The human-readable tables."""
     p = report["parameters"]
+    env = report["environment"]
+    clouds = p.get("clouds", ["gcp"])
+    if clouds == ["gcp"]:
+        fleet_line = f"{p['clusters']} GKE clusters x {p['cards']} cards ({', '.join(p['card_names'])})"
+    else:
+        by_cloud = "; ".join(f"{cloud}: {', '.join(cards)}" for cloud, cards in p["card_names_by_cloud"].items())
+        fleet_line = (
+            f"{p['clusters']} clusters cycling over {', '.join(clouds)} x up to {p['cards']} cards ({by_cloud})"
+        )
+    sdks = ", ".join(f"{k} {v}" for k, v in env.items() if k.startswith("pulumi_"))
     lines = [
-        f"gpu-fleet plan benchmark: {p['clusters']} GKE clusters x {p['cards']} cards ({', '.join(p['card_names'])})"
-        f" x {p['workloads']} workloads ({p['workload_source']})",
-        f"python {report['environment']['python']}, pulumi {report['environment']['pulumi']}, "
-        f"pulumi_gcp {report['environment']['pulumi_gcp']}, {report['environment']['platform']}",
+        f"gpu-fleet plan benchmark: {fleet_line} x {p['workloads']} workloads ({p['workload_source']})",
+        f"python {env['python']}, pulumi {env['pulumi']}, {sdks}, {env['platform']}",
         f"times: {p['timing']}; warm-up (imports) {report['warm_up_seconds']:.2f} s, not counted",
         "",
         "Per size (plan = plan_fleet wall time; floor = the same resources registered bare under the stock mocks;",
@@ -788,14 +875,14 @@ def render(report: dict[str, Any], stack_rows: int | None = None) -> str:
         "",
         f"Per stack at full size ({len(rows)} stacks; plan = StackPlan.seconds, min over repeats; "
         "py peak = tracemalloc peak above the stack's start; maxrss = process high-water mark after it)",
-        f"{'stack':<16} {'res':>4} {'plan ms':>8} {'floor ms':>8} {'ratio':>6} {'py peak MiB':>11} "
+        f"{'stack':<20} {'res':>4} {'plan ms':>8} {'floor ms':>8} {'ratio':>6} {'py peak MiB':>11} "
         f"{'retained KiB':>12} {'maxrss MiB':>10}",
     ]
     for r in shown:
         retained = "-" if r["py_retained_bytes"] is None else f"{r['py_retained_bytes'] / 1024:.0f}"
         maxrss = "-" if r["maxrss_kib"] is None else f"{r['maxrss_kib'] / 1024:.1f}"
         lines.append(
-            f"{r['stack']:<16} {r['resources']:>4} {1e3 * r['plan_seconds']:>8.2f} {1e3 * r['floor_seconds']:>8.2f} "
+            f"{r['stack']:<20} {r['resources']:>4} {1e3 * r['plan_seconds']:>8.2f} {1e3 * r['floor_seconds']:>8.2f} "
             f"{r['ratio']:>6.2f} {_mib(r['py_peak_bytes']):>11} {retained:>12} {maxrss:>10}"
         )
     if len(shown) < len(rows):
@@ -813,11 +900,30 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
+def _clouds(text: str) -> list[str]:
+    clouds = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in clouds if c not in CLOUD_PREFIXES]
+    if not clouds or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a comma-separated list of {', '.join(CLOUD_PREFIXES)}, e.g. gcp,aws,azure"
+        )
+    return clouds
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Command line of the benchmark."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.plan_speed", description=__doc__.splitlines()[0])
-    parser.add_argument("--clusters", type=int, default=100, help="full fleet size: GKE clusters (default 100)")
-    parser.add_argument("--cards", type=int, default=8, help="gcp cards per cluster, 1..8 (default 8)")
+    parser.add_argument("--clusters", type=int, default=100, help="full fleet size: clusters (default 100)")
+    parser.add_argument(
+        "--clouds",
+        type=_clouds,
+        default=["gcp"],
+        help=f"clouds the clusters cycle over, the first one's first cluster central: any of "
+        f"{','.join(CLOUD_PREFIXES)} (default gcp: a GKE-only fleet)",
+    )
+    parser.add_argument(
+        "--cards", type=int, default=8, help="cards per cluster, capped at what its cloud offers (default 8)"
+    )
     parser.add_argument("--workloads", type=int, default=4, help="synthetic workloads placed on all cards (default 4)")
     parser.add_argument(
         "--sizes",
@@ -837,6 +943,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.clusters < 1 or args.repeat < 1 or args.workloads < 0:
         build_parser().error("--clusters and --repeat must be positive, --workloads not negative")
+    most = max(len(cloud_cards(cloud)) for cloud in args.clouds)
+    if not 1 <= args.cards <= most:
+        build_parser().error(f"--cards must be 1..{most} (the most cards {','.join(args.clouds)} offer)")
     report = run_benchmark(
         args.clusters,
         args.cards,
@@ -845,6 +954,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.repeat,
         not args.no_memory,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
+        clouds=args.clouds,
     )
     print(render(report, args.stack_rows))
     if args.json:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks import plan_speed
 from fleet.model.loader import load_fleet
 
@@ -16,6 +18,7 @@ def test_generated_fleet_is_a_valid_policy(tmp_path: Path) -> None:
     synthetic = plan_speed.generate_fleet(tmp_path / "fleet", clusters=3, cards=2, workloads=2)
     fleet = load_fleet(synthetic.policy_file, synthetic.workloads_dir)
     assert list(fleet.clusters) == list(synthetic.clusters)
+    assert synthetic.clouds == ("gcp",)
     assert sum(c.central for c in fleet.clusters.values()) == 1
     assert all(c.cloud == "gcp" and [p.card for p in c.pools] == list(synthetic.cards) for c in fleet.clusters.values())
     assert set(fleet.placements) == set(synthetic.workloads)
@@ -50,3 +53,40 @@ def test_report_structure(tmp_path: Path) -> None:
     assert "exponent" in report["linearity"]["plan"]
     text = plan_speed.render(report)
     assert "Ratio plan/floor" in text and "gke-bench-0001" in text
+
+
+MIXED = ("gcp", "aws", "azure", "openstack", "existing")
+
+
+def test_mixed_fleet_cycles_clusters_over_clouds(tmp_path: Path) -> None:
+    synthetic = plan_speed.generate_fleet(tmp_path / "fleet", clusters=6, cards=2, workloads=1, clouds=MIXED)
+    fleet = load_fleet(synthetic.policy_file, synthetic.workloads_dir)
+    assert set(fleet.clusters) == set(synthetic.clusters)
+    clouds = [fleet.clusters[name].cloud for name in synthetic.clusters]
+    assert clouds == [*MIXED, MIXED[0]]
+    assert fleet.central.name == synthetic.clusters[0]
+    for cluster in fleet.clusters.values():
+        assert [p.card for p in cluster.pools] == list(synthetic.cards_by_cloud[cluster.cloud])
+        assert all(card in plan_speed.cloud_cards(cluster.cloud) for card in synthetic.cards_by_cloud[cluster.cloud])
+
+
+def test_mixed_fleet_plans_and_reports(tmp_path: Path) -> None:
+    """One cluster per cloud, planned through the real code path and replayed bare: every cloud's stack settings are
+    complete enough for the plan, and the floor reaches the engine with the same URNs."""
+    report = plan_speed.run_benchmark(
+        clusters=len(MIXED), cards=1, workloads=1, sizes=[len(MIXED)], repeat=1, memory=False, clouds=MIXED
+    )
+    json.dumps(report)
+    assert report["parameters"]["clouds"] == list(MIXED)
+    full = report["sizes"][-1]
+    assert full["stacks"] == len(MIXED)
+    assert all(row["resources"] > 0 and row["floor_seconds"] > 0 for row in full["per_stack"])
+    text = plan_speed.render(report)
+    assert "cycling over gcp, aws, azure, openstack, existing" in text
+    assert all(f"{prefix}-bench-" in text for prefix in plan_speed.CLOUD_PREFIXES.values())
+
+
+def test_clouds_option_refuses_an_unknown_cloud() -> None:
+    with pytest.raises(SystemExit):
+        plan_speed.build_parser().parse_args(["--clouds", "gcp,ibm"])
+    assert plan_speed.build_parser().parse_args(["--clouds", "aws,azure"]).clouds == ["aws", "azure"]

@@ -63,18 +63,24 @@ def config_value(cfg: pulumi.Config, name: str) -> Any:
     return None if raw is None else decode_config_text(raw)
 
 
-def plain_in_stack_file(key: str) -> list[tuple[object, ...]]:
-    """Paths inside config ``key`` that the stack file holds in plain text. One encrypted part makes the CLI treat
-    the whole key as secret, so only the file tells which parts a user left plain."""
+def stack_file_config() -> dict[str, Any]:
+    """The ``config`` mapping of the current stack's file as written (secrets still encrypted); empty when the file
+    is missing, broken (reported where it is read) or holds no mapping."""
     path = stack_file_path()
     try:
         data = read_yaml(path).data if path.is_file() else None
     except InputError:
-        return []  # a broken file is reported where it is read
+        return {}
     config = data.get("config") if isinstance(data, dict) else None
-    if not isinstance(config, dict) or key not in config:
-        return []
-    return plain_leaves(config[key])
+    return config if isinstance(config, dict) else {}
+
+
+def plain_in_stack_file(key: str, file_config: dict[str, Any] | None = None) -> list[tuple[object, ...]]:
+    """Paths inside config ``key`` that the stack file holds in plain text. One encrypted part makes the CLI treat
+    the whole key as secret, so only the file tells which parts a user left plain. ``file_config`` is the file's
+    ``config`` mapping when the caller has read it already (``stack_file_config``)."""
+    config = stack_file_config() if file_config is None else file_config
+    return plain_leaves(config[key]) if key in config else []
 
 
 class StackSettings(ComponentSettings):
@@ -87,25 +93,28 @@ class StackSettings(ComponentSettings):
         """Read every declared ``gpu-fleet:*`` setting (``fleet.model.stack_settings.STACK_SETTINGS``) of the current
         stack into its field; every problem at once as an ``InputError``."""
         cfg = pulumi.Config(CONFIG_NAMESPACE)
+        file_config = stack_file_config()  # read once: every secret setting looks for plain parts in it
         problems: list[Problem] = []
         values: dict[str, Any] = {}
         for setting in STACK_SETTINGS.values():
-            values[setting.attribute], found = _read_setting(cfg, setting)
+            values[setting.attribute], found = _read_setting(cfg, setting, file_config)
             problems += [config_problem(setting.key, message, *where) for where, message in found]
         if problems:
             raise InputError(problems)
         return StackSettings(**values, secret_placeholder=SECRET_PLACEHOLDER, config_problem=config_problem)
 
 
-def _read_setting(cfg: pulumi.Config, setting: StackSetting) -> tuple[Any, list[tuple[tuple[object, ...], str]]]:
+def _read_setting(
+    cfg: pulumi.Config, setting: StackSetting, file_config: dict[str, Any]
+) -> tuple[Any, list[tuple[tuple[object, ...], str]]]:
     """One setting's value as the program uses it (``unset_value`` when the stack does not set it), and its problems
-    as (path inside the value, message)."""
+    as (path inside the value, message); ``file_config`` is the stack file's ``config`` mapping as written."""
     if setting.kind == "magnum":
         return config_value(cfg, setting.name), []  # checked by MagnumSettings, where the component reads it
     if setting.kind in PLAIN_KINDS:
         raw = cfg.get(setting.name)
         return (unset_value(setting), []) if raw is None else parse_value(setting, raw)
-    plain = [(leaf, plain_secret_message(setting.key, leaf)) for leaf in plain_in_stack_file(setting.key)]
+    plain = [(leaf, plain_secret_message(setting.key, leaf)) for leaf in plain_in_stack_file(setting.key, file_config)]
     if setting.kind == "secret":
         return (cfg.get_secret(setting.name) if is_config_secret(setting.key) else None), plain
     value = config_value(cfg, setting.name)

@@ -101,6 +101,31 @@ def test_the_program_fills_the_offline_placeholder_and_the_stack_file_locator(mo
     assert read.protect is True and read.federation_source_ranges == [] and read.kubeconfig is None
 
 
+def test_the_stack_file_is_read_once_for_every_secret_setting(monkeypatch, tmp_path):
+    """Each secret setting looks in the stack file for parts left in plain text: one read of the file serves them
+    all (the plan reads every stack's settings; each read parses the whole file again)."""
+    from fleet.program import settings
+
+    stack_file = tmp_path / "Pulumi.s.yaml"
+    stack_file.write_text("config:\n  gpu-fleet:runnerTokens:\n    t4:\n      secure: v1:dG9rZW4=\n", encoding="utf-8")
+    reads = []
+
+    def counting_read_yaml(path, *args):
+        reads.append(path)
+        return read_yaml(path, *args)
+
+    read_yaml = settings.read_yaml
+    monkeypatch.setattr(settings, "read_yaml", counting_read_yaml)
+    monkeypatch.setattr(settings, "stack_file_path", lambda: stack_file)
+    monkeypatch.setattr(settings.pulumi, "Config", lambda namespace: _NoConfig())
+    settings.StackSettings.read()
+    assert reads == [stack_file]
+    assert settings.plain_in_stack_file("gpu-fleet:runnerTokens") == []
+
+    stack_file.write_text("config:\n  gpu-fleet:runnerTokens:\n    t4: glrt-plain\n", encoding="utf-8")
+    assert settings.plain_in_stack_file("gpu-fleet:runnerTokens") == [("t4",)]
+
+
 class _NoConfig:
     """A stack config that sets nothing."""
 

@@ -870,6 +870,8 @@ def render(report: dict[str, Any], stack_rows: int | None = None) -> str:
     ]
     full = next(s for s in report["sizes"] if s["clusters"] == p["clusters"])
     rows = full["per_stack"]
+    if len(clouds) > 1:
+        lines += ["", *_per_cloud_lines(rows)]
     shown = rows if stack_rows is None else rows[:stack_rows]
     lines += [
         "",
@@ -888,6 +890,34 @@ def render(report: dict[str, Any], stack_rows: int | None = None) -> str:
     if len(shown) < len(rows):
         lines.append(f"... {len(rows) - len(shown)} more stack(s) in --json")
     return "\n".join(lines)
+
+
+def stack_cloud(stack: str) -> str:
+    """The cloud of a synthetic stack, from the name ``generate_fleet`` gave it (``<prefix>-bench-NNNN``)."""
+    prefix = stack.split("-bench-", 1)[0]
+    return next((cloud for cloud, p in CLOUD_PREFIXES.items() if p == prefix), "?")
+
+
+def _per_cloud_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The full size's stacks summed per cloud: where a mixed fleet's plan time over the floor comes from."""
+    lines = [
+        "Per cloud at full size (sums over the cloud's stacks of the per-stack best times; central stack included)",
+        f"{'cloud':<10} {'stacks':>6} {'res/stack':>9} {'plan ms/stack':>13} {'floor ms/stack':>14} {'ratio':>6} "
+        f"{'extra ms/stack':>14} {'share of extra':>14}",
+    ]
+    by_cloud: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_cloud.setdefault(stack_cloud(row["stack"]), []).append(row)
+    extra_total = sum(r["plan_seconds"] - r["floor_seconds"] for r in rows)
+    for cloud, group in by_cloud.items():
+        n = len(group)
+        plan, floor = sum(r["plan_seconds"] for r in group), sum(r["floor_seconds"] for r in group)
+        share = f"{100 * (plan - floor) / extra_total:.0f}%" if extra_total > 0 else "-"
+        lines.append(
+            f"{cloud:<10} {n:>6} {sum(r['resources'] for r in group) / n:>9.0f} {1e3 * plan / n:>13.1f} "
+            f"{1e3 * floor / n:>14.1f} {plan / floor:>6.2f} {1e3 * (plan - floor) / n:>14.1f} {share:>14}"
+        )
+    return lines
 
 
 def _sizes(text: str) -> list[int]:
@@ -935,12 +965,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-memory", action="store_true", help="skip the extra tracemalloc run per size")
     parser.add_argument("--stack-rows", type=int, default=None, help="show only this many per-stack rows")
     parser.add_argument("--json", type=Path, help="write every figure as JSON to this file")
+    parser.add_argument(
+        "--render", type=Path, metavar="JSON", help="print the tables of an earlier run's --json file; measure nothing"
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print the tables (and write ``--json``)."""
     args = build_parser().parse_args(argv)
+    if args.render:
+        print(render(json.loads(args.render.read_text(encoding="utf-8")), args.stack_rows))
+        return 0
     if args.clusters < 1 or args.repeat < 1 or args.workloads < 0:
         build_parser().error("--clusters and --repeat must be positive, --workloads not negative")
     most = max(len(cloud_cards(cloud)) for cloud in args.clouds)

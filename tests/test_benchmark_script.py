@@ -70,7 +70,7 @@ def test_mixed_fleet_cycles_clusters_over_clouds(tmp_path: Path) -> None:
         assert all(card in plan_speed.cloud_cards(cluster.cloud) for card in synthetic.cards_by_cloud[cluster.cloud])
 
 
-def test_mixed_fleet_plans_and_reports(tmp_path: Path) -> None:
+def test_mixed_fleet_plans_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """One cluster per cloud, planned through the real code path and replayed bare: every cloud's stack settings are
     complete enough for the plan, and the floor reaches the engine with the same URNs."""
     report = plan_speed.run_benchmark(
@@ -84,6 +84,12 @@ def test_mixed_fleet_plans_and_reports(tmp_path: Path) -> None:
     text = plan_speed.render(report)
     assert "cycling over gcp, aws, azure, openstack, existing" in text
     assert all(f"{prefix}-bench-" in text for prefix in plan_speed.CLOUD_PREFIXES.values())
+    assert "Per cloud at full size" in text
+    assert {plan_speed.stack_cloud(row["stack"]) for row in full["per_stack"]} == set(MIXED)
+    saved = tmp_path / "mixed.json"
+    saved.write_text(json.dumps(report), encoding="utf-8")
+    assert plan_speed.main(["--render", str(saved)]) == 0
+    assert "Per cloud at full size" in capsys.readouterr().out
 
 
 def test_clouds_option_refuses_an_unknown_cloud() -> None:

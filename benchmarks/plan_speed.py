@@ -92,7 +92,8 @@ CLOUD_STACK_CONFIG: dict[str, dict[str, Any]] = {
             "externalNetwork": "ext-net",
             "masterFlavor": "m2.medium",
             "kubeTag": "v1.31.5-rancher1",
-            "autoscalerTag": "v1.28.0",
+            "autoscalerTag": "v1.31.5",  # the autoscaler's minor is the cluster's, as stacks/Pulumi.cern-main.yaml
+            "autoscalerImage": "registry.k8s.io/autoscaling/cluster-autoscaler",
         },
     },
     "existing": {

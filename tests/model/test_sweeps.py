@@ -106,6 +106,16 @@ def test_sweep_pools_are_sized_for_their_largest_point_and_fenced(fleet):
     assert all(p.pool in gke.all_pools for p in fleet.sweep_points(gke))
 
 
+def test_a_sweep_pool_scales_from_zero_when_its_cards_pool_keeps_a_node(tmp_path):
+    """A sweep pool of eight cards kept at one node would cost a machine all day: it starts at 0 whatever the card's
+    own pool keeps (the fixture above starts every pool at 0, where a sweep pool copying its card's minimum looks
+    right; mutation testing found that)."""
+    policy = POLICY.format(claim="").replace("gpu_pool: {max_nodes: 2}", "gpu_pool: {max_nodes: 2, min_nodes: 1}")
+    gke = fleet_of(tmp_path, policy).clusters["gke-sweep"]
+    assert gke.pool("l4").min_nodes == 1
+    assert gke.sweep_pools and {p.min_nodes for p in gke.sweep_pools} == {0}
+
+
 def test_points_the_pools_cannot_reach_are_left_out_with_a_warning(fleet):
     eks = fleet.clusters["eks-sweep"]
     assert sorted(p.accelerators for p in fleet.sweep_points(eks)) == [1, 2, 4, 8]  # 16: two g6.48xlarge > max 1

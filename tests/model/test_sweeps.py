@@ -96,6 +96,10 @@ def test_sweep_pools_are_sized_for_their_largest_point_and_fenced(fleet):
     assert set(pools) == {"gpu-l4-x2", "gpu-l4-x4", "gpu-l4-x8", "gpu-tpu-v5e-x1", "gpu-tpu-v5e-x8"}
     x8 = pools["gpu-l4-x8"]
     assert (x8.min_nodes, x8.max_nodes, x8.accelerators_per_node, x8.spot, x8.probe) == (0, 2, 8, True, None)
+    # each sweep pool grows only as far as its largest point needs, not to its card pool's max_nodes (2)
+    assert {n: p.max_nodes for n, p in pools.items()} == {
+        "gpu-l4-x2": 1, "gpu-l4-x4": 1, "gpu-l4-x8": 2, "gpu-tpu-v5e-x1": 1, "gpu-tpu-v5e-x8": 1
+    }  # fmt: skip
     assert x8.labels[CARDS_PER_NODE_LABEL] == "8" and x8.node_selector == {"gpu": "l4", CARDS_PER_NODE_LABEL: "8"}
     assert SWEEP_TAINT in x8.taints and SWEEP_TAINT in x8.pod_tolerations
     # the card's own pool is untouched: benchmarks, probes and runners never tolerate the sweep taint

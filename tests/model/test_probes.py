@@ -103,6 +103,9 @@ def test_bad_probe_settings_are_located(tmp_path, change, fragment):
         ("0 0 29 2 *", 4 * 365 * 24 + 24),  # leap days only
         ("0 4 13 * 5", 168),  # the 13th or a Friday (both restricted: either one)
         ("0 4 ? * mon-fri", 72),
+        # Sundays of February: 343 days each year, as 29 Feb 2032 is a Sunday (to 6 Feb 2033); any other weekday
+        # has 350 days across 2032-33, and a Sunday numbered 7 instead of 0 never runs
+        ("0 0 * 2 0", 343 * 24),
     ],
 )
 def test_longest_gap(schedule, hours):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.model.loader import load_fleet
+from fleet.model.pod_contract import CI_LABEL
 from fleet.tools.engine.analyzer import PolicyPackSession
 from fleet.tools.engine.plan import plan_fleet
 from tests.policy.support import (
@@ -26,6 +27,18 @@ def test_gke_pool_without_taint(plans, session):
     assert check(session, r) == []
     r.inputs["nodeConfig"]["taints"] = []
     assert_violation(check(session, r), "gpu-pool-accelerator-taint", "lacks the accelerator taint", urn=r.urn)
+
+
+def test_a_ci_pool_is_checked_as_the_cards_ci_pool(plans, session):
+    """A CI pool is held to the policy's CI pool of its card, not to the card's own pool (whose taints it also
+    carries): without its CI taint, benchmarks and probes could land on the CI nodes (mutation testing found a pack
+    that compared it with the card's own pool passing the suite)."""
+    r = reg(plans, "fix-aks", AKS_POOL, "gpu-t4-ci")
+    assert check(session, r) == []
+    ci_taint = f"{CI_LABEL}=true:NoSchedule"
+    assert ci_taint in r.inputs["nodeTaints"]
+    r.inputs["nodeTaints"] = [t for t in r.inputs["nodeTaints"] if t != ci_taint]
+    assert_violation(check(session, r), "gpu-pool-accelerator-taint", ci_taint, urn=r.urn)
 
 
 def test_gke_pool_without_card_label(plans, session):

@@ -46,9 +46,9 @@ benchmark: $(STAMP)
 	nice -n 10 $(PY) -m benchmarks.plan_speed
 	nice -n 10 $(PY) -m benchmarks.central_scale
 
-# Mutation testing, before a release (not in CI: hours on 2 cores, see docs/tests.md): mutmut plants small bugs in the
-# model, the pack and the Kubernetes components, one at a time, and runs the tests that reach each ([tool.mutmut] in
-# pyproject.toml). MUTANTS narrows the run to some mutants by name, e.g. MUTANTS='fleet.model.sweeps*'.
+# Mutation testing, before a release (not in CI: about 40 min on 2 shared cores, see docs/tests.md): mutmut plants
+# small bugs, one at a time, in the modules [tool.mutmut] in pyproject.toml names (GPU sharing in the model and the
+# pack) and runs the tests that reach each. MUTANTS narrows the run to some mutants by name, e.g. MUTANTS='fleet.model.sharing*'.
 MUTANTS ?=
 mutation: $(STAMP)
 	rm -rf mutants

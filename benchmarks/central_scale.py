@@ -41,7 +41,7 @@ import yaml
 
 from benchmarks import synthetic_leaf
 from benchmarks.plan_speed import generate_fleet
-from components.kubernetes.infra import federated_selectors, probe_expectations
+from components.kubernetes.federation import federated_selectors, probe_expectations
 from fleet.model import accounting_hours
 from fleet.model.accounting import BILLED, IDLE, USED
 from fleet.model.loader import load_fleet

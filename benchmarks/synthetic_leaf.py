@@ -1,10 +1,10 @@
 """A synthetic leaf: the series a leaf Prometheus of the fleet answers ``/federate`` with, derived from the model.
 
 For one cluster of a loaded fleet, :func:`leaf_series` lists every series the central's ``match[]`` selectors
-(``components.kubernetes.infra.federated_selectors``) pull from that leaf, with the labels the leaf gives them, at a
-*busy minute*: every benchmark (workload, card) pair of the cluster has its pod alive, every probed pool its probe
-pod, every runner its concurrency of CI jobs, and one pod was just lost with its node (so the preemption record
-exists too). Where the names come from:
+(``components.kubernetes.federation.federated_selectors``) pull from that leaf, with the labels the leaf gives
+them, at a *busy minute*: every benchmark (workload, card) pair of the cluster has its pod alive, every probed pool
+its probe pod, every runner its concurrency of CI jobs, and one pod was just lost with its node (so the preemption
+record exists too). Where the names come from:
 
 * benchmark series: each deployed workload's declared metrics (``workload.yaml``), a histogram as ``_bucket`` (its
   mtail program's buckets plus ``+Inf``), ``_sum`` and ``_count``; the PodMonitor's target labels (job, namespace,
@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from components.kubernetes.infra import federated_selectors
+from components.kubernetes.federation import federated_selectors
 from fleet.model import accounting, probe_phases
 from fleet.model.billing import account_of
 from fleet.model.prometheus import GPU_RECORDING_RULES, RUNNER_SERIES, series_names

@@ -10,7 +10,7 @@ import pulumi
 from components.clusters.cluster import GpuCluster
 from components.clusters.magnum import tag_minor
 from components.kubernetes.benchmark import WorkloadJobs
-from components.kubernetes.infra import MONITORING_NS, PROMETHEUS_ACCOUNT, PROMETHEUS_POD_LABELS, ClusterServices
+from components.kubernetes.infra import ClusterServices
 from components.kubernetes.kueue_metrics import kueue_metrics_scrape
 from components.kubernetes.multikueue import (
     KUBECONFIG_OUTPUT,
@@ -18,8 +18,10 @@ from components.kubernetes.multikueue import (
     QueueWorker,
     dispatched_kinds,
 )
+from components.kubernetes.namespaces import MONITORING_NS
 from components.kubernetes.network_policy import from_namespace
 from components.kubernetes.preview_access import preview_access
+from components.kubernetes.prometheus_stack import PROMETHEUS_ACCOUNT, PROMETHEUS_POD_LABELS
 from components.kubernetes.queued_jobs import QueuedJobs
 from components.kubernetes.queued_sweeps import QueuedSweepJobs, QueuedSweepRuntimes
 from components.kubernetes.runners import GitLabRunners

@@ -2,7 +2,7 @@
 admission and then for their pods to run, and how many spilled past the queue's first cluster (docs/queues.md).
 
 Read on the central, which is the manager and scrapes its Kueue, and federates each worker's Kueue
-(components/kubernetes/kueue_metrics.py ``kueue_metrics_scrape``, components/kubernetes/infra.py
+(components/kubernetes/kueue_metrics.py ``kueue_metrics_scrape``, components/kubernetes/federation.py
 ``federated_selectors``). The metrics, kueue v0.19.2 pkg/metrics/metrics.go (fleet/model/queues.py says more):
 
 * ``multikueue_workloads_admitted_total{cluster_queue, cluster}`` on the manager: a workload admitted by the worker

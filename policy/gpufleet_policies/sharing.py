@@ -69,7 +69,7 @@ def _validate_plugin_sharing(args: ResourceValidationArgs, report: ReportViolati
             report(
                 f"the device plugin has no configuration {pool.sharing.name!r} for the {pool.card} pool, whose nodes "
                 "select it: they would advertise whole cards; build the values with device_plugin_sharing "
-                "(components/kubernetes/infra.py)"
+                "(components/kubernetes/gpu_agents.py)"
             )
             continue
         strategy = (config.get("flags") or {}).get("migStrategy", "none")

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from components.kubernetes.infra import federated_selectors
+from components.kubernetes.federation import federated_selectors
 from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, panel_queries
 from fleet.model.loader import load_fleet
 from fleet.model.prices import card_prices, load_prices

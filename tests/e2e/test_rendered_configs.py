@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from components.kubernetes.gateway import GATEWAY_PORT, server_name
-from components.kubernetes.infra import PROMETHEUS_URL
+from components.kubernetes.prometheus_stack import PROMETHEUS_URL
 from fleet.model import accounting_hours
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.model.prices import card_prices, load_prices

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
-from components.kubernetes.infra import MANAGED_CONTROL_PLANE_CLOUDS, PROMETHEUS_ACCOUNT
 from components.kubernetes.kueue_metrics import (
     KUEUE_METRICS_PORT,
     KUEUE_METRICS_READER,
     KUEUE_METRICS_SERVICE_LABELS,
     KUEUE_POD_LABELS,
 )
+from components.kubernetes.prometheus_stack import MANAGED_CONTROL_PLANE_CLOUDS, PROMETHEUS_ACCOUNT
 from fleet.model import pod_contract
 from fleet.model.spec import Cluster, GpuPool
 from fleet.tools.checks.charts import (
@@ -309,9 +309,10 @@ def test_every_container_has_requests(planned_fleets: list[PlannedFleet], render
 def test_no_alert_rule_or_monitor_watches_a_hidden_control_plane_component(
     planned_fleets: list[PlannedFleet], rendered_charts: Rendered
 ):
-    """The managed control planes (GKE, EKS, AKS: components/kubernetes/infra.py MANAGED_CONTROL_PLANE_CLOUDS) expose
-    no scheduler, controller manager, etcd or kube-proxy metrics to the cluster's Prometheus: a monitor of one finds
-    no target and its `...Down` alert fires for ever. Magnum and existing clusters keep the chart's monitors."""
+    """The managed control planes (GKE, EKS, AKS: components/kubernetes/prometheus_stack.py
+    MANAGED_CONTROL_PLANE_CLOUDS) expose no scheduler, controller manager, etcd or kube-proxy metrics to the cluster's
+    Prometheus: a monitor of one finds no target and its `...Down` alert fires for ever. Magnum and existing clusters
+    keep the chart's monitors."""
     hidden = re.compile(r'job="(' + "|".join(HIDDEN_JOBS) + ')"')
     bad, rules = [], 0
     for planned, stack, cluster in _clusters(planned_fleets):

@@ -45,7 +45,7 @@ def _daemonset_row(
         if missing:
             problems.append(f"no pod on node(s) {', '.join(missing)} of the GPU pools")
             fixes.append(
-                f"its tolerations or node affinity do not admit those nodes (components/kubernetes/infra.py "
+                f"its tolerations or node affinity do not admit those nodes (components/kubernetes/gpu_agents.py "
                 f"gpu_tolerations, gpu_node_affinity): {ctx.up}"
             )
     if not nodes:

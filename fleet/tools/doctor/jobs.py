@@ -53,7 +53,7 @@ def _quota_diagnosis(job: V1Job, ctx: Context) -> Diagnosis | None:
         name, requested, limited = quota.group(1), quota.group(2), quota.group(3)
         return Diagnosis(
             f"the ResourceQuota {name} refuses its pod (requested {requested}, limit {limited})",
-            f"the quota sums max_nodes x accelerators per node over the pools (components/kubernetes/infra.py "
+            f"the quota sums max_nodes x accelerators per node over the pools (components/kubernetes/namespaces.py "
             f"benchmark_quota) and other benchmark pods hold it: wait for them, or raise max_nodes in the policy file "
             f"and {ctx.up}; {ctx.kubectl} -n {namespace} describe resourcequota {name}",
         )

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from fleet.model import pod_contract
 
-# Where the infra stack puts things (components/kubernetes/infra.py: MONITORING_NS, NODE_AGENTS_NS, RELEASE; the
-# Helm release names of the device plugin and dcgm-exporter; components/kubernetes/gateway.py: GATEWAY_NAME). Kept
-# here as data so the doctor does not import the Pulumi components; tests/tools/doctor/test_names.py holds them equal.
+# Where the infra stack puts things (components/kubernetes/namespaces.py: MONITORING_NS, NODE_AGENTS_NS;
+# prometheus_stack.py: RELEASE; gpu_agents.py: the Helm release names of the device plugin and dcgm-exporter;
+# gateway.py: GATEWAY_NAME). Kept here as data so the doctor does not import the Pulumi components;
+# tests/tools/doctor/test_names.py holds them equal.
 
 
 MONITORING_NS = "monitoring"
@@ -23,8 +24,9 @@ DEVICE_PLUGIN = "nvidia-device-plugin"
 EXPORTER = "dcgm-exporter"
 GATEWAY = "federation-gateway"
 # kube-prometheus-stack names its Prometheus Service `<fullname>-prometheus` on port 9090, fullname being
-# fullnameOverride (infra.py sets RELEASE = "kps") (prometheus-community/helm-charts kube-prometheus-stack-79.5.0,
-# charts/kube-prometheus-stack/templates/prometheus/service.yaml, _helpers.tpl, values.yaml prometheus.service.port).
+# fullnameOverride (components/kubernetes/prometheus_stack.py sets RELEASE = "kps") (prometheus-community/helm-charts
+# kube-prometheus-stack-79.5.0, charts/kube-prometheus-stack/templates/prometheus/service.yaml, _helpers.tpl,
+# values.yaml prometheus.service.port).
 PROMETHEUS_SERVICE = "kps-prometheus"
 PROMETHEUS_PORT = 9090
 # The fleet's PodMonitors (namespace, name): the benchmark and probe pods' (components/kubernetes/benchmark.py) and

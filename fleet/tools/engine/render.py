@@ -36,7 +36,8 @@ from fleet.tools.engine.plan import StackPlan
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 KUBERNETES = "kubernetes:"
-PROMETHEUS_RELEASE = "kps"  # components.infra.RELEASE: the kube-prometheus-stack release of every cluster
+# components.kubernetes.prometheus_stack.RELEASE: the kube-prometheus-stack release of every cluster
+PROMETHEUS_RELEASE = "kps"
 GATEWAY_CONF_KEY = "nginx.conf"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -11,7 +11,7 @@ import pytest
 
 from components.kubernetes.benchmark import HOME_DIR
 from components.kubernetes.gateway import GATEWAY_PORT
-from components.kubernetes.infra import RELEASE
+from components.kubernetes.prometheus_stack import RELEASE
 from fleet.model import pod_contract, preview_rights
 from fleet.model.loader import load_fleet
 from fleet.model.rbac import Rbac, Request, User

@@ -12,12 +12,12 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from components.kubernetes.infra import (
+from components.kubernetes.central_monitoring import (
     ALERTMANAGER_CONFIG_SECRET,
     alertmanager_config,
-    federated_selectors,
     parse_alert_receiver,
 )
+from components.kubernetes.federation import federated_selectors
 from fleet.model import accounting_hours
 from fleet.model.accounting import ACCOUNTING_RULES, GROUP
 from fleet.model.loader import load_fleet

@@ -12,8 +12,7 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from components.kubernetes.infra import RELEASE as MONITORING_RELEASE
-from components.kubernetes.infra import federated_selectors
+from components.kubernetes.federation import federated_selectors
 from components.kubernetes.kueue_metrics import KUEUE_METRICS_PORT, KUEUE_METRICS_READER
 from components.kubernetes.multikueue import (
     DISPATCHED,
@@ -28,6 +27,7 @@ from components.kubernetes.multikueue import (
     worker_rules,
 )
 from components.kubernetes.network_policy import CREDENTIAL_ADDRESSES
+from components.kubernetes.prometheus_stack import RELEASE as MONITORING_RELEASE
 from fleet.model import pod_contract
 from fleet.model.loader import load_fleet
 from fleet.model.prometheus import SERVICE_ACCOUNT_SCRAPE_CLASS

@@ -23,7 +23,7 @@ from tests.tools.doctor.support import POLICY, STACKS, WORKLOADS, leaf_of
 def test_the_names_the_doctor_looks_for_are_those_the_stack_creates(fleet):
     """The release names, namespaces, Services and labels the doctor reads are what the program deploys: plan a leaf
     of the fixture fleet under the mock engine and find each one."""
-    from components.kubernetes import gateway, infra
+    from components.kubernetes import gateway, namespaces, prometheus_stack
     from fleet.tools.engine.plan import plan_stack
 
     cluster = leaf_of(fleet)
@@ -35,13 +35,17 @@ def test_the_names_the_doctor_looks_for_are_those_the_stack_creates(fleet):
     }
     assert (DEVICE_PLUGIN, DEVICE_PLUGIN_NS) in releases
     assert (EXPORTER, NODE_AGENTS_NS) in releases
-    assert (infra.RELEASE, MONITORING_NS) in releases
-    assert (infra.MONITORING_NS, infra.NODE_AGENTS_NS, gateway.GATEWAY_NAME) == (
+    assert (prometheus_stack.RELEASE, MONITORING_NS) in releases
+    assert (namespaces.MONITORING_NS, namespaces.NODE_AGENTS_NS, gateway.GATEWAY_NAME) == (
         MONITORING_NS,
         NODE_AGENTS_NS,
         GATEWAY,
     )
-    kps = next(r.inputs for r in plan.registrations if r.type.endswith("Release") and r.inputs["name"] == infra.RELEASE)
+    kps = next(
+        r.inputs
+        for r in plan.registrations
+        if r.type.endswith("Release") and r.inputs["name"] == prometheus_stack.RELEASE
+    )
     assert f"{kps['values']['fullnameOverride']}-prometheus" == PROMETHEUS_SERVICE
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for r in plan.registrations:

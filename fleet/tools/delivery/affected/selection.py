@@ -64,7 +64,8 @@ NOT_DEPLOYED = (
 # Inside workloads/<w>/: files that are test data or image sources, not read by the program (the loader reads
 # workload.yaml, mtail/*.mtail and files/*).
 WORKLOAD_NOT_DEPLOYED = ("sample.log", "Dockerfile", "*.md", "test_*.py")  # test_*.py: tests of its own code
-# Monitoring keys only one side uses (components/kubernetes/infra.py); any other key reaches every cluster.
+# Monitoring keys only one side uses (components/kubernetes/prometheus_stack.py, federation.py); any other key
+# reaches every cluster.
 LEAF_ONLY_MONITORING = ("leaf_retention",)
 CENTRAL_ONLY_MONITORING = ("federation_interval", "central_retention", "central_storage")
 POLICY_SECTIONS = ("defaults", "monitoring", "clusters", "workloads")

@@ -1,0 +1,92 @@
+"""Federation seen from the central cluster: what it pulls from every leaf (and each leaf's gateway lets through),
+the pools whose probes its alerts expect, and one client Secret and scrape job per leaf, learned through the leaf's
+stack outputs (the leaf's side is the gateway, components/kubernetes/gateway.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kubernetes.gateway import SECRETS_DIR, server_name
+from components.settings import ComponentSettings
+from fleet.model import accounting, probe_phases, prometheus
+from fleet.model.queues import START_WAIT_SERIES
+from fleet.model.spec import Cluster, Fleet
+
+
+def federated_selectors(fleet: Fleet) -> list[str]:
+    """What the central pulls from every leaf (and each leaf's gateway lets through): the metrics of every workload
+    that runs in the fleet's pods, the GPU aggregates, the accounting records, when the fleet has CI runners theirs,
+    when a pool is probed the probes' phases and, when the fleet has queues, the workers' Kueue wait from admission to
+    running pods (fleet/model/queues.py ``START_WAIT_METRIC``)."""
+    runners = any(fleet.runners.values())
+    probed = any(p.probe is not None for c in fleet.clusters.values() for p in c.pools)
+    extra = [*accounting.ACCOUNTING_RULES, *(prometheus.RUNNER_SERIES if runners else ())]
+    extra += [probe_phases.PHASE_RECORD] if probed else []
+    extra += START_WAIT_SERIES if fleet.dispatch else ()
+    return prometheus.match_selectors(prometheus.workload_metrics(fleet.deployed_workloads), extra=extra)
+
+
+def probe_expectations(fleet: Fleet) -> list[prometheus.ProbeExpectation]:
+    """Every probed pool of the fleet, for the central's probe alerts."""
+    return [
+        prometheus.ProbeExpectation(
+            c.name, c.cloud, p.card, p.probe.stale_after_seconds, p.probe.scale_up_alert_seconds
+        )
+        for c in fleet.clusters.values()
+        for p in c.pools
+        if p.probe is not None
+    ]
+
+
+def federation_sources(
+    cluster: Cluster,
+    fleet: Fleet,
+    settings: ComponentSettings,
+    namespace: pulumi.Input[str],
+    child: pulumi.ResourceOptions,
+) -> tuple[list[pulumi.Output[dict[str, Any]]], list[str]]:
+    """One Secret and one federation scrape job per other cluster, learned through its stack's outputs."""
+    selectors = federated_selectors(fleet)
+    jobs = []
+    secrets = []
+    for leaf in fleet.clusters.values():
+        if leaf.central:
+            continue
+        ref = pulumi.StackReference(f"{settings.stack_reference_prefix}/{leaf.name}", opts=child)
+        secret_name = f"federation-{leaf.name}"
+        k8s.core.v1.Secret(
+            f"{cluster.name}-federation-{leaf.name}",
+            metadata={"name": secret_name, "namespace": namespace},
+            type="Opaque",
+            string_data={
+                "ca.crt": ref.require_output("federation_ca"),
+                "tls.crt": ref.require_output("federation_client_cert"),
+                "tls.key": ref.require_output("federation_client_key"),
+            },
+            opts=child,
+        )
+        secrets.append(secret_name)
+        files = f"{SECRETS_DIR}/{secret_name}"
+
+        def job(address: str, leaf: Cluster = leaf, files: str = files) -> dict[str, Any]:
+            target = prometheus.FederationTarget(
+                cluster=leaf.name,
+                cloud=leaf.cloud,
+                address=address,
+                server_name=server_name(leaf.name),
+                ca_file=f"{files}/ca.crt",
+                cert_file=f"{files}/tls.crt",
+                key_file=f"{files}/tls.key",
+            )
+            interval = fleet.monitoring.federation_interval
+            return prometheus.federation_scrape_config(
+                target, selectors, interval=interval, timeout=prometheus.federation_timeout(interval)
+            )
+
+        jobs.append(ref.require_output("federation_address").apply(job))
+    # The list itself, not Output.all(*jobs): all() would unwrap every job deeply again, one Output per
+    # nested value (tens of thousands in a large fleet); the engine resolves each job where it stands.
+    return jobs, secrets

@@ -11,7 +11,6 @@ MAX_LINES = 500
 PACKAGES = ("fleet", "components")
 # Over the limit for now: the most lines each may have, and why; remove an entry when its module is split.
 KNOWN_LONG = {
-    "fleet/tools/cli.py": (600, "being split (issue #30)"),
     "components/clusters/eks.py": (575, "being split (issue #30)"),
 }
 

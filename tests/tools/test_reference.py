@@ -10,7 +10,8 @@ import pytest
 from fleet.model import spec_schema
 from fleet.model.stack_settings import STACK_SETTINGS
 from fleet.tools import reference
-from fleet.tools.cli import generated_files, main
+from fleet.tools.cli import main
+from fleet.tools.commands.schema import generated_files
 from tests.conftest import ROOT
 
 

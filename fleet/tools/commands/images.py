@@ -1,0 +1,106 @@
+"""``images``: what the images workflow copies and builds into the fleet's registry, pushing them (CI) and checking
+that the repository pins each by the digest the registry holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from fleet.model.errors import InputError
+from fleet.model.input_files import read_input_text
+from fleet.model.loader import load_fleet
+from fleet.tools.commands import EXIT_FAILED, EXIT_OK, check_output_file
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from fleet.tools.delivery.image_delivery import ImageJob
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    """List what the images workflow copies and builds; with --pushed, check the digests it got are recorded."""
+    from fleet.model.errors import Problem
+    from fleet.model.workloads import load_workloads
+    from fleet.tools.delivery.image_delivery import fleet_image_jobs, job_problems, jobs_json
+
+    def read_jobs() -> list[ImageJob]:
+        from components.kubernetes.images import reload_images
+
+        reload_images()
+        load_workloads.cache_clear()
+        return fleet_image_jobs(load_fleet(args.policy, args.workloads_dir))
+
+    # The workloads' images and the pool probe's (fleet/model/probe), in the policy's registry.
+    fleet = load_fleet(args.policy, args.workloads_dir)
+    jobs = fleet_image_jobs(fleet)
+    record = read_jobs if args.record else None
+    problems = job_problems(jobs, fleet.registry, fleet.file)
+    if problems:
+        raise InputError(problems)
+    if args.out is not None and not args.push:
+        raise InputError([Problem(str(args.out), 1, "--out", "goes with --push (the digests it pushed)")])
+    if args.push:
+        import subprocess
+
+        if args.out is not None:
+            check_output_file(args.out, "--out")
+        from fleet.tools.delivery.image_delivery import push_all
+
+        try:
+            pushed = push_all(jobs, args.push)
+        except (subprocess.CalledProcessError, OSError, ValueError) as exc:
+            print(f"images: push failed: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        if args.out:
+            try:
+                args.out.write_text(json.dumps(pushed, indent=1) + "\n", encoding="utf-8")
+            except OSError as exc:
+                print(f"images: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return _check_pins(jobs, pushed, record)
+    if args.record and args.pushed is None:
+        raise InputError([Problem("--record", 1, "--record", "goes with --pushed FILE or --push")])
+    if args.pushed is None:
+        if args.format == "json":
+            print(jobs_json(jobs))
+        else:
+            for job in jobs:
+                pin = f"@{job.digest}" if job.digest else " (no digest recorded)"
+                print(f"{job.kind:<6} {job.name:<14} {job.source} -> {job.target}{pin}")
+        return EXIT_OK
+    text = read_input_text(args.pushed, what="pushed digests file")
+    try:
+        pushed = json.loads(text)
+    except ValueError as exc:
+        raise InputError([Problem(str(args.pushed), 1, "", f"cannot read the pushed digests: {exc}")]) from None
+    if not isinstance(pushed, dict) or not all(isinstance(v, str) for v in pushed.values()):
+        raise InputError([Problem(str(args.pushed), 1, "", "must be a JSON object {image: sha256:digest}")])
+    return _check_pins(jobs, pushed, record)
+
+
+def _check_pins(
+    jobs: list[ImageJob], pushed: dict[str, str], record: Callable[[], list[ImageJob]] | None = None
+) -> int:
+    """Exit 1 with what to commit where, unless the repository pins every pushed image by its pushed digest; with
+    ``record`` (which reads the jobs again), first write the digests into the files that pin them (to commit)."""
+    from fleet.tools.delivery.image_delivery import record_digests, unrecorded_digests
+
+    if record:
+        try:
+            changed = record_digests(jobs, pushed)
+        except (OSError, ValueError) as exc:
+            print(f"images: cannot record the digests: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        for path in sorted(set(changed)):
+            print(f"recorded digests in {path}")
+        if changed:
+            jobs = record()  # read the files again: what they pin now
+    lines = unrecorded_digests(jobs, pushed)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if lines:
+        print(f"{len(lines)} image(s) not pinned by the digest just pushed: commit the lines above", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"all {len(jobs)} image(s) are pinned by the digest in the registry")
+    return EXIT_OK

@@ -1,0 +1,47 @@
+"""``schema``: the files generated from the declarations, written or checked."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from fleet.model.loader import POLICY_FILE
+from fleet.tools.commands import EXIT_FAILED, EXIT_OK
+
+SCHEMA_FILE = POLICY_FILE.with_name("fleet.schema.json")
+PROJECT_FILE = Path(__file__).resolve().parents[3] / "Pulumi.yaml"
+
+
+def generated_files() -> dict[Path, str]:
+    """Every file generated from the declarations, with the text it must hold: the policy file's JSON Schema,
+    Pulumi.yaml's declarations of the stack settings and the reference page (docs/reference.md)."""
+    from fleet.model.spec_schema import json_schema
+    from fleet.model.stack_settings import project_file_text
+    from fleet.tools.reference import REFERENCE_FILE, reference_text
+
+    return {
+        SCHEMA_FILE: json.dumps(json_schema(), indent=2, sort_keys=True) + "\n",
+        PROJECT_FILE: project_file_text(PROJECT_FILE.read_text(encoding="utf-8")),
+        REFERENCE_FILE: reference_text(),
+    }
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Write the files generated from the declarations (``generated_files``), or check that the committed ones are
+    current."""
+    wanted = generated_files()
+    if args.check:
+        stale = [
+            path
+            for path, text in wanted.items()
+            if (path.read_text(encoding="utf-8") if path.is_file() else "") != text
+        ]
+        for path in stale:
+            print(f"{path} is out of date: run python -m fleet schema", file=sys.stderr)
+        return EXIT_FAILED if stale else EXIT_OK
+    for path, text in wanted.items():
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+    return EXIT_OK

@@ -1,4 +1,5 @@
-"""Amazon EKS: the fleet's rules for it (the SDK calls are in components/clusters/eks.py)."""
+"""Amazon EKS: the fleet's rules for it (the SDK calls are in components/clusters/eks.py and its eks_*.py parts; the
+IAM documents in eks_iam.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from fleet.model.stack_settings import open_to_all
 AUTOSCALER_RELEASE = "cluster-autoscaler"
 # The cluster-autoscaler's node template of an Auto Scaling group, from its tags <NODE_TEMPLATE>/label/<key>,
 # /taint/<key> and /resources/<resource>, which EKS does not set (kubernetes/autoscaler cluster-autoscaler
-# cloudprovider/aws README, aws_manager.go); components/clusters/eks.py tags the group of each GPU node group with
-# them, one tag resource of NODE_TEMPLATE_TAG_TYPE (pulumi_aws 7.51.1 autoscaling.Tag) per key.
+# cloudprovider/aws README, aws_manager.go); components/clusters/eks_node_groups.py tags the group of each GPU node
+# group with them, one tag resource of NODE_TEMPLATE_TAG_TYPE (pulumi_aws 7.51.1 autoscaling.Tag) per key.
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 NODE_TEMPLATE_TAG_TYPE = "aws:autoscaling/tag:Tag"
 
@@ -57,10 +58,10 @@ class Eks(CloudRules):
         return f"{kubectl} -n kube-system logs -l app.kubernetes.io/instance={AUTOSCALER_RELEASE} --tail=100"
 
     def template_fix(self, ctx: DoctorContext) -> str:
-        """The node-template tag of the pool's Auto Scaling group (components/clusters/eks.py sets it)."""
+        """The node-template tag of the pool's Auto Scaling group (components/clusters/eks_node_groups.py sets it)."""
         return (
             f"the pool's Auto Scaling group needs the tag {NODE_TEMPLATE}/resources/{ctx.resource}="
-            f"{ctx.units_per_node} (components/clusters/eks.py sets it): {ctx.up}, then "
+            f"{ctx.units_per_node} (components/clusters/eks_node_groups.py sets it): {ctx.up}, then "
             f"{self.autoscaler_logs(ctx.kubectl)}"
         )
 

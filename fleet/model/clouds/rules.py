@@ -1,12 +1,12 @@
 """What the fleet knows about a cloud that is not an SDK call: the shape every cloud module fills in.
 
-Each cloud has one module in this package (gke.py, eks.py, aks.py, magnum.py, existing.py) holding one ``CloudRules``:
-how a cluster's location is read and checked, which GPU sharing it can build (and why not) and how a pool declares it,
-whether it builds sweep pools, the engine types of its cluster, API allow-list and node pools and how they read back
-out of the engine's inputs (the policy pack finds them by these), what its pools cannot carry, how it spells a taint,
-and the doctor's hints. The per-cloud *data* (locations, Kubernetes versions, machine offers) stays in
-``fleet/model/catalogue.yaml``; this is the rule of how to use it. Outside this package no code compares a cloud's
-name (tests/model/test_clouds.py).
+Each cloud has one module in this package (gke.py, eks.py, aks.py, magnum.py, existing.py) holding one ``CloudRules``
+(EKS's IAM documents are eks_iam.py, beside it): how a cluster's location is read and checked, which GPU sharing it
+can build (and why not) and how a pool declares it, whether it builds sweep pools, the engine types of its cluster,
+API allow-list and node pools and how they read back out of the engine's inputs (the policy pack finds them by
+these), what its pools cannot carry, how it spells a taint, and the doctor's hints. The per-cloud *data* (locations,
+Kubernetes versions, machine offers) stays in ``fleet/model/catalogue.yaml``; this is the rule of how to use it.
+Outside this package no code compares a cloud's name (tests/model/test_clouds.py).
 """
 
 from __future__ import annotations

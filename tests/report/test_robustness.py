@@ -145,14 +145,12 @@ def serve() -> Iterator[Callable[[Callable[[str], Reply]], FakePrometheus]]:
         server.stop()
 
 
-def report(url: str, out: Path, *extra: str) -> tuple[int, float]:
-    """``python -m fleet report`` (in this process) for the fixture fleet's ``fitter`` over the last hour; exit status
-    and seconds taken."""
-    started = time.monotonic()
+def report(url: str, out: Path, *extra: str) -> int:
+    """``python -m fleet report`` (in this process) for the fixture fleet's ``fitter`` over the last hour; its exit
+    status. No test times it: which bound cut an answer off is told by the one line it prints, whatever the load."""
     args = ["report", "--prometheus", url, "--since", "1h", "--workload", WORKLOAD, "--out", str(out)]
     args += ["--policy", str(FLEET / "fleet.yaml"), "--workloads-dir", str(FLEET / "workloads")]
-    code = main([*args, "--timeout", "1", *extra])
-    return code, time.monotonic() - started
+    return main([*args, "--timeout", "1", *extra])
 
 
 def failure_line(capsys: pytest.CaptureFixture[str], out: Path) -> str:
@@ -202,7 +200,7 @@ def test_an_answer_that_is_not_whole_http_is_one_line_naming_the_query(
     message: str,
 ) -> None:
     server = serve(healthy(query=lambda: reply))
-    code, _ = report(server.url, tmp_path / "out")
+    code = report(server.url, tmp_path / "out")
     line = failure_line(capsys, tmp_path / "out")
     assert code == 1
     assert message in line and RESULT_QUERY in line
@@ -212,7 +210,7 @@ def test_garbage_from_the_first_request_names_it(
     serve: Callable[..., FakePrometheus], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = serve(lambda path: [b"SSH-2.0-OpenSSH_9.6\r\n"])
-    assert report(server.url, tmp_path / "out")[0] == 1
+    assert report(server.url, tmp_path / "out") == 1
     line = failure_line(capsys, tmp_path / "out")
     assert f"{server.url} answered the build information request with something that is not HTTP" in line
 
@@ -268,7 +266,7 @@ def test_a_malformed_answer_to_a_query_is_one_line_naming_the_query(
     message: str,
 ) -> None:
     server = serve(healthy(query=lambda: [http(body)]))
-    assert report(server.url, tmp_path / "out")[0] == 1
+    assert report(server.url, tmp_path / "out") == 1
     line = failure_line(capsys, tmp_path / "out")
     assert message in line and RESULT_QUERY in line
 
@@ -291,7 +289,7 @@ def test_a_malformed_range_answer_names_the_range_query(
 ) -> None:
     data = result if isinstance(result, dict) else {"resultType": "matrix", "result": result}
     server = serve(healthy(query_range=lambda: [api(data)]))
-    assert report(server.url, tmp_path / "out")[0] == 1
+    assert report(server.url, tmp_path / "out") == 1
     line = failure_line(capsys, tmp_path / "out")
     assert message in line and RANGE_QUERY in line
 
@@ -310,9 +308,10 @@ def test_a_dripping_answer_is_cut_off_at_the_timeout(
     serve: Callable[..., FakePrometheus], tmp_path: Path, capsys: pytest.CaptureFixture[str], reply: Route
 ) -> None:
     server = serve(healthy(query=reply))
-    code, seconds = report(server.url, tmp_path / "out")
+    code = report(server.url, tmp_path / "out")
     line = failure_line(capsys, tmp_path / "out")
-    assert code == 1 and seconds < 3.0, (code, seconds)
+    # the drips outlast the server's lifetime: an answer cut off by the server, or read whole, says something else
+    assert code == 1
     assert f"{server.url} gave no complete answer to {RESULT_QUERY}" in line
     assert line.endswith("within the timeout of 1 s; no report written")
 
@@ -335,20 +334,19 @@ def test_the_whole_report_ends_by_its_deadline(serve: Callable[..., FakePromethe
             *fleet,
         ]
     )
-    started = time.monotonic()
     with pytest.raises(ReportError, match="before the deadline of all requests") as failed:
         build(ReportRequest.from_namespace(args), stream=io.StringIO(), budget=1.0)
-    assert time.monotonic() - started < 2.5  # the budget, plus loading the policy; all requests would take 12 s
-    assert not failed.value.bad_input and 2 <= len(server.requests) <= 4
+    # all requests would take 12 s; in the 1 s budget at 0.4 s an answer, at most 3 are made (fewer on a slow machine)
+    assert not failed.value.bad_input and len(server.requests) <= 4
 
 
 def test_an_announced_huge_answer_is_refused_unread(
     serve: Callable[..., FakePrometheus], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = serve(healthy(query=lambda: [http(b"[", length=10 * 2**30), 30.0]))
-    code, seconds = report(server.url, tmp_path / "out")
+    code = report(server.url, tmp_path / "out")
     line = failure_line(capsys, tmp_path / "out")
-    assert code == 1 and seconds < 1.0
+    assert code == 1  # read, the body would end in the 1 s timeout after its first byte: another message
     assert f"announced 10,737,418,240 bytes for {RESULT_QUERY}" in line
     assert f"more than the {DEFAULT_MAX_BYTES:,} bytes accepted" in line
 
@@ -365,7 +363,7 @@ def test_an_endless_answer_is_cut_off_at_the_size_limit(
             yield mebibyte
 
     server = serve(healthy(query=endless))
-    code, _ = report(server.url, tmp_path / "out", "--timeout", "8")
+    code = report(server.url, tmp_path / "out", "--timeout", "8")
     line = failure_line(capsys, tmp_path / "out")
     assert code == 1
     assert f"sent more than {DEFAULT_MAX_BYTES:,} bytes for {RESULT_QUERY}" in line
@@ -390,7 +388,7 @@ def test_credentials_in_the_url_are_sent_as_basic_auth_and_never_shown(
     server = serve(healthy())
     url = server.url.replace("http://", f"http://{USER}:{PASSWORD}@")
     out = tmp_path / "out"
-    code, _ = report(url, out)
+    code = report(url, out)
     captured = capsys.readouterr()
     assert code == 0, captured.err
     token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -408,7 +406,7 @@ def test_credentials_are_not_shown_when_the_request_fails(
     serve: Callable[..., FakePrometheus], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = serve(healthy(query=lambda: [b"garbage\r\n\r\n"]))
-    assert report(server.url.replace("http://", f"http://{USER}:{PASSWORD}@"), tmp_path / "out")[0] == 1
+    assert report(server.url.replace("http://", f"http://{USER}:{PASSWORD}@"), tmp_path / "out") == 1
     line = failure_line(capsys, tmp_path / "out")
     assert line.startswith(f"report: {server.url.replace('http://', 'http://***@')} answered")
     assert PASSWORD not in line and USER not in line
@@ -436,7 +434,7 @@ def test_credentials_never_follow_a_redirect(serve: Callable[..., FakePrometheus
 def test_a_bad_url_with_credentials_is_bad_input_without_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str, message: str
 ) -> None:
-    assert report(url, tmp_path / "out")[0] == 2
+    assert report(url, tmp_path / "out") == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     assert PASSWORD not in err and USER not in err and "pa/ss" not in err
@@ -459,5 +457,5 @@ def test_redact_url(url: str, shown: str) -> None:
 def test_a_timeout_that_is_not_a_positive_number_is_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], timeout: str
 ) -> None:
-    assert report("http://127.0.0.1:9", tmp_path / "out", "--timeout", timeout)[0] == 2
+    assert report("http://127.0.0.1:9", tmp_path / "out", "--timeout", timeout) == 2
     assert "--timeout must be a positive number of seconds" in capsys.readouterr().err

@@ -138,7 +138,7 @@ class EgressRule(StrictModel):
 
 
 # The labels a distributed workload's epoch counters carry: the job's accelerator count, the worker (process) and the
-# JobSet restart attempt, so that the report can tell per-epoch time per accelerator count (fleet/report/scaling.py).
+# JobSet restart attempt, so that the report can tell per-epoch time per accelerator count (fleet/report/sweeps.py).
 SWEEP_LABELS = ("accelerators", "worker", "attempt")
 
 

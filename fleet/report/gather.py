@@ -30,7 +30,7 @@ from fleet.report.queries import (
 )
 from fleet.report.queues import queue_queries, queue_rows
 from fleet.report.runners import runner_queries, runner_rows
-from fleet.report.scaling import ScalingRow, scaling_queries, scaling_rows
+from fleet.report.sweeps import SweepRow, sweep_queries, sweep_rows
 
 
 def _number(sample: dict[str, Any], key: str = "value") -> float | None:
@@ -67,7 +67,7 @@ def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None
         + 1
     )
     per_workload = [
-        len(scaling_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 2
+        len(sweep_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 2
         for w in workloads
     ]
     return 1 + extra + sum(per_workload)
@@ -84,13 +84,13 @@ def gather(
     """Query Prometheus for every workload; raises ``PrometheusError`` when a request fails."""
     step = choose_step(window.seconds)
     sections = []
-    scaling: dict[str, list[ScalingRow]] = {}
+    sweeps: dict[str, list[SweepRow]] = {}
     for wl in (w for w in workloads if sweeping(w, fleet)):
         answers = {}
-        for name, promql in scaling_queries(wl, window).items():
+        for name, promql in sweep_queries(wl, window).items():
             progress.step(f"{wl.name}: sweep epoch {name}")
             answers[name] = client.query(promql, window.end)
-        scaling[wl.name] = scaling_rows(wl, answers, fleet, prices)
+        sweeps[wl.name] = sweep_rows(wl, answers, fleet, prices)
     for wl in (w for w in workloads if not sweeping(w, fleet)):
         queries = workload_queries(wl.spec, window)
         section = WorkloadSection(wl, queries, runs_counter(wl.spec))
@@ -171,7 +171,7 @@ def gather(
         queue_answers[name] = client.query(promql, window.end)
     return Report(
         client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
-        runner_rows(runner_answers), scaling, accounting_rows(account_answers, fleet, prices), phases,
+        runner_rows(runner_answers), sweeps, accounting_rows(account_answers, fleet, prices), phases,
         queue_rows(queue_answers, fleet),
     )  # fmt: skip
 

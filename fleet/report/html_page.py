@@ -15,8 +15,8 @@ from fleet.report.tables import (
     headline_series,
     prices_table,
     prices_used,
-    scaling_sections,
     section_notes,
+    sweep_sections,
     table_header,
     table_rows,
 )
@@ -91,9 +91,9 @@ def render_html(report: Report, pngs: dict[str, dict[str, bytes]]) -> str:
         parts.append(_html_table(table_header(section, currency), table_rows(section)))
         notes = "".join(f"<li>{_inline_code(n)}</li>" for n in section_notes(section, currency))
         parts.append(f"<ul>{notes}</ul>")
-    for name, title, header, rows, empty in scaling_sections(report):
-        parts.append(f'<h2 id="scaling-{esc(name)}">{esc(title)}</h2>')
-        data = pngs.get(name, {}).get("scaling")
+    for name, title, header, rows, empty in sweep_sections(report):
+        parts.append(f'<h2 id="sweep-{esc(name)}">{esc(title)}</h2>')
+        data = pngs.get(name, {}).get("sweep")
         if rows and data:
             encoded = base64.b64encode(data).decode("ascii")
             alt = f"{esc(name)}: time per epoch and speed-up against accelerators"

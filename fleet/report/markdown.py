@@ -12,8 +12,8 @@ from fleet.report.tables import (
     headline_series,
     prices_table,
     prices_used,
-    scaling_sections,
     section_notes,
+    sweep_sections,
     table_header,
     table_rows,
 )
@@ -60,10 +60,10 @@ def render_markdown(report: Report, images: dict[str, dict[str, str]]) -> str:
                 out += [f"![{wl.name}: {wl.spec.headline.metric} {alt}]({files[kind]})", ""]
         out += [_markdown_table(table_header(section, currency), table_rows(section)), ""]
         out += [f"- {note}" for note in section_notes(section, currency)] + [""]
-    for name, title, header, rows, empty in scaling_sections(report):
+    for name, title, header, rows, empty in sweep_sections(report):
         out += [f"## {title}", ""]
-        if rows and "scaling" in images.get(name, {}):
-            out += [f"![{name}: time per epoch and speed-up against accelerators]({images[name]['scaling']})", ""]
+        if rows and "sweep" in images.get(name, {}):
+            out += [f"![{name}: time per epoch and speed-up against accelerators]({images[name]['sweep']})", ""]
         out += [_markdown_table(header, rows) if rows else empty, ""]
     for title, header, rows, empty in fleet_tables(report):
         table = _markdown_table(header, rows, numeric=range(3, len(header))) if rows else empty

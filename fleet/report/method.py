@@ -30,7 +30,7 @@ METHOD = [
     "CI jobs per card: `increase()` over the window of each GitLab runner's `gitlab_runner_jobs_total` and "
     "`gitlab_runner_failed_jobs_total`, and its job duration histogram's sum over its count (increase() "
     "extrapolates to the window's edges: the counts are rounded to whole jobs).",
-    "Scaling: for each sweep job (one per accelerator count), each worker's timed epoch seconds and epochs "
+    "Sweeps: for each sweep job (one per accelerator count), each worker's timed epoch seconds and epochs "
     "(the workload's `distributed` counters, their highest value in the window, summed over restart attempts); time "
     "/ epoch is the slowest worker's seconds per epoch; speed-up is the smallest point's time over this one's and "
     "efficiency the speed-up over the ratio of accelerator counts; restarts is the highest JobSet restart attempt; "

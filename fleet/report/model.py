@@ -12,7 +12,7 @@ from fleet.report.probes import PhaseRow, ProbeRow
 from fleet.report.queries import Window, WorkloadQueries, at_fleet_scale
 from fleet.report.queues import QueueRow
 from fleet.report.runners import RunnerRow
-from fleet.report.scaling import ScalingRow
+from fleet.report.sweeps import SweepRow
 
 Card = tuple[str, str, str]  # (cluster, cloud, gpu)
 
@@ -115,7 +115,7 @@ class Report:
     queries_sent: int = 0
     probes: list[ProbeRow] = field(default_factory=list)  # time to first accelerator, per probed pool
     runners: list[RunnerRow] = field(default_factory=list)  # CI jobs per card
-    scaling: dict[str, list[ScalingRow]] = field(default_factory=dict)  # per sweeping workload: its sweep points
+    sweeps: dict[str, list[SweepRow]] = field(default_factory=dict)  # per sweeping workload: its sweep points
     accounting: list[AccountRow] = field(default_factory=list)  # card-hours per billing account and pool
     phases: list[PhaseRow] = field(default_factory=list)  # time to first accelerator by phase, per probed pool
     queues: list[QueueRow] = field(default_factory=list)  # the fleet's queues: admissions per worker, wait, spills

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from fleet.report.model import WorkloadSection
-    from fleet.report.scaling import ScalingRow
+    from fleet.report.sweeps import SweepRow
 
 SIZE_INCHES = (10.0, 5.0)
 DPI = 100
@@ -247,12 +247,12 @@ def spread_series_chart(section: WorkloadSection, path: Path) -> None:
     plt.close(fig)
 
 
-def scaling_chart(workload: str, rows: list[ScalingRow], path: Path) -> None:
+def sweep_chart(workload: str, rows: list[SweepRow], path: Path) -> None:
     """Time per epoch (left) and speed-up (right) against the job's accelerator count, one line per (card, cluster),
     GPUs and TPUs on the same axes, each with its ideal (linear) line dashed from its smallest point."""
     colours = _colours(sorted({f"{r.gpu} @ {r.cluster}" for r in rows}))  # one colour per line: a card on two clusters
     fig, (left, right) = plt.subplots(1, 2, figsize=SIZE_INCHES, dpi=DPI)
-    lines: dict[tuple[str, str, str], list[ScalingRow]] = {}
+    lines: dict[tuple[str, str, str], list[SweepRow]] = {}
     for r in rows:
         lines.setdefault((r.cluster, r.cloud, r.gpu), []).append(r)
     for (cluster, cloud, gpu), points in sorted(lines.items()):

@@ -79,14 +79,14 @@ def summary_facts(report: Report) -> list[str]:
     """The lines under the table: sweeps, accounting, CI jobs, probes and the workloads without data."""
     currency = report.prices.currency
     facts = []
-    for name, points in report.scaling.items():
+    for name, points in report.sweeps.items():
         if points:
             top = max(points, key=lambda p: p.speedup)
             cost = (
                 f", {approximate(top.cost_per_epoch, 2)} {currency} an epoch" if top.cost_per_epoch is not None else ""
             )
             facts.append(
-                f"Scaling {name}: best speed-up {approximate(top.speedup, 2)} at {top.accelerators} {top.gpu} on "
+                f"Sweep {name}: best speed-up {approximate(top.speedup, 2)} at {top.accelerators} {top.gpu} on "
                 f"{top.cluster} ({approximate(100 * top.efficiency, 2)} % efficient{cost})."
             )
     if report.accounting:

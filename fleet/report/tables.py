@@ -12,7 +12,7 @@ from fleet.report.model import Report, WorkloadSection
 from fleet.report.probes import PhaseRow, ProbeRow
 from fleet.report.queues import QueueRow, Wait
 from fleet.report.runners import RunnerRow
-from fleet.report.scaling import ScalingRow
+from fleet.report.sweeps import SweepRow
 
 
 def headline_series(wl: Workload) -> str:
@@ -246,7 +246,7 @@ def prices_used(report: Report) -> list[PriceEntry]:
         for r in section.rows:
             if r.price is not None and r.price_per_hour is not None:
                 seen.setdefault(r.price.key, r.price)
-    for rows in report.scaling.values():
+    for rows in report.sweeps.values():
         for s in rows:
             if s.price is not None and s.cost_per_epoch is not None:
                 seen.setdefault(s.price.key, s.price)
@@ -256,7 +256,7 @@ def prices_used(report: Report) -> list[PriceEntry]:
     return list(seen.values())
 
 
-def scaling_header(currency: str) -> list[str]:
+def sweep_header(currency: str) -> list[str]:
     """The column titles of a sweep's table."""
     return [
         "cluster",
@@ -274,7 +274,7 @@ def scaling_header(currency: str) -> list[str]:
     ]
 
 
-def scaling_table_rows(rows: list[ScalingRow]) -> list[list[str]]:
+def sweep_table_rows(rows: list[SweepRow]) -> list[list[str]]:
     """The cells of a sweep's table, one list per point."""
     return [
         [
@@ -298,13 +298,13 @@ def scaling_table_rows(rows: list[ScalingRow]) -> list[list[str]]:
 NO_SWEEP = "No sweep job reported an epoch in this window (policy file: the workload's scale)."
 
 
-def scaling_sections(report: Report) -> list[tuple[str, str, list[str], list[list[str]], str]]:
+def sweep_sections(report: Report) -> list[tuple[str, str, list[str], list[list[str]], str]]:
     """Each sweeping workload's section (workload, title, header, rows, what to say without rows); numeric columns
     start at the fifth."""
     currency = report.prices.currency
     return [
-        (name, f"Scaling: {name}", scaling_header(currency), scaling_table_rows(rows), NO_SWEEP)
-        for name, rows in report.scaling.items()
+        (name, f"Sweep: {name}", sweep_header(currency), sweep_table_rows(rows), NO_SWEEP)
+        for name, rows in report.sweeps.items()
     ]
 
 

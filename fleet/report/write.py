@@ -11,7 +11,7 @@ from fleet.report.model import Report
 
 def write_report(report: Report, out: Path) -> list[Path]:
     """Draw the plots and write index.html, report.md and the PNGs into ``out``; the files written."""
-    from fleet.report.plots import bar_chart, scaling_chart, series_chart  # matplotlib only when plotting
+    from fleet.report.plots import bar_chart, series_chart, sweep_chart  # matplotlib only when plotting
 
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -26,12 +26,12 @@ def write_report(report: Report, out: Path) -> list[Path]:
             names.setdefault(section.name, {})[kind] = path.name
             pngs.setdefault(section.name, {})[kind] = path.read_bytes()
             written.append(path)
-    for name, rows in report.scaling.items():
+    for name, rows in report.sweeps.items():
         if rows:
-            path = out / f"{name}-scaling.png"
-            scaling_chart(name, rows, path)
-            names.setdefault(name, {})["scaling"] = path.name
-            pngs.setdefault(name, {})["scaling"] = path.read_bytes()
+            path = out / f"{name}-sweep.png"
+            sweep_chart(name, rows, path)
+            names.setdefault(name, {})["sweep"] = path.name
+            pngs.setdefault(name, {})["sweep"] = path.read_bytes()
             written.append(path)
     (out / "report.md").write_text(render_markdown(report, names), encoding="utf-8")
     (out / "index.html").write_text(render_html(report, pngs), encoding="utf-8")

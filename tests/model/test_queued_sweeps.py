@@ -118,7 +118,7 @@ def test_the_pods_a_worker_may_be_given_and_the_report_find_the_pool_of_each_poi
     """``validate`` places each point's pods as each worker that holds it runs them, and the scaling report prices a
     point from the pool of the worker that ran it (its metrics carry that worker's cluster)."""
     from fleet.model.placement import fleet_pods
-    from fleet.report.scaling import _sweep_point
+    from fleet.report.sweeps import _sweep_point
 
     fleet = load(tmp_path, queued(SWEPT))
     for name in fleet.dispatch.workers:

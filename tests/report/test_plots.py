@@ -1,5 +1,5 @@
 """fleet/report/plots.py: every value axis of the report's plots starts at zero (bars, time series, and both sides of
-the scaling plot), whatever the values; the figures are caught before they are closed."""
+the sweep plot), whatever the values; the figures are caught before they are closed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fleet.model.workloads import load_workloads
 from fleet.report import plots
 from fleet.report.model import CardRow, WorkloadSection
 from fleet.report.queries import Window, runs_counter, workload_queries
-from fleet.report.scaling import ScalingRow
+from fleet.report.sweeps import SweepRow
 from tests.conftest import FIXTURES
 
 WORKLOAD = next(iter(load_workloads(FIXTURES / "fleet" / "workloads").values()))
@@ -45,11 +45,9 @@ def test_bars_and_time_series_start_at_zero(figures, tmp_path):
         assert low == 0 and high > 1010
 
 
-def test_both_sides_of_the_scaling_plot_start_at_zero(figures, tmp_path):
-    rows = [
-        ScalingRow("c0", "gcp", "l4", n, 5.0, 100.0 / n * 1.1, 0, n / 1.1 if n > 1 else 1.0, 0.9) for n in (1, 2, 4)
-    ]
-    plots.scaling_chart("sweep", rows, tmp_path / "scaling.png")
+def test_both_sides_of_the_sweep_plot_start_at_zero(figures, tmp_path):
+    rows = [SweepRow("c0", "gcp", "l4", n, 5.0, 100.0 / n * 1.1, 0, n / 1.1 if n > 1 else 1.0, 0.9) for n in (1, 2, 4)]
+    plots.sweep_chart("sweep", rows, tmp_path / "sweep.png")
     (fig,) = figures
     for ax in fig.axes:
         assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0

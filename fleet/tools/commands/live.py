@@ -27,9 +27,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"report: {exc}; no report written", file=sys.stderr)
         return EXIT_BAD_INPUT if exc.bad_input else EXIT_FAILED
     empty = [s for s in report.sections if not s.has_data]
-    swept = [name for name, rows in report.scaling.items() if rows]
+    swept = [name for name, rows in report.sweeps.items() if rows]
     if len(empty) == len(report.sections) and not swept and not report.accounting and not report.queues:
-        no_sweep = [f"{name}: no sweep job reported an epoch" for name in report.scaling]
+        no_sweep = [f"{name}: no sweep job reported an epoch" for name in report.sweeps]
         print(
             f"report: no benchmark data between {utc(report.window.start)} and {utc(report.window.end)} "
             f"for any workload ({'; '.join([*(f'{s.name}: {s.no_data}' for s in empty), *no_sweep])}); "
@@ -37,7 +37,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    for name in sorted(set(report.scaling) - set(swept)):
+    for name in sorted(set(report.sweeps) - set(swept)):
         print(f"report: warning: {name}: no sweep job reported an epoch in the window", file=sys.stderr)
     for section in empty:
         print(f"report: warning: {section.name}: no data ({section.no_data})", file=sys.stderr)

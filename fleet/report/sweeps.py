@@ -1,4 +1,4 @@
-"""The scaling section: per sweeping workload and card, time per epoch against the job's accelerator count.
+"""The sweeps section: per sweeping workload and card, time per epoch against the job's accelerator count.
 
 Every worker of a sweep job exports two counters (the workload's ``distributed.epoch_seconds`` and ``epochs``),
 labelled with the job's size (``accelerators``), the worker and the JobSet restart attempt; the PodMonitor adds the
@@ -31,7 +31,7 @@ BY = "cluster, cloud, gpu, accelerators, worker, attempt, namespace, pod"
 
 
 @dataclass(frozen=True)
-class ScalingRow:
+class SweepRow:
     """One sweep point's measurements (``machine``, ``nodes`` and ``price`` None where the policy has no such point)."""
 
     cluster: str
@@ -57,7 +57,7 @@ class ScalingRow:
         return None if hourly is None else self.seconds_per_epoch / 3600 * hourly * self.nodes
 
 
-def scaling_queries(workload: Workload, window: Window) -> dict[str, str]:
+def sweep_queries(workload: Workload, window: Window) -> dict[str, str]:
     """The two instant queries at the window's end: each worker's epoch seconds and epochs, per attempt."""
     distributed = workload.spec.distributed
     assert distributed is not None
@@ -88,12 +88,12 @@ def _points(answers: Mapping[str, list[dict[str, Any]]]) -> dict[tuple[str, ...]
     return out
 
 
-def scaling_rows(
+def sweep_rows(
     workload: Workload, answers: Mapping[str, list[dict[str, Any]]], fleet: Fleet | None, prices: PriceTable
-) -> list[ScalingRow]:
+) -> list[SweepRow]:
     """One row per measured point, by (cluster, card) then accelerator count, with speed-ups against the first."""
     measured = _points(answers)
-    rows: list[ScalingRow] = []
+    rows: list[SweepRow] = []
     by_card: dict[tuple[str, ...], list[tuple[int, tuple[float, float, int]]]] = defaultdict(list)
     for (cluster, cloud, gpu, n), values in measured.items():
         by_card[(cluster, cloud, gpu)].append((int(n), values))
@@ -111,7 +111,7 @@ def scaling_rows(
                 spot = pool.spot
                 price = prices.lookup(cloud, pool.machine_type, accelerator)
             efficiency = speedup * base_n / n
-            row = ScalingRow(
+            row = SweepRow(
                 cluster, cloud, gpu, n, epochs, pace, restarts, speedup, efficiency, machine, nodes, spot, price
             )
             rows.append(row)

@@ -1,4 +1,4 @@
-"""The report's scaling section (fleet/report/scaling.py) against a real Prometheus fed by real mtail processes.
+"""The report's sweeps section (fleet/report/sweeps.py) against a real Prometheus fed by real mtail processes.
 
 The sweep workload's sample log (a real multi-worker run: workloads/3dgan-jax/record_sample.py) is what every
 sweep job's workers print; the test splits it by card as a federated central would hold it: an L4 on GKE ran every
@@ -145,7 +145,7 @@ def test_scaling_table_has_exact_times_speedups_restarts_and_costs(scaling_repor
     run, out = scaling_report["run"], scaling_report["out"]
     assert run.returncode == 0, run.stderr
     tables = markdown_tables((out / "report.md").read_text(encoding="utf-8"))
-    rows = tables[f"Scaling: {SWEEP.name}"]
+    rows = tables[f"Sweep: {SWEEP.name}"]
     fleet = load_fleet(scaling_report["policy"], WORKLOADS)
     cluster = fleet.clusters["loop-gke"]
     placed = {(p.card, p.accelerators): p for p in fleet.sweep_points(cluster)}
@@ -176,11 +176,11 @@ def test_scaling_table_has_exact_times_speedups_restarts_and_costs(scaling_repor
 
 def test_scaling_plot_and_page(scaling_report: dict[str, Any]) -> None:
     out = scaling_report["out"]
-    png = out / f"{SWEEP.name}-scaling.png"
+    png = out / f"{SWEEP.name}-sweep.png"
     assert png_size(png.read_bytes()) == (1000, 500)
     page = (out / "index.html").read_text(encoding="utf-8")
-    assert f'id="scaling-{SWEEP.name}"' in page and "data:image/png;base64," in page
-    assert "Scaling: for each sweep job" in page  # the method says how the numbers are made
+    assert f'id="sweep-{SWEEP.name}"' in page and "data:image/png;base64," in page
+    assert "Sweeps: for each sweep job" in page  # the method says how the numbers are made
     # the sweeping workload has no per-card section of its own
     assert f'<h2 id="{SWEEP.name}">' not in page
 

@@ -1,4 +1,4 @@
-"""fleet/report/scaling.py on answers written here: time per epoch is the slowest worker's, a point's pods and restart
+"""fleet/report/sweeps.py on answers written here: time per epoch is the slowest worker's, a point's pods and restart
 attempts add up, speed-ups and efficiencies are against the smallest point, costs use the policy's sweep point."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from fleet.model.loader import load_fleet
 from fleet.model.workloads import load_workloads
 from fleet.report.costs import load_prices
 from fleet.report.queries import Window
-from fleet.report.scaling import scaling_queries, scaling_rows
+from fleet.report.sweeps import sweep_queries, sweep_rows
 from tests.helpers import FIXTURE_WORKLOADS
 
 WORKLOAD = load_workloads(FIXTURE_WORKLOADS)["sweeper"]
@@ -43,7 +43,7 @@ def fleet(tmp_path: Path):
 
 
 def test_queries_keep_each_pod_apart():
-    for query in scaling_queries(WORKLOAD, Window(0, 3600)).values():
+    for query in sweep_queries(WORKLOAD, Window(0, 3600)).values():
         assert "pod" in query.split("max by (", 1)[1].split(")", 1)[0]
         assert 'workload="sweeper"' in query and "[3600s]" in query
 
@@ -68,7 +68,7 @@ def test_rows_add_attempts_and_pods_and_compare_with_the_smallest_point(fleet):
         sample(8, 0, 0, 2, pod="q"),
     ]
     rows = {
-        r.accelerators: r for r in scaling_rows(WORKLOAD, {"seconds": seconds, "epochs": epochs}, fleet, load_prices())
+        r.accelerators: r for r in sweep_rows(WORKLOAD, {"seconds": seconds, "epochs": epochs}, fleet, load_prices())
     }
     assert rows[1].seconds_per_epoch == 100.0 and rows[1].speedup == 1.0 and rows[1].restarts == 0
     # worker 0: 160 s over 3 epochs; worker 1: 156 s over 3: the slower sets the pace
@@ -88,5 +88,5 @@ def test_a_point_the_policy_does_not_have_gets_no_machine_or_cost(fleet):
         "seconds": [sample(1, 0, 0, 10.0), sample(4, 0, 0, 5.0)],
         "epochs": [sample(1, 0, 0, 1), sample(4, 0, 0, 1)],
     }
-    rows = {r.accelerators: r for r in scaling_rows(WORKLOAD, answers, fleet, load_prices())}
+    rows = {r.accelerators: r for r in sweep_rows(WORKLOAD, answers, fleet, load_prices())}
     assert rows[4].machine is None and rows[4].cost_per_epoch is None and rows[4].speedup == 2.0

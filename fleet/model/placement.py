@@ -26,6 +26,7 @@ also place the pods a plan really renders.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
@@ -61,7 +62,13 @@ def insufficient_reason(resource: str) -> str:
 
 def _amount(resource: str, value: Any) -> int:
     """A quantity as the scheduler compares it: millicores for ``cpu``, whole units (bytes, cards) otherwise."""
-    number = parse_quantity(str(value))
+    return _amount_of_text(resource, str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _amount_of_text(resource: str, text: str) -> int:
+    # A fleet of many clusters asks the same few quantities hundreds of thousands of times (every pod on every node).
+    number = parse_quantity(text)
     if resource == "cpu":
         number *= 1000
     return int(number.to_integral_value(rounding=ROUND_CEILING))
@@ -143,8 +150,9 @@ class Node:
     allocatable: Mapping[str, int] | None
     how: str = ""  # how the allocatable was computed, with its source
 
-    def reasons(self, spec: Mapping[str, Any], copies: int = 1) -> list[str]:
-        """Why ``copies`` of the pod cannot all run on this node, in the scheduler's words (empty: they fit)."""
+    def reasons(self, spec: Mapping[str, Any], copies: int = 1, asked: Mapping[str, int] | None = None) -> list[str]:
+        """Why ``copies`` of the pod cannot all run on this node, in the scheduler's words (empty: they fit);
+        ``asked``: the pod's :func:`pod_requests`, when the caller has them already."""
         out = []
         if not selector_matches(spec, self.labels):
             out.append(AFFINITY_REASON)
@@ -152,14 +160,16 @@ class Node:
         for taint in self.taints:
             if taint.effect in ("NoSchedule", "NoExecute") and not taint.tolerated_by(tolerations):
                 out.append(taint_reason(taint))
-        out += [insufficient_reason(r) for r in self.shortfall(spec, copies)]
+        out += [insufficient_reason(r) for r in self.shortfall(spec, copies, asked)]
         return out
 
-    def shortfall(self, spec: Mapping[str, Any], copies: int = 1) -> list[str]:
-        """The resources ``copies`` of the pod ask more of than the node has (none when its size is unknown)."""
+    def shortfall(self, spec: Mapping[str, Any], copies: int = 1, asked: Mapping[str, int] | None = None) -> list[str]:
+        """The resources ``copies`` of the pod ask more of than the node has (none when its size is unknown);
+        ``asked``: the pod's :func:`pod_requests`, when the caller has them already."""
         if self.allocatable is None:
             return []
-        asked = pod_requests(spec)
+        if asked is None:
+            asked = pod_requests(spec)
         short = [r for r, v in sorted(asked.items()) if v * copies > self.allocatable.get(r, 0) and v > 0]
         if copies * 1 > self.allocatable.get("pods", copies):
             short.append("pods")
@@ -245,16 +255,16 @@ def describe(resource: str, value: int) -> str:
 
 def place(pod: PodToPlace, nodes: Sequence[Node]) -> Misplaced | None:
     """Check that ``pod`` fits a node of its own pool and that no other pool's node admits it."""
+    asked = pod_requests(pod.spec)  # once per pod, not once per node
     own = [n for n in nodes if n.pool == pod.pool]
-    others = tuple(n.pool for n in nodes if n.pool != pod.pool and not n.reasons(pod.spec))
+    others = tuple(n.pool for n in nodes if n.pool != pod.pool and not n.reasons(pod.spec, asked=asked))
     if not own:
         return Misplaced(pod, f"{pod.what}: the cluster has no pool {pod.pool}", others)
     node = own[0]
-    reasons = node.reasons(pod.spec, pod.copies)
+    reasons = node.reasons(pod.spec, pod.copies, asked)
     if reasons:
-        short = node.shortfall(pod.spec, pod.copies)
+        short = node.shortfall(pod.spec, pod.copies, asked)
         if short and node.allocatable is not None:
-            asked = pod_requests(pod.spec)
             times = f"{pod.copies} x " if pod.copies > 1 else ""
             numbers = "; ".join(
                 f"{r}: asks {times}{describe(r, asked.get(r, 1 if r == 'pods' else 0))}, "

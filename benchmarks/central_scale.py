@@ -429,11 +429,19 @@ def run_report(args: list[str], limit: float) -> tuple[int | None, str, float, d
     return code, tail, ended - started, report_phases(lines, started, ended)
 
 
-def time_reports(url: str, policy: Path, workloads: Path, work: Path, result: SizeResult, limit: float) -> None:
+def time_reports(
+    url: str,
+    policy: Path,
+    workloads: Path,
+    work: Path,
+    result: SizeResult,
+    limit: float,
+    windows: tuple[str, ...] = REPORT_WINDOWS,
+) -> None:
     """``python -m fleet report`` over each window, timed (one run each, a generous per-request timeout) with where
     its time went (:func:`report_phases`); a window whose report takes over ``limit`` seconds is stopped, and the
     longer windows are not tried."""
-    for since in REPORT_WINDOWS:
+    for since in windows:
         out = work / f"report-{since}"
         code, tail, elapsed, phases = run_report(
             [
@@ -452,11 +460,13 @@ def time_reports(url: str, policy: Path, workloads: Path, work: Path, result: Si
             result.report_errors[since] = tail[-500:]
 
 
-def time_accounting(url: str, result: SizeResult, step: float, limit: float) -> None:
+def time_accounting(
+    url: str, result: SizeResult, step: float, limit: float, windows: tuple[str, ...] = REPORT_WINDOWS
+) -> None:
     """The report's billed, used and idle card-hours over each window, timed both ways on the same data: the exact
     integral of the raw records and the sum of the central's hourly records (fleet/report/accounting.py)."""
     now = time.time()
-    for since in REPORT_WINDOWS:
+    for since in windows:
         window = Window(now - parse_duration(since), now)
         for way, build in (("exact", exact_integral), ("hourly", hourly_integral)):
             if way == "exact" and window.seconds > EXACT_UP_TO:
@@ -480,6 +490,7 @@ def measure_size(
     run_every_days: int,
     report_limit: float,
     backfill_limit: float | None = None,
+    windows: tuple[str, ...] = REPORT_WINDOWS,
 ) -> SizeResult:
     """Every figure of one size (module docstring)."""
     work.mkdir(parents=True, exist_ok=True)
@@ -504,8 +515,8 @@ def measure_size(
     try:
         time.sleep(observe)
         measure(url, result, observe)
-        time_reports(url, policy, workloads, work, result, report_limit)
-        time_accounting(url, result, duration_seconds(fleet.monitoring.federation_interval), report_limit)
+        time_reports(url, policy, workloads, work, result, report_limit, windows)
+        time_accounting(url, result, duration_seconds(fleet.monitoring.federation_interval), report_limit, windows)
     finally:
         stop(proc)
         for server in servers:
@@ -581,9 +592,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--backfill-limit", type=float, help="seconds after which no further day is backfilled (default: none)"
     )
+    parser.add_argument(
+        "--windows",
+        default=",".join(REPORT_WINDOWS),
+        help=f"report windows timed, a subset of {','.join(REPORT_WINDOWS)} (default: all)",
+    )
     parser.add_argument("--json", type=Path, help="write every figure as JSON")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     args = parser.parse_args(argv)
+    windows = tuple(w for w in REPORT_WINDOWS if w in args.windows.split(","))
     env = environment()
     work = args.keep or Path(tempfile.mkdtemp(prefix="central-scale-"))
     results = []
@@ -600,6 +617,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.run_every,
                     args.report_limit,
                     args.backfill_limit,
+                    windows,
                 )
             )
             print(render(results[-1:], env).splitlines()[2], file=sys.stderr, flush=True)

@@ -181,6 +181,21 @@ def test_a_pod_another_pool_admits_is_misplaced():
     assert found is not None and "gpu-t4-x4" in found.message
 
 
+def test_a_pods_requests_are_counted_once_whatever_the_nodes_it_is_tried_on(monkeypatch):
+    # A fleet of many clusters tries every pod on every node of its cluster: counting its requests once per node made
+    # loading a 200-cluster policy (the report's start-up) several times slower (docs/performance.md, runs H to J).
+    import fleet.model.placement as placement
+
+    counted = []
+    real = placement.pod_requests
+    monkeypatch.setattr(placement, "pod_requests", lambda spec: counted.append(spec) or real(spec))
+    big = PodToPlace("p", "gpu-t4", {**GPU_POD, "containers": [container("w", "4", "16Gi")]})
+    nodes = [node(), *(node(pool=f"other-{i}", labels={"gpu": "l4"}) for i in range(5))]
+    found = place(big, nodes)
+    assert found is not None and "cpu: asks 4, a node has 3.92" in found.message
+    assert len(counted) == 1
+
+
 # --- fixture fleets -------------------------------------------------------------------------------------------------
 
 

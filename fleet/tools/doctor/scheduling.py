@@ -33,6 +33,7 @@ from fleet.tools.doctor.messages import (
     SELECTOR_PATTERN,
     TAINT_PATTERN,
     TRIGGERED,
+    filter_reasons,
 )
 
 # A pod this young may simply not have been looked at by the scheduler or the autoscaler yet.
@@ -76,6 +77,62 @@ def _too_big(
         f"fits there, even with a card free",
         f"lower resources.cpu_request / memory_request in {folder} to what the machine gives (python -m fleet validate "
         f"checks every pool), or take {pool.card} off its cards; then {ctx.up}",
+    )
+
+
+def _cards_in_use(node: V1Node, pool: GpuPool, ctx: Context) -> int:
+    """The accelerators the fleet's pods bound to ``node`` hold (the only pods of the cluster that ask for them)."""
+    held = 0
+    for other in ctx.snapshot.pods:
+        phase = other.status.phase if other.status else None
+        if other.spec is None or other.spec.node_name != node.metadata.name or phase in ("Succeeded", "Failed"):
+            continue
+        held += pod_requests(_pod_spec(other)).get(pool.resource, 0)
+    return held
+
+
+def _free_card(
+    pod: V1Pod, pool: GpuPool, own: Sequence[V1Node], counts: dict[str, int], insufficient: set[str], ctx: Context
+) -> Diagnosis | None:
+    """A card of the pool free on some node that the pod does not fit beside the pods already there.
+
+    The scheduler's message counts the nodes short of each resource (``filter_reasons``); the pool's nodes that
+    reach NodeResourcesFit are those whose taints the pod tolerates (TaintToleration filters first). Fewer of them
+    short of the accelerator than there are means a card is free; the pod is short of something else there."""
+    short = sorted(r for r in insufficient if r != pool.resource)
+    reaching = [n for n in own if not untolerated(pod, n)]
+    without_card = counts.get(f"Insufficient {pool.resource}", 0)
+    if not short or not counts or without_card >= len(reaching):
+        return None
+    free = [n for n in reaching if allocatable(n, pool.resource) > _cards_in_use(n, pool, ctx)]
+    names = ", ".join(sorted(n.metadata.name for n in free)) or "not named: the fleet's pods there hold none"
+    asked = pod_requests(_pod_spec(pod))
+    numbers = ", ".join(f"{r} {describe(r, asked.get(r, 0))}" for r in short if asked.get(r))
+    said = ", ".join(f"{counts[f'Insufficient {r}']} Insufficient {r}" for r in short if f"Insufficient {r}" in counts)
+    where = f"{len(reaching) - without_card} of its {len(reaching)} node(s) ({names})"
+    asking = numbers or ", ".join(short)
+    cause = (
+        f"a {pool.resource} of pool {pool.name} is free on {where}, but the pod's request ({asking}) does not fit "
+        f"beside the pods already there (the scheduler: {said})"
+    )
+    busy = sorted(
+        other.metadata.name
+        for other in ctx.snapshot.pods
+        if other is not pod
+        and other.spec is not None
+        and other.spec.node_name in {n.metadata.name for n in free}
+        and (other.status.phase if other.status else None) not in ("Succeeded", "Failed")
+    )
+    if busy:
+        return Diagnosis(f"{cause}: it runs when {', '.join(busy)} finish(es)", waiting=True)
+    workload = labels_of(pod).get("workload", "")
+    folder = f"workloads/{workload}/workload.yaml" if workload else "the pod's resources"
+    node = free[0].metadata.name if free else "<node>"
+    return Diagnosis(
+        f"{cause}; no pod of the fleet runs there, so the node's agents and system pods take what is missing, on "
+        "every node of the pool",
+        f"see what they request ({ctx.kubectl} describe node {node}, Allocated resources) and lower "
+        f"resources.cpu_request / memory_request in {folder} below what they leave, then {ctx.up}",
     )
 
 
@@ -134,8 +191,13 @@ def scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: Co
             )
     insufficient = {m.group(1) for m in INSUFFICIENT_PATTERN.finditer(message)}
     too_big = _too_big(pod, insufficient, pool, own, ctx)
+    free = None
+    if too_big is None and pool is not None and own:
+        free = _free_card(pod, pool, own, filter_reasons(message), insufficient, ctx)
     if too_big is not None:
         out.append(too_big)
+    elif free is not None:
+        out.append(free)
     elif pool is not None and pool.resource in insufficient and own:
         total = sum(allocatable(n, pool.resource) for n in own)
         if total == 0:

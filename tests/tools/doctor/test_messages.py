@@ -9,6 +9,7 @@ from fleet.tools.doctor.messages import (
     QUOTA_PATTERN,
     SELECTOR_PATTERN,
     TAINT_PATTERN,
+    filter_reasons,
 )
 from tests.tools.doctor.world import fit_error
 
@@ -42,3 +43,30 @@ def test_fit_error_is_formatted_as_the_scheduler_formats_it():
         "node(s) had untolerated taint {nvidia.com/gpu: present}. preemption: 0/5 nodes are available: 1 No "
         "preemption victims found for incoming pod, 4 Preemption is not helpful for scheduling."
     )  # fmt: skip
+
+
+def test_the_node_counts_are_read_from_the_filter_part_of_the_message():
+    """The histogram before the PostFilter message, one count a reason (kubernetes v1.33.3 FitError.Error())."""
+    message = fit_error(
+        4,
+        {
+            "Insufficient cpu": 2,
+            "Insufficient nvidia.com/gpu": 1,
+            "node(s) had untolerated taint {node.kubernetes.io/unreachable: }": 1,
+        },
+        victims=2,
+    )
+    assert filter_reasons(message) == {
+        "Insufficient cpu": 2,
+        "Insufficient nvidia.com/gpu": 1,
+        "node(s) had untolerated taint {node.kubernetes.io/unreachable: }": 1,
+    }
+    # a PreFilter plugin's refusal names no node counts; neither does a message of another component
+    assert (
+        filter_reasons(
+            "0/4 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: "
+            "0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+        )
+        == {}
+    )
+    assert filter_reasons("pod didn't trigger scale-up: 1 max node group size reached") == {}

@@ -8,7 +8,7 @@ from kubernetes import client as k8s
 
 from fleet.tools.doctor.kube_objects import pool_nodes
 from tests.tools.doctor.support import leaf_of, pending_row, row_of
-from tests.tools.doctor.world import ago, fit_error, gpu_node, healthy, make_pending, unschedulable
+from tests.tools.doctor.world import ago, fit_error, gpu_node, healthy, job_pod, make_pending, unschedulable
 
 
 def test_an_untolerated_taint_on_the_pools_node_is_named_with_its_fix(fleet, run_doctor):
@@ -176,3 +176,77 @@ def test_an_unreachable_node_is_being_replaced_and_its_taint_is_not_the_users(fl
     assert lost.metadata.name in row and "unreachable" in row and "being replaced" in row
     assert "node controller owns that taint" in row and "lifts it" in row
     assert "taint nodes" not in row and "unreachable-" not in row
+
+
+def _pool_at_its_maximum_with_a_free_card(fleet, run_with_fleet_pod_there: bool):
+    """Pool t4-like (two units a node) at its maximum: the first node has a unit free but its cpu is taken, the other
+    has none free. The pending pod asks 4 CPU, less than a node's allocatable (8): it is not too big, it is short."""
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[0]
+    have = pool_nodes(pool, world.nodes)
+    world.nodes += [gpu_node(pool, f"{pool.name}-node-{n + 1}") for n in range(len(have), pool.max_nodes)]
+    free_node, full_node = pool_nodes(pool, world.nodes)[:2]
+    assert pool.units_per_node >= 2 and pool.max_nodes == 2
+    pod = make_pending(
+        world, fleet, cluster, pool,
+        conditions=unschedulable(fit_error(len(world.nodes), {
+            "Insufficient cpu": 1,
+            f"Insufficient {pool.resource}": 1,
+            "node(s) didn't match Pod's node affinity/selector": len(world.nodes) - 2,
+        }, victims=2)),
+    )  # fmt: skip
+    pod.spec.containers[0].resources = k8s.V1ResourceRequirements(
+        requests={"cpu": "4", "memory": "8Gi"}, limits={pool.resource: "1"}
+    )
+    # the other node's units are held by a running fleet pod
+    holder = next(j for j in world.jobs if j is not world.job_of(pod.metadata.labels["workload"], pool.card))
+    held = job_pod(holder, phase="Running", node_name=full_node.metadata.name)
+    held.metadata.name = "holder-of-every-unit"
+    held.spec.containers[0].resources = k8s.V1ResourceRequirements(
+        requests={"cpu": "1"}, limits={pool.resource: str(pool.units_per_node)}
+    )
+    world.pods.append(held)
+    if run_with_fleet_pod_there:
+        busy = job_pod(holder, phase="Running", node_name=free_node.metadata.name)
+        busy.metadata.name = "cpu-hungry-neighbour"
+        busy.spec.containers[0].resources = k8s.V1ResourceRequirements(
+            requests={"cpu": "6"}, limits={pool.resource: "1"}
+        )
+        world.pods.append(busy)
+    return world, cluster, pool, free_node
+
+
+def test_a_free_card_beside_a_busy_neighbour_is_a_wait_not_all_cards_taken(fleet, run_doctor):
+    """kube-scheduler v1.33.3 counts each node once per reason: 1 Insufficient nvidia.com/gpu among 2 nodes says one
+    node has a unit free; there the pod is short of cpu beside a running pod. Not 'all taken, raise max_nodes'."""
+    world, cluster, pool, free_node = _pool_at_its_maximum_with_a_free_card(fleet, run_with_fleet_pod_there=True)
+    row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
+    assert f"is free on 1 of its 2 node(s) ({free_node.metadata.name})" in row, row
+    assert "cpu 4" in row and "1 Insufficient cpu" in row and "cpu-hungry-neighbour" in row
+    assert "FAIL" not in row  # a wait: the table shows no fix for it
+    assert "are taken" not in row and "raise max_nodes" not in row
+
+
+def test_a_free_card_the_nodes_own_agents_crowd_out_is_a_problem_with_the_request_to_lower(fleet, run_doctor):
+    world, cluster, pool, free_node = _pool_at_its_maximum_with_a_free_card(fleet, run_with_fleet_pod_there=False)
+    result = run_doctor(world, cluster.name)
+    row = pending_row(result, fleet, cluster, pool)
+    assert result.status == 1 and "FAIL" in row
+    assert f"is free on 1 of its 2 node(s) ({free_node.metadata.name})" in row
+    assert "agents and system pods" in row and f"describe node {free_node.metadata.name}" in row
+    assert "cpu_request" in row and "workloads/" in row
+    assert "are taken" not in row and "raise max_nodes" not in row
+
+
+def test_every_card_taken_at_the_pools_maximum_still_says_so(fleet, run_doctor):
+    """Both nodes short of the accelerator (2 Insufficient nvidia.com/gpu): the cards are all taken."""
+    world, cluster, pool, _ = _pool_at_its_maximum_with_a_free_card(fleet, run_with_fleet_pod_there=True)
+    pod = next(p for p in world.pods if p.status.phase == "Pending")
+    pod.status.conditions = unschedulable(fit_error(len(world.nodes), {
+        "Insufficient cpu": 1,
+        f"Insufficient {pool.resource}": 2,
+        "node(s) didn't match Pod's node affinity/selector": len(world.nodes) - 2,
+    }, victims=2))  # fmt: skip
+    row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
+    assert f"of pool {pool.name} are taken and it has its maximum" in row and "is free on" not in row

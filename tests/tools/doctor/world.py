@@ -324,9 +324,12 @@ def unschedulable(message: str) -> list[k8s.V1PodCondition]:
 
 
 def fit_error(total: int, reasons: dict[str, int], victims: int = 0) -> str:
-    """A FailedScheduling message as kube-scheduler v1.34 writes it (pkg/scheduler/framework/types.go FitError.Error():
-    "0/N nodes are available: " + "<count> <reason>" sort.Strings'ed and joined with ", " + "."; then " " + the
-    PostFilter message, DefaultPreemption's "preemption: 0/N nodes are available: ..." in the same format)."""
+    """A FailedScheduling message as kube-scheduler v1.33.3 writes it, the fleet's default Kubernetes (pkg/scheduler/
+    framework/types.go FitError.Error(), the same at v1.31.2, v1.34.1 and v1.35.4: "0/N nodes are available: " +
+    "<count> <reason>" sort.Strings'ed and joined with ", " + "."; then " " + the PostFilter message,
+    DefaultPreemption's "preemption: " + a FitError of its own: ``victims`` nodes it tried, "No preemption victims
+    found for incoming pod", the rest "Preemption is not helpful for scheduling"; framework/preemption/preemption.go
+    Preempt)."""
 
     def histogram(counts: dict[str, int]) -> str:
         return ", ".join(sorted(f"{v} {k}" for k, v in counts.items() if v))

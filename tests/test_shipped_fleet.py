@@ -494,8 +494,8 @@ def test_queued_sweep_points_run_once_on_the_manager_and_their_runtime_on_each_w
     runtime = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
     points = fleet.queued_points()
     for name, plan in plans.items():
-        queued_here = [r for r in plan.registrations if r.type == trainjob and r.inputs["metadata"]["labels"].get(
-            "kueue.x-k8s.io/queue-name") != "sweeps"]  # fmt: skip
+        queued_here = [r for r in plan.registrations if r.type == trainjob and not pod_contract.is_sweep_queue(
+            r.inputs["metadata"]["labels"].get("kueue.x-k8s.io/queue-name", ""))]  # fmt: skip
         manager = fleet.dispatch is not None and fleet.dispatch.manager == name
         assert len(queued_here) == (len(points) if manager else 0), name
         per_cluster = {r.inputs["metadata"]["labels"]["workload"] for r in plan.registrations if r.type == trainjob}

@@ -177,10 +177,13 @@ def worker_cluster_queue_spec(
     """A worker's ClusterQueue of a queue: a flavor per pool of the queue's cards, in the queue's order, each capped at
     what the pool holds; first the sweep pools the worker builds for the queue's sweep points (``sweep_pools``).
 
-    The sweep pools come first, as in the sweeps' own ClusterQueue (components/kubernetes/training.py
-    ``sweep_pools``): Kueue takes the first flavor whose own label keys the pod's affinity matches, a sweep pool's
-    flavor labels the card and its size, which only its points name, and every other job of the card refuses it by
-    ``DoesNotExist`` on the size label (``card_affinity``)."""
+    The sweep pools come first: Kueue takes the first flavor whose own label keys the pod's affinity matches, a sweep
+    pool's flavor labels the card and its size, which only its points name, and every other job of the card refuses
+    it by ``DoesNotExist`` on the size label (``card_affinity``). A point whose sweep flavor is full still matches
+    the card pool's flavor after it (docs/queues.md, "What Kueue does not guarantee here"): MultiKueue hands a job to
+    the worker's LocalQueue of the manager's queue name, so the queue's points share this ClusterQueue; a queue of
+    one pool's flavor alone, as the per-cluster sweeps have (components/kubernetes/training.py ``cluster_queue_spec``),
+    would take a queue per sweep pool on the manager too."""
     flavors = []
     for pool in (*sweep_pools, *queue.pools(cluster)):
         flavors.append((worker_flavor_name(pool), {queue.resource: str(pool_capacity(pool)), **UNBOUNDED}))

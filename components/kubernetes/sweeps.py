@@ -196,7 +196,7 @@ class SweepJobs(pulumi.ComponentResource):
                 metadata={
                     "name": name,
                     "namespace": namespace,
-                    "labels": {**labels, pod_contract.QUEUE_NAME_LABEL: pod_contract.SWEEP_QUEUE},
+                    "labels": {**labels, pod_contract.QUEUE_NAME_LABEL: pod_contract.sweep_queue(point.pool.name)},
                     "annotations": {"pulumi.com/skipAwait": "true"},
                 },
                 spec={

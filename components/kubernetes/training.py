@@ -28,7 +28,6 @@ from fleet.model.spec import Cluster, GpuPool
 from fleet.model.sweeps import SweepPoint
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"  # v1beta1 is served but deprecated at 0.19.2 (CRD bases)
-CLUSTER_QUEUE = "gpu-fleet-sweeps"
 # The frameworks Kueue manages here: TrainJob, and the JobSets it creates (kueue 0.19.2 integrations.frameworks).
 KUEUE_FRAMEWORKS = ("trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset")
 # The webhook port of all three controllers, which the API server calls (kueue and trainer config webhook.port,
@@ -146,31 +145,26 @@ def flavor_name(pool: GpuPool) -> str:
 
 
 def sweep_pools(points: Sequence[SweepPoint]) -> list[GpuPool]:
-    """The pools the points run on, each once: the sweep pools first, each card's own pool last.
-
-    The order is the ClusterQueue's flavor order, and Kueue takes the first flavor that fits, matching the pod's node
-    selector and required affinity only on that flavor's own label keys (kueue v0.19.2 pkg/scheduler/flavorassigner
-    flavorassigner.go: ``flavorLabelKeys := sets.KeySet(flavor.Spec.NodeLabels)``, ``flavorSelector``). A card's own
-    flavor labels only ``gpu=<card>``, which every point of the card matches: listed first, it would take (and charge)
-    the points of the sweep pools. A sweep pool's flavor also labels its size, which only its own points match, and
-    the card's own points refuse it by their affinity (``DoesNotExist``), so with the own pool last each point gets its
-    own pool's flavor."""
+    """The pools the points run on, each once, the sweep pools first."""
     seen: dict[str, GpuPool] = {}
     for point in points:
         seen.setdefault(point.pool.name, point.pool)
     return sorted(seen.values(), key=lambda p: not p.sweep)
 
 
-def cluster_queue_spec(points: Sequence[SweepPoint], benchmark_namespace: str) -> dict[str, Any]:
-    """The ClusterQueue of the sweeps: one flavor per pool, its accelerators capped at what the pool holds."""
-    pools = sweep_pools(points)
-    resources = sorted({p.resource for p in pools})
-    flavors = []
-    for pool in pools:
-        quota = {r: "0" for r in resources}
-        quota[pool.resource] = str(pool.max_nodes * pool.accelerators_per_node)
-        flavors.append((flavor_name(pool), {**quota, **UNBOUNDED}))
-    return kueue_cluster_queue(benchmark_namespace, [*UNBOUNDED, *resources], flavors)
+def cluster_queue_spec(pool: GpuPool, benchmark_namespace: str) -> dict[str, Any]:
+    """The ClusterQueue of the sweep points on ``pool``: its flavor alone, its accelerators capped at what it holds.
+
+    One ClusterQueue per pool, not one for all: Kueue matches a flavor on that flavor's own label keys only and, when
+    a flavor's quota does not fit, tries the next one whatever the flavor fungibility says (kueue v0.19.2
+    pkg/scheduler/flavorassigner/flavorassigner.go: ``checkFlavorForPodSets`` keeps ``flavorLabelKeys :=
+    sets.KeySet(flavor.Spec.NodeLabels)``; ``shouldTryNextFlavor`` answers true for ``noFit``). A card's own pool's
+    flavor labels ``gpu=<card>`` alone, which the points of its sweep pools match too: in one ClusterQueue, a point
+    whose sweep pool is full was admitted on the card pool's flavor, charged to that pool (holding its points back)
+    while its pods waited for sweep-pool nodes until ``waitForPodsReady`` evicted it. In a queue of its own pool's
+    flavor alone, such a point waits for its own pool."""
+    quota = {pool.resource: str(pool.max_nodes * pool.accelerators_per_node), **UNBOUNDED}
+    return kueue_cluster_queue(benchmark_namespace, list(quota), [(flavor_name(pool), quota)])
 
 
 class TrainingOperators(pulumi.ComponentResource):
@@ -210,13 +204,14 @@ class TrainingOperators(pulumi.ComponentResource):
         )
         self.kueue = kueue_release(cluster, kueue_ns, kueue_config or kueue_configuration(), child)
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.kueue])
-        # the sweeps' own queue where the cluster sweeps (a worker that only runs queued sweep points has none)
-        self.local_queue: pulumi.Resource | None = None
+        # the sweeps' own queues where the cluster sweeps, one per pool (a worker that only runs queued sweep points
+        # has none)
+        self.local_queues: list[pulumi.Resource] = []
         if not points:
             self.register_outputs({})
             return
         for pool in sweep_pools(points):
-            k8s.apiextensions.CustomResource(
+            flavor = k8s.apiextensions.CustomResource(
                 f"{cluster.name}-flavor-{pool.name}",
                 api_version=KUEUE_API,
                 kind="ResourceFlavor",
@@ -224,20 +219,25 @@ class TrainingOperators(pulumi.ComponentResource):
                 spec={"nodeLabels": pool.node_selector},
                 opts=after,
             )
-        k8s.apiextensions.CustomResource(
-            f"{cluster.name}-cluster-queue",
-            api_version=KUEUE_API,
-            kind="ClusterQueue",
-            metadata={"name": CLUSTER_QUEUE, "labels": {"app.kubernetes.io/part-of": "gpu-fleet"}},
-            spec=cluster_queue_spec(points, pod_contract.BENCHMARK_NAMESPACE),
-            opts=after,
-        )
-        self.local_queue = k8s.apiextensions.CustomResource(
-            f"{cluster.name}-local-queue",
-            api_version=KUEUE_API,
-            kind="LocalQueue",
-            metadata={"name": pod_contract.SWEEP_QUEUE, "namespace": benchmark_ns},
-            spec={"clusterQueue": CLUSTER_QUEUE},
-            opts=after,
-        )
+            queue = k8s.apiextensions.CustomResource(
+                f"{cluster.name}-cluster-queue-{pool.name}",
+                api_version=KUEUE_API,
+                kind="ClusterQueue",
+                metadata={
+                    "name": pod_contract.sweep_cluster_queue(pool.name),
+                    "labels": {"app.kubernetes.io/part-of": "gpu-fleet"},
+                },
+                spec=cluster_queue_spec(pool, pod_contract.BENCHMARK_NAMESPACE),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.kueue, flavor]),
+            )
+            self.local_queues.append(
+                k8s.apiextensions.CustomResource(
+                    f"{cluster.name}-local-queue-{pool.name}",
+                    api_version=KUEUE_API,
+                    kind="LocalQueue",
+                    metadata={"name": pod_contract.sweep_queue(pool.name), "namespace": benchmark_ns},
+                    spec={"clusterQueue": pod_contract.sweep_cluster_queue(pool.name)},
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.kueue, queue]),
+                )
+            )
         self.register_outputs({})

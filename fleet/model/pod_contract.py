@@ -30,6 +30,30 @@ TRAINER_NAMESPACE = "kubeflow-system"
 KUEUE_NAMESPACE = "kueue-system"
 SWEEP_QUEUE = "sweeps"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def sweep_queue(pool_name: str) -> str:
+    """The LocalQueue of the sweep points on one pool, ``sweeps-<pool>``: each pool a sweep uses has a ClusterQueue of
+    its own (``sweep_cluster_queue``) holding its flavor alone, so Kueue can charge a point to no other pool's flavor
+    (components/kubernetes/training.py says why)."""
+    return f"{SWEEP_QUEUE}-{pool_name}"
+
+
+def sweep_cluster_queue(pool_name: str) -> str:
+    """The ClusterQueue of the sweep points on one pool: ``gpu-fleet-sweeps-<pool>``."""
+    return f"gpu-fleet-{sweep_queue(pool_name)}"
+
+
+def is_sweep_queue(name: str) -> bool:
+    """Whether a LocalQueue (or a queue-name label) is a per-cluster sweep pool's (``sweep_queue``)."""
+    return name.startswith(sweep_queue(""))
+
+
+def is_sweep_cluster_queue(name: str) -> bool:
+    """Whether a ClusterQueue is a per-cluster sweep pool's (``sweep_cluster_queue``)."""
+    return name.startswith(sweep_cluster_queue(""))
+
+
 # A TrainJob's name: a DNS-1035 label (trainer v2.3.0 trainjob CRD rule ^[a-z]([-a-z0-9]*[a-z0-9])?$), short enough
 # that JobSet's child Job and pod names, <name>-node-<job index>-<pod index>-<5 chars>, stay within 63 characters
 # (jobset v0.12.0 pkg/webhooks/jobset_webhook.go): the pod index has as many digits as the job's last node, so a job

@@ -208,10 +208,11 @@ def check_queues(
                 f"queue name {name!r} must be a DNS-1123 label (lower-case letters, digits and '-', a letter first), "
                 "as Kueue's queue objects are named after it; example: gpu",
             )
-        if name == pod_contract.SWEEP_QUEUE:
+        if name == pod_contract.SWEEP_QUEUE or pod_contract.is_sweep_queue(name):
             report(
                 (name,),
-                f"{name!r} is the scaling sweeps' own LocalQueue on every cluster that sweeps: pick another name",
+                f"{name!r} is taken by the scaling sweeps' own LocalQueues ({pod_contract.sweep_queue('<pool>')} on "
+                "every cluster that sweeps): pick another name",
             )
         for i, cluster in enumerate(queue.clusters):
             if cluster == manager:

@@ -148,7 +148,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
                 depends_on=[
                     infra.prometheus,
                     infra.training.trainer,
-                    infra.training.local_queue,
+                    *infra.training.local_queues,
                     *workload_jobs.secrets.values(),
                 ],
             ),

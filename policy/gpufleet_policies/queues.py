@@ -8,6 +8,7 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
+from fleet.model.pod_contract import is_sweep_cluster_queue
 from fleet.model.queued_sweeps import queue_quota
 from fleet.model.queues import pool_capacity
 
@@ -16,7 +17,6 @@ from .resources import fleet, plain, stack_cluster
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
-SWEEPS_QUEUE = "gpu-fleet-sweeps"  # the sweeps' own ClusterQueue (components/kubernetes/training.py CLUSTER_QUEUE)
 
 
 def _by_kind(resources: list[Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -118,6 +118,6 @@ def _validate_queues(args: StackValidationArgs, report: ReportViolation) -> None
                 )
             elif amount != pool_capacity(pool):
                 report(f"the flavor {flavor} of {name} holds {amount}, but its pool holds {pool_capacity(pool)}")
-    extra = sorted(set(queues) - {f"queue-{q.name}" for q in mine} - {SWEEPS_QUEUE})
+    extra = sorted(n for n in set(queues) - {f"queue-{q.name}" for q in mine} if not is_sweep_cluster_queue(n))
     if extra:
         report(f"{stack} has the queue(s) {', '.join(extra)}, for which policy/fleet.yaml does not name it a worker")

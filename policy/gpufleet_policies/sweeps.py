@@ -30,12 +30,13 @@ from .resources import (
 )
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+KUEUE = "kubernetes:kueue.x-k8s.io/"
 OPERATOR_CHARTS = ("kubeflow-trainer", "kueue")
 
 
 @resource_policy(
     "sweep-job-queued",
-    "Sweep TrainJobs name the sweeps' LocalQueue, so Kueue admits all of a job's workers together or none.",
+    "Sweep TrainJobs name a sweeps' LocalQueue, so Kueue admits all of a job's workers together or none.",
 )
 def _validate_queued(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != TRAIN_JOB:
@@ -43,9 +44,10 @@ def _validate_queued(args: ResourceValidationArgs, report: ReportViolation) -> N
     props = plain(args.props)
     labels = (props.get("metadata") or {}).get("labels") or {}
     queue = labels.get(pod_contract.QUEUE_NAME_LABEL)
-    if queue != pod_contract.SWEEP_QUEUE and _queued_point(args.urn, props) is None:
+    if not pod_contract.is_sweep_queue(str(queue or "")) and _queued_point(args.urn, props) is None:
         report(
-            f"TrainJob {args.name!r} has {pod_contract.QUEUE_NAME_LABEL}={queue!r}, not {pod_contract.SWEEP_QUEUE!r}: "
+            f"TrainJob {args.name!r} has {pod_contract.QUEUE_NAME_LABEL}={queue!r}, not its pool's "
+            f"{pod_contract.sweep_queue('<pool>')!r}: "
             "without Kueue its workers start one by one as nodes come, and a half-started job holds GPU nodes while "
             "it waits; label it as components/kubernetes/sweeps.py does (a queued sweep point, on the queues' manager "
             "only: its queue, as components/kubernetes/queued_sweeps.py does)"
@@ -149,8 +151,52 @@ def _found_points(cluster: Cluster, resources: list[Any], report: ReportViolatio
                 "Kueue would never admit it",
                 r.urn,
             )
+        queue = labels.get(pod_contract.QUEUE_NAME_LABEL)
+        if queue != pod_contract.sweep_queue(pool.name):
+            report(
+                f"TrainJob {r.name} runs on pool {pool.name} but names the queue {queue!r}, not the pool's own "
+                f"{pod_contract.sweep_queue(pool.name)!r}: in another pool's queue Kueue charges it to that pool",
+                r.urn,
+            )
         found[(workload, card, nodes * per_node)] = r
     return found
+
+
+def _kueue_objects(resources: list[Any], kind: str) -> dict[str, dict[str, Any]]:
+    """The stack's Kueue objects of ``kind`` by name."""
+    out = {}
+    for r in resources:
+        if r.resource_type.startswith(KUEUE) and r.resource_type.endswith(f":{kind}"):
+            props = plain(r.props) or {}
+            out[str((props.get("metadata") or {}).get("name", ""))] = props
+    return out
+
+
+def _validate_pool_queues(cluster: Cluster, resources: list[Any], report: ReportViolation) -> None:
+    """Each pool a sweep point runs on has its LocalQueue and a ClusterQueue of its own flavor alone (kueue v0.19.2
+    pkg/scheduler/flavorassigner: a flavor is matched on its own label keys only and the next flavor tried when one
+    does not fit, so a card pool's flavor in the same ClusterQueue would take the points of its full sweep pools)."""
+    local = _kueue_objects(resources, "LocalQueue")
+    queues = _kueue_objects(resources, "ClusterQueue")
+    flavors = _kueue_objects(resources, "ResourceFlavor")
+    for pool in {p.pool.name: p.pool for p in fleet().sweep_points(cluster)}.values():
+        name = pod_contract.sweep_queue(pool.name)
+        target = ((local.get(name) or {}).get("spec") or {}).get("clusterQueue")
+        if target != pod_contract.sweep_cluster_queue(pool.name) or target not in queues:
+            report(
+                f"{cluster.name} sweeps on pool {pool.name} but has no LocalQueue {name} of the ClusterQueue "
+                f"{pod_contract.sweep_cluster_queue(pool.name)}: create them with TrainingOperators"
+            )
+            continue
+        groups = (queues[target].get("spec") or {}).get("resourceGroups") or []
+        held = [f.get("name") for g in groups for f in g.get("flavors") or []]
+        labels = [((flavors.get(str(f)) or {}).get("spec") or {}).get("nodeLabels") for f in held]
+        if labels != [dict(pool.node_selector)]:
+            report(
+                f"the ClusterQueue {target} must hold the flavor of pool {pool.name} alone (node labels "
+                f"{dict(pool.node_selector)}); it holds {held}: Kueue would charge the pool's points to another "
+                "pool's flavor when its own is full"
+            )
 
 
 @stack_policy(
@@ -170,6 +216,7 @@ def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> N
         return
     expected = {(p.workload.name, p.card, p.accelerators) for p in fleet().sweep_points(cluster)}
     found = _found_points(cluster, resources, report)
+    _validate_pool_queues(cluster, resources, report)
     for workload, card, n in sorted(expected - set(found)):
         report(
             f"the policy file sweeps {workload} over {n} {card} on {stack}, but the stack has no TrainJob with that "

@@ -41,7 +41,7 @@ def test_a_trainjob_outside_the_queue_is_refused(plans, session):
     job = copy.deepcopy(of_type(plans["fix-gke"].registrations, TRAIN_JOB)[0])
     del job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
     assert_violation(check(session, job), "sweep-job-queued", "without Kueue its workers start one by one")
-    job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "sweeps"
+    job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "sweeps-gpu-l4"
     job.inputs["spec"]["runtimeRef"]["kind"] = "ClusterTrainingRuntime"
     assert_violation(check(session, job), "sweep-job-queued", "must name its own TrainingRuntime")
 
@@ -141,3 +141,28 @@ def test_a_trainjob_named_with_a_leading_digit_is_refused(plans, session):
     assert_violation(check(session, job), "sweep-job-queued", "a DNS-1035 label (a letter first)")
     job.inputs["metadata"]["name"] = "sweep-" + "x" * 50
     assert_violation(check(session, job), "sweep-job-queued", "at most 48 characters")
+
+
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
+
+
+def test_a_point_in_another_pools_queue_and_a_queue_of_two_flavors_are_refused(plans, session):
+    """Kueue v0.19.2 charges a point to the first flavor of its queue that fits, matched on that flavor's own label
+    keys: a point must sit in its own pool's queue, and that queue hold its pool's flavor alone."""
+    regs = copy.deepcopy(plans["fix-gke"].registrations)
+    big = next(j for j in of_type(regs, TRAIN_JOB) if "-n8-" in j.inputs["metadata"]["name"])
+    small = next(j for j in of_type(regs, TRAIN_JOB) if "-n1-" in j.inputs["metadata"]["name"])
+    big.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = small.inputs["metadata"]["labels"][
+        "kueue.x-k8s.io/queue-name"
+    ]
+    findings = only(session.analyze_registrations(regs), SET)
+    assert any("names the queue 'sweeps-gpu-l4'" in f.message and "not the pool's own" in f.message for f in findings)
+    regs = copy.deepcopy(plans["fix-gke"].registrations)
+    queues = {r.inputs["metadata"]["name"]: r for r in of_type(regs, KUEUE + "ClusterQueue")}
+    card, sweep = queues["gpu-fleet-sweeps-gpu-l4"], next(q for n, q in queues.items() if n.endswith("-x8"))
+    sweep.inputs["spec"]["resourceGroups"][0]["flavors"].append(
+        copy.deepcopy(card.inputs["spec"]["resourceGroups"][0]["flavors"][0])
+    )
+    findings = only(session.analyze_registrations(regs), SET)
+    assert any(f"the ClusterQueue {sweep.inputs['metadata']['name']} must hold the flavor" in f.message
+               for f in findings), [f.message for f in findings]  # fmt: skip

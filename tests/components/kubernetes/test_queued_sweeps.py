@@ -103,7 +103,7 @@ def test_the_manager_declares_each_point_once_as_a_trainjob_of_its_queue(planned
     assert {"kubeflow-trainer", "kueue"} <= _charts(manager)
     assert next(iter(TRAINJOBS)) in _kueue_config(manager)["integrations"]["frameworks"]
     assert "jobset.x-k8s.io/jobset" not in _kueue_config(manager)["integrations"]["frameworks"]
-    assert pod_contract.SWEEP_QUEUE not in _named(manager, "LocalQueue", KUEUE)
+    assert not [n for n in _named(manager, "LocalQueue", KUEUE) if pod_contract.is_sweep_queue(n)]
 
 
 def test_every_worker_holds_the_managers_runtime_of_its_points_and_runs_no_trainjob(planned):
@@ -199,7 +199,7 @@ def test_the_pack_passes_the_plan_and_refuses_a_missing_stray_or_pinned_point(pl
         stray = copy.deepcopy(dropped)
         stray.urn = stray.urn.replace(f"urn:pulumi:{manager}::", f"urn:pulumi:{worker}::")
         found = mandatory([*copy.deepcopy(plans[worker].registrations), stray])
-        assert "sweep-job-queued" in found and "not 'sweeps'" in found
+        assert "sweep-job-queued" in found and "not its pool's 'sweeps-<pool>'" in found
         # a worker's runtime that names a pool (the flavor adds it), or loses its affinity
         regs = copy.deepcopy(plans[worker].registrations)
         runtime = next(r for r in regs if r.type == TRAINER + "TrainingRuntime")

@@ -12,7 +12,7 @@ import yaml
 
 from components.kubernetes.images import chart, chart_images
 from components.kubernetes.sweeps import ANCESTOR_LABEL, NODE, RESTART_ATTEMPT_LABEL, trainjob_name
-from components.kubernetes.training import CLUSTER_QUEUE, KUEUE_FRAMEWORKS, KUEUE_VISIBILITY_PORT, WEBHOOK_PORT
+from components.kubernetes.training import KUEUE_FRAMEWORKS, KUEUE_VISIBILITY_PORT, WEBHOOK_PORT
 from fleet.model import pod_contract
 from fleet.model.placement import selector_matches
 from fleet.model.registry import DEFAULT_REGISTRY
@@ -85,7 +85,7 @@ def test_one_trainjob_per_point_with_the_total_accelerator_count(gke):
         "kind": "TrainingRuntime",
         "name": runtime["metadata"]["name"],
     }
-    assert job["metadata"]["labels"][pod_contract.QUEUE_NAME_LABEL] == pod_contract.SWEEP_QUEUE
+    assert job["metadata"]["labels"][pod_contract.QUEUE_NAME_LABEL] == "sweeps-gpu-l4-x8"  # its pool's queue
     registration = next(r for r in by_type(gke, TRAINJOB) if r.inputs is job)
     assert set(registration.ignore_changes) == {"spec.suspend", "spec.runtimePatches"}  # Kueue's own changes
 
@@ -188,17 +188,19 @@ def test_trainer_and_kueue_are_pinned_and_only_where_a_sweep_runs(gke, tmp_path)
 def test_the_queue_caps_each_pool_at_what_it_holds(gke):
     flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_type(gke, KUEUE + "ResourceFlavor")}
     assert flavors["gpu-l4-x8"] == {"nodeLabels": {"gpu": "l4", CARDS_PER_NODE_LABEL: "8"}}
-    (queue,) = by_type(gke, KUEUE + "ClusterQueue")
-    assert queue.inputs["metadata"]["name"] == CLUSTER_QUEUE
-    (group,) = queue.inputs["spec"]["resourceGroups"]
-    assert set(group["coveredResources"]) == {"cpu", "memory", "nvidia.com/gpu", "google.com/tpu"}
-    quota = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
-    assert quota["gpu-l4-x8"]["nvidia.com/gpu"] == "16" and quota["gpu-l4-x8"]["google.com/tpu"] == "0"
+    queues = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_type(gke, KUEUE + "ClusterQueue")}
+    quota = {}
+    for name, spec in queues.items():
+        (group,) = spec["resourceGroups"]
+        (flavor,) = group["flavors"]  # a pool's queue holds its flavor alone
+        assert name == pod_contract.sweep_cluster_queue(flavor["name"])
+        assert set(group["coveredResources"]) == {"cpu", "memory"} | {r["name"] for r in flavor["resources"]}
+        quota[flavor["name"]] = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
+    assert quota["gpu-l4-x8"]["nvidia.com/gpu"] == "16"
     assert quota["gpu-l4"]["nvidia.com/gpu"] == "2"  # the card pool: max_nodes 2 of one card
     assert quota["gpu-tpu-v5e"]["google.com/tpu"] == "8"
-    (local,) = by_type(gke, KUEUE + "LocalQueue")
-    assert local.inputs["metadata"]["name"] == pod_contract.SWEEP_QUEUE
-    assert local.inputs["spec"] == {"clusterQueue": CLUSTER_QUEUE}
+    local = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_type(gke, KUEUE + "LocalQueue")}
+    assert local == {pod_contract.sweep_queue(f): {"clusterQueue": pod_contract.sweep_cluster_queue(f)} for f in quota}
 
 
 def test_workers_of_a_job_reach_each_other_and_nothing_else(gke):
@@ -285,21 +287,33 @@ def _kueue_flavor_of(pod: dict, flavors: list[tuple[str, dict[str, str]]]) -> st
 
 
 @pytest.mark.parametrize("stack", ["gke", "eks"])
-def test_kueue_gives_every_point_its_own_pools_flavor(stack, request):
+def test_kueue_gives_every_point_its_own_pools_flavor_even_when_that_pool_is_full(stack, request):
+    """Kueue v0.19.2 tries a queue's flavors in order, matches each on its own label keys only, and moves to the next
+    when one's quota does not fit (flavorassigner.go ``checkFlavorForPodSets``, ``shouldTryNextFlavor``: true for
+    noFit). So every flavor of a point's queue but its own pool's must refuse the point: with its own pool full, a
+    point waits for it instead of being charged to the card pool's flavor (``gpu=<card>``, which it matches too)."""
     plan = request.getfixturevalue(stack)
     labels = {
         r.inputs["metadata"]["name"]: r.inputs["spec"]["nodeLabels"] for r in by_type(plan, KUEUE + "ResourceFlavor")
     }
-    (queue,) = by_type(plan, KUEUE + "ClusterQueue")
-    order = [(f["name"], labels[f["name"]]) for f in queue.inputs["spec"]["resourceGroups"][0]["flavors"]]
+    queues = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_type(plan, KUEUE + "ClusterQueue")}
+    local = {
+        r.inputs["metadata"]["name"]: r.inputs["spec"]["clusterQueue"] for r in by_type(plan, KUEUE + "LocalQueue")
+    }
+    runtimes = {r.inputs["metadata"]["name"]: r.inputs for r in by_type(plan, RUNTIME)}
     points = 0
-    for runtime in by_type(plan, RUNTIME):
-        pod = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    for job in by_type(plan, TRAINJOB):
+        runtime = runtimes[job.inputs["spec"]["runtimeRef"]["name"]]
+        pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
         size = pod["nodeSelector"].get(CARDS_PER_NODE_LABEL)
         own = f"gpu-{pod['nodeSelector']['gpu']}" + (f"-x{size}" if size else "")
-        assert _kueue_flavor_of(pod, order) == own, (runtime.name, [n for n, _ in order])
+        queue = queues[local[job.inputs["metadata"]["labels"][pod_contract.QUEUE_NAME_LABEL]]]
+        order = [(f["name"], labels[f["name"]]) for f in queue["resourceGroups"][0]["flavors"]]
+        assert _kueue_flavor_of(pod, order) == own, (job.name, [n for n, _ in order])
+        # its own flavor's quota taken: no other flavor of its queue takes the point
+        assert _kueue_flavor_of(pod, [(n, f) for n, f in order if n != own]) is None, (job.name, order)
         points += 1
-    assert points and any(n.endswith(("-x4", "-x8")) for n, _ in order)
+    assert points and any(n.endswith(("-x4", "-x8")) for n in labels)
 
 
 def test_a_trainjob_of_more_than_ten_nodes_leaves_room_for_two_digit_pod_indexes():

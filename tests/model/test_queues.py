@@ -132,3 +132,6 @@ def test_the_shape_is_checked_with_lines(tmp_path, capsys):
     )
     bad(tmp_path, capsys, QUEUED.replace("spill: ordered", "spill: sometimes"), "fleet.yaml:22: queues.spill:")
     bad(tmp_path, capsys, QUEUED.replace("  tpu: {", "  TPU: {"), "queues.TPU: queue name 'TPU' must be a DNS-1123")
+    # the per-cluster sweeps' LocalQueues are sweeps-<pool>: a queue of that name would take a pool's points
+    bad(tmp_path, capsys, QUEUED.replace("  tpu: {", "  sweeps-gpu-l4: {"),
+        "queues.sweeps-gpu-l4: 'sweeps-gpu-l4' is taken by the scaling sweeps' own LocalQueues")  # fmt: skip

@@ -4,6 +4,7 @@ the Job controller's reasons and messages, each with its source beside it."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # kube-scheduler records PodScheduled=False with reason "Unschedulable" and the FitError message
 # "0/N nodes are available: <count> <reason>, ..." (kubernetes/kubernetes pkg/scheduler/framework/types.go FitError).
@@ -52,6 +53,68 @@ NODE_CONTROLLER_TAINTS = {
     "node.kubernetes.io/unreachable": "unreachable (its kubelet stopped reporting: a reclaimed spot VM, a failed one)",
     "node.kubernetes.io/not-ready": "not ready (its kubelet reports NotReady)",
 }
+
+
+@dataclass(frozen=True)
+class SystemTaint:
+    """A taint a component of the cluster sets and lifts itself: who owns it, what it says of the node, and what to do
+    instead of removing it (``waiting``: the node is on its way out, a new one comes for the pod)."""
+
+    owner: str
+    state: str
+    instead: str
+    waiting: bool = False
+
+
+# Other taints the cluster's own components set and lift, never a user's to remove (k8s.io/api v0.33.3 core/v1
+# well_known_taints.go: the node lifecycle controller's TaintNodesByCondition taints from the kubelet's conditions,
+# TaintNodeUnschedulable for a cordoned node; kubernetes/autoscaler cluster-autoscaler-1.33.6 utils/taints/taints.go:
+# ToBeDeletedTaint on a node it is removing, and the GKE node termination handler's taint on a VM being reclaimed).
+SYSTEM_TAINTS = {
+    "node.kubernetes.io/memory-pressure": SystemTaint(
+        "the node controller",
+        "short of memory (its kubelet reports MemoryPressure)",
+        "see what fills it ({kubectl} describe node {node}, Conditions); the taint goes when the pressure does",
+    ),
+    "node.kubernetes.io/disk-pressure": SystemTaint(
+        "the node controller",
+        "short of disk (its kubelet reports DiskPressure)",
+        "see what fills it ({kubectl} describe node {node}, Conditions: images, logs, emptyDirs); the taint goes "
+        "when the pressure does",
+    ),
+    "node.kubernetes.io/pid-pressure": SystemTaint(
+        "the node controller",
+        "short of process ids (its kubelet reports PIDPressure)",
+        "see what runs there ({kubectl} describe node {node}); the taint goes when the pressure does",
+    ),
+    "node.kubernetes.io/network-unavailable": SystemTaint(
+        "the node controller",
+        "without a network (its NetworkUnavailable condition)",
+        "check the network plugin's pod on it ({kubectl} -n kube-system get pods -o wide --field-selector "
+        "spec.nodeName={node}); the taint goes when the network is up",
+    ),
+    "node.kubernetes.io/unschedulable": SystemTaint(
+        "the node controller (for a cordoned node)",
+        "cordoned (a drain: an upgrade or a removal in progress, or a person's kubectl cordon)",
+        "if nobody is draining it, {kubectl} uncordon {node}",
+    ),
+    "ToBeDeletedByClusterAutoscaler": SystemTaint(
+        "the cluster-autoscaler",
+        "being removed by the cluster-autoscaler (scale-down)",
+        "nothing: the autoscaler adds a node for the pod once this one is gone",
+        waiting=True,
+    ),
+    "cloud.google.com/impending-node-termination": SystemTaint(
+        "GKE's node termination handler",
+        "being reclaimed (a spot or preemptible VM's termination notice)",
+        "nothing: a new node replaces it",
+        waiting=True,
+    ),
+}
+# NodeUnschedulable: ErrReasonUnschedulable = "node(s) were unschedulable" (kubernetes v1.33.3 pkg/scheduler/framework/
+# plugins/nodeunschedulable/node_unschedulable.go), for a node with spec.unschedulable (cordoned), whose taint the pod
+# does not tolerate: that plugin runs before TaintToleration, so the message names it instead of the taint.
+CORDONED_PATTERN = re.compile(r"node\(s\) were unschedulable")
 # NodeAffinity: ErrReasonPod = "node(s) didn't match Pod's node affinity/selector" (kubernetes/kubernetes
 # pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go at 5ae369a0).
 SELECTOR_PATTERN = re.compile(r"didn't match Pod's node affinity")

@@ -1,6 +1,8 @@
 """Why the scheduler cannot place a pod, from its ``Unschedulable`` message, the cluster's nodes and what the
-autoscaler said: an untolerated taint (the user's, or the node controller's on a lost node), nodes without the pool's
-label, a pod too big for its machine, the pool full, or nothing adding a node."""
+autoscaler said: an untolerated taint (the user's, or one the cluster's own components set and lift: the node
+controller's on a lost, cordoned or pressured node, the autoscaler's on a node it removes, GKE's on a reclaimed VM),
+nodes without the pool's label, a pod too big for its machine, a free card the pod does not fit beside, the pool
+full, or nothing adding a node."""
 
 from __future__ import annotations
 
@@ -27,10 +29,12 @@ from fleet.tools.doctor.kube_objects import (
     untolerated,
 )
 from fleet.tools.doctor.messages import (
+    CORDONED_PATTERN,
     INSUFFICIENT_PATTERN,
     NODE_CONTROLLER_TAINTS,
     NOT_TRIGGERED,
     SELECTOR_PATTERN,
+    SYSTEM_TAINTS,
     TAINT_PATTERN,
     TRIGGERED,
     filter_reasons,
@@ -141,7 +145,7 @@ def scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: Co
     out: list[Diagnosis] = []
     nodes = ctx.snapshot.nodes
     own = pool_nodes(pool, nodes) if pool else []
-    if TAINT_PATTERN.search(message) and pool is not None and own:
+    if (TAINT_PATTERN.search(message) or CORDONED_PATTERN.search(message)) and pool is not None and own:
         tainted = {n.metadata.name: untolerated(pod, n) for n in own}
         lost = {k: [t for t in v if t.key in NODE_CONTROLLER_TAINTS] for k, v in tainted.items()}
         lost = {k: v for k, v in lost.items() if v}
@@ -158,7 +162,19 @@ def scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: Co
                         waiting=True,
                     )
                 )
-        tainted = {k: [t for t in v if t.key not in NODE_CONTROLLER_TAINTS] for k, v in tainted.items()}
+        for key, system in SYSTEM_TAINTS.items():
+            held = sorted(k for k, v in tainted.items() if any(t.key == key for t in v))
+            if held:
+                out.append(
+                    Diagnosis(
+                        f"node(s) {', '.join(held)} of pool {pool.name} are {system.state}: {system.owner} sets that "
+                        f"taint ({key}) and lifts it itself, it is not one to remove",
+                        system.instead.format(kubectl=ctx.kubectl, node=held[0]),
+                        waiting=system.waiting,
+                    )
+                )
+        owned = {*NODE_CONTROLLER_TAINTS, *SYSTEM_TAINTS}
+        tainted = {k: [t for t in v if t.key not in owned] for k, v in tainted.items()}
         tainted = {k: v for k, v in tainted.items() if v}
         if tainted:
             taints = sorted({taint_text(t) for ts in tainted.values() for t in ts})

@@ -4,6 +4,7 @@ a node."""
 
 from __future__ import annotations
 
+import pytest
 from kubernetes import client as k8s
 
 from fleet.tools.doctor.kube_objects import pool_nodes
@@ -250,3 +251,57 @@ def test_every_card_taken_at_the_pools_maximum_still_says_so(fleet, run_doctor):
     }, victims=2))  # fmt: skip
     row = pending_row(run_doctor(world, cluster.name), fleet, cluster, pool)
     assert f"of pool {pool.name} are taken and it has its maximum" in row and "is free on" not in row
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        # kubernetes/autoscaler cluster-autoscaler-1.33.6 utils/taints/taints.go ToBeDeletedTaint (value: a timestamp)
+        ("ToBeDeletedByClusterAutoscaler", "1772443800", "being removed by the cluster-autoscaler"),
+        # the same file's gkeNodeTerminationHandlerTaint
+        ("cloud.google.com/impending-node-termination", "", "being reclaimed"),
+    ],
+)
+def test_a_node_on_its_way_out_is_a_wait_and_its_taint_not_the_users(fleet, run_doctor, key, value, said):
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[0]
+    leaving = pool_nodes(pool, world.nodes)[0]
+    leaving.spec.taints = [*leaving.spec.taints, k8s.V1Taint(key=key, value=value, effect="NoSchedule")]
+    make_pending(
+        world, fleet, cluster, pool,
+        conditions=unschedulable(fit_error(len(world.nodes), {
+            f"node(s) had untolerated taint {{{key}: {value}}}": 1,
+            "node(s) didn't match Pod's node affinity/selector": len(world.nodes) - 1,
+        })),
+    )  # fmt: skip
+    result = run_doctor(world, cluster.name)
+    row = pending_row(result, fleet, cluster, pool)
+    assert leaving.metadata.name in row and said in row and "it is not one to remove" in row
+    assert "FAIL" not in row and "taint nodes" not in row and "spot_taints" not in row
+
+
+def test_a_cordoned_node_is_named_with_uncordon_not_a_taint_to_remove(fleet, run_doctor):
+    """NodeUnschedulable (kubernetes v1.33.3) runs before TaintToleration: the message says 'node(s) were
+    unschedulable'; the node carries node.kubernetes.io/unschedulable, which the node controller sets for a cordon."""
+    cluster = leaf_of(fleet)
+    world = healthy(fleet, cluster)
+    pool = cluster.pools[0]
+    cordoned = pool_nodes(pool, world.nodes)[0]
+    cordoned.spec.unschedulable = True
+    cordoned.spec.taints = [
+        *cordoned.spec.taints,
+        k8s.V1Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule"),
+    ]
+    make_pending(
+        world, fleet, cluster, pool,
+        conditions=unschedulable(fit_error(len(world.nodes), {
+            "node(s) were unschedulable": 1,
+            "node(s) didn't match Pod's node affinity/selector": len(world.nodes) - 1,
+        })),
+    )  # fmt: skip
+    result = run_doctor(world, cluster.name)
+    row = pending_row(result, fleet, cluster, pool)
+    assert result.status == 1 and "FAIL" in row
+    assert "cordoned" in row and f"uncordon {cordoned.metadata.name}" in row
+    assert "taint nodes" not in row and "spot_taints" not in row

@@ -7,7 +7,10 @@ import re
 from dataclasses import dataclass
 
 # kube-scheduler records PodScheduled=False with reason "Unschedulable" and the FitError message
-# "0/N nodes are available: <count> <reason>, ..." (kubernetes/kubernetes pkg/scheduler/framework/types.go FitError).
+# "0/N nodes are available: <count> <reason>, ..." (kubernetes/kubernetes pkg/scheduler/framework/types.go FitError);
+# the doctor reads that condition, which holds the whole message, where the FailedScheduling event holds it truncated
+# (kubernetes v1.33.3 pkg/scheduler/schedule_one.go handleSchedulingFailure: Message: errMsg; the event's
+# truncateMessage(errMsg)).
 UNSCHEDULABLE = "Unschedulable"
 # TaintToleration (pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go): "node(s) had untolerated
 # taint {<key>: <value>}" at v1.31.2, v1.33.3 and v1.34.1 (the first untolerated taint of the node), "node(s) had

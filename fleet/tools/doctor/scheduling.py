@@ -109,7 +109,7 @@ def _free_card(
     if not short or not counts or without_card >= len(reaching):
         return None
     free = [n for n in reaching if allocatable(n, pool.resource) > _cards_in_use(n, pool, ctx)]
-    names = ", ".join(sorted(n.metadata.name for n in free)) or "not named: the fleet's pods there hold none"
+    names = ", ".join(sorted(n.metadata.name for n in free)) or "which, the fleet's own pods do not tell"
     asked = pod_requests(_pod_spec(pod))
     numbers = ", ".join(f"{r} {describe(r, asked.get(r, 0))}" for r in short if asked.get(r))
     said = ", ".join(f"{counts[f'Insufficient {r}']} Insufficient {r}" for r in short if f"Insufficient {r}" in counts)

@@ -153,7 +153,14 @@ def test_a_pod_too_big_for_a_pool_at_zero_is_measured_against_the_machines_alloc
     assert "cpu 500 > " in row and f"a {pool.machine_type} node's allocatable" in row
 
 
-def test_an_unreachable_node_is_being_replaced_and_its_taint_is_not_the_users(fleet, run_doctor):
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "node(s) had untolerated taint {node.kubernetes.io/unreachable: }",  # kubernetes v1.31.2 to v1.34.1
+        "node(s) had untolerated taint(s)",  # v1.35.4
+    ],
+)
+def test_an_unreachable_node_is_being_replaced_and_its_taint_is_not_the_users(fleet, run_doctor, reason):
     cluster = leaf_of(fleet)
     world = healthy(fleet, cluster)
     pool = cluster.pools[0]
@@ -169,7 +176,7 @@ def test_an_unreachable_node_is_being_replaced_and_its_taint_is_not_the_users(fl
     make_pending(
         world, fleet, cluster, pool,
         conditions=unschedulable(fit_error(len(world.nodes), {
-            "node(s) had untolerated taint {node.kubernetes.io/unreachable: }": 1,
+            reason: 1,
             "node(s) didn't match Pod's node affinity/selector": others,
         })),
     )  # fmt: skip

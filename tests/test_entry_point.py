@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import subprocess
 import sys
 import tomllib
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -55,3 +58,26 @@ def test_a_missing_dependency_is_one_line_naming_the_virtualenv():
 def test_a_missing_module_of_our_own_is_a_bug_and_says_so():
     done = _run_without("components", "validate")
     assert done.returncode == 1 and "Traceback" in done.stderr and "ModuleNotFoundError" in done.stderr
+
+
+def test_the_usage_names_the_command_as_it_was_run(monkeypatch, capsys):
+    """``.venv/bin/fleet --help`` says ``usage: fleet``, ``python -m fleet --help`` says ``usage: python -m fleet``."""
+    from fleet.tools.cli import build_parser
+
+    for argv0, prog in (("/repo/.venv/bin/fleet", "fleet"), ("/repo/fleet/__main__.py", "python -m fleet")):
+        monkeypatch.setattr(sys, "argv", [argv0, "plan", "--help"])
+        assert build_parser().format_usage().startswith(f"usage: {prog} [-h]")
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["plan", "--help"])
+        assert capsys.readouterr().out.startswith(f"usage: {prog} plan [-h]")
+
+
+def test_the_help_says_how_to_run_the_commands_and_names_every_one():
+    from fleet.tools.cli import build_parser
+
+    parser = build_parser()
+    text = " ".join(parser.format_help().split())
+    assert ".venv/bin/fleet COMMAND" in text and ".venv/bin/python -m fleet COMMAND" in text and "make plan" in text
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    module_doc = sys.modules["fleet.tools.cli"].__doc__.splitlines()[0]
+    assert module_doc.endswith("``.") and all(f" {name}" in module_doc for name in commands), module_doc

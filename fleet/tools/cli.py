@@ -1,5 +1,7 @@
-"""Command line of gpu-fleet: ``python -m fleet validate | plan | render | schema | images | report | affected |
-doctor | cards``.
+"""Command line of gpu-fleet: ``fleet validate | plan | cards | render | report | doctor | affected | schema | images``.
+
+Run from the project's virtualenv as ``fleet COMMAND`` (the console script ``pip install -e .`` puts in .venv/bin) or
+``python -m fleet COMMAND``.
 
 Exit status: 0 fine, 1 the plan found mandatory violations or the engine would fail, 2 bad input. This module
 parses the arguments and runs one command; each command's handler is in fleet/tools/commands/.
@@ -38,9 +40,24 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, allow_abbrev=False, **kwargs)
 
 
+DESCRIPTION = (
+    "gpu-fleet: GPU benchmark clusters on many clouds from one policy file (policy/fleet.yaml). Run from the "
+    "project's virtualenv, which `make plan` creates: `.venv/bin/fleet COMMAND` (or `source .venv/bin/activate`, then "
+    "`fleet COMMAND`), the same as `.venv/bin/python -m fleet COMMAND`; `fleet COMMAND --help` for each command. "
+    "Exit status: 0 fine, 1 the command found a problem (a mandatory violation, an unreachable server), 2 bad input, "
+    "130 Ctrl-C."
+)
+
+
+def program_name(argv0: str | None = None) -> str:
+    """How the command line was started, for its usage lines: ``fleet`` (the console script) or ``python -m fleet``
+    (``argv0``: ``sys.argv[0]`` by default)."""
+    return "fleet" if Path(sys.argv[0] if argv0 is None else argv0).name == "fleet" else "python -m fleet"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = _Parser(prog="python -m fleet", description=__doc__.splitlines()[0])
+    parser = _Parser(prog=program_name(), description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def common(p: argparse.ArgumentParser) -> None:

@@ -70,14 +70,22 @@ def relative_to(reference: str, registry: str) -> str:
     return reference.removeprefix(prefix)
 
 
-def outside_message(reference: str, registry: str, where: str) -> str:
-    """The problem of an image outside the fleet's registry, with the fix."""
+def outside_message(reference: str, registry: str, where: str, *, built: bool = False, upstream: str = "") -> str:
+    """The problem of an image outside the fleet's registry, with the fix: the lines to write instead (``built``: the
+    workload's Dockerfile builds it; ``upstream``: the ``upstream:`` it already names)."""
     name = reference.split("/")[-1].split("@")[0]
+    pulled = f"{registry.rstrip('/')}/{name}"
+    if built or upstream:
+        fix = f"write `image: {name}` (pulled as {pulled})"
+        why = "the folder's Dockerfile is built into it" if built else f"`fleet images` copies {upstream} into it"
+        return (
+            f"{reference} is outside the fleet's registry {registry} ({where}), the only one the images workflow "
+            f"(`fleet images`) pushes to and pods pull from: {fix}; {why}"
+        )
     return (
         f"{reference} is outside the fleet's registry {registry} ({where}), the only one the images workflow "
-        f"(`fleet images`) pushes to and pods pull from: write it relative to the registry (image: {name}, pulled "
-        f"as {registry.rstrip('/')}/{name}); an image published elsewhere is named as `upstream:` beside it, and "
-        "`fleet images` copies it into the registry"
+        f"(`fleet images`) pushes to and pods pull from: write `image: {name}` (pulled as {pulled}) and "
+        f"`upstream: {reference}` beside it, the published image `fleet images` copies into the registry"
     )
 
 
@@ -85,7 +93,12 @@ def workload_image_problems(doc: YamlDocument, registry: str, workloads: list[Wo
     """A workload image outside the policy's ``registry``, located at its ``image:`` line in workload.yaml."""
     where = f"{doc.file}:{doc.line_of(('registry',))} registry" if "registry" in (doc.data or {}) else "the default"
     return [
-        read_yaml(wl.folder / "workload.yaml").problem(("image",), outside_message(wl.spec.image, registry, where))
+        read_yaml(wl.folder / "workload.yaml").problem(
+            ("image",),
+            outside_message(
+                wl.spec.image, registry, where, built=(wl.folder / "Dockerfile").is_file(), upstream=wl.spec.upstream
+            ),
+        )
         for wl in workloads
         if outside_registry(wl.spec.image, registry)
     ]

@@ -101,7 +101,36 @@ def test_an_image_outside_the_registry_is_refused_where_it_is_written_with_the_f
     image_line = next(i for i, line in enumerate(spec_file.read_text().splitlines(), 1) if line.startswith("image:"))
     assert problem.file.endswith("tracker/workload.yaml") and (problem.line, problem.path) == (image_line, "image")
     assert f"outside the fleet's registry {LAB}" in problem.message and f"{policy}:1 registry" in problem.message
-    assert f"image: tracker:1.0.0, pulled as {LAB}/tracker:1.0.0" in problem.message and "upstream:" in problem.message
+    # the two lines to write instead, word for word
+    assert "write `image: tracker:1.0.0` (pulled as registry.example.org/lab/tracker:1.0.0)" in problem.message
+    assert "and `upstream: docker.io/someone/tracker:1.0.0` beside it" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        ({"Dockerfile": "FROM scratch\n"}, "the folder's Dockerfile is built into it"),
+        (
+            {"workload.yaml": "upstream: quay.io/x/tracker:1.0.0\n"},
+            "`fleet images` copies quay.io/x/tracker:1.0.0 into it",
+        ),
+    ],
+    ids=["built", "copied"],
+)
+def test_a_built_or_copied_image_outside_the_registry_is_told_only_to_be_named_relative(
+    tmp_path: Path, extra: dict[str, str], why: str
+) -> None:
+    """A workload whose Dockerfile builds its image, or which names its `upstream:` already, needs only `image:`."""
+    policy, workloads = _fleet_with(tmp_path, LAB, "docker.io/someone/tracker:1.0.0")
+    for name, text in extra.items():
+        path = workloads / "tracker" / name
+        path.write_text((path.read_text(encoding="utf-8") if path.exists() else "") + text, encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        load_fleet(policy, workloads)
+    (problem,) = caught.value.problems
+    assert problem.message.endswith(
+        f"write `image: tracker:1.0.0` (pulled as registry.example.org/lab/tracker:1.0.0); {why}"
+    ), problem.message
 
 
 def test_validate_says_so_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

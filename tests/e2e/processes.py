@@ -23,6 +23,16 @@ import yaml
 
 from fleet.model.pod_contract import mtail_args
 
+#: How long an end-to-end test waits for a process it started (to be ready, to answer, to finish) before calling it
+#: hung. An upper bound for a loaded machine, never a measure of speed: a working run goes on as soon as what it waits
+#: for is there, so only a hang waits this long.
+PATIENCE_S = 300.0
+
+
+def patience() -> float:
+    """The deadline (a ``time.monotonic()`` instant) of a wait that starts now: ``PATIENCE_S`` from now."""
+    return time.monotonic() + PATIENCE_S
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""

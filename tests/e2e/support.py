@@ -14,6 +14,7 @@ from typing import Any
 from fleet.model.prometheus import BENCHMARK_LAST_SAMPLE_RULE, central_alert_rules, to_yaml
 from fleet.model.workloads import PROBE_DIR, MetricSpec
 from tests.conftest import require_tool
+from tests.e2e.processes import PATIENCE_S
 
 METRICS = [
     MetricSpec(name="benchmark_events_per_second", type="gauge", help="events/s", labels=["stage"]),
@@ -40,7 +41,7 @@ EC_KEY = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
 def _openssl(command: str, *extra: str, cwd: Path) -> None:
     """Run ``openssl`` with ``command`` (split on spaces) followed by ``extra`` arguments kept whole."""
     args = ["openssl", *command.split(), *extra]
-    subprocess.run(args, cwd=cwd, check=True, capture_output=True, timeout=30)
+    subprocess.run(args, cwd=cwd, check=True, capture_output=True, timeout=PATIENCE_S)
 
 
 def make_pki(directory: Path, server_dns: str = "prometheus.leaf.gpufleet.test") -> Pki:
@@ -73,7 +74,9 @@ def make_pki(directory: Path, server_dns: str = "prometheus.leaf.gpufleet.test")
 def promtool(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run promtool, returning the finished process (never raising on a non-zero exit)."""
     exe = require_tool("promtool")
-    return subprocess.run([exe, *map(str, args)], check=False, cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [exe, *map(str, args)], check=False, cwd=cwd, capture_output=True, text=True, timeout=PATIENCE_S
+    )
 
 
 def write_yaml(path: Path, obj: Any) -> Path:
@@ -252,7 +255,7 @@ def one_shot(mtail: str, progs: Path, logs: Path) -> dict[Series, float]:
         ],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_S,
     )
     assert run.returncode == 0, run.stderr
     return parse_prometheus(run.stdout)
@@ -384,7 +387,7 @@ def blocks_from_openmetrics(promtool: str, text: str, directory: Path) -> Path:
     data.mkdir(parents=True)
     load = subprocess.run(
         [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=PATIENCE_S,
     )  # fmt: skip
     assert load.returncode == 0, load.stdout + load.stderr
     return data

@@ -25,7 +25,7 @@ from fleet.model.accounting_hours import HOUR_END, HOURLY, hourly_rules
 from fleet.report.accounting import KEYS, accounting_queries, exact_integral, hourly_integral
 from fleet.report.queries import Window
 from tests.conftest import require_tool
-from tests.e2e.processes import Prometheus, wait_for
+from tests.e2e.processes import PATIENCE_S, Prometheus, patience, wait_for
 from tests.e2e.support import promtool, write_yaml
 
 pytestmark = pytest.mark.e2e
@@ -128,7 +128,7 @@ def hours_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Any:
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", config)
     blocks = tmp / "blocks"
     try:
-        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
         rules = write_yaml(tmp / "hours.yaml", hourly_rules(STEP))
         run(
             "tsdb", "create-blocks-from", "rules", "--url", prometheus.url, "--start", str(start),
@@ -140,7 +140,7 @@ def hours_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Any:
         shutil.move(str(block), data / block.name)
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", config)
     try:
-        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
         yield prometheus.url, start, evaluations(prometheus.url, start + MINUTES * STEP)
     finally:
         prometheus.stop()
@@ -148,7 +148,7 @@ def hours_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def query(url: str, promql: str, at: float) -> dict[tuple[str, ...], float]:
     params = urllib.parse.urlencode({"query": promql, "time": f"{at:.3f}"})
-    with urllib.request.urlopen(f"{url}/api/v1/query?{params}", timeout=60) as response:
+    with urllib.request.urlopen(f"{url}/api/v1/query?{params}", timeout=PATIENCE_S) as response:
         answer = json.load(response)
     assert answer["status"] == "success", answer
     return {tuple(s["metric"].get(k, "") for k in KEYS): float(s["value"][1]) for s in answer["data"]["result"]}
@@ -157,7 +157,7 @@ def query(url: str, promql: str, at: float) -> dict[tuple[str, ...], float]:
 def evaluations(url: str, end: float) -> list[float]:
     """The instants the hourly records were evaluated at (the markers' timestamps, each also its value)."""
     params = urllib.parse.urlencode({"query": f"{HOUR_END}[12h]", "time": f"{end:.3f}"})
-    with urllib.request.urlopen(f"{url}/api/v1/query?{params}", timeout=60) as response:
+    with urllib.request.urlopen(f"{url}/api/v1/query?{params}", timeout=PATIENCE_S) as response:
         (series,) = json.load(response)["data"]["result"]
     assert all(float(t) == float(v) for t, v in series["values"])
     return [float(t) for t, _ in series["values"]]

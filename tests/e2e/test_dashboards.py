@@ -31,7 +31,7 @@ from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, panel_queries
 from fleet.model.loader import load_fleet
 from fleet.model.prices import card_prices, load_prices
 from tests.conftest import FIXTURES, require_tool
-from tests.e2e.processes import Prometheus, wait_for
+from tests.e2e.processes import Prometheus, patience, wait_for
 from tests.e2e.support import blocks_from_openmetrics
 
 pytestmark = pytest.mark.e2e
@@ -229,7 +229,7 @@ def central(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     blocks_from_openmetrics(promtool, openmetrics(start, prices), tmp)
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "60s"}})
     try:
-        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
         yield {"prometheus": prometheus, "fleet": fleet, "prices": prices, "end": start + RANGE, "start": start}
     finally:
         prometheus.stop()

@@ -15,7 +15,6 @@ The rows from the Kubernetes API are tested against a loopback API server in tes
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +28,11 @@ from fleet.tools.doctor.names import POD_MONITORS
 from fleet.tools.doctor.prometheus import prometheus_rows
 from fleet.tools.doctor.table import Row, exit_status, render_table
 from tests.conftest import FIXTURES, require_tool
-from tests.e2e.processes import Prometheus, TextExporter, free_port, wait_for
+from tests.e2e.processes import PATIENCE_S, Prometheus, TextExporter, free_port, patience, wait_for
 
 pytestmark = pytest.mark.e2e
 
 FLEET_DIR = FIXTURES / "fleet"
-DEADLINE_S = 30.0
 LIVE_POD = "tracker-t4-5e6f7a8b-x7k2p"
 DEAD_POD = "probe-t4-1a2b3c4d-29000100-q2w3e"
 
@@ -98,7 +96,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     healthy = Prometheus(exe, root / "healthy", config(healthy_jobs), name="healthy")
     processes = [broken, healthy]
     try:
-        deadline = time.monotonic() + DEADLINE_S
+        deadline = patience()
         for server, jobs in ((broken, broken_jobs), (healthy, healthy_jobs)):
             wait_for(f"{server.log.name} ready", server.ready, deadline, processes)
             # every target scraped at least once: one `up` series per target
@@ -122,7 +120,7 @@ def rows_by_what(rows: list[Row]) -> dict[str, Row]:
 
 def test_the_central_names_the_leaf_that_does_not_answer_and_the_one_not_federated(servers: Servers):
     fleet, central = servers.fleet, servers.fleet.central
-    rows = prometheus_rows(fleet, central, central.name, servers.broken.url, None, timeout=5)
+    rows = prometheus_rows(fleet, central, central.name, servers.broken.url, None, timeout=PATIENCE_S)
     found = rows_by_what(rows)
     leaves = [c for c in fleet.clusters.values() if not c.central]
     assert [r.what for r in rows if r.what.startswith("federation:")] == [
@@ -149,7 +147,7 @@ def test_the_central_names_the_leaf_that_does_not_answer_and_the_one_not_federat
 
 def test_pod_monitor_targets_down_are_named_by_pod(servers: Servers):
     fleet, central = servers.fleet, servers.fleet.central
-    found = rows_by_what(prometheus_rows(fleet, central, central.name, servers.broken.url, None, timeout=5))
+    found = rows_by_what(prometheus_rows(fleet, central, central.name, servers.broken.url, None, timeout=PATIENCE_S))
     namespace, monitor = POD_MONITORS[0]
     row = found[f"PodMonitor {namespace}/{monitor}: targets up"]
     assert row.status == "FAIL" and row.state == "1 up, 1 down", row
@@ -159,7 +157,7 @@ def test_pod_monitor_targets_down_are_named_by_pod(servers: Servers):
 def test_a_leaf_checks_that_the_central_federates_it(servers: Servers):
     fleet = servers.fleet
     for leaf, status in ((servers.down_leaf, "FAIL"), (servers.up_leaf, "ok"), (servers.missing_leaf, "FAIL")):
-        rows = prometheus_rows(fleet, leaf, leaf.name, None, servers.broken.url, timeout=5)
+        rows = prometheus_rows(fleet, leaf, leaf.name, None, servers.broken.url, timeout=PATIENCE_S)
         federation = [r for r in rows if r.what.startswith("federation:")]
         assert [r.what for r in federation] == [f"federation: {fleet.central.name} scrapes {leaf.name}"]
         assert federation[0].status == status, federation[0]
@@ -171,7 +169,7 @@ def test_a_leaf_checks_that_the_central_federates_it(servers: Servers):
 
 def test_a_healthy_central_with_no_benchmark_pod_running_exits_0(servers: Servers):
     fleet, central = servers.fleet, servers.fleet.central
-    rows = prometheus_rows(fleet, central, central.name, servers.healthy.url, None, timeout=5)
+    rows = prometheus_rows(fleet, central, central.name, servers.healthy.url, None, timeout=PATIENCE_S)
     assert exit_status(rows) == 0, render_table(rows)
     monitors = [r for r in rows if r.what.startswith("PodMonitor")]
     assert not fleet.runners_of(central)  # the fixture's central has no runner: only the benchmarks' monitor
@@ -183,7 +181,7 @@ def test_a_cluster_whose_runner_has_no_pod_is_told_to_set_its_token(servers: Ser
     """A runner manager is long-lived: no target for it means it never started (no token Secret)."""
     fleet = servers.fleet
     leaf = next(c for c in fleet.clusters.values() if fleet.runners_of(c))
-    rows = prometheus_rows(fleet, leaf, leaf.name, servers.healthy.url, None, timeout=5)
+    rows = prometheus_rows(fleet, leaf, leaf.name, servers.healthy.url, None, timeout=PATIENCE_S)
     (row,) = [r for r in rows if r.what == "PodMonitor ci-runners/gpu-fleet-runners: targets up"]
     assert row.status == "FAIL" and row.state == f"0 of {len(fleet.runners_of(leaf))} runner(s) scraped"
     assert "gpu-fleet:runnerTokens" in row.fix

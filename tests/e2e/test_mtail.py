@@ -25,6 +25,7 @@ import pytest
 from fleet.model.pod_contract import mtail_args
 from fleet.model.workloads import WORKLOADS_DIR, load_workloads
 from tests.conftest import require_tool
+from tests.e2e.processes import PATIENCE_S
 from tests.e2e.support import QUIET, Series, one_shot, parse_prometheus, series
 
 pytestmark = pytest.mark.e2e
@@ -96,7 +97,7 @@ def test_program_compiles(name: str) -> None:
         [mtail, "--compile_only", "--progs", str(programs_dir(name)), *QUIET],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_S,
     )
     assert run.returncode == 0, run.stderr
 
@@ -137,7 +138,7 @@ def test_a_broken_program_fails_the_compile_check(tmp_path: Path, breakage: str)
         [mtail, "--compile_only", "--progs", str(demo_programs(tmp_path, DEMO_PROGRAM.replace(old, new, 1))), *QUIET],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_S,
     )
     if not old:  # the control: the program itself compiles, so each breakage is what fails
         assert run.returncode == 0, run.stderr
@@ -225,7 +226,7 @@ class LiveMtail:
             [mtail, *args, "--address", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=self.stderr
         )
 
-    def wait_until_serving(self, seconds: float = 10) -> None:
+    def wait_until_serving(self, seconds: float = PATIENCE_S) -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             assert self.process.poll() is None, f"mtail exited: {self.stderr_path.read_text()}"
@@ -237,7 +238,7 @@ class LiveMtail:
     def lines_read(self, samples: dict[Series, float]) -> float:
         return samples.get(series("mtail_log_lines_total", logfile=str(self.log)), 0)
 
-    def scrape_until(self, done, seconds: float = 20) -> dict[Series, float]:
+    def scrape_until(self, done, seconds: float = PATIENCE_S) -> dict[Series, float]:
         """Poll /metrics until ``done(samples)`` holds or ``seconds`` pass; the last scrape either way."""
         deadline = time.monotonic() + seconds
         samples: dict[Series, float] = {}

@@ -24,9 +24,11 @@ def probe_metrics(mtail: str, log: Path) -> dict:
 
 def test_no_accelerator_here_is_a_failed_probe_with_its_wait(tmp_path: Path) -> None:
     mtail = require_tool("mtail")
-    minute = int(time.time()) // 60 - 3  # scheduled three minutes ago (and some seconds)
     log = tmp_path / "probe.log"
     before = int(time.time())
+    # scheduled three minutes (and some seconds) before `before`, the same reading: a second ticking between two
+    # readings of the clock on a loaded machine would put the wait past the bounds below
+    minute = before // 60 - 3
     assert run_probe(log, f"probe-t4-1a2b3c4d-{minute}") == 1
     after = int(time.time())
     got = probe_metrics(mtail, log)

@@ -39,7 +39,7 @@ from fleet.model.prices import card_prices, load_prices
 from fleet.model.prometheus import duration_seconds
 from fleet.tools.cli import main
 from tests.conftest import require_tool
-from tests.e2e.processes import Process, Prometheus, RecordingUpstream, TextExporter, wait_for
+from tests.e2e.processes import PATIENCE_S, Process, Prometheus, RecordingUpstream, TextExporter, patience, wait_for
 from tests.e2e.processes import free_port as _free_port
 from tests.e2e.support import Pki, make_pki, promtool, rule_tests, write_yaml
 
@@ -53,7 +53,6 @@ LEAF_CLOUD = FLEET.cluster(LEAF).cloud
 BENCH = FLEET.benchmarks(FLEET.cluster(LEAF))[0]
 METRIC = BENCH.workload.spec.metrics[0].name
 WORKLOAD, CARD = BENCH.workload.name, BENCH.pool.card
-DEADLINE_S = 45.0
 SECRETS_DIR = "/etc/prometheus/secrets"
 GATEWAY_TLS_DIR = "/etc/gateway/tls/"
 
@@ -177,7 +176,7 @@ def _loopback_gateway_conf(rendered: Path, leaf: str, pki: Pki, work: Path, port
 def _nginx_test(conf: Path) -> subprocess.CompletedProcess[str]:
     exe = require_tool("nginx")
     args = [exe, "-t", "-p", str(conf.parent), "-e", "stderr", "-c", str(conf)]
-    return subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+    return subprocess.run(args, capture_output=True, text=True, timeout=PATIENCE_S, check=False)
 
 
 def test_every_rendered_gateway_passes_nginx_t(rendered: Path, pki: Pki, tmp_path: Path) -> None:
@@ -211,7 +210,6 @@ def federation(rendered: Path, pki: Pki, tmp_path_factory: pytest.TempPathFactor
     """Exporter, leaf Prometheus, rendered gateway and central Prometheus on 127.0.0.1."""
     prometheus = require_tool("prometheus")
     work = tmp_path_factory.mktemp("loopback")
-    start = time.monotonic()
     exporter = TextExporter(lambda: EXPORTED)
     running: list[Process] = []
     try:
@@ -243,7 +241,6 @@ def federation(rendered: Path, pki: Pki, tmp_path_factory: pytest.TempPathFactor
             "leaf": leaf,
             "gateway_port": gateway_port,
             "running": running,
-            "deadline": start + DEADLINE_S,
         }
     finally:
         for proc in reversed(running):
@@ -280,8 +277,8 @@ def _context(pki: Pki, cert: Path | None = None, key: Path | None = None) -> ssl
 
 def test_selected_metrics_cross_the_rendered_gateway_with_cluster_labels(federation: dict[str, Any]) -> None:
     central: Prometheus = federation["central"]
-    deadline, running = federation["deadline"], federation["running"]
-    fit = wait_for(f"{METRIC} on the central", lambda: central.query(METRIC), deadline, running)
+    running = federation["running"]
+    fit = wait_for(f"{METRIC} on the central", lambda: central.query(METRIC), patience(), running)
     assert [(s["metric"]["cluster"], s["metric"]["cloud"], s["metric"]["gpu"]) for s in fit] == [
         (LEAF, LEAF_CLOUD, CARD)
     ]
@@ -289,7 +286,7 @@ def test_selected_metrics_cross_the_rendered_gateway_with_cluster_labels(federat
     util = wait_for(
         "the leaf's GPU aggregate on the central",
         lambda: central.query("gpufleet:gpu_utilization_percent:avg"),
-        deadline,
+        patience(),
         running,
     )
     assert float(util[0]["value"][1]) == 70.0 and util[0]["metric"]["cluster"] == LEAF
@@ -303,13 +300,13 @@ def _gateway_and_its_upstream_ready(federation: dict[str, Any], pki: Pki) -> Non
     """Wait for what the gateway tests use: nginx answering and, behind it, the leaf Prometheus ready with the
     fleet's metric scraped (nginx alone would answer 502 to /federate until then)."""
     leaf: Prometheus = federation["leaf"]
-    deadline, running = federation["deadline"], federation["running"]
-    wait_for(f"{METRIC} on the leaf", lambda: leaf.ready() and leaf.query(METRIC), deadline, running)
+    running = federation["running"]
+    wait_for(f"{METRIC} on the leaf", lambda: leaf.ready() and leaf.query(METRIC), patience(), running)
     client = _context(pki, pki.client_cert, pki.client_key)
     wait_for(
         "the gateway",
         lambda: _gateway(federation["gateway_port"], client, "GET", "/healthz")[0] == 200,
-        deadline,
+        patience(),
         running,
     )
 
@@ -367,7 +364,7 @@ def gateway_to_recorder(rendered: Path, pki: Pki, tmp_path: Path) -> Iterator[di
         wait_for(
             "the gateway",
             lambda: _gateway(port, client, "GET", "/healthz")[0] == 200,
-            time.monotonic() + 20,
+            patience(),
             [gateway],
         )
         yield {"port": port, "upstream": upstream, "client": client, "nginx": gateway}
@@ -441,13 +438,13 @@ def test_the_gateway_serves_a_fleet_client_through_1500_half_open_handshakes(
     gateway_to_recorder: dict[str, Any],
 ) -> None:
     port, client = gateway_to_recorder["port"], gateway_to_recorder["client"]
-    sockets, connected = _hold_half_open_handshakes(port, HALF_OPEN, time.monotonic() + 20)
+    sockets, connected = _hold_half_open_handshakes(port, HALF_OPEN, patience())
     try:
         assert connected == HALF_OPEN  # every attacker holds a connection in the handshake
         status, body = _gateway(port, client, "GET", _federate_path(METRIC))
         assert (status, body) == (200, b"ok\n")  # served while all of them are held
-        # and the gateway lets go of them (client_header_timeout bounds the handshake), well within a minute
-        assert _closed_by_server(sockets, time.monotonic() + 60) == HALF_OPEN
+        # and the gateway lets go of every one (client_header_timeout bounds the handshake)
+        assert _closed_by_server(sockets, patience()) == HALF_OPEN
         assert gateway_to_recorder["nginx"].alive()
     finally:
         for sock in sockets:

@@ -30,7 +30,7 @@ from fleet.model.loader import load_fleet
 from fleet.report.costs import approximate, load_prices
 from fleet.report.formatting import fmt
 from tests.conftest import FIXTURES, ROOT, require_tool
-from tests.e2e.processes import Prometheus, wait_for
+from tests.e2e.processes import PATIENCE_S, Prometheus, patience, wait_for
 from tests.e2e.support import ACCOUNTING_POLICY, blocks_from_openmetrics, markdown_tables, write_yaml
 
 pytestmark = pytest.mark.e2e
@@ -80,7 +80,7 @@ def report_hour(url: str, start: int, policy: Path, out: Path) -> subprocess.Com
             "--end", str(start + 3600), "--out", str(out), "--workload", "tracker", "--policy", str(policy),
             "--workloads-dir", str(FIXTURES / "fleet" / "workloads"),
         ],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True, text=True, timeout=PATIENCE_S, cwd=ROOT,
     )  # fmt: skip
 
 
@@ -88,7 +88,7 @@ def report_from_data(prometheus_exe: str, tmp: Path, start: int, policy: Path) -
     """Start Prometheus on the blocks loaded under ``tmp/prometheus/data``, report the hour, stop it."""
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
     try:
-        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
         out = tmp / "out"
         return {"run": report_hour(prometheus.url, start, policy, out), "out": out}
     finally:
@@ -212,13 +212,13 @@ def chain_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     data.mkdir(parents=True)
 
     def run(*args: str) -> None:
-        done = subprocess.run([promtool, *args], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([promtool, *args], capture_output=True, text=True, timeout=PATIENCE_S)
         assert done.returncode == 0, done.stdout + done.stderr
 
     run("tsdb", "create-blocks-from", "openmetrics", str(source), str(data))
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
     try:
-        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
         rule_file = write_yaml(tmp / "accounting.yaml", {"groups": [{"name": "accounting", "rules": rules}]})
         blocks = tmp / "blocks"
         run(

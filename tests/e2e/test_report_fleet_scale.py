@@ -23,7 +23,7 @@ from fleet.report.prometheus_api import PrometheusClient
 from fleet.report.queries import CARDS_PER_PLOT, Window
 from fleet.report.write import write_report
 from tests.conftest import FIXTURES, require_tool
-from tests.e2e.processes import Prometheus, wait_for
+from tests.e2e.processes import PATIENCE_S, Prometheus, patience, wait_for
 from tests.e2e.support import blocks_from_openmetrics, markdown_tables, png_size
 
 pytestmark = pytest.mark.e2e
@@ -55,8 +55,8 @@ def fleet_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     blocks_from_openmetrics(promtool, openmetrics(start), tmp)
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
     try:
-        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
-        client = PrometheusClient(prometheus.url, timeout=60)
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
+        client = PrometheusClient(prometheus.url, timeout=PATIENCE_S)
         window = Window(start, start + 3600)
         workloads = [load_workloads(WORKLOADS)["fitter"]]
         report = gather(client, workloads, window, None, load_prices(), Progress(100, io.StringIO()))

@@ -33,7 +33,7 @@ from fleet.report.formatting import fmt
 from fleet.report.tables import PHASES_TITLE
 from fleet.tools.doctor.probe_phases import probe_phase_query, probe_phase_rows
 from tests.conftest import FIXTURES, ROOT, require_tool
-from tests.e2e.processes import Prometheus, http_get, wait_for
+from tests.e2e.processes import PATIENCE_S, Prometheus, http_get, patience, wait_for
 from tests.e2e.support import markdown_tables, write_yaml
 
 pytestmark = pytest.mark.e2e
@@ -128,14 +128,14 @@ def phase_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     data.mkdir(parents=True)
 
     def run(*args: str) -> None:
-        done = subprocess.run([promtool, *args], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([promtool, *args], capture_output=True, text=True, timeout=PATIENCE_S)
         assert done.returncode == 0, done.stdout + done.stderr
 
     run("tsdb", "create-blocks-from", "openmetrics", str(source), str(data))
     blocks = tmp / "blocks"
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
     try:
-        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
         rule_file = write_yaml(tmp / "phases.yaml", rules)
         run(
             "tsdb", "create-blocks-from", "rules", "--url", prometheus.url, "--start", str(start),
@@ -147,7 +147,7 @@ def phase_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         shutil.move(str(block), data / block.name)
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
     try:
-        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
         out = tmp / "out"
         report = subprocess.run(
             [
@@ -155,7 +155,7 @@ def phase_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
                 "--end", str(start + 3600), "--out", str(out), "--workload", "tracker", "--policy", str(policy),
                 "--workloads-dir", str(FIXTURES / "fleet" / "workloads"),
             ],
-            capture_output=True, text=True, timeout=120, cwd=ROOT,
+            capture_output=True, text=True, timeout=PATIENCE_S, cwd=ROOT,
         )  # fmt: skip
         yield {"run": report, "out": out, "url": prometheus.url, "start": start, "policy": policy}
     finally:

@@ -43,7 +43,7 @@ import pytest
 from fleet.report.formatting import fmt
 from fleet.report.tables import NO_QUEUES, QUEUES_TITLE
 from tests.conftest import FIXTURES, ROOT, require_tool
-from tests.e2e.processes import Prometheus, wait_for
+from tests.e2e.processes import PATIENCE_S, Prometheus, patience, wait_for
 from tests.e2e.support import blocks_from_openmetrics, markdown_tables
 from tests.helpers import QUEUED, QUEUED_STACKS, write_policy
 
@@ -141,7 +141,7 @@ def queues_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     policy, _stacks = write_policy(tmp, QUEUED, QUEUED_STACKS)
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
     try:
-        wait_for("prometheus to be ready", prometheus.ready, time.monotonic() + 60, [prometheus])
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
         out = tmp / "out"
         run = subprocess.run(
             [
@@ -150,7 +150,7 @@ def queues_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "--workload", "tracker",
                 "--workloads-dir", str(FIXTURES / "fleet" / "workloads"),
             ],
-            capture_output=True, text=True, timeout=120, cwd=ROOT,
+            capture_output=True, text=True, timeout=PATIENCE_S, cwd=ROOT,
         )  # fmt: skip
     finally:
         prometheus.stop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -24,7 +23,7 @@ from fleet.model.workloads import load_workloads
 from fleet.report.costs import approximate, load_prices
 from fleet.report.formatting import fmt
 from tests.conftest import FIXTURES, ROOT, require_tool
-from tests.e2e.processes import Mtail, Prometheus, wait_for
+from tests.e2e.processes import PATIENCE_S, Mtail, Prometheus, patience, wait_for
 from tests.e2e.support import markdown_tables, png_size
 
 pytestmark = pytest.mark.e2e
@@ -88,7 +87,7 @@ def scaling_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     policy = tmp / "fleet.yaml"
     policy.write_text(POLICY.format(name=SWEEP.name, scale=counts), encoding="utf-8")
     running: list[Any] = []
-    deadline = time.monotonic() + 60
+    deadline = patience()
     try:
         mtails, feeds = {}, {}
         for card in cards:
@@ -133,7 +132,7 @@ def scaling_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 sys.executable, "-m", "fleet", "report", "--prometheus", prometheus.url, "--since", "5m",
                 "--out", str(out), "--workload", SWEEP.name, "--policy", str(policy), "--workloads-dir", str(WORKLOADS),
             ],
-            capture_output=True, text=True, timeout=120, cwd=ROOT,
+            capture_output=True, text=True, timeout=PATIENCE_S, cwd=ROOT,
         )  # fmt: skip
         return {"run": run, "out": out, "cards": cards, "policy": policy}
     finally:

@@ -25,7 +25,10 @@ from fleet.report.prometheus_api import DEFAULT_MAX_BYTES, PrometheusClient, Pro
 from fleet.tools.cli import build_parser, main
 from tests.conftest import FIXTURES
 
-LIFETIME_S = 20.0  # the fake server stops by itself after this long, whatever the test does
+LIFETIME_S = 120.0  # the fake server stops by itself after this long, whatever the test does (a leak's bound only)
+# The report's per-request timeout where a test is not about it: an upper bound a healthy answer never nears, however
+# loaded the machine (the server answers from a thread of the test's own process, which may wait for a core).
+PATIENT_TIMEOUT = "60"
 NOW = time.time()
 # The report runs on the tests' own fleet and its workload `fitter` (tests/fixtures/fleet), whatever the shipped one is.
 FLEET = FIXTURES / "fleet"
@@ -71,7 +74,7 @@ class FakePrometheus:
 
     def _answer(self, conn: socket.socket) -> None:
         with conn:
-            conn.settimeout(2.0)
+            conn.settimeout(30.0)
             try:
                 head = b""
                 while b"\r\n\r\n" not in head and len(head) < 65536:
@@ -147,10 +150,11 @@ def serve() -> Iterator[Callable[[Callable[[str], Reply]], FakePrometheus]]:
 
 def report(url: str, out: Path, *extra: str) -> int:
     """``python -m fleet report`` (in this process) for the fixture fleet's ``fitter`` over the last hour; its exit
-    status. No test times it: which bound cut an answer off is told by the one line it prints, whatever the load."""
+    status. No test times it: which bound cut an answer off is told by the one line it prints, whatever the load.
+    Each request may take ``PATIENT_TIMEOUT`` seconds unless ``extra`` gives another ``--timeout``."""
     args = ["report", "--prometheus", url, "--since", "1h", "--workload", WORKLOAD, "--out", str(out)]
     args += ["--policy", str(FLEET / "fleet.yaml"), "--workloads-dir", str(FLEET / "workloads")]
-    return main([*args, "--timeout", "1", *extra])
+    return main([*args, "--timeout", PATIENT_TIMEOUT, *extra])
 
 
 def failure_line(capsys: pytest.CaptureFixture[str], out: Path) -> str:
@@ -308,7 +312,7 @@ def test_a_dripping_answer_is_cut_off_at_the_timeout(
     serve: Callable[..., FakePrometheus], tmp_path: Path, capsys: pytest.CaptureFixture[str], reply: Route
 ) -> None:
     server = serve(healthy(query=reply))
-    code = report(server.url, tmp_path / "out")
+    code = report(server.url, tmp_path / "out", "--timeout", "1")
     line = failure_line(capsys, tmp_path / "out")
     # the drips outlast the server's lifetime: an answer cut off by the server, or read whole, says something else
     assert code == 1
@@ -344,7 +348,7 @@ def test_an_announced_huge_answer_is_refused_unread(
     serve: Callable[..., FakePrometheus], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = serve(healthy(query=lambda: [http(b"[", length=10 * 2**30), 30.0]))
-    code = report(server.url, tmp_path / "out")
+    code = report(server.url, tmp_path / "out", "--timeout", "1")
     line = failure_line(capsys, tmp_path / "out")
     assert code == 1  # read, the body would end in the 1 s timeout after its first byte: another message
     assert f"announced 10,737,418,240 bytes for {RESULT_QUERY}" in line

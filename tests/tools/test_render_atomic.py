@@ -16,6 +16,7 @@ from tests.conftest import FIXTURES
 from tests.helpers import plan_one, write_policy
 
 RENDERS = 8
+HUNG_AFTER_S = 300.0  # an upper bound only a hang reaches, not a measure of speed (8 renders take seconds)
 
 
 POLICY = """
@@ -48,7 +49,7 @@ def test_concurrent_renders_into_one_folder_all_succeed(plan: StackPlan, tmp_pat
     results: list[object] = [None] * RENDERS
 
     def one(i: int) -> None:
-        start.wait(timeout=10)
+        start.wait(timeout=HUNG_AFTER_S)
         try:
             results[i] = render_stack(plan, out)
         except Exception as exc:  # every failure is reported by the assertion below
@@ -58,7 +59,7 @@ def test_concurrent_renders_into_one_folder_all_succeed(plan: StackPlan, tmp_pat
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=30)
+        thread.join(timeout=HUNG_AFTER_S)
     failures = [r for r in results if not isinstance(r, list)]
     assert not failures, failures
     assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, "lab"]  # no temporary folder left

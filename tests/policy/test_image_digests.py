@@ -44,15 +44,15 @@ def test_chart_images_in_release_values_are_checked_for_digests(plans, session):
 @pytest.mark.parametrize(
     ("image", "pinned"),
     [
-        (f"ghcr.io/gpu-fleet/nginx-unprivileged:1.27.3-alpine@sha256:{HEX}", True),
-        (f"ghcr.io/gpu-fleet/nginx-unprivileged@sha256:{HEX}", True),
+        (f"registry.example.org/lab/nginx-unprivileged:1.27.3-alpine@sha256:{HEX}", True),
+        (f"registry.example.org/lab/nginx-unprivileged@sha256:{HEX}", True),
         (f"registry.local:5000/fleet/tool:1.0@sha256:{HEX}", True),
-        ("ghcr.io/gpu-fleet/nginx-unprivileged:1.27.3-alpine", False),
-        ("ghcr.io/gpu-fleet/nginx-unprivileged@sha256:1234", False),  # not 64 hex digits
-        (f"ghcr.io/gpu-fleet/nginx-unprivileged@sha256:{HEX.upper()}", False),
-        (f"ghcr.io/gpu-fleet/nginx-unprivileged@sha512:{HEX}{HEX}", False),
+        ("registry.example.org/lab/nginx-unprivileged:1.27.3-alpine", False),
+        ("registry.example.org/lab/nginx-unprivileged@sha256:1234", False),  # not 64 hex digits
+        (f"registry.example.org/lab/nginx-unprivileged@sha256:{HEX.upper()}", False),
+        (f"registry.example.org/lab/nginx-unprivileged@sha512:{HEX}{HEX}", False),
         (f"@sha256:{HEX}", False),  # no name
-        (f"ghcr.io/gpu-fleet/nginx-unprivileged:1.27.3-alpine@sha256:{HEX} ", False),
+        (f"registry.example.org/lab/nginx-unprivileged:1.27.3-alpine@sha256:{HEX} ", False),
     ],
 )
 def test_images_by_digest_form(session, gateway, image, pinned):

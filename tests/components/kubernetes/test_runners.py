@@ -22,6 +22,7 @@ from tests.helpers import by_type, one, plan_one
 
 # An AKS cluster with two GPU runners; both pools are spot, so CI jobs must tolerate AKS's spot taint too.
 POLICY = """
+registry: registry.example.org/lab
 clusters:
   azure:
     aks-ci:
@@ -68,7 +69,8 @@ def test_one_pinned_release_per_runner_with_the_policys_settings(plan):
     assert values["runners"]["secret"] == "gitlab-runner-t4" and values["runners"]["jobNamespace"] == "ci-builds"
     assert values["metrics"] == {"enabled": True, "portName": "metrics", "port": RUNNER_METRICS_PORT}
     assert values["podSecurityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert values["image"]["registry"] == "ghcr.io" and values["image"]["image"] == "gpu-fleet/gitlab-runner"
+    # the runner's image from the fleet's registry, split as the chart joins it (host, then the path in it)
+    assert values["image"]["registry"] == "registry.example.org" and values["image"]["image"] == "lab/gitlab-runner"
     assert releases["gitlab-runner-a100"]["values"]["concurrent"] == 2  # the default
 
 

@@ -192,8 +192,8 @@ def job_pod(the_job: k8s.V1Job, phase: str = "Succeeded", **status: Any) -> k8s.
             node_selector=status.pop("node_selector", None),
             tolerations=tolerations,
             restart_policy="Never",
-            containers=[container("workload", f"ghcr.io/gpu-fleet/fixture-{labels['workload']}:1.0.0")],
-            init_containers=[container("mtail", "ghcr.io/gpu-fleet/mtail:3.0.8")],
+            containers=[container("workload", f"registry.example.org/lab/fixture-{labels['workload']}:1.0.0")],
+            init_containers=[container("mtail", "registry.example.org/lab/mtail:3.0.8")],
         ),
         status=k8s.V1PodStatus(phase=phase, **status),
     )

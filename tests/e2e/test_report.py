@@ -326,7 +326,6 @@ class LoopbackFleet:
     expected: dict[tuple[str, str, str], Expected]
     probes: dict[tuple[str, str], list[ProbeRun]]  # the probe runs of each probed (cluster, gpu)
     prometheus_started: float  # Unix time just before Prometheus started (no scrape before it)
-    scraped_since: float  # Unix time by which Prometheus had scraped every target once
     processes: list[Process] = field(default_factory=list)
 
     @property
@@ -433,7 +432,6 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str) -> Iterator[L
             patience(),
             running,
         )
-        scraped_since = time.time()
         # Append the logs in five chunks a second apart, so the time series see the results arrive.
         chunks = 5
         for i in range(chunks):
@@ -455,7 +453,7 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str) -> Iterator[L
 
         wait_for("Prometheus to hold every card's last result", all_results_in, patience(), running)
         probes = feed_probes(tmp, probe_logs, prometheus, running)
-        yield LoopbackFleet(prometheus, gpu, expected, probes, prometheus_started, scraped_since, running)
+        yield LoopbackFleet(prometheus, gpu, expected, probes, prometheus_started, running)
     finally:
         for proc in reversed(running):
             proc.stop()
@@ -490,6 +488,18 @@ def fleet_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         yield {"fleet": fleet, "run": run, "out": out, "report_started": before, "report_ended": after, "tmp": tmp}
 
 
+def energy_surely_in_the_window(fleet_report: dict[str, Any], pod: str) -> float:
+    """How much ``pod``'s GPU energy counter grew over the samples every window the report may have used holds: its
+    window is the 5 minutes (``--since 5m``) up to an instant between the report's start and end, so the samples from
+    5 minutes before its end to its start."""
+    started, ended = fleet_report["report_started"], fleet_report["report_ended"]
+    sure = int(300 - (ended - started))
+    assert sure > 0, "the report took more than its whole window"
+    (series,) = fleet_report["fleet"].prometheus.query(f'{GPU_ENERGY}{{pod="{pod}"}}[{sure}s]', at=started)
+    values = [float(value) for _, value in series["values"]]
+    return values[-1] - values[0]
+
+
 def test_report_tables_hold_every_workload_card_and_value(fleet_report: dict[str, Any]) -> None:
     run, out, fleet = fleet_report["run"], fleet_report["out"], fleet_report["fleet"]
     assert run.returncode == 0, run.stderr
@@ -521,13 +531,14 @@ def test_report_tables_hold_every_workload_card_and_value(fleet_report: dict[str
                 assert row["mean GPU util. (%)"] == "—" and row["GPU energy / result (J)"] == "—", row
             else:
                 assert row["mean GPU util. (%)"] == approximate(card.utilization, 3), row
-                # Energy: the exporter's power x the time Prometheus scraped it, split over the results. Scrapes
-                # ran at least from every target's first scrape to a second before the report started, and
-                # at most from Prometheus' start to the report's end (plus increase()'s extrapolation).
-                shortest = fleet_report["report_started"] - 1 - fleet.scraped_since
+                # Energy: increase() of the energy counter over the report's window, split over the results. At
+                # least what the counter's samples that the window surely holds grew by (a count of joules read
+                # from Prometheus, not a duration: on a loaded machine scrapes may lag), at most the exporter's
+                # power x the whole time Prometheus ran (plus increase()'s extrapolation).
+                grown = energy_surely_in_the_window(fleet_report, pod_name(name, card))
                 longest = fleet_report["report_ended"] - fleet.prometheus_started
                 energy = float(row["GPU energy / result (J)"].replace(",", ""))
-                assert 0.9 * card.watts * shortest / want.runs < energy < 1.1 * card.watts * longest / want.runs, row
+                assert grown > 0 and 0.99 * grown / want.runs <= energy < 1.1 * card.watts * longest / want.runs, row
             # Measured between the run counter's first and last samples: unknown when there was one sample only.
             if row["GPU time / result (s)"] != "—":
                 gpu_time = float(row["GPU time / result (s)"].replace(",", ""))

@@ -1,4 +1,5 @@
-"""``python -m fleet``: see fleet/tools/cli.py (the same as the ``fleet`` command ``make`` installs in .venv).
+"""``python -m fleet``, and the ``fleet`` command ``make`` installs in .venv (pyproject.toml's ``[project.scripts]``
+names ``run``): see fleet/tools/cli.py.
 
 Ctrl-C, even while the modules load, ends it with one line and exit status 130 (fleet/tools/interrupts.py). Run
 outside the project's virtualenv, a missing dependency (pydantic, pulumi, ...) is one line saying where the commands
@@ -31,8 +32,9 @@ def run() -> int:
         package = missing_dependency(exc)
         if package is None:
             raise
+        name = "fleet" if sys.argv[0].rsplit("/", 1)[-1] == "fleet" else "python -m fleet"  # the console script's
         print(
-            f"python -m fleet: {package!r} is not installed in this Python ({sys.executable}): the commands run in "
+            f"{name}: {package!r} is not installed in this Python ({sys.executable}): the commands run in "
             "the project's virtualenv. Run `make plan` once (it creates .venv), then `.venv/bin/fleet plan` or "
             "`.venv/bin/python -m fleet plan` (or `source .venv/bin/activate` and `fleet plan`)",
             file=sys.stderr,

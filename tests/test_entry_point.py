@@ -38,12 +38,55 @@ def _run_without(blocked: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_console_script_is_the_command_line():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    module, _, function = project["project"]["scripts"]["fleet"].partition(":")
-    from fleet.tools.cli import main
+# Runs ``fleet ARGS`` as the console script pip writes into .venv/bin does (``from MODULE import FUNCTION``, then
+# ``sys.exit(FUNCTION())``), with importing ``blocked`` failing.
+BLOCKED_SCRIPT = """
+import sys
+from importlib.abc import MetaPathFinder
 
-    assert getattr(importlib.import_module(module), function) is main
+blocked, entry = sys.argv.pop(1), sys.argv.pop(1)
+
+class Missing(MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Missing())
+sys.argv[0] = "/project/.venv/bin/fleet"
+module, _, function = entry.partition(":")
+sys.exit(getattr(__import__(module, fromlist=[function]), function)())
+"""
+
+
+def _console_script_entry() -> str:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return project["project"]["scripts"]["fleet"]
+
+
+def test_the_console_script_is_the_same_entry_as_python_m_fleet():
+    module, _, function = _console_script_entry().partition(":")
+    import fleet.__main__
+
+    assert getattr(importlib.import_module(module), function) is fleet.__main__.run
+
+
+def test_the_console_script_runs_the_command_line(monkeypatch):
+    import fleet.tools.cli
+
+    monkeypatch.setattr(fleet.tools.cli, "main", lambda: 7)
+    module, _, function = _console_script_entry().partition(":")
+    assert getattr(importlib.import_module(module), function)() == 7
+
+
+def test_the_console_script_without_a_dependency_is_one_line_naming_itself():
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKED_SCRIPT, "pydantic", _console_script_entry(), "validate"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("fleet: 'pydantic' is not installed") and ".venv/bin/fleet plan" in line
 
 
 def test_a_missing_dependency_is_one_line_naming_the_virtualenv():

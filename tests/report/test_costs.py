@@ -115,11 +115,20 @@ def test_bad_entries_are_located(tmp_path: Path, entry: str, key: str, message: 
 # --- machines -------------------------------------------------------------------------------------------
 
 
-def test_the_machine_comes_from_the_policy_then_the_catalogue() -> None:
-    fleet = load_fleet()
-    assert machine_for("cern-main", "openstack", "v100", fleet) == Machine("openstack", "g1.xlarge", "", 1, True)
-    gke = machine_for("gke-uscentral1-c", "gcp", "l4", fleet)
-    assert gke == Machine("gcp", "g2-standard-4", "nvidia-l4", 1, True)
+def test_the_machine_comes_from_the_policy_then_the_catalogue(tmp_path: Path) -> None:
+    """On a fleet of the test's own (not the shipped one, which a team replaces): its on-demand L4 pool as the policy
+    has it, a cluster it does not have from the catalogue."""
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(
+        "clusters:\n  openstack:\n    site:\n      region: cern\n      central: true\n      gpus: [v100]\n"
+        "  gcp:\n    gke-od:\n      zone: us-central1-a\n      gpus: {l4: {spot: false}}\n",
+        encoding="utf-8",
+    )
+    fleet = load_fleet(policy, tmp_path)
+    assert machine_for("site", "openstack", "v100", fleet) == Machine("openstack", "g1.xlarge", "", 1, True)
+    gke = machine_for("gke-od", "gcp", "l4", fleet)
+    assert gke == Machine("gcp", "g2-standard-4", "nvidia-l4", 1, False)  # the policy's pool: not spot
+    assert machine_for("gke-elsewhere", "gcp", "l4", fleet) == Machine("gcp", "g2-standard-4", "nvidia-l4", 1, True)
     # A cluster the policy does not know: the catalogue's offer for the cloud.
     assert machine_for("elsewhere", "aws", "a100", fleet) == Machine("aws", "p4d.24xlarge", "", 8, True)
     assert machine_for("elsewhere", "azure", "v100", None) is None  # retired there

@@ -29,7 +29,7 @@ LIFETIME_S = 120.0  # the fake server stops by itself after this long, whatever 
 # The report's per-request timeout where a test is not about it: an upper bound a healthy answer never nears, however
 # loaded the machine (the server answers from a thread of the test's own process, which may wait for a core).
 PATIENT_TIMEOUT = "60"
-NOW = time.time()
+NOW = 1_772_443_800.0  # 2026-03-02 09:30 UTC: the samples the fake server answers are stamped with a fixed instant
 # The report runs on the tests' own fleet and its workload `fitter` (tests/fixtures/fleet), whatever the shipped one is.
 FLEET = FIXTURES / "fleet"
 WORKLOAD = "fitter"

@@ -220,3 +220,8 @@ def test_plan_prints_findings_once_and_ends_with_the_totals_and_json_keeps_its_k
     assert {s["name"] for s in data["totals"]["stacks"]} == {s["stack"] for s in data["stacks"]}
     assert data["totals"]["fleet"]["cards_at_max"] == sum(s["cards_at_max"] for s in data["totals"]["stacks"])
     assert data["totals"]["currency"] == load_prices().currency
+    # amounts to a millionth, without the noise of adding floats (0.5700000000000001 for 3 x 0.19)
+    amounts = [s["per_hour_at_max"] for s in data["totals"]["stacks"]] + [
+        p["per_hour_at_max"] for s in data["totals"]["stacks"] for p in s["pool_costs"]
+    ]
+    assert all(a == round(a, 6) for a in amounts if a is not None), amounts

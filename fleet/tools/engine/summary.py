@@ -27,6 +27,12 @@ PRICE_UNKNOWN = "price unknown"
 WIDTH = 118  # wrap the resource lines at this width
 
 
+def json_money(amount: float | None) -> float | None:
+    """An amount per hour for ``plan --json``: the sum of the price table's prices without the float noise of adding
+    them (``0.5700000000000001``), to a millionth of the currency."""
+    return None if amount is None else round(amount, 6)
+
+
 @dataclass(frozen=True)
 class PoolCost:
     """One node pool of a stack as the plan shows it: what the engine receives, what the policy says about it, and
@@ -57,7 +63,7 @@ class PoolCost:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form used in ``plan --json`` (``totals``)."""
-        return {**asdict(self), "accounts": list(self.accounts), "per_hour_at_max": self.per_hour_at_max}
+        return {**asdict(self), "accounts": list(self.accounts), "per_hour_at_max": json_money(self.per_hour_at_max)}
 
 
 @dataclass
@@ -89,6 +95,7 @@ class StackTotals:
     def as_dict(self) -> dict[str, Any]:
         """JSON form used in ``plan --json`` (``totals``)."""
         out = asdict(self)
+        out["per_hour_at_max"] = json_money(self.per_hour_at_max)
         out["pool_costs"] = [p.as_dict() for p in self.pool_costs]
         return out
 

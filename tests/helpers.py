@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -196,3 +197,60 @@ def kueue_flavor(pod: dict, flavors: list[tuple[str, dict[str, str]]]) -> str | 
         if selector_matches(spec, labels):
             return name
     return None
+
+
+# What a Grafana panel's PromQL reads, and whether the central Prometheus gets it (fleet/model/dashboards.py).
+_PROMQL_KEYWORDS = {"by", "on", "ignoring", "group_left", "group_right", "without", "bool", "and", "or", "unless"}
+_PROMQL_KEYWORDS |= {"offset"}
+
+
+def promql_metric_names(expr: str) -> set[str]:
+    """The series a PromQL query reads: the names left once strings, label matchers, ranges, grouping clauses,
+    function names, keywords and numbers are taken out."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    text = re.sub(r"\{[^}]*\}", "", text)
+    text = re.sub(r"\[[^\]]*\]", "", text)
+    text = re.sub(r"\b(by|on|ignoring|without|group_left|group_right)\s*\([^)]*\)", " ", text)
+    functions = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", text))
+    names = set(re.findall(r"(?<![0-9.])\b[A-Za-z_:][A-Za-z0-9_:]*\b(?!\s*\()", text))
+    return {n for n in names if n not in _PROMQL_KEYWORDS and not re.fullmatch(r"[0-9.e]+", n)} - functions
+
+
+def kps_values(plan: StackPlan) -> dict[str, Any]:
+    """The values of the stack's kube-prometheus-stack release as the engine received them."""
+    (release,) = [
+        r for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kps"
+    ]  # fmt: skip
+    return release.inputs["values"]
+
+
+def recorded_series(plan: StackPlan) -> set[str]:
+    """Every series the stack's Prometheus records (``record:`` of its rule groups)."""
+    groups = kps_values(plan).get("additionalPrometheusRulesMap", {}).values()
+    return {r["record"] for g in groups for group in g["groups"] for r in group["rules"] if "record" in r}
+
+
+def central_series(plans: dict[str, StackPlan], central: str) -> set[str]:
+    """The series the central Prometheus holds for every cluster of the fleet: what every one of its federation jobs
+    pulls (``match[]``), what it records itself and no leaf records (a leaf's own records reach it only federated),
+    and Prometheus' own ``ALERTS``. ``plans``: the central's and every leaf's (a fleet of one cluster federates
+    nothing and is refused)."""
+    values = kps_values(plans[central])
+    jobs = values["prometheus"]["prometheusSpec"].get("additionalScrapeConfigs") or []
+    if not jobs:
+        raise ValueError(f"{central} federates no leaf")
+    leaf_records = set().union(*(recorded_series(p) for name, p in plans.items() if name != central))
+    federated = set.intersection(*(set(j["params"]["match[]"]) for j in jobs))
+    return federated | (recorded_series(plans[central]) - leaf_records) | {"ALERTS"}
+
+
+def panels_on_missing_series(boards: dict[str, dict[str, Any]], available: set[str]) -> list[tuple[str, str, str]]:
+    """(dashboard, panel, metric) for every metric a panel's query reads that is not in ``available``."""
+    from fleet.model.dashboards import panel_queries
+
+    return sorted(
+        (q.dashboard, q.panel, name)
+        for q in panel_queries(boards)
+        for name in promql_metric_names(q.expr)
+        if name not in available
+    )

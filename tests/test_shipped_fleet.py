@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from fleet.model import pod_contract
+from fleet.model import dashboards, pod_contract
 from fleet.model.ci_pools import CI_TAINT
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
@@ -21,6 +21,7 @@ from fleet.model.spec import pool_resource_name
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from fleet.program.stack_config import load_stack_config
 from fleet.tools.engine.plan import plan_fleet
+from tests.helpers import by_type, central_series, panels_on_missing_series
 
 K8S_VERSION = "1.33.0"
 
@@ -300,6 +301,28 @@ def test_every_probed_pool_is_watched_by_the_central_and_its_metrics_are_federat
         assert got == {key: f"vector({math.ceil(getattr(probe, attr))})" for key, probe in probed.items()}
     alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
     assert alerts == {"ProbeFailed", "ProbeNotRun", "ProbeNeverReported", "ProbeSlowScaleUp", "ProbeSlowPhase"}
+
+
+def test_the_central_has_the_fleets_dashboards_on_series_that_reach_it(fleet, plans):
+    """Derived from the policy: one ConfigMap per dashboard for Grafana's sidecar on the central and none elsewhere, a
+    dashboard and overview row per workload the policy places, the scaling one when one sweeps, and every metric a
+    panel reads federated from every leaf or recorded by the central (tests/helpers.py ``central_series``)."""
+    label, value = dashboards.SIDECAR_LABEL
+
+    def boards_of(plan):
+        maps = [r.inputs for r in by_type(plan, "kubernetes:core/v1:ConfigMap")]
+        return {f: json.loads(t) for m in maps if m["metadata"].get("labels", {}).get(label) == value
+                for f, t in m["data"].items()}  # fmt: skip
+
+    boards = boards_of(plans[fleet.central.name])
+    assert boards == dashboards.fleet_dashboards(fleet)
+    assert all(boards_of(p) == {} for name, p in plans.items() if name != fleet.central.name)
+    placed = dashboards.placed_workloads(fleet)
+    assert placed and {f"gpufleet-workload-{n}.json" for n in placed} <= set(boards)
+    overview = [p["title"] for p in boards["gpufleet-overview.json"]["panels"]]
+    assert all(any(t.startswith(f"{n}: ") for t in overview) for n in placed)
+    assert ("gpufleet-scaling.json" in boards) == any(n in fleet.sweep_counts for n in placed)
+    assert panels_on_missing_series(boards, central_series(plans, fleet.central.name)) == []
 
 
 def test_no_secret_in_plain_text_anywhere(plans):

@@ -27,12 +27,13 @@ from typing import Any
 import pytest
 
 from components.kubernetes.federation import federated_selectors
-from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, panel_queries
+from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, panel_queries, price_rules
 from fleet.model.loader import load_fleet
 from fleet.model.prices import card_prices, load_prices
 from tests.conftest import FIXTURES, require_tool
 from tests.e2e.processes import Prometheus, patience, wait_for
 from tests.e2e.support import blocks_from_openmetrics
+from tests.helpers import panels_on_missing_series
 
 pytestmark = pytest.mark.e2e
 
@@ -265,24 +266,11 @@ def test_a_variable_narrows_a_panel(central: dict[str, Any]) -> None:
     assert evaluate(central, result.expr, True, {"cluster": "elsewhere"}) == {}
 
 
-_NOT_METRICS = {"by", "on", "ignoring", "group_left", "group_right", "without", "bool", "and", "or", "unless", "offset"}
-
-
-def metric_names(expr: str) -> set[str]:
-    """The series a query reads: names that are not functions, keywords, labels, strings or durations."""
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
-    text = re.sub(r"\{[^}]*\}", "", text)
-    text = re.sub(r"\[[^\]]*\]", "", text)
-    text = re.sub(r"\b(by|on|ignoring|without|group_left|group_right)\s*\([^)]*\)", " ", text)
-    names = set(re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*(?!\s*\()\b", text))
-    return {n for n in names if n not in _NOT_METRICS and not re.fullmatch(r"[0-9.e]+", n)} - {
-        n for n in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", text)
-    }
-
-
 def test_every_metric_a_panel_reads_reaches_the_central(central: dict[str, Any]) -> None:
+    """This fleet has no leaf: what reaches its central is what a leaf would federate, the central's card prices and
+    ALERTS (the same check on planned fleets with leaves: tests/components/kubernetes/test_dashboards.py)."""
     fleet = central["fleet"]
-    federated = set(federated_selectors(fleet)) | CENTRAL_ONLY
-    read = {name for q in panel_queries(fleet_dashboards(fleet)) for name in metric_names(q.expr)}
-    assert read and read <= federated, sorted(read - federated)
-    assert metric_names('sum by (a) (rate(x_total{a="b"}[5m])) / on (a) group_left () y') == {"x_total", "y"}
+    recorded = {r["record"] for g in price_rules(central["prices"])["groups"] for r in g["rules"]}
+    available = set(federated_selectors(fleet)) | recorded | {"ALERTS"}
+    assert CENTRAL_ONLY <= available and set(SERIES) | {CARD_PRICE} <= available
+    assert panels_on_missing_series(fleet_dashboards(fleet), available) == []

@@ -4,6 +4,7 @@ a leaf gets none of it."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from fleet.model import dashboards
 from fleet.model.loader import load_fleet
 from fleet.tools.engine.plan import StackPlan, plan_stack
 from tests.conftest import FIXTURES
-from tests.helpers import by_type, write_policy
+from tests.helpers import by_type, central_series, panels_on_missing_series, promql_metric_names, write_policy
 
 POLICY = """
 clusters:
@@ -60,6 +61,42 @@ def test_the_central_holds_one_config_map_per_dashboard_in_the_fleet_folder(plan
         assert m["metadata"]["annotations"] == {dashboards.FOLDER_ANNOTATION: dashboards.FOLDER}
         ((file, text),) = m["data"].items()
         assert json.loads(text) == expected[file]
+
+
+def fleet_plans(plans: dict) -> dict[str, StackPlan]:
+    return {"dash-central": plans["central"], "dash-leaf": plans["leaf"]}
+
+
+def test_every_metric_a_panel_reads_reaches_the_central(plans: dict) -> None:
+    """Read in the plans: what every federation job of the central pulls, and what the central records itself."""
+    boards = dashboards.fleet_dashboards(plans["fleet"])
+    available = central_series(fleet_plans(plans), "dash-central")
+    assert panels_on_missing_series(boards, available) == []
+    read = {n for q in dashboards.panel_queries(boards) for n in promql_metric_names(q.expr)}
+    assert {"tracker_throughput", dashboards.CARD_PRICE, "ALERTS"} <= read
+
+
+def test_a_panel_on_a_series_that_never_reaches_the_central_is_found(plans: dict) -> None:
+    """Panels on a leaf's raw dcgm-exporter and kube-state-metrics series (the central federates only the records
+    made of them) are errors; the fleet's own panels are untouched."""
+    boards = copy.deepcopy(dashboards.fleet_dashboards(plans["fleet"]))
+    overview = boards["gpufleet-overview.json"]
+    wrong = [
+        ("GPU utilisation", 'avg by (cluster) (DCGM_FI_DEV_GPU_UTIL{cluster=~"$cluster"})'),
+        ("Pods", 'count by (cluster) (kube_pod_info{cluster=~"$cluster"}) / on (cluster) gpufleet:billed_cards'),
+    ]
+    for title, expr in wrong:
+        overview["panels"].append({"title": title, "targets": [{"refId": "A", "expr": expr}]})
+    available = central_series(fleet_plans(plans), "dash-central")
+    assert panels_on_missing_series(boards, available) == [
+        ("gpufleet-overview", "GPU utilisation", "DCGM_FI_DEV_GPU_UTIL"),
+        ("gpufleet-overview", "Pods", "kube_pod_info"),
+    ]
+
+
+def test_the_metric_names_of_a_query() -> None:
+    expr = 'sum by (a) (rate(x_total{a="b"}[5m])) / on (a) group_left () y > bool 0 or topk(1, z:rec[$__range:1m])'
+    assert promql_metric_names(expr) == {"x_total", "y", "z:rec"}
 
 
 def test_a_leaf_has_no_dashboard(plans: dict) -> None:

@@ -20,16 +20,26 @@ from fleet.model.prices import card_prices, load_prices
 from fleet.model.spec import Fleet
 
 
-def grafana_values() -> dict[str, Any]:
+def grafana_values(fleet: Fleet) -> dict[str, Any]:
     """The central Grafana's values for the dashboards: the sidecar reads the fleet's folder annotation and puts each
-    dashboard in its folder, and the Prometheus datasource keeps the uid every panel names."""
+    dashboard in its folder, and the Prometheus datasource keeps the uid every panel names.
+
+    The datasource's scrape interval is the federation interval: the leaves' series reach the central once a
+    ``federation_interval``, and Grafana's ``$__rate_interval`` is max($__interval + scrape interval, 4 x scrape
+    interval) of the datasource's (grafana/grafana#77234); with the chart's default, the central's own 30 s scrape, a
+    rate over a short time range would hold one federated sample and show nothing. kube-prometheus-stack 79.5.0
+    templates/grafana/configmaps-datasources.yaml writes ``jsonData.timeInterval`` from
+    ``grafana.sidecar.datasources.defaultDatasourceScrapeInterval``, else ``prometheusSpec.scrapeInterval``."""
     return {
         "sidecar": {
             "dashboards": {
                 "folderAnnotation": dashboards.FOLDER_ANNOTATION,
                 "provider": {"foldersFromFilesStructure": True},
             },
-            "datasources": {"uid": dashboards.DATASOURCE_UID},
+            "datasources": {
+                "uid": dashboards.DATASOURCE_UID,
+                "defaultDatasourceScrapeInterval": fleet.monitoring.federation_interval,
+            },
         }
     }
 

@@ -172,7 +172,7 @@ def prometheus_values(
             "userKey": "admin-user",
             "passwordKey": "admin-password",
         }
-        values["grafana"] = merged(values["grafana"], dashboards.grafana_values())  # keeps the sidecar's requests
+        values["grafana"] = merged(values["grafana"], dashboards.grafana_values(fleet))  # keeps the sidecar's requests
         # Grafana's sidecar reads its dashboards and datasources in the monitoring namespace only, with a Role
         # there (grafana 10.1.4 rbac.namespaced: templates/role.yaml; no ClusterRole reading every Secret), instead
         # of kube-prometheus-stack's searchNamespace ALL

@@ -109,6 +109,8 @@ def test_grafana_reads_the_folder_and_keeps_the_datasource_uid(plans: dict) -> N
     assert sidecar["dashboards"]["folderAnnotation"] == dashboards.FOLDER_ANNOTATION
     assert sidecar["dashboards"]["provider"]["foldersFromFilesStructure"] is True
     assert sidecar["datasources"]["uid"] == dashboards.DATASOURCE_UID
+    # Grafana's $__rate_interval is 4 x the datasource's scrape interval: the federation interval of the policy
+    assert sidecar["datasources"]["defaultDatasourceScrapeInterval"] == plans["fleet"].monitoring.federation_interval
     prices = kps["values"]["additionalPrometheusRulesMap"]["gpufleet-card-prices"]["groups"][0]["rules"]
     assert {(r["labels"]["cluster"], r["labels"]["gpu"]) for r in prices} == {
         ("dash-central", "l4"),

@@ -28,10 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grafana_foundation_sdk.builders import bargauge, dashboard, prometheus, stat, table, timeseries
+from grafana_foundation_sdk.builders import bargauge, dashboard, prometheus, stat, statetimeline, table, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.common import BigValueTextMode, DataSourceRef
-from grafana_foundation_sdk.models.dashboard import GridPos
+from grafana_foundation_sdk.models.dashboard import GridPos, ValueMap, ValueMappingResult
 
 from fleet.model.accounting import BILLED, IDLE, USED
 from fleet.model.billing import fleet_accounts
@@ -175,6 +175,38 @@ def cost_per_result_query(workload: Workload) -> str | None:
     return f"({cost}) / ({runs} > 0)"
 
 
+#: A pool's state in the overview's pool panel: the value its query gives, the word and colour Grafana shows for it.
+POOL_STATES = {0: ("at zero", "blue"), 1: ("idle", "orange"), 2: ("busy", "green")}
+
+
+def pool_state_query() -> str:
+    """Per pool (cluster, cloud, card, pool): 2 while a running pod uses one of its cards (busy), 1 while it has nodes
+    up and no pod uses them (idle), 0 with no node (at zero). Every pool has a billed series (0 at zero nodes); used
+    ones exist only where pods ran, so a pool without them counts none."""
+    by = f"{_BY}, pool"
+    billed = f"sum by ({by}) ({BILLED}{_filter()})"
+    used = f"sum by ({by}) ({USED}{_filter()})"
+    return f"({billed} > bool 0) + (({used} > bool 0) or {billed} * 0)"
+
+
+def _pool_states() -> statetimeline.Panel:
+    mapping = ValueMap(
+        {str(v): ValueMappingResult(text=word, color=colour) for v, (word, colour) in POOL_STATES.items()}
+    )
+    return (
+        statetimeline.Panel()
+        .title("Pools: busy, idle or at zero")
+        .description(
+            "Per GPU pool over time: busy while a running pod uses one of its cards, idle while it has nodes up that "
+            "no pod uses (billed for nothing), at zero with no node."
+        )
+        .mappings([mapping])
+        .min(0)
+        .max(2)
+        .with_target(_target(pool_state_query(), "{{pool}} on {{cluster}}"))
+    )
+
+
 def placed_workloads(fleet: Fleet) -> dict[str, Workload]:
     """The workloads the policy runs somewhere, by name (the workloads folder may hold others)."""
     return {name: fleet.workloads[name] for name in sorted(fleet.placements) if name in fleet.workloads}
@@ -237,6 +269,7 @@ def _overview(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board:
             ],
         )
     )
+    board.add(_pool_states())
     scale_up = PROBE_METRICS[0]
     board.add(
         _bars(

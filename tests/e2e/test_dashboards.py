@@ -1,7 +1,8 @@
 """Every panel of the fleet's Grafana dashboards (fleet/model/dashboards.py) evaluated by a real Prometheus holding
 series of known values, with the labels federation gives them.
 
-The tests' own fleet (POLICY): one GKE cluster billed to ``physics`` with a T4 and an L4 pool; ``tracker`` on both
+The tests' own fleet (POLICY): one GKE cluster billed to ``physics`` with a T4, an L4 and a TPU pool and an L4 CI
+runner; ``tracker`` on both
 cards, ``fitter`` on the T4 billed to ``theory``, ``uploader`` (a counter headline) on the L4, and ``sweeper`` swept
 over 1 and 2 L4s. An hour of samples, one a minute (minutes 1 to 60), is loaded with ``promtool tsdb
 create-blocks-from openmetrics``; instant panels are evaluated at the hour's end over ``$__range`` = the hour, range
@@ -12,7 +13,8 @@ panels over the hour and read at its end. By hand, per series (labels cluster=da
 * sweeper: one worker at 1 L4 (120 s over 6 epochs: 20 s/epoch), two at 2 L4s (72 s and 66 s over 6 epochs each: the
   slowest 12 s/epoch): speed-up 20/12, efficiency 20/12/2; its headline gauge 20 and 12 (a card's mean: 16);
 * cards: T4 1 billed (tracker 1/2 physics, fitter 1/2 theory), L4 3 billed (tracker 1, uploader 1, 1 idle), the L4
-  sweep pool 3 billed and used by the sweeper;
+  sweep pool 3 billed and used by the sweeper, the L4 CI pool 1 billed and idle (no job), the TPU pool at zero: pools
+  busy (2) but the CI pool idle (1) and the TPU pool at zero (0);
 * probes: the last scale-up wait 95 s on the T4, 40 s on the L4; each benchmark pod drew 1,000 J a minute (60,000 J);
 * one alert firing.
 """
@@ -46,12 +48,17 @@ clusters:
       zone: us-central1-a
       central: true
       billing_account: physics
-      gpus: {t4: {}, l4: {}}
+      gpus: {t4: {}, l4: {}, tpu-v5e: {}}
 workloads:
   tracker: [t4, l4]
   fitter: {gpus: [t4], billing_account: theory}
   uploader: [l4]
   sweeper: {gpus: [l4], scale: [1, 2]}
+runners:
+  gitlab_url: https://gitlab.example.org
+  clusters:
+    dash-gke:
+      l4: {concurrency: 1}
 """
 CLUSTER = {"cluster": "dash-gke", "cloud": "gcp"}
 MINUTES = range(1, 61)
@@ -102,6 +109,8 @@ SERIES: dict[str, list[tuple[dict[str, str], Callable[[int], float]]]] = {
         (account("t4"), lambda k: 1),
         (account("l4"), lambda k: 3),
         (account("l4", pool="gpu-l4-x2"), lambda k: 3),
+        (account("l4", pool="gpu-l4-ci"), lambda k: 1),
+        (account("tpu-v5e"), lambda k: 0),
     ],
     "gpufleet:used_cards": [
         (account("t4", workload="tracker"), lambda k: 0.5),
@@ -114,6 +123,8 @@ SERIES: dict[str, list[tuple[dict[str, str], Callable[[int], float]]]] = {
         (account("t4"), lambda k: 0),
         (account("l4"), lambda k: 1),
         (account("l4", pool="gpu-l4-x2"), lambda k: 0),
+        (account("l4", pool="gpu-l4-ci"), lambda k: 1),
+        (account("tpu-v5e"), lambda k: 0),
     ],
     "gpufleet_probe_scaleup_seconds": [({"gpu": "t4"}, lambda k: 95), ({"gpu": "l4"}, lambda k: 40)],
     "gpufleet:gpu_energy_joules:sum": [
@@ -159,9 +170,16 @@ def expected(prices: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, 
         ("gpufleet-overview", "sweeper: best card", "A"): {card("l4"): 16},
         # the sweeper's results are its workers' epochs (6 + 6 + 6), its jobs' 3 L4s used all hour
         ("gpufleet-overview", "sweeper: cost per result (USD)", "A"): {card("l4"): 3 * l4 / 18},
-        ("gpufleet-overview", "Cards billed, used and idle", "A"): {(): 7},
+        ("gpufleet-overview", "Cards billed, used and idle", "A"): {(): 8},
         ("gpufleet-overview", "Cards billed, used and idle", "B"): {(): 6},
-        ("gpufleet-overview", "Cards billed, used and idle", "C"): {(): 1},
+        ("gpufleet-overview", "Cards billed, used and idle", "C"): {(): 2},
+        ("gpufleet-overview", "Pools: busy, idle or at zero", "A"): {
+            ("dash-gke", "gpu-t4"): 2,
+            ("dash-gke", "gpu-l4"): 2,
+            ("dash-gke", "gpu-l4-x2"): 2,
+            ("dash-gke", "gpu-l4-ci"): 1,
+            ("dash-gke", "gpu-tpu-v5e"): 0,
+        },
         ("gpufleet-overview", "Time to first accelerator (last probe)", "A"): {card("t4"): 95, card("l4"): 40},
         ("gpufleet-overview", "Alerts firing", "A"): {("ProbeFailed", "dash-gke", "warning"): 1},
         ("gpufleet-workload-tracker", "tracker_throughput", "A"): {card("t4"): 100, card("l4"): 300},
@@ -186,17 +204,19 @@ def expected(prices: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, 
         ("gpufleet-scaling", "sweeper: speed-up over 1", "B"): {card("l4"): speedup},
         ("gpufleet-scaling", "sweeper: parallel efficiency", "A"): {card("l4"): 1},
         ("gpufleet-scaling", "sweeper: parallel efficiency", "B"): {card("l4"): speedup / 2},
-        ("gpufleet-accounting", "Card-hours per billing account", "A"): {("physics",): 7},
+        ("gpufleet-accounting", "Card-hours per billing account", "A"): {("physics",): 8},
         ("gpufleet-accounting", "Card-hours per billing account", "B"): {("physics",): 5.5, ("theory",): 0.5},
-        ("gpufleet-accounting", "Card-hours per billing account", "C"): {("physics",): 1},
+        ("gpufleet-accounting", "Card-hours per billing account", "C"): {("physics",): 2},
         ("gpufleet-accounting", "Cost per billing account (USD)", "A"): {
-            ("physics",): 0.5 * t4 + 6 * l4,
+            ("physics",): 0.5 * t4 + 7 * l4,
             ("theory",): 0.5 * t4,
         },
         ("gpufleet-accounting", "Idle cards per pool", "A"): {
             ("dash-gke", "gpu-t4"): 0,
             ("dash-gke", "gpu-l4"): 1,
             ("dash-gke", "gpu-l4-x2"): 0,
+            ("dash-gke", "gpu-l4-ci"): 1,
+            ("dash-gke", "gpu-tpu-v5e"): 0,
         },
     }
     return out

@@ -59,6 +59,14 @@ CARD_PRICE = "gpufleet:card_price_per_hour"
 PRICE_GROUP = "gpufleet-card-prices"
 
 VARIABLES = ("cluster", "cloud", "gpu")
+#: What each variable is called above the panels (its name is the series' label).
+VARIABLE_LABELS = {
+    "cluster": "Cluster",
+    "cloud": "Cloud",
+    "gpu": "Card",
+    "workload": "Workload",
+    "billing_account": "Billing account",
+}
 _FILTER = ",".join(f'{v}=~"${v}"' for v in VARIABLES)
 _BY = "cluster, cloud, gpu"
 _ACCOUNT = 'billing_account=~"$billing_account"'
@@ -113,7 +121,7 @@ class _Board:
         for name, values in variables.items():
             self.builder.with_variable(
                 dashboard.CustomVariable(name)
-                .label(name.capitalize())
+                .label(VARIABLE_LABELS[name])
                 .values(",".join(values) if values else "none")
                 .multi(True)
                 .include_all(True)

@@ -73,10 +73,13 @@ def test_the_variables_offer_the_policy_s_clusters_clouds_cards_and_workloads(bo
     assert variables["cloud"]["query"] == "aws,gcp"
     assert variables["gpu"]["query"] == "a10g,l4"
     assert variables["workload"]["query"] == "tracker,uploader"
+    labels = {"cluster": "Cluster", "cloud": "Cloud", "gpu": "Card", "workload": "Workload"}
+    assert {n: v["label"] for n, v in variables.items()} == labels  # words a person reads, not label names
     for v in variables.values():
         assert v["includeAll"] and v["multi"] and v["allValue"] == ".*"
     accounting = {v["name"]: v for v in boards["gpufleet-accounting.json"]["templating"]["list"]}
     assert accounting["billing_account"]["query"] == "default,lab"  # lab-eks bills the default account
+    assert accounting["billing_account"]["label"] == "Billing account"
 
 
 def test_every_panel_queries_the_central_prometheus_and_starts_at_zero(boards: dict[str, Any]) -> None:

@@ -355,6 +355,44 @@ def epoch_seconds_query(workload: Workload, extra: str = "") -> str:
     return f"max by ({point}) ({per_worker(dist.epoch_seconds)} / {per_worker(dist.epochs)})"
 
 
+def card_points(fleet: Fleet, workload: str) -> dict[str, tuple[int, ...]]:
+    """Per card, the accelerator counts the workload's sweep runs on it (per cluster or through a queue): a TPU of
+    whole 4-chip hosts lacks the counts between."""
+    points: dict[str, set[int]] = {}
+    placed = [p for cs in fleet.sweeps.values() for p in cs.points] + list(fleet.queued_sweeps.points)
+    for point in placed:
+        if point.workload.name == workload:
+            points.setdefault(point.card, set()).add(point.accelerators)
+    return {card: tuple(sorted(counts)) for card, counts in sorted(points.items())}
+
+
+def _by_base(points: Mapping[str, tuple[int, ...]]) -> dict[int, list[str]]:
+    """The cards by their smallest accelerator count, the point each card's speed-up is measured from."""
+    bases: dict[int, list[str]] = {}
+    for card, counts in points.items():
+        bases.setdefault(counts[0], []).append(card)
+    return dict(sorted(bases.items()))
+
+
+def scaling_queries(workload: Workload, points: Mapping[str, tuple[int, ...]], n: int) -> tuple[str, str] | None:
+    """The speed-up and parallel efficiency at ``n`` accelerators, each card measured from its own smallest count
+    (as the report does): per group of cards of one smallest count ``b``, the time per epoch at ``b`` over the time
+    at ``n``, and that over ``n / b``. None when no card has a smallest count at or below ``n``."""
+    speedups, efficiencies = [], []
+    at_n = epoch_seconds_query(workload, f'accelerators="{n}"')
+    for base, cards in _by_base(points).items():
+        if base > n:
+            continue
+        card_matcher = "|".join(cards)
+        at_base = epoch_seconds_query(workload, f'accelerators="{base}",gpu=~"{card_matcher}"')
+        speedup = f"({at_base}) / ignoring (accelerators) ({at_n})"
+        speedups.append(speedup)
+        efficiencies.append(f"({speedup}) / {n / base:g}")
+    if not speedups:
+        return None
+    return " or ".join(f"({q})" for q in speedups), " or ".join(f"({q})" for q in efficiencies)
+
+
 def _sweeps(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | None:
     sweeping = [w for n, w in placed_workloads(fleet).items() if n in fleet.sweep_counts]
     if not sweeping:
@@ -367,9 +405,9 @@ def _sweeps(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | No
         variables,
     )
     for workload in sweeping:
-        points = sorted(fleet.sweep_counts[workload.name])
-        smallest = points[0]
-        board.row(f"{workload.name}: sweep of {', '.join(map(str, points))} accelerators")
+        points = card_points(fleet, workload.name) or {"": tuple(sorted(fleet.sweep_counts[workload.name]))}
+        counts = sorted({n for c in points.values() for n in c})
+        board.row(f"{workload.name}: sweep of {', '.join(map(str, counts))} accelerators")
         per_epoch = epoch_seconds_query(workload)
         board.add(
             _bars(
@@ -380,21 +418,21 @@ def _sweeps(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | No
             ),
             width=8,
         )
-        base = epoch_seconds_query(workload, f'accelerators="{smallest}"')
         speedups, efficiencies = [], []
-        for i, n in enumerate(points):
-            at_n = epoch_seconds_query(workload, f'accelerators="{n}"')
-            speedup = f"({base}) / ignoring (accelerators) ({at_n})"
-            ref = chr(ord("A") + i)
-            speedups.append(_target(speedup, f"{{{{gpu}}}} on {{{{cluster}}}} x{n}", ref, instant=True))
-            efficiencies.append(
-                _target(f"({speedup}) / {n / smallest:g}", f"{{{{gpu}}}} on {{{{cluster}}}} x{n}", ref, instant=True)
-            )
+        for n in counts:
+            queries = scaling_queries(workload, points, n)
+            if queries is None:
+                continue
+            ref, legend = chr(ord("A") + len(speedups)), f"{{{{gpu}}}} on {{{{cluster}}}} x{n}"
+            speedups.append(_target(queries[0], legend, ref, instant=True))
+            efficiencies.append(_target(queries[1], legend, ref, instant=True))
+        bases = ", ".join(f"{b} for {', '.join(cards)}" for b, cards in _by_base(points).items() if all(cards))
         board.add(
             _bars(
-                f"{workload.name}: speed-up over {smallest}",
-                f"Time per epoch at {smallest} accelerators over the time at each count (linear scaling: the count "
-                f"over {smallest}).",
+                f"{workload.name}: speed-up over the smallest count",
+                "Each card's time per epoch at its smallest accelerator count"
+                + (f" ({bases})" if bases else "")
+                + " over its time at each count (linear scaling: the count over the smallest).",
                 "none",
                 speedups,
             ),

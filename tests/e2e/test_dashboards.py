@@ -48,12 +48,12 @@ clusters:
       zone: us-central1-a
       central: true
       billing_account: physics
-      gpus: {t4: {}, l4: {}, tpu-v5e: {}}
+      gpus: {t4: {}, l4: {}, tpu-v5e: {}, a100: {}}
 workloads:
   tracker: [t4, l4]
   fitter: {gpus: [t4], billing_account: theory}
   uploader: [l4]
-  sweeper: {gpus: [l4], scale: [1, 2]}
+  sweeper: {gpus: [l4, tpu-v5e], scale: [2, 4]}
 runners:
   gitlab_url: https://gitlab.example.org
   clusters:
@@ -77,8 +77,8 @@ def account(gpu: str, billing: str = "physics", pool: str = "", **extra: str) ->
     return {"gpu": gpu, "pool": pool or f"gpu-{gpu}", "billing_account": billing, **extra}
 
 
-def sweep(acc: str, worker: str, name: str) -> dict[str, str]:
-    return pod("sweeper", "l4", name, accelerators=acc, worker=worker, attempt="0")
+def sweep(acc: str, worker: str, name: str, gpu: str = "l4") -> dict[str, str]:
+    return pod("sweeper", gpu, name, accelerators=acc, worker=worker, attempt="0")
 
 
 # metric -> [(labels, value at minute k)]
@@ -90,41 +90,50 @@ SERIES: dict[str, list[tuple[dict[str, str], Callable[[int], float]]]] = {
     "fitter_duration_seconds": [(pod("fitter", "t4", "fi-t4"), lambda k: 20)],
     "uploader_bytes_total": [(pod("uploader", "l4", "up-l4"), lambda k: 10 * k)],
     "gan3d_jax_epoch_seconds_total": [
-        (sweep("1", "0", "sw1-0"), lambda k: 2 * k),
-        (sweep("2", "0", "sw2-0"), lambda k: 1.2 * k),
-        (sweep("2", "1", "sw2-1"), lambda k: 1.1 * k),
+        (sweep("2", "0", "sw2-0"), lambda k: 2 * k),
+        (sweep("4", "0", "sw4-0"), lambda k: 1.2 * k),
+        (sweep("4", "1", "sw4-1"), lambda k: 1.1 * k),
+        (sweep("4", "0", "swt4-0", "tpu-v5e"), lambda k: 1.0 * k),
     ],
     "gan3d_jax_epochs_total": [
-        (sweep("1", "0", "sw1-0"), lambda k: k / 10),
         (sweep("2", "0", "sw2-0"), lambda k: k / 10),
-        (sweep("2", "1", "sw2-1"), lambda k: k / 10),
+        (sweep("4", "0", "sw4-0"), lambda k: k / 10),
+        (sweep("4", "1", "sw4-1"), lambda k: k / 10),
+        (sweep("4", "0", "swt4-0", "tpu-v5e"), lambda k: k / 10),
     ],
     "gan3d_jax_epoch_duration_seconds": [
-        (sweep("1", "0", "sw1-0"), lambda k: 20),
-        (sweep("2", "0", "sw2-0"), lambda k: 12),
+        (sweep("2", "0", "sw2-0"), lambda k: 20),
+        (sweep("4", "0", "sw4-0"), lambda k: 12),
+        (sweep("4", "0", "swt4-0", "tpu-v5e"), lambda k: 10),
     ],
-    "gan3d_jax_compile_seconds": [(sweep("1", "0", "sw1-0"), lambda k: 5)],
-    "gan3d_jax_restart_attempt": [(sweep("1", "0", "sw1-0"), lambda k: 0)],
+    "gan3d_jax_compile_seconds": [(sweep("2", "0", "sw2-0"), lambda k: 5)],
+    "gan3d_jax_restart_attempt": [(sweep("2", "0", "sw2-0"), lambda k: 0)],
     "gpufleet:billed_cards": [
         (account("t4"), lambda k: 1),
         (account("l4"), lambda k: 3),
-        (account("l4", pool="gpu-l4-x2"), lambda k: 3),
+        (account("l4", pool="gpu-l4-x2"), lambda k: 2),
+        (account("l4", pool="gpu-l4-x4"), lambda k: 4),
+        (account("tpu-v5e"), lambda k: 1),
         (account("l4", pool="gpu-l4-ci"), lambda k: 1),
-        (account("tpu-v5e"), lambda k: 0),
+        (account("a100"), lambda k: 0),
     ],
     "gpufleet:used_cards": [
         (account("t4", workload="tracker"), lambda k: 0.5),
         (account("t4", "theory", workload="fitter"), lambda k: 0.5),
         (account("l4", workload="tracker"), lambda k: 1),
         (account("l4", workload="uploader"), lambda k: 1),
-        (account("l4", pool="gpu-l4-x2", workload="sweeper"), lambda k: 3),
+        (account("l4", pool="gpu-l4-x2", workload="sweeper"), lambda k: 2),
+        (account("l4", pool="gpu-l4-x4", workload="sweeper"), lambda k: 4),
+        (account("tpu-v5e", workload="sweeper"), lambda k: 1),
     ],
     "gpufleet:idle_cards": [
         (account("t4"), lambda k: 0),
         (account("l4"), lambda k: 1),
         (account("l4", pool="gpu-l4-x2"), lambda k: 0),
-        (account("l4", pool="gpu-l4-ci"), lambda k: 1),
+        (account("l4", pool="gpu-l4-x4"), lambda k: 0),
         (account("tpu-v5e"), lambda k: 0),
+        (account("l4", pool="gpu-l4-ci"), lambda k: 1),
+        (account("a100"), lambda k: 0),
     ],
     "gpufleet_probe_scaleup_seconds": [({"gpu": "t4"}, lambda k: 95), ({"gpu": "l4"}, lambda k: 40)],
     "gpufleet:gpu_energy_joules:sum": [
@@ -132,7 +141,7 @@ SERIES: dict[str, list[tuple[dict[str, str], Callable[[int], float]]]] = {
             {"modelName": "NVIDIA L4" if name[-2:] == "l4" else "Tesla T4", "namespace": "benchmarks", "pod": name},
             lambda k: 1000 * k,
         )
-        for name in ("tr-t4", "tr-l4", "fi-t4", "up-l4", "sw1-0", "sw2-0")
+        for name in ("tr-t4", "tr-l4", "fi-t4", "up-l4", "sw2-0", "sw4-0")  # no power reading on the TPU
     ],
     "ALERTS": [({"alertname": "ProbeFailed", "alertstate": "firing", "severity": "warning"}, lambda k: 1)],
 }
@@ -155,7 +164,7 @@ def openmetrics(start: int, prices: dict[tuple[str, str, str], float]) -> str:
 
 def expected(prices: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, str], dict[tuple[str, ...], float]]:
     """(dashboard, panel, refId) -> {the answer's labels that tell series apart: value}."""
-    t4, l4 = prices[("dash-gke", "gcp", "t4")], prices[("dash-gke", "gcp", "l4")]
+    t4, l4, tpu = (prices[("dash-gke", "gcp", gpu)] for gpu in ("t4", "l4", "tpu-v5e"))
     card = lambda gpu: ("dash-gke", "gcp", gpu)  # noqa: E731
     speedup = 20 / 12
     out = {
@@ -166,19 +175,25 @@ def expected(prices: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, 
         ("gpufleet-overview", "uploader: result per card (bytes)", "A"): {card("l4"): 600},
         ("gpufleet-overview", "uploader: best card", "A"): {card("l4"): 600},
         ("gpufleet-overview", "uploader: cost per result (USD)", "A"): {card("l4"): l4 * 1 / 600},
-        ("gpufleet-overview", "sweeper: result per card (s)", "A"): {card("l4"): 16},
-        ("gpufleet-overview", "sweeper: best card", "A"): {card("l4"): 16},
-        # the sweeper's results are its workers' epochs (6 + 6 + 6), its jobs' 3 L4s used all hour
-        ("gpufleet-overview", "sweeper: cost per result (USD)", "A"): {card("l4"): 3 * l4 / 18},
-        ("gpufleet-overview", "Cards billed, used and idle", "A"): {(): 8},
-        ("gpufleet-overview", "Cards billed, used and idle", "B"): {(): 6},
+        ("gpufleet-overview", "sweeper: result per card (s)", "A"): {card("l4"): 16, card("tpu-v5e"): 10},
+        ("gpufleet-overview", "sweeper: best card", "A"): {card("tpu-v5e"): 10},
+        # the sweeper's results are its workers' epochs (L4 6 + 6 + 6, TPU 6), its jobs' 2 + 4 L4s and the TPU slice
+        # used all hour
+        ("gpufleet-overview", "sweeper: cost per result (USD)", "A"): {
+            card("l4"): 6 * l4 / 18,
+            card("tpu-v5e"): tpu / 6,
+        },
+        ("gpufleet-overview", "Cards billed, used and idle", "A"): {(): 12},
+        ("gpufleet-overview", "Cards billed, used and idle", "B"): {(): 10},
         ("gpufleet-overview", "Cards billed, used and idle", "C"): {(): 2},
         ("gpufleet-overview", "Pools: busy, idle or at zero", "A"): {
             ("dash-gke", "gpu-t4"): 2,
             ("dash-gke", "gpu-l4"): 2,
             ("dash-gke", "gpu-l4-x2"): 2,
+            ("dash-gke", "gpu-l4-x4"): 2,
+            ("dash-gke", "gpu-tpu-v5e"): 2,
             ("dash-gke", "gpu-l4-ci"): 1,
-            ("dash-gke", "gpu-tpu-v5e"): 0,
+            ("dash-gke", "gpu-a100"): 0,
         },
         ("gpufleet-overview", "Time to first accelerator (last probe)", "A"): {card("t4"): 95, card("l4"): 40},
         ("gpufleet-overview", "Alerts firing", "A"): {("ProbeFailed", "dash-gke", "warning"): 1},
@@ -192,31 +207,45 @@ def expected(prices: dict[tuple[str, str, str], float]) -> dict[tuple[str, str, 
         ("gpufleet-workload-uploader", "uploader_bytes_total, per second", "A"): {card("l4"): 1 / 6},
         ("gpufleet-workload-uploader", "GPU energy of the benchmark's pods", "A"): {card("l4"): 60000},
         ("gpufleet-workload-sweeper", "gan3d_jax_epoch_seconds_total, per second", "A"): {
-            card("l4"): (2 + 1.2 + 1.1) / 60
+            card("l4"): (2 + 1.2 + 1.1) / 60,
+            card("tpu-v5e"): 1 / 60,
         },
-        ("gpufleet-workload-sweeper", "gan3d_jax_epochs_total, per second", "A"): {card("l4"): 3 / 600},
-        ("gpufleet-workload-sweeper", "gan3d_jax_epoch_duration_seconds", "A"): {card("l4"): 20},
+        ("gpufleet-workload-sweeper", "gan3d_jax_epochs_total, per second", "A"): {
+            card("l4"): 3 / 600,
+            card("tpu-v5e"): 1 / 600,
+        },
+        ("gpufleet-workload-sweeper", "gan3d_jax_epoch_duration_seconds", "A"): {card("l4"): 20, card("tpu-v5e"): 10},
         ("gpufleet-workload-sweeper", "gan3d_jax_compile_seconds", "A"): {card("l4"): 5},
         ("gpufleet-workload-sweeper", "gan3d_jax_restart_attempt", "A"): {card("l4"): 0},
         ("gpufleet-workload-sweeper", "GPU energy of the benchmark's pods", "A"): {card("l4"): 120000},
-        ("gpufleet-scaling", "sweeper: seconds per epoch", "A"): {(*card("l4"), "1"): 20, (*card("l4"), "2"): 12},
-        ("gpufleet-scaling", "sweeper: speed-up over 1", "A"): {card("l4"): 1},
-        ("gpufleet-scaling", "sweeper: speed-up over 1", "B"): {card("l4"): speedup},
+        ("gpufleet-scaling", "sweeper: seconds per epoch", "A"): {
+            (*card("l4"), "2"): 20,
+            (*card("l4"), "4"): 12,
+            (*card("tpu-v5e"), "4"): 10,
+        },
+        # the L4 from its 2 cards, the TPU (whole 4-chip hosts: no job of 2) from its 4 chips
+        ("gpufleet-scaling", "sweeper: speed-up over the smallest count", "A"): {card("l4"): 1},
+        ("gpufleet-scaling", "sweeper: speed-up over the smallest count", "B"): {
+            card("l4"): speedup,
+            card("tpu-v5e"): 1,
+        },
         ("gpufleet-scaling", "sweeper: parallel efficiency", "A"): {card("l4"): 1},
-        ("gpufleet-scaling", "sweeper: parallel efficiency", "B"): {card("l4"): speedup / 2},
-        ("gpufleet-accounting", "Card-hours per billing account", "A"): {("physics",): 8},
-        ("gpufleet-accounting", "Card-hours per billing account", "B"): {("physics",): 5.5, ("theory",): 0.5},
+        ("gpufleet-scaling", "sweeper: parallel efficiency", "B"): {card("l4"): speedup / 2, card("tpu-v5e"): 1},
+        ("gpufleet-accounting", "Card-hours per billing account", "A"): {("physics",): 12},
+        ("gpufleet-accounting", "Card-hours per billing account", "B"): {("physics",): 9.5, ("theory",): 0.5},
         ("gpufleet-accounting", "Card-hours per billing account", "C"): {("physics",): 2},
         ("gpufleet-accounting", "Cost per billing account (USD)", "A"): {
-            ("physics",): 0.5 * t4 + 7 * l4,
+            ("physics",): 0.5 * t4 + 10 * l4 + tpu,
             ("theory",): 0.5 * t4,
         },
         ("gpufleet-accounting", "Idle cards per pool", "A"): {
             ("dash-gke", "gpu-t4"): 0,
             ("dash-gke", "gpu-l4"): 1,
             ("dash-gke", "gpu-l4-x2"): 0,
-            ("dash-gke", "gpu-l4-ci"): 1,
+            ("dash-gke", "gpu-l4-x4"): 0,
             ("dash-gke", "gpu-tpu-v5e"): 0,
+            ("dash-gke", "gpu-l4-ci"): 1,
+            ("dash-gke", "gpu-a100"): 0,
         },
     }
     return out

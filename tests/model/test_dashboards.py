@@ -110,24 +110,27 @@ def test_the_dashboards_read_back_through_grafana_s_own_types(boards: dict[str, 
         assert again == board
 
 
-def test_a_sweep_gets_its_scaling_panels(tmp_path: Path) -> None:
+def test_a_sweep_gets_its_scaling_panels_each_card_measured_from_its_own_smallest_count(tmp_path: Path) -> None:
+    """L4s at 2, 4 and 8 cards; the TPU v5e only at 4 and 8 (whole hosts of 1, 4 or 8 chips): the TPU's speed-up and
+    efficiency are measured from its 4 chips, not from a count it never runs (evaluated in tests/e2e)."""
     policy = tmp_path / "fleet.yaml"
     policy.write_text(
-        "clusters:\n  gcp:\n    sw-gke: {zone: us-central1-a, central: true, gpus: [l4]}\n"
-        "workloads:\n  sweeper: {gpus: [l4], scale: [2, 4]}\n",
+        "clusters:\n  gcp:\n    sw-gke: {zone: us-central1-a, central: true, gpus: [l4, tpu-v5e]}\n"
+        "workloads:\n  sweeper: {gpus: [l4, tpu-v5e], scale: [2, 4, 8]}\n",
         encoding="utf-8",
     )
-    board = dashboards.fleet_dashboards(load_fleet(policy, FIXTURES / "fleet" / "workloads"))["gpufleet-scaling.json"]
+    fleet = load_fleet(policy, FIXTURES / "fleet" / "workloads")
+    assert dashboards.card_points(fleet, "sweeper") == {"l4": (2, 4, 8), "tpu-v5e": (4, 8)}
+    board = dashboards.fleet_dashboards(fleet)["gpufleet-scaling.json"]
     efficiency = next(p for p in board["panels"] if p["title"] == "sweeper: parallel efficiency")
-    assert [t["legendFormat"] for t in efficiency["targets"]] == [
-        "{{gpu}} on {{cluster}} x2",
-        "{{gpu}} on {{cluster}} x4",
-    ]
-    assert efficiency["targets"][1]["expr"].endswith(" / 2")  # 4 accelerators over the smallest point's 2
-    assert (
-        'accelerators="2"' in efficiency["targets"][1]["expr"]
-        and 'accelerators="4"' in efficiency["targets"][1]["expr"]
-    )
+    legends = [t["legendFormat"] for t in efficiency["targets"]]
+    assert legends == [f"{{{{gpu}}}} on {{{{cluster}}}} x{n}" for n in (2, 4, 8)]
+    x2, x4, x8 = (t["expr"] for t in efficiency["targets"])
+    assert 'accelerators="2",gpu=~"l4"' in x2 and "tpu-v5e" not in x2  # no TPU job of 2 chips to compare
+    for expr, (l4_ratio, tpu_ratio) in ((x4, ("2", "1")), (x8, ("4", "2"))):
+        l4, tpu = expr.split(" or ")
+        assert 'accelerators="2",gpu=~"l4"' in l4 and l4.endswith(f" / {l4_ratio})")
+        assert 'accelerators="4",gpu=~"tpu-v5e"' in tpu and tpu.endswith(f" / {tpu_ratio})")
 
 
 def test_card_prices_are_the_machine_price_over_its_cards(fleet: Fleet) -> None:

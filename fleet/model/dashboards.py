@@ -49,9 +49,16 @@ DATASOURCE = DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
 SIDECAR_LABEL = ("grafana_dashboard", "1")
 FOLDER_ANNOTATION = "grafana_folder"
 FOLDER = "GPU fleet"
-#: Dashboard JSON schema version: what grafana-foundation-sdk writes; Grafana reads every version from 9 up to its
-#: latest and migrates older ones (grafana apps/dashboard/pkg/migration/schemaversion/migrations.go; version 41 is
-#: the V41 migration of Grafana 12.0, and the pinned chart grafana 10.1.4 runs Grafana 12.2.1).
+#: The Grafana the pinned chart runs: kube-prometheus-stack 79.5.0 depends on the grafana chart 10.1.4 (Chart.yaml
+#: dependencies), whose appVersion is 12.2.1 (charts/grafana/Chart.yaml in the archive; tests/model/test_dashboards.py
+#: reads both).
+GRAFANA_VERSION = "12.2.1"
+#: Dashboard JSON schema version: what grafana-foundation-sdk writes (its Dashboard model's default). Grafana reads a
+#: dashboard of any version from its MIN_VERSION up to its LATEST_VERSION and migrates it to the latest on load
+#: (grafana apps/dashboard/pkg/migration/schemaversion/migrations.go; frontend DashboardMigrator.ts). 41 is the V41
+#: migration, in Grafana since 12.0; V42 (grafana/grafana#110517, hideFrom.tooltip set where hideFrom.viz is, merged
+#: 2025-09) is the last of the v1 dashboard API. So Grafana 12.2.1 reads 41 as its latest or migrates it by V42,
+#: which changes nothing here (no panel hides a field). A newer chart must be checked again: the test pins both.
 SCHEMA_VERSION = 41
 #: Central recording rule: the price of one card-hour per (cluster, cloud, gpu), what the machine costs per hour over
 #: its cards (a shared card's slice pays its part through the used-card records).

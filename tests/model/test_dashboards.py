@@ -154,6 +154,19 @@ def _chart_values(archive: Path, member: str) -> dict[str, Any]:
         return yaml.safe_load(io.TextIOWrapper(data, encoding="utf-8"))
 
 
+def test_the_schema_version_is_the_sdk_s_for_the_grafana_the_chart_pins(boards: dict[str, Any]) -> None:
+    """The pinned chart's Grafana is the one whose schema range was checked (dashboards.SCHEMA_VERSION's comment): a
+    chart bump fails here until the schema version is checked against the new Grafana."""
+    charts = shared_data(CHART_CACHE_ENV, "charts", "the chart cache (the pinned charts' archives)")
+    archive = charts / "kube-prometheus-stack-79.5.0.tgz"
+    stack = _chart_values(archive, "kube-prometheus-stack/Chart.yaml")
+    assert {d["name"]: d["version"] for d in stack["dependencies"]}["grafana"] == "10.1.4"
+    grafana = _chart_values(archive, "kube-prometheus-stack/charts/grafana/Chart.yaml")
+    assert (grafana["version"], grafana["appVersion"]) == ("10.1.4", dashboards.GRAFANA_VERSION)
+    assert Dashboard().schema_version == dashboards.SCHEMA_VERSION
+    assert {b["schemaVersion"] for b in boards.values()} == {dashboards.SCHEMA_VERSION}
+
+
 def test_the_sidecar_facts_are_the_pinned_chart_s() -> None:
     """The label, datasource uid and folder settings the dashboards rely on, read in the pinned charts."""
     charts = shared_data(CHART_CACHE_ENV, "charts", "the chart cache (the pinned charts' archives)")

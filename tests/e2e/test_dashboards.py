@@ -70,7 +70,10 @@ RATE_INTERVAL = f"{4 * duration_seconds(Monitoring().federation_interval):g}s"
 
 
 def pod(workload: str, gpu: str, name: str, **extra: str) -> dict[str, str]:
-    return {"workload": workload, "gpu": gpu, "namespace": "benchmarks", "pod": name, **extra}
+    """A benchmark pod's series as the leaf's PodMonitor scrapes them (the pod's METRIC_LABELS, its namespace and
+    name, the target's container, endpoint, instance and job) and federation keeps them (``honor_labels``)."""
+    target = {"container": "mtail", "endpoint": "mtail", "instance": f"{name}:3903", "job": "benchmarks/gpu-fleet"}
+    return {"workload": workload, "gpu": gpu, "namespace": "benchmarks", "pod": name, **target, **extra}
 
 
 def account(gpu: str, billing: str = "physics", pool: str = "", **extra: str) -> dict[str, str]:

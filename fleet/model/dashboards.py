@@ -106,6 +106,12 @@ def _wl(name: str) -> str:
     return f'workload="{name}"'
 
 
+def _picked(name: str) -> str:
+    """The workload's own series while the overview's Workload variable picks it, none otherwise (only the overview
+    has that variable: elsewhere Grafana would leave ``$workload`` unreplaced)."""
+    return f"{_wl(name)},{_WORKLOAD}"
+
+
 def _legend() -> str:
     return "{{gpu}} on {{cluster}} ({{cloud}})"
 
@@ -172,9 +178,10 @@ def _series(title: str, description: str, unit: str, targets: Iterable[prometheu
 
 
 def result_query(workload: Workload) -> str:
-    """Per card: the mean over its pods of each pod's last headline value in the range (the report's "result")."""
+    """Per card: the mean over its pods of each pod's last headline value in the range (the report's "result"), for
+    the overview (while its Workload variable picks the workload)."""
     head = workload.spec.headline
-    matchers = ",".join([_wl(workload.name), *(f'{k}="{v}"' for k, v in sorted(head.match.items()))])
+    matchers = ",".join([_picked(workload.name), *(f'{k}="{v}"' for k, v in sorted(head.match.items()))])
     return f"avg by ({_BY}) (last_over_time({head.metric}{_filter(matchers)}[$__range]))"
 
 
@@ -184,9 +191,9 @@ def cost_per_result_query(workload: Workload) -> str | None:
     counter = runs_counter(workload.spec)
     if counter is None:
         return None
-    used = f"{USED}{_filter(_wl(workload.name))}"
+    used = f"{USED}{_filter(_picked(workload.name))}"
     cost = f"sum by ({_BY}) (sum_over_time(({used} * on ({_BY}) group_left () {CARD_PRICE})[$__range:1m])) / 60"
-    runs = f"sum by ({_BY}) (max_over_time({counter}{_filter(_wl(workload.name))}[$__range]))"
+    runs = f"sum by ({_BY}) (max_over_time({counter}{_filter(_picked(workload.name))}[$__range]))"
     return f"({cost}) / ({runs} > 0)"
 
 

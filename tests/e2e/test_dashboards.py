@@ -321,6 +321,17 @@ def test_a_variable_narrows_a_panel(central: dict[str, Any]) -> None:
     ]
     assert evaluate(central, result.expr, True, {"gpu": "t4"}) == {("dash-gke", "gcp", "t4"): 100}
     assert evaluate(central, result.expr, True, {"cluster": "elsewhere"}) == {}
+    # the overview's Workload variable keeps the picked workloads' panels and empties the others'
+    by_panel = {
+        q.panel: q for q in panel_queries(fleet_dashboards(central["fleet"])) if q.dashboard.endswith("overview")
+    }
+    picked = {"workload": "fitter|uploader"}
+    assert evaluate(central, result.expr, True, picked) == {}
+    fitter = by_panel["fitter: result per card (s)"]
+    assert evaluate(central, fitter.expr, True, picked) == {("dash-gke", "gcp", "t4"): 20}
+    cost = by_panel["uploader: cost per result (USD)"]
+    assert evaluate(central, cost.expr, True, picked) == evaluate(central, cost.expr, True)
+    assert evaluate(central, cost.expr, True, {"workload": "tracker"}) == {}
 
 
 def test_every_metric_a_panel_reads_reaches_the_central(central: dict[str, Any]) -> None:

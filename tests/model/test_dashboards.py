@@ -5,6 +5,7 @@ Prometheus in tests/e2e/test_dashboards.py."""
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,20 @@ def test_every_panel_queries_the_central_prometheus_and_starts_at_zero(boards: d
                 for variable in ("$cluster", "$cloud", "$gpu"):
                     if "ALERTS" not in target["expr"]:
                         assert variable in target["expr"], (panel["title"], target["expr"])
+
+
+def test_every_variable_a_query_names_is_one_of_its_dashboard(boards: dict[str, Any]) -> None:
+    """Grafana leaves an unknown ``$name`` in the query as it is, which as a regular expression matches nothing."""
+    for file, board in boards.items():
+        defined = {v["name"] for v in board["templating"]["list"]}
+        for panel in board["panels"]:
+            for target in panel.get("targets", []):
+                named = set(re.findall(r"\$(\w+)", target["expr"])) - {"__range", "__rate_interval"}
+                assert named <= defined, (file, panel["title"], named - defined)
+    overview = {v["name"] for v in boards["gpufleet-overview.json"]["templating"]["list"]}
+    assert "workload" in overview and all(
+        "workload" not in {v["name"] for v in b["templating"]["list"]} for f, b in boards.items() if "workload-" in f
+    )
 
 
 def test_the_dashboards_read_back_through_grafana_s_own_types(boards: dict[str, Any]) -> None:

@@ -229,6 +229,18 @@ def _pool_states() -> statetimeline.Panel:
     )
 
 
+#: A headline's unit (workload.yaml ``headline.unit``) Grafana knows by an id of its own; any other is shown after
+#: the number as written (a custom unit ``suffix:<text>``: grafana-foundation-sdk models/dashboard.py FieldConfig.unit,
+#: from Grafana's dashboard schema), and "1" (a plain count) as none.
+GRAFANA_UNITS = {"s": "s", "bytes": "bytes", "1": "none"}
+
+
+def grafana_unit(unit: str) -> str:
+    """The Grafana unit that shows a headline's ``unit`` beside its numbers: ``s`` -> seconds, ``items/s`` -> the
+    number followed by " items/s"."""
+    return GRAFANA_UNITS.get(unit, f"suffix: {unit}")
+
+
 def placed_workloads(fleet: Fleet) -> dict[str, Workload]:
     """The workloads the policy runs somewhere, by name (the workloads folder may hold others)."""
     return {name: fleet.workloads[name] for name in sorted(fleet.placements) if name in fleet.workloads}
@@ -250,7 +262,7 @@ def _overview(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board:
             _bars(
                 f"{name}: result per card ({head.unit})",
                 f"Per card and cluster, the mean of each pod's last {head.metric} in the time range.",
-                "none",
+                grafana_unit(head.unit),
                 [_target(result, _legend(), instant=True)],
             ),
             width=10,
@@ -262,7 +274,7 @@ def _overview(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board:
             .description(f"The card with the {'highest' if head.higher_is_better else 'lowest'} result in the range.")
             .with_target(_target(f"{pick}(1, {result})", _legend(), instant=True))
             .text_mode(BigValueTextMode.VALUE_AND_NAME)
-            .unit("none"),
+            .unit(grafana_unit(head.unit)),
             width=4,
         )
         cost = cost_per_result_query(workload)

@@ -103,6 +103,21 @@ def test_every_panel_queries_the_central_prometheus_and_starts_at_zero(boards: d
                         assert variable in target["expr"], (panel["title"], target["expr"])
 
 
+def test_a_result_is_shown_in_its_workloads_unit(fleet: Fleet, boards: dict[str, Any]) -> None:
+    """Seconds as seconds, any other unit written after the number (tracker: items/s), a count as a bare number."""
+    assert [dashboards.grafana_unit(u) for u in ("s", "items/s", "1", "bytes")] == [
+        "s",
+        "suffix: items/s",
+        "none",
+        "bytes",
+    ]
+    panels = {p["title"]: p for p in boards["gpufleet-overview.json"]["panels"]}
+    for name in ("tracker", "uploader"):
+        unit = fleet.workloads[name].spec.headline.unit
+        for title in (f"{name}: result per card ({unit})", f"{name}: best card"):
+            assert panels[title]["fieldConfig"]["defaults"]["unit"] == dashboards.grafana_unit(unit), title
+
+
 def test_every_variable_a_query_names_is_one_of_its_dashboard(boards: dict[str, Any]) -> None:
     """Grafana leaves an unknown ``$name`` in the query as it is, which as a regular expression matches nothing."""
     for file, board in boards.items():

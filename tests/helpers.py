@@ -246,7 +246,7 @@ def central_series(plans: dict[str, StackPlan], central: str) -> set[str]:
 
 def panels_on_missing_series(boards: dict[str, dict[str, Any]], available: set[str]) -> list[tuple[str, str, str]]:
     """(dashboard, panel, metric) for every metric a panel's query reads that is not in ``available``."""
-    from fleet.model.dashboards import panel_queries
+    from fleet.model.grafana import panel_queries
 
     return sorted(
         (q.dashboard, q.panel, name)

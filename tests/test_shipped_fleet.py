@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from fleet.model import dashboards, pod_contract
+from fleet.model import dashboards, grafana, pod_contract
 from fleet.model.ci_pools import CI_TAINT
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
@@ -307,7 +307,7 @@ def test_the_central_has_the_fleets_dashboards_on_series_that_reach_it(fleet, pl
     """Derived from the policy: one ConfigMap per dashboard for Grafana's sidecar on the central and none elsewhere, a
     dashboard and overview row per workload the policy places, the scaling one when one sweeps, and every metric a
     panel reads federated from every leaf or recorded by the central (tests/helpers.py ``central_series``)."""
-    label, value = dashboards.SIDECAR_LABEL
+    label, value = grafana.SIDECAR_LABEL
 
     def boards_of(plan):
         maps = [r.inputs for r in by_type(plan, "kubernetes:core/v1:ConfigMap")]

@@ -15,7 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kubernetes.deployment import FLEET_PART_OF
-from fleet.model import dashboards
+from fleet.model import dashboards, grafana
 from fleet.model.prices import card_prices, load_prices
 from fleet.model.spec import Fleet
 
@@ -33,11 +33,11 @@ def grafana_values(fleet: Fleet) -> dict[str, Any]:
     return {
         "sidecar": {
             "dashboards": {
-                "folderAnnotation": dashboards.FOLDER_ANNOTATION,
+                "folderAnnotation": grafana.FOLDER_ANNOTATION,
                 "provider": {"foldersFromFilesStructure": True},
             },
             "datasources": {
-                "uid": dashboards.DATASOURCE_UID,
+                "uid": grafana.DATASOURCE_UID,
                 "defaultDatasourceScrapeInterval": fleet.monitoring.federation_interval,
             },
         }
@@ -54,7 +54,7 @@ def dashboard_config_maps(
     prefix: str, fleet: Fleet, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions
 ) -> list[k8s.core.v1.ConfigMap]:
     """One ConfigMap per dashboard of the fleet, for the central Grafana's sidecar to load."""
-    label, value = dashboards.SIDECAR_LABEL
+    label, value = grafana.SIDECAR_LABEL
     return [
         k8s.core.v1.ConfigMap(
             f"{prefix}-dashboard-{file.removesuffix('.json')}",
@@ -62,7 +62,7 @@ def dashboard_config_maps(
                 "name": file.removesuffix(".json"),
                 "namespace": namespace,
                 "labels": {label: value, "app.kubernetes.io/part-of": FLEET_PART_OF},
-                "annotations": {dashboards.FOLDER_ANNOTATION: dashboards.FOLDER},
+                "annotations": {grafana.FOLDER_ANNOTATION: grafana.FOLDER},
             },
             data={file: json.dumps(board, sort_keys=True, indent=1)},
             opts=opts,

@@ -16,86 +16,38 @@ Every panel filters on the dashboard's variables ``cluster``, ``cloud``, ``gpu``
 whose values are the policy's; "All" is the regular expression ``.*``. Ranges are Grafana's ``$__range`` (the time
 picker's span), so a panel's number is the same as the report's over the same window.
 
-Everything here is data: :func:`fleet_dashboards` returns plain dicts (the dashboards' JSON), and
-:func:`panel_queries` lists each panel's PromQL for the tests to evaluate against a real Prometheus.
+Everything here is data: :func:`fleet_dashboards` returns plain dicts (the dashboards' JSON), whose queries
+fleet/model/grafana.py ``panel_queries`` lists for the tests to evaluate against a real Prometheus.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grafana_foundation_sdk.builders import bargauge, dashboard, prometheus, stat, statetimeline, table, timeseries
-from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models.common import BigValueTextMode, DataSourceRef
-from grafana_foundation_sdk.models.dashboard import GridPos, ValueMap, ValueMappingResult
+from grafana_foundation_sdk.builders import stat, statetimeline, table
+from grafana_foundation_sdk.models.common import BigValueTextMode
+from grafana_foundation_sdk.models.dashboard import ValueMap, ValueMappingResult
 
 from fleet.model.accounting import BILLED, IDLE, USED
 from fleet.model.billing import fleet_accounts
+from fleet.model.grafana import Board, bars, grafana_unit, series, target
 from fleet.model.pod_contract import PROBE_METRICS
 from fleet.model.spec import Fleet
 from fleet.model.workloads import MetricSpec, Workload, runs_counter
 
-#: The central Prometheus' datasource as the chart's datasource sidecar provisions it: kube-prometheus-stack 79.5.0
-#: values.yaml ``grafana.sidecar.datasources.uid`` (default ``prometheus``; the fleet sets it explicitly).
-DATASOURCE_UID = "prometheus"
-DATASOURCE = DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
-#: The label the chart's dashboard sidecar collects ConfigMaps by (kube-prometheus-stack 79.5.0 values.yaml
-#: ``grafana.sidecar.dashboards.label``/``labelValue``) and the annotation naming each one's folder (grafana 10.1.4
-#: values.yaml ``sidecar.dashboards.folderAnnotation``, with ``provider.foldersFromFilesStructure``).
-SIDECAR_LABEL = ("grafana_dashboard", "1")
-FOLDER_ANNOTATION = "grafana_folder"
-FOLDER = "GPU fleet"
-#: The Grafana the pinned chart runs: kube-prometheus-stack 79.5.0 depends on the grafana chart 10.1.4 (Chart.yaml
-#: dependencies), whose appVersion is 12.2.1 (charts/grafana/Chart.yaml in the archive; tests/model/test_dashboards.py
-#: reads both).
-GRAFANA_VERSION = "12.2.1"
-#: Dashboard JSON schema version: what grafana-foundation-sdk writes (its Dashboard model's default). Grafana reads a
-#: dashboard of any version from its MIN_VERSION up to its LATEST_VERSION and migrates it to the latest on load
-#: (grafana apps/dashboard/pkg/migration/schemaversion/migrations.go; frontend DashboardMigrator.ts). 41 is the V41
-#: migration, in Grafana since 12.0; V42 (grafana/grafana#110517, hideFrom.tooltip set where hideFrom.viz is, merged
-#: 2025-09) is the last of the v1 dashboard API. So Grafana 12.2.1 reads 41 as its latest or migrates it by V42,
-#: which changes nothing here (no panel hides a field). A newer chart must be checked again: the test pins both.
-SCHEMA_VERSION = 41
 #: Central recording rule: the price of one card-hour per (cluster, cloud, gpu), what the machine costs per hour over
 #: its cards (a shared card's slice pays its part through the used-card records).
 CARD_PRICE = "gpufleet:card_price_per_hour"
 PRICE_GROUP = "gpufleet-card-prices"
 
 VARIABLES = ("cluster", "cloud", "gpu")
-#: What each variable is called above the panels (its name is the series' label).
-VARIABLE_LABELS = {
-    "cluster": "Cluster",
-    "cloud": "Cloud",
-    "gpu": "Card",
-    "workload": "Workload",
-    "billing_account": "Billing account",
-}
 _FILTER = ",".join(f'{v}=~"${v}"' for v in VARIABLES)
 _BY = "cluster, cloud, gpu"
 _ACCOUNT = 'billing_account=~"$billing_account"'
 _WORKLOAD = 'workload=~"$workload"'
 _UID = re.compile(r"[^a-z0-9-]+")
-
-
-@dataclass(frozen=True)
-class PanelQuery:
-    """One query of one panel: the dashboard's uid, the panel's title, the query's refId and PromQL (with Grafana's
-    variables in it) and whether Grafana runs it as an instant query."""
-
-    dashboard: str
-    panel: str
-    ref: str
-    expr: str
-    instant: bool
-
-
-def _target(expr: str, legend: str, ref: str = "A", instant: bool = False) -> prometheus.Dataquery:
-    query = prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(ref)
-    return query.instant() if instant else query.range()
 
 
 def _filter(extra: str = "") -> str:
@@ -114,67 +66,6 @@ def _picked(name: str) -> str:
 
 def _legend() -> str:
     return "{{gpu}} on {{cluster}} ({{cloud}})"
-
-
-class _Board:
-    """A dashboard under construction: panels laid out left to right, rows full width, ids in order."""
-
-    def __init__(self, uid: str, title: str, description: str, variables: Mapping[str, Sequence[str]]):
-        self.uid, self.next_id, self.x, self.y = uid, 1, 0, 0
-        self.builder = (
-            dashboard.Dashboard(title)
-            .uid(uid)
-            .description(description)
-            .tags(["gpu-fleet"])
-            .editable()
-            .time("now-7d", "now")
-            .refresh("5m")
-            .timezone("utc")
-        )
-        for name, values in variables.items():
-            self.builder.with_variable(
-                dashboard.CustomVariable(name)
-                .label(VARIABLE_LABELS[name])
-                .values(",".join(values) if values else "none")
-                .multi(True)
-                .include_all(True)
-                .all_value(".*")
-            )
-
-    def row(self, title: str) -> None:
-        if self.x:
-            self.x, self.y = 0, self.y + 8
-        self.builder.with_row(dashboard.Row(title).id(self.next_id).grid_pos(GridPos(h=1, w=24, x=0, y=self.y)))
-        self.next_id, self.y = self.next_id + 1, self.y + 1
-
-    def add(self, panel: Any, width: int = 12, height: int = 8) -> None:
-        if self.x + width > 24:
-            self.x, self.y = 0, self.y + height
-        panel.id(self.next_id).datasource(DATASOURCE).grid_pos(GridPos(h=height, w=width, x=self.x, y=self.y))
-        self.builder.with_panel(panel)
-        self.next_id, self.x = self.next_id + 1, self.x + width
-
-    def json(self) -> dict[str, Any]:
-        return as_json(self.builder.build())
-
-
-def as_json(board: Any) -> dict[str, Any]:
-    """A dashboard of the SDK's types as the JSON Grafana reads (plain dicts)."""
-    return json.loads(JSONEncoder(sort_keys=True).encode(board))
-
-
-def _bars(title: str, description: str, unit: str, targets: Iterable[prometheus.Dataquery]) -> bargauge.Panel:
-    panel = bargauge.Panel().title(title).description(description).unit(unit).min(0)
-    for t in targets:
-        panel.with_target(t)
-    return panel
-
-
-def _series(title: str, description: str, unit: str, targets: Iterable[prometheus.Dataquery]) -> timeseries.Panel:
-    panel = timeseries.Panel().title(title).description(description).unit(unit).min(0)
-    for t in targets:
-        panel.with_target(t)
-    return panel
 
 
 def result_query(workload: Workload) -> str:
@@ -225,20 +116,8 @@ def _pool_states() -> statetimeline.Panel:
         .mappings([mapping])
         .min(0)
         .max(2)
-        .with_target(_target(pool_state_query(), "{{pool}} on {{cluster}}"))
+        .with_target(target(pool_state_query(), "{{pool}} on {{cluster}}"))
     )
-
-
-#: A headline's unit (workload.yaml ``headline.unit``) Grafana knows by an id of its own; any other is shown after
-#: the number as written (a custom unit ``suffix:<text>``: grafana-foundation-sdk models/dashboard.py FieldConfig.unit,
-#: from Grafana's dashboard schema), and "1" (a plain count) as none.
-GRAFANA_UNITS = {"s": "s", "bytes": "bytes", "1": "none"}
-
-
-def grafana_unit(unit: str) -> str:
-    """The Grafana unit that shows a headline's ``unit`` beside its numbers: ``s`` -> seconds, ``items/s`` -> the
-    number followed by " items/s"."""
-    return GRAFANA_UNITS.get(unit, f"suffix: {unit}")
 
 
 def placed_workloads(fleet: Fleet) -> dict[str, Workload]:
@@ -246,8 +125,8 @@ def placed_workloads(fleet: Fleet) -> dict[str, Workload]:
     return {name: fleet.workloads[name] for name in sorted(fleet.placements) if name in fleet.workloads}
 
 
-def _overview(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board:
-    board = _Board(
+def _overview(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> Board:
+    board = Board(
         "gpufleet-overview",
         "GPU fleet: overview",
         "Each workload's result per card and cluster, the best card and the cost per result; the pools' cards billed, "
@@ -259,11 +138,11 @@ def _overview(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board:
         board.row(f"{name}: {head.metric} ({head.unit}, {'higher' if head.higher_is_better else 'lower'} is better)")
         result = result_query(workload)
         board.add(
-            _bars(
+            bars(
                 f"{name}: result per card ({head.unit})",
                 f"Per card and cluster, the mean of each pod's last {head.metric} in the time range.",
                 grafana_unit(head.unit),
-                [_target(result, _legend(), instant=True)],
+                [target(result, _legend(), instant=True)],
             ),
             width=10,
         )
@@ -272,7 +151,7 @@ def _overview(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board:
             stat.Panel()
             .title(f"{name}: best card")
             .description(f"The card with the {'highest' if head.higher_is_better else 'lowest'} result in the range.")
-            .with_target(_target(f"{pick}(1, {result})", _legend(), instant=True))
+            .with_target(target(f"{pick}(1, {result})", _legend(), instant=True))
             .text_mode(BigValueTextMode.VALUE_AND_NAME)
             .unit(grafana_unit(head.unit)),
             width=4,
@@ -280,37 +159,37 @@ def _overview(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board:
         cost = cost_per_result_query(workload)
         if cost is not None:
             board.add(
-                _bars(
+                bars(
                     f"{name}: cost per result (USD)",
                     "Card-hours the workload's pods used in the range, at the card's price per hour, over the results "
                     "they produced (spot prices for spot pools).",
                     "currencyUSD",
-                    [_target(cost, _legend(), instant=True)],
+                    [target(cost, _legend(), instant=True)],
                 ),
                 width=10,
             )
     board.row("Pools")
     board.add(
-        _series(
+        series(
             "Cards billed, used and idle",
             "Cards of GPU nodes that are up (billed), requested by running pods of the chosen workloads (used) and "
             "requested by none (idle); a pool at zero nodes counts none.",
             "none",
             [
-                _target(f"sum({BILLED}{_filter()})", "billed", "A"),
-                _target(f"sum({USED}{_filter(_WORKLOAD)})", "used", "B"),
-                _target(f"sum({IDLE}{_filter()})", "idle", "C"),
+                target(f"sum({BILLED}{_filter()})", "billed", "A"),
+                target(f"sum({USED}{_filter(_WORKLOAD)})", "used", "B"),
+                target(f"sum({IDLE}{_filter()})", "idle", "C"),
             ],
         )
     )
     board.add(_pool_states())
     scale_up = PROBE_METRICS[0]
     board.add(
-        _bars(
+        bars(
             "Time to first accelerator (last probe)",
             "Per probed pool, how long the latest probe pod waited from its creation until it ran on a card.",
             "s",
-            [_target(f"max by ({_BY}) (last_over_time({scale_up}{_filter()}[$__range]))", _legend(), instant=True)],
+            [target(f"max by ({_BY}) (last_over_time({scale_up}{_filter()}[$__range]))", _legend(), instant=True)],
         )
     )
     board.row("Alerts")
@@ -318,9 +197,7 @@ def _overview(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board:
         table.Panel()
         .title("Alerts firing")
         .description("The central Prometheus' alerts that fire now, by name and cluster.")
-        .with_target(
-            _target('count by (alertname, cluster, severity) (ALERTS{alertstate="firing"})', "", instant=True)
-        ),
+        .with_target(target('count by (alertname, cluster, severity) (ALERTS{alertstate="firing"})', "", instant=True)),
         width=24,
     )
     return board
@@ -338,8 +215,8 @@ def _metric_expr(workload: Workload, metric: MetricSpec) -> tuple[str, str]:
     return f"max by ({_BY}) ({selector.replace('{__name__}', metric.name)})", metric.name
 
 
-def _workload_board(workload: Workload, variables: Mapping[str, Sequence[str]]) -> _Board:
-    board = _Board(
+def _workload_board(workload: Workload, variables: Mapping[str, Sequence[str]]) -> Board:
+    board = Board(
         f"gpufleet-workload-{_UID.sub('-', workload.name.lower())}",
         f"GPU fleet: {workload.name}",
         workload.spec.description.strip(),
@@ -348,7 +225,7 @@ def _workload_board(workload: Workload, variables: Mapping[str, Sequence[str]]) 
     board.row("Metrics per card and cluster")
     for metric in workload.spec.metrics:
         expr, title = _metric_expr(workload, metric)
-        board.add(_series(title, metric.help, "none", [_target(expr, _legend())]))
+        board.add(series(title, metric.help, "none", [target(expr, _legend())]))
     board.row("Energy")
     energy = (
         f'sum by ({_BY}) (increase(gpufleet:gpu_energy_joules:sum{{cluster=~"$cluster",cloud=~"$cloud"}}[$__range])'
@@ -356,12 +233,12 @@ def _workload_board(workload: Workload, variables: Mapping[str, Sequence[str]]) 
         f"(last_over_time({workload.spec.headline.metric}{_filter(_wl(workload.name))}[$__range])))"
     )
     board.add(
-        _bars(
+        bars(
             "GPU energy of the benchmark's pods",
             "Joules the cards drew while the workload's pods ran on them in the range (dcgm-exporter; none where the "
             "cloud exposes no power reading).",
             "joule",
-            [_target(energy, _legend(), instant=True)],
+            [target(energy, _legend(), instant=True)],
         ),
         width=24,
     )
@@ -419,11 +296,11 @@ def scaling_queries(workload: Workload, points: Mapping[str, tuple[int, ...]], n
     return " or ".join(f"({q})" for q in speedups), " or ".join(f"({q})" for q in efficiencies)
 
 
-def _sweeps(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | None:
+def _sweeps(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> Board | None:
     sweeping = [w for n, w in placed_workloads(fleet).items() if n in fleet.sweep_counts]
     if not sweeping:
         return None
-    board = _Board(
+    board = Board(
         "gpufleet-scaling",
         "GPU fleet: scaling sweeps",
         "Time per epoch, speed-up and parallel efficiency of each sweeping workload at every accelerator count of its "
@@ -436,11 +313,11 @@ def _sweeps(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | No
         board.row(f"{workload.name}: sweep of {', '.join(map(str, counts))} accelerators")
         per_epoch = epoch_seconds_query(workload)
         board.add(
-            _bars(
+            bars(
                 f"{workload.name}: seconds per epoch",
                 "The slowest worker's time per epoch (the workers step together) at each accelerator count.",
                 "s",
-                [_target(per_epoch, "{{gpu}} on {{cluster}} x{{accelerators}}", instant=True)],
+                [target(per_epoch, "{{gpu}} on {{cluster}} x{{accelerators}}", instant=True)],
             ),
             width=8,
         )
@@ -450,11 +327,11 @@ def _sweeps(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | No
             if queries is None:
                 continue
             ref, legend = chr(ord("A") + len(speedups)), f"{{{{gpu}}}} on {{{{cluster}}}} x{n}"
-            speedups.append(_target(queries[0], legend, ref, instant=True))
-            efficiencies.append(_target(queries[1], legend, ref, instant=True))
+            speedups.append(target(queries[0], legend, ref, instant=True))
+            efficiencies.append(target(queries[1], legend, ref, instant=True))
         bases = ", ".join(f"{b} for {', '.join(cards)}" for b, cards in _by_base(points).items() if all(cards))
         board.add(
-            _bars(
+            bars(
                 f"{workload.name}: speed-up over the smallest count",
                 "Each card's time per epoch at its smallest accelerator count"
                 + (f" ({bases})" if bases else "")
@@ -465,7 +342,7 @@ def _sweeps(fleet: Fleet, variables: Mapping[str, Sequence[str]]) -> _Board | No
             width=8,
         )
         board.add(
-            _bars(
+            bars(
                 f"{workload.name}: parallel efficiency",
                 "Speed-up over the ratio of accelerator counts: 1 is linear scaling.",
                 "percentunit",
@@ -481,8 +358,8 @@ def card_hours_query(record: str, by: str = "billing_account") -> str:
     return f"sum by ({by}) (sum_over_time({record}{_filter(_ACCOUNT)}[$__range:1m])) / 60"
 
 
-def _accounting(variables: Mapping[str, Sequence[str]], accounts: Sequence[str]) -> _Board:
-    board = _Board(
+def _accounting(variables: Mapping[str, Sequence[str]], accounts: Sequence[str]) -> Board:
+    board = Board(
         "gpufleet-accounting",
         "GPU fleet: accounting",
         "Card-hours billed (nodes up), used (pods' requests) and idle per billing account, and what they cost at the "
@@ -491,28 +368,28 @@ def _accounting(variables: Mapping[str, Sequence[str]], accounts: Sequence[str])
     )
     board.row("Card-hours in the time range")
     targets = [
-        _target(card_hours_query(record), f"{{{{billing_account}}}} {what}", ref, instant=True)
+        target(card_hours_query(record), f"{{{{billing_account}}}} {what}", ref, instant=True)
         for ref, record, what in (("A", BILLED, "billed"), ("B", USED, "used"), ("C", IDLE, "idle"))
     ]
-    board.add(_bars("Card-hours per billing account", "Billed, used and idle card-hours.", "h", targets))
+    board.add(bars("Card-hours per billing account", "Billed, used and idle card-hours.", "h", targets))
     # used series carry their workload, idle ones do not: `or` keeps both, each at its card's price
     priced = " or ".join(f"({r}{_filter(_ACCOUNT)} * on ({_BY}) group_left () {CARD_PRICE})" for r in (USED, IDLE))
     cost = f"sum by (billing_account) (sum_over_time(({priced})[$__range:1m])) / 60"
     board.add(
-        _bars(
+        bars(
             "Cost per billing account (USD)",
             "Used card-hours, and for a pool's owner the idle ones, at the card's price per hour.",
             "currencyUSD",
-            [_target(cost, "{{billing_account}}", instant=True)],
+            [target(cost, "{{billing_account}}", instant=True)],
         )
     )
     board.row("Cards over time")
     board.add(
-        _series(
+        series(
             "Idle cards per pool",
             "Cards billed but not requested by a running pod.",
             "none",
-            [_target(f"sum by (cluster, pool) ({IDLE}{_filter(_ACCOUNT)})", "{{pool}} on {{cluster}}")],
+            [target(f"sum by (cluster, pool) ({IDLE}{_filter(_ACCOUNT)})", "{{pool}} on {{cluster}}")],
         ),
         width=24,
     )
@@ -535,20 +412,6 @@ def fleet_dashboards(fleet: Fleet) -> dict[str, dict[str, Any]]:
         _accounting(variables, accounts),
     ]
     return {f"{b.uid}.json": b.json() for b in boards if b is not None}
-
-
-def panel_queries(dashboards: Mapping[str, Mapping[str, Any]]) -> list[PanelQuery]:
-    """Every query of every panel of ``dashboards`` (as :func:`fleet_dashboards` returns them)."""
-    out = []
-    for board in dashboards.values():
-        for panel in board.get("panels", []):
-            for target in panel.get("targets", []):
-                out.append(
-                    PanelQuery(
-                        board["uid"], panel["title"], target["refId"], target["expr"], bool(target.get("instant"))
-                    )
-                )
-    return out
 
 
 def price_rules(prices: Mapping[tuple[str, str, str], float]) -> dict[str, Any]:

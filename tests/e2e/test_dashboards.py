@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from components.kubernetes.federation import federated_selectors
-from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, panel_queries, price_rules
+from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, price_rules
+from fleet.model.grafana import panel_queries
 from fleet.model.loader import load_fleet
 from fleet.model.prices import card_prices, load_prices
 from fleet.model.prometheus import duration_seconds

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
-from fleet.model import dashboards
+from fleet.model import dashboards, grafana
 from fleet.model.loader import load_fleet
 from fleet.model.prices import card_prices, load_prices
 from fleet.model.spec import Fleet
@@ -85,14 +85,14 @@ def test_the_variables_offer_the_policy_s_clusters_clouds_cards_and_workloads(bo
 
 def test_every_panel_queries_the_central_prometheus_and_starts_at_zero(boards: dict[str, Any]) -> None:
     for file, board in boards.items():
-        assert board["uid"] + ".json" == file and board["schemaVersion"] == dashboards.SCHEMA_VERSION
+        assert board["uid"] + ".json" == file and board["schemaVersion"] == grafana.SCHEMA_VERSION
         panels = board["panels"]
         assert len({p["id"] for p in panels}) == len(panels), file
         for panel in panels:
             assert 0 <= panel["gridPos"]["x"] and panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24, panel["title"]
             if panel["type"] == "row":
                 continue
-            assert panel["datasource"] == {"type": "prometheus", "uid": dashboards.DATASOURCE_UID}
+            assert panel["datasource"] == {"type": "prometheus", "uid": grafana.DATASOURCE_UID}
             assert panel["targets"] and panel.get("description"), panel["title"]
             if panel["type"] in ("timeseries", "bargauge"):
                 assert panel["fieldConfig"]["defaults"]["min"] == 0, panel["title"]
@@ -105,7 +105,7 @@ def test_every_panel_queries_the_central_prometheus_and_starts_at_zero(boards: d
 
 def test_a_result_is_shown_in_its_workloads_unit(fleet: Fleet, boards: dict[str, Any]) -> None:
     """Seconds as seconds, any other unit written after the number (tracker: items/s), a count as a bare number."""
-    assert [dashboards.grafana_unit(u) for u in ("s", "items/s", "1", "bytes")] == [
+    assert [grafana.grafana_unit(u) for u in ("s", "items/s", "1", "bytes")] == [
         "s",
         "suffix: items/s",
         "none",
@@ -115,7 +115,7 @@ def test_a_result_is_shown_in_its_workloads_unit(fleet: Fleet, boards: dict[str,
     for name in ("tracker", "uploader"):
         unit = fleet.workloads[name].spec.headline.unit
         for title in (f"{name}: result per card ({unit})", f"{name}: best card"):
-            assert panels[title]["fieldConfig"]["defaults"]["unit"] == dashboards.grafana_unit(unit), title
+            assert panels[title]["fieldConfig"]["defaults"]["unit"] == grafana.grafana_unit(unit), title
 
 
 def test_every_variable_a_query_names_is_one_of_its_dashboard(boards: dict[str, Any]) -> None:
@@ -136,7 +136,7 @@ def test_the_dashboards_read_back_through_grafana_s_own_types(boards: dict[str, 
     """The SDK's types are generated from Grafana's dashboard schema: a dashboard that reads back unchanged has no
     field the schema lacks."""
     for board in boards.values():
-        again = dashboards.as_json(Dashboard.from_json(board))
+        again = grafana.as_json(Dashboard.from_json(board))
         assert again == board
 
 
@@ -185,16 +185,16 @@ def _chart_values(archive: Path, member: str) -> dict[str, Any]:
 
 
 def test_the_schema_version_is_the_sdk_s_for_the_grafana_the_chart_pins(boards: dict[str, Any]) -> None:
-    """The pinned chart's Grafana is the one whose schema range was checked (dashboards.SCHEMA_VERSION's comment): a
+    """The pinned chart's Grafana is the one whose schema range was checked (grafana.SCHEMA_VERSION's comment): a
     chart bump fails here until the schema version is checked against the new Grafana."""
     charts = shared_data(CHART_CACHE_ENV, "charts", "the chart cache (the pinned charts' archives)")
     archive = charts / "kube-prometheus-stack-79.5.0.tgz"
     stack = _chart_values(archive, "kube-prometheus-stack/Chart.yaml")
     assert {d["name"]: d["version"] for d in stack["dependencies"]}["grafana"] == "10.1.4"
-    grafana = _chart_values(archive, "kube-prometheus-stack/charts/grafana/Chart.yaml")
-    assert (grafana["version"], grafana["appVersion"]) == ("10.1.4", dashboards.GRAFANA_VERSION)
-    assert Dashboard().schema_version == dashboards.SCHEMA_VERSION
-    assert {b["schemaVersion"] for b in boards.values()} == {dashboards.SCHEMA_VERSION}
+    chart = _chart_values(archive, "kube-prometheus-stack/charts/grafana/Chart.yaml")
+    assert (chart["version"], chart["appVersion"]) == ("10.1.4", grafana.GRAFANA_VERSION)
+    assert Dashboard().schema_version == grafana.SCHEMA_VERSION
+    assert {b["schemaVersion"] for b in boards.values()} == {grafana.SCHEMA_VERSION}
 
 
 def test_the_sidecar_facts_are_the_pinned_chart_s() -> None:
@@ -202,7 +202,7 @@ def test_the_sidecar_facts_are_the_pinned_chart_s() -> None:
     charts = shared_data(CHART_CACHE_ENV, "charts", "the chart cache (the pinned charts' archives)")
     archive = charts / "kube-prometheus-stack-79.5.0.tgz"
     stack = _chart_values(archive, "kube-prometheus-stack/values.yaml")["grafana"]["sidecar"]
-    assert (stack["dashboards"]["label"], stack["dashboards"]["labelValue"]) == dashboards.SIDECAR_LABEL
-    assert stack["datasources"]["uid"] == dashboards.DATASOURCE_UID
-    grafana = _chart_values(archive, "kube-prometheus-stack/charts/grafana/values.yaml")["sidecar"]["dashboards"]
-    assert "folderAnnotation" in grafana and "foldersFromFilesStructure" in grafana["provider"]
+    assert (stack["dashboards"]["label"], stack["dashboards"]["labelValue"]) == grafana.SIDECAR_LABEL
+    assert stack["datasources"]["uid"] == grafana.DATASOURCE_UID
+    sidecar = _chart_values(archive, "kube-prometheus-stack/charts/grafana/values.yaml")["sidecar"]["dashboards"]
+    assert "folderAnnotation" in sidecar and "foldersFromFilesStructure" in sidecar["provider"]

@@ -23,7 +23,7 @@ from components.kubernetes.kueue_metrics import (
     KUEUE_POD_LABELS,
 )
 from components.kubernetes.prometheus_stack import MANAGED_CONTROL_PLANE_CLOUDS, PROMETHEUS_ACCOUNT
-from fleet.model import dashboards, pod_contract
+from fleet.model import grafana, pod_contract
 from fleet.model.spec import Cluster, GpuPool
 from fleet.tools.checks.charts import (
     ChartCacheError,
@@ -404,18 +404,18 @@ def test_grafana_on_the_central_collects_the_dashboards_as_the_chart_renders_it(
     namespace for the fleet's label and files each dashboard by its folder annotation, the provider reads folders
     from that structure, and the Prometheus datasource has the uid every panel names and the federation interval as
     its scrape interval (Grafana's $__rate_interval is four of them). A leaf runs no Grafana."""
-    label, value = dashboards.SIDECAR_LABEL
+    label, value = grafana.SIDECAR_LABEL
     for planned, stack, cluster in _clusters(planned_fleets):
         objects = [o for item in rendered_charts[(planned.name, stack)] for o in item.objects]
-        grafana = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-grafana")]
+        grafanas = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-grafana")]
         if not cluster.central:
-            assert grafana == [], f"{planned.name} {stack}"
+            assert grafanas == [], f"{planned.name} {stack}"
             continue
-        (deployment,) = grafana
+        (deployment,) = grafanas
         containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
         env = {e["name"]: e.get("value") for e in containers["grafana-sc-dashboard"]["env"]}
         assert (env["LABEL"], env["LABEL_VALUE"], env["NAMESPACE"]) == (label, value, "monitoring"), planned.name
-        assert env["FOLDER_ANNOTATION"] == dashboards.FOLDER_ANNOTATION, planned.name
+        assert env["FOLDER_ANNOTATION"] == grafana.FOLDER_ANNOTATION, planned.name
         config_maps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
         (provider,) = [m for n, m in config_maps.items() if n.endswith("-grafana-config-dashboards")]
         (options,) = [p["options"] for p in yaml.safe_load(provider["data"]["provider.yaml"])["providers"]]
@@ -423,5 +423,5 @@ def test_grafana_on_the_central_collects_the_dashboards_as_the_chart_renders_it(
         (source,) = [m for n, m in config_maps.items() if n.endswith("-grafana-datasource")]
         prometheus = next(d for d in yaml.safe_load(source["data"]["datasource.yaml"])["datasources"]
                           if d["type"] == "prometheus")  # fmt: skip
-        assert prometheus["uid"] == dashboards.DATASOURCE_UID and prometheus["isDefault"] is True, planned.name
+        assert prometheus["uid"] == grafana.DATASOURCE_UID and prometheus["isDefault"] is True, planned.name
         assert prometheus["jsonData"]["timeInterval"] == planned.fleet.monitoring.federation_interval, planned.name

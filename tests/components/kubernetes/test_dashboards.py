@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model import dashboards
+from fleet.model import dashboards, grafana
 from fleet.model.loader import load_fleet
 from fleet.tools.engine.plan import StackPlan, plan_stack
 from tests.conftest import FIXTURES
@@ -47,7 +47,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, StackPlan]:
 
 
 def config_maps(plan: StackPlan) -> list[dict]:
-    return [r.inputs for r in by_type(plan, "kubernetes:core/v1:ConfigMap") if dashboards.SIDECAR_LABEL[0] in
+    return [r.inputs for r in by_type(plan, "kubernetes:core/v1:ConfigMap") if grafana.SIDECAR_LABEL[0] in
             r.inputs["metadata"].get("labels", {})]  # fmt: skip
 
 
@@ -55,10 +55,10 @@ def test_the_central_holds_one_config_map_per_dashboard_in_the_fleet_folder(plan
     expected = dashboards.fleet_dashboards(plans["fleet"])
     maps = config_maps(plans["central"])
     assert {m["metadata"]["name"] + ".json" for m in maps} == set(expected)
-    label, value = dashboards.SIDECAR_LABEL
+    label, value = grafana.SIDECAR_LABEL
     for m in maps:
         assert m["metadata"]["labels"][label] == value and m["metadata"]["namespace"] == "monitoring"
-        assert m["metadata"]["annotations"] == {dashboards.FOLDER_ANNOTATION: dashboards.FOLDER}
+        assert m["metadata"]["annotations"] == {grafana.FOLDER_ANNOTATION: grafana.FOLDER}
         ((file, text),) = m["data"].items()
         assert json.loads(text) == expected[file]
 
@@ -72,7 +72,7 @@ def test_every_metric_a_panel_reads_reaches_the_central(plans: dict) -> None:
     boards = dashboards.fleet_dashboards(plans["fleet"])
     available = central_series(fleet_plans(plans), "dash-central")
     assert panels_on_missing_series(boards, available) == []
-    read = {n for q in dashboards.panel_queries(boards) for n in promql_metric_names(q.expr)}
+    read = {n for q in grafana.panel_queries(boards) for n in promql_metric_names(q.expr)}
     assert {"tracker_throughput", dashboards.CARD_PRICE, "ALERTS"} <= read
 
 
@@ -106,9 +106,9 @@ def test_a_leaf_has_no_dashboard(plans: dict) -> None:
 def test_grafana_reads_the_folder_and_keeps_the_datasource_uid(plans: dict) -> None:
     (kps,) = [r.inputs for r in by_type(plans["central"], "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kps"]
     sidecar = kps["values"]["grafana"]["sidecar"]
-    assert sidecar["dashboards"]["folderAnnotation"] == dashboards.FOLDER_ANNOTATION
+    assert sidecar["dashboards"]["folderAnnotation"] == grafana.FOLDER_ANNOTATION
     assert sidecar["dashboards"]["provider"]["foldersFromFilesStructure"] is True
-    assert sidecar["datasources"]["uid"] == dashboards.DATASOURCE_UID
+    assert sidecar["datasources"]["uid"] == grafana.DATASOURCE_UID
     # Grafana's $__rate_interval is 4 x the datasource's scrape interval: the federation interval of the policy
     assert sidecar["datasources"]["defaultDatasourceScrapeInterval"] == plans["fleet"].monitoring.federation_interval
     prices = kps["values"]["additionalPrometheusRulesMap"]["gpufleet-card-prices"]["groups"][0]["rules"]

@@ -23,18 +23,22 @@ from __future__ import annotations
 
 import re
 import time
+from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components.kubernetes.federation import federated_selectors
-from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, price_rules
-from fleet.model.grafana import panel_queries
+from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, placed_workloads, price_rules
+from fleet.model.grafana import PanelQuery, panel_queries
 from fleet.model.loader import load_fleet
 from fleet.model.prices import card_prices, load_prices
 from fleet.model.prometheus import duration_seconds
+from fleet.model.spec import Cluster, Fleet
 from fleet.model.spec_schema import Monitoring
+from fleet.model.workloads import Workload
 from tests.conftest import FIXTURES, require_tool
 from tests.e2e.processes import Prometheus, patience, wait_for
 from tests.e2e.support import blocks_from_openmetrics
@@ -152,12 +156,17 @@ SERIES: dict[str, list[tuple[dict[str, str], Callable[[int], float]]]] = {
 CENTRAL_ONLY = {"ALERTS", CARD_PRICE}  # evaluated by the central itself, never federated
 
 
-def openmetrics(start: int, prices: dict[tuple[str, str, str], float]) -> str:
+def openmetrics(
+    start: int,
+    prices: dict[tuple[str, str, str], float],
+    series: dict[str, list[tuple[dict[str, str], Callable[[int], float]]]] = SERIES,
+    cluster: dict[str, str] = CLUSTER,
+) -> str:
     lines = []
-    for name, series in SERIES.items():
+    for name, of_name in series.items():
         lines.append(f"# TYPE {name} gauge")
-        for extra, value in series:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted({**CLUSTER, **extra}.items()))
+        for extra, value in of_name:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted({**cluster, **extra}.items()))
             lines += [f"{name}{{{labels}}} {value(k)} {start + 60 * k}" for k in MINUTES]
     lines.append(f"# TYPE {CARD_PRICE} gauge")
     for (cluster, cloud, gpu), price in prices.items():
@@ -275,20 +284,34 @@ def substitute(expr: str, values: dict[str, str]) -> str:
     return re.sub(r"\$(\w+)", lambda m: values.get(m.group(1), ".*"), expr)
 
 
+def start_central(tmp: Path, text: str) -> Prometheus:
+    """A real Prometheus on TSDB blocks made of ``text`` (OpenMetrics with timestamps), ready."""
+    blocks_from_openmetrics(require_tool("promtool"), text, tmp)
+    prometheus = Prometheus(require_tool("prometheus"), tmp / "prometheus", {"global": {"scrape_interval": "60s"}})
+    try:
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
+    except BaseException:
+        prometheus.stop()
+        raise
+    return prometheus
+
+
+def hour_start() -> int:
+    """A whole hour, four hours ago: only the loaded blocks hold it (the wall clock only places the data)."""
+    return (int(time.time()) // 3600 - 4) * 3600
+
+
 @pytest.fixture(scope="module")
 def central(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    promtool, prometheus_exe = require_tool("promtool"), require_tool("prometheus")
+    require_tool("promtool"), require_tool("prometheus")
     tmp = tmp_path_factory.mktemp("dashboards")
     policy = tmp / "fleet.yaml"
     policy.write_text(POLICY, encoding="utf-8")
     fleet = load_fleet(policy, FIXTURES / "fleet" / "workloads")
     prices = card_prices(fleet, load_prices())
-    # a whole hour, four hours ago: only the loaded blocks hold it (the wall clock only places the data)
-    start = (int(time.time()) // 3600 - 4) * 3600
-    blocks_from_openmetrics(promtool, openmetrics(start, prices), tmp)
-    prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "60s"}})
+    start = hour_start()
+    prometheus = start_central(tmp, openmetrics(start, prices))
     try:
-        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
         yield {"prometheus": prometheus, "fleet": fleet, "prices": prices, "end": start + RANGE, "start": start}
     finally:
         prometheus.stop()
@@ -343,3 +366,106 @@ def test_every_metric_a_panel_reads_reaches_the_central(central: dict[str, Any])
     available = set(federated_selectors(fleet)) | recorded | {"ALERTS"}
     assert CENTRAL_ONLY <= available and set(SERIES) | {CARD_PRICE} <= available
     assert panels_on_missing_series(fleet_dashboards(fleet), available) == []
+
+
+# The shipped fleet (policy/fleet.yaml, or a team's own in its place): every panel of its dashboards non-empty on series
+# shaped as its pods, pools and probes give them, one of each the policy implies.
+Series = dict[str, list[tuple[dict[str, str], Callable[[int], float]]]]
+
+
+def _pod_series(series: Series, workload: Workload, cluster: Cluster, card: str, pod: str, **point: str) -> None:
+    """Every metric the workload declares for one of its pods, with its declared labels (a sweep point's values, the
+    headline's matched ones, "x" otherwise); counters grow, gauges stay."""
+    head = workload.spec.headline
+    base = {"cluster": cluster.name, "cloud": cluster.cloud, "workload": workload.name, "gpu": card}
+    base |= {"namespace": "benchmarks", "pod": pod, "job": "benchmarks/gpu-fleet", "instance": f"{pod}:3903"}
+    for metric in workload.spec.metrics:
+        labels = {k: point.get(k, "0") for k in metric.labels}
+        if metric.name == head.metric:
+            labels |= head.match
+        value: Callable[[int], float] = (lambda k: float(k)) if metric.type == "counter" else (lambda k: 2.0)
+        series[metric.name].append(({**base, **labels}, value))
+    series["gpufleet:gpu_energy_joules:sum"].append(
+        ({"cluster": cluster.name, "cloud": cluster.cloud, "namespace": "benchmarks", "pod": pod}, lambda k: 100.0 * k)
+    )
+
+
+def fleet_series(fleet: Fleet) -> tuple[Series, set[tuple[str, str, str, str]]]:
+    """Series of every benchmark pod (each queued Job on every worker that may take it), every sweep point's workers,
+    every pool's accounting records (cards used only on the pools a job runs on: a CI pool or an unused one has none)
+    and every probed pool's probe; and the (workload, cluster, cloud, card) placed."""
+    series: Series = defaultdict(list)
+    placed: set[tuple[str, str, str, str]] = set()
+    for cluster in fleet.clusters.values():
+        used: set[tuple[str, str]] = set()  # (pool, workload)
+        for job in fleet.benchmarks(cluster) + fleet.dispatched_to(cluster):
+            pod = f"{job.workload.name}-{job.pool.card}-{cluster.name}"
+            _pod_series(series, job.workload, cluster, job.pool.card, pod)
+            placed.add((job.workload.name, cluster.name, cluster.cloud, job.pool.card))
+            used.add((job.pool.name, job.workload.name))
+        points = [(p.workload, p.pool, p.accelerators, p.nodes) for p in fleet.sweep_points(cluster)]
+        points += [(p.workload, pool, p.accelerators, p.nodes) for p, pool in fleet.queued_points_on(cluster)]
+        for workload, pool, accelerators, nodes in points:
+            for worker in range(nodes):
+                pod = f"{workload.name}-{pool.card}-n{accelerators}-{worker}-{cluster.name}"
+                _pod_series(
+                    series, workload, cluster, pool.card, pod, accelerators=str(accelerators), worker=str(worker)
+                )
+            placed.add((workload.name, cluster.name, cluster.cloud, pool.card))
+            used.add((pool.name, workload.name))
+        for pool in cluster.all_pools:
+            account = {"cluster": cluster.name, "cloud": cluster.cloud, "gpu": pool.card, "pool": pool.name}
+            account["billing_account"] = cluster.billing_account
+            series["gpufleet:billed_cards"].append((account, lambda k: 1.0))
+            series["gpufleet:idle_cards"].append((account, lambda k: 0.0))
+            for workload in sorted(w for name, w in used if name == pool.name):
+                series["gpufleet:used_cards"].append(({**account, "workload": workload}, lambda k: 1.0))
+            if pool.probe is not None:
+                probe = {"cluster": cluster.name, "cloud": cluster.cloud, "gpu": pool.card, "workload": "probe"}
+                series["gpufleet_probe_scaleup_seconds"].append((probe, lambda k: 30.0))
+    series["ALERTS"].append(
+        ({"alertname": "ProbeFailed", "alertstate": "firing", "cluster": fleet.central.name}, lambda k: 1.0)
+    )
+    return series, placed
+
+
+@pytest.fixture(scope="module")
+def shipped_central(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    require_tool("promtool"), require_tool("prometheus")
+    fleet = load_fleet()
+    prices = card_prices(fleet, load_prices())
+    series, placed = fleet_series(fleet)
+    start = hour_start()
+    prometheus = start_central(tmp_path_factory.mktemp("shipped"), openmetrics(start, prices, series, {}))
+    try:
+        yield {"prometheus": prometheus, "fleet": fleet, "placed": placed, "end": start + RANGE, "start": start}
+    finally:
+        prometheus.stop()
+
+
+def raw(central: dict[str, Any], query: PanelQuery) -> list[dict[str, str]]:
+    """The label sets a panel's query answers, as Grafana asks it with every variable at All."""
+    expr = substitute(query.expr, {})
+    if query.instant:
+        return [r["metric"] for r in central["prometheus"].query(expr, at=central["end"])]
+    answer = central["prometheus"].query_range(expr, central["start"] + 60, central["end"], 60)
+    return [r["metric"] for r in answer]
+
+
+def test_every_panel_of_the_fleets_own_dashboards_shows_its_cards_and_pools(shipped_central: dict[str, Any]) -> None:
+    """Derived from the policy: no panel of the fleet's dashboards is empty; each workload's result lists exactly
+    the cards and clusters it runs on (a queued one on every worker that may take it), and the pools panel every
+    pool of the fleet."""
+    fleet, placed = shipped_central["fleet"], shipped_central["placed"]
+    boards = fleet_dashboards(fleet)
+    answers = {(q.dashboard, q.panel, q.ref): raw(shipped_central, q) for q in panel_queries(boards)}
+    assert [key for key, answer in answers.items() if not answer] == []
+    for name in placed_workloads(fleet):
+        unit = fleet.workloads[name].spec.headline.unit
+        got = {
+            (r["cluster"], r["cloud"], r["gpu"])
+            for r in answers[("gpufleet-overview", f"{name}: result per card ({unit})", "A")]
+        }
+        assert got == {(c, cloud, g) for w, c, cloud, g in placed if w == name}, name
+    pools = {(r["cluster"], r["pool"]) for r in answers[("gpufleet-overview", "Pools: busy, idle or at zero", "A")]}
+    assert pools == {(c.name, p.name) for c in fleet.clusters.values() for p in c.all_pools}

@@ -32,7 +32,7 @@ from grafana_foundation_sdk.models.dashboard import ValueMap, ValueMappingResult
 
 from fleet.model.accounting import BILLED, IDLE, USED
 from fleet.model.billing import fleet_accounts
-from fleet.model.grafana import Board, bars, grafana_unit, series, target
+from fleet.model.grafana import Board, bars, grafana_unit, metric_unit, series, target
 from fleet.model.pod_contract import PROBE_METRICS
 from fleet.model.spec import Fleet
 from fleet.model.workloads import MetricSpec, Workload, runs_counter
@@ -225,7 +225,8 @@ def _workload_board(workload: Workload, variables: Mapping[str, Sequence[str]]) 
     board.row("Metrics per card and cluster")
     for metric in workload.spec.metrics:
         expr, title = _metric_expr(workload, metric)
-        board.add(series(title, metric.help, "none", [target(expr, _legend())]))
+        unit = metric_unit(metric.name, rate=metric.type == "counter")
+        board.add(series(title, metric.help, unit, [target(expr, _legend())]))
     board.row("Energy")
     energy = (
         f'sum by ({_BY}) (increase(gpufleet:gpu_energy_joules:sum{{cluster=~"$cluster",cloud=~"$cloud"}}[$__range])'

@@ -57,6 +57,22 @@ def grafana_unit(unit: str) -> str:
     return GRAFANA_UNITS.get(unit, f"suffix: {unit}")
 
 
+#: A metric's base unit by the suffix Prometheus' naming conventions give its name (prometheus.io/docs/practices/naming:
+#: "should have a suffix describing the unit, in plural form", base units seconds and bytes), as Grafana's unit of
+#: the value a panel shows: the metric itself (a gauge, a histogram's quantile) or its rate per second (a counter,
+#: whose name ends in _total after the unit).
+VALUE_UNITS = {"_seconds": "s", "_bytes": "bytes"}
+RATE_UNITS = {"_bytes_total": "Bps"}
+
+
+def metric_unit(name: str, rate: bool) -> str:
+    """The Grafana unit of a panel showing metric ``name`` (its rate per second when ``rate``): seconds of a
+    ``_seconds`` gauge, bytes per second of a ``_bytes_total`` counter, a bare number for anything else (a
+    ``_seconds_total`` counter's rate is seconds per second)."""
+    units = RATE_UNITS if rate else VALUE_UNITS
+    return next((unit for suffix, unit in units.items() if name.endswith(suffix)), "none")
+
+
 @dataclass(frozen=True)
 class PanelQuery:
     """One query of one panel: the dashboard's uid, the panel's title, the query's refId and PromQL (with Grafana's

@@ -118,6 +118,17 @@ def test_a_result_is_shown_in_its_workloads_unit(fleet: Fleet, boards: dict[str,
             assert panels[title]["fieldConfig"]["defaults"]["unit"] == grafana.grafana_unit(unit), title
 
 
+def test_a_metric_panel_is_in_the_unit_its_name_says(boards: dict[str, Any]) -> None:
+    """Prometheus' naming conventions put the base unit in the name: a _seconds gauge in seconds, a _bytes_total
+    counter's rate in bytes per second, anything else a bare number."""
+    assert grafana.metric_unit("fitter_duration_seconds", rate=False) == "s"
+    assert grafana.metric_unit("uploader_bytes_total", rate=True) == "Bps"
+    assert grafana.metric_unit("gan3d_jax_epoch_seconds_total", rate=True) == "none"
+    assert grafana.metric_unit("tracker_throughput", rate=False) == "none"
+    panels = {p["title"]: p for p in boards["gpufleet-workload-uploader.json"]["panels"]}
+    assert panels["uploader_bytes_total, per second"]["fieldConfig"]["defaults"]["unit"] == "Bps"
+
+
 def test_every_variable_a_query_names_is_one_of_its_dashboard(boards: dict[str, Any]) -> None:
     """Grafana leaves an unknown ``$name`` in the query as it is, which as a regular expression matches nothing."""
     for file, board in boards.items():

@@ -11,6 +11,7 @@ from components.kubernetes.federation import probe_expectations
 from components.kubernetes.images import merged
 from components.kubernetes.namespaces import MONITORING_NS, NODE_AGENTS_NS, fleet_namespaces
 from fleet.model import accounting, accounting_hours, probe_phases, prometheus
+from fleet.model.node_agents import NODE_EXPORTER_RESOURCES
 from fleet.model.spec import Cluster, Fleet
 
 RELEASE = "kps"  # kube-prometheus-stack release name; its Prometheus service is kps-prometheus
@@ -46,8 +47,8 @@ HIDDEN_CONTROL_PLANE = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "k
 # for a bigger cluster. Keys of kube-prometheus-stack 79.5.0 values.yaml (prometheusOperator.resources,
 # .admissionWebhooks.patch.resources, .prometheusConfigReloader.resources: the operator passes the latter to every
 # config-reloader container, templates/prometheus-operator/deployment.yaml --config-reloader-cpu-request...;
-# alertmanager.alertmanagerSpec.resources), grafana 10.1.4 (resources, sidecar.resources), kube-state-metrics 6.4.1
-# and prometheus-node-exporter 4.49.1 (resources).
+# alertmanager.alertmanagerSpec.resources), grafana 10.1.4 (resources, sidecar.resources) and kube-state-metrics
+# 6.4.1 (resources); the node exporter's are the model's (fleet/model/node_agents.py), which counts them on every node.
 SMALL_REQUESTS = {"requests": {"cpu": "10m", "memory": "32Mi"}}
 OPERATOR_REQUESTS = {"requests": {"cpu": "50m", "memory": "128Mi"}}
 KSM_REQUESTS = {"requests": {"cpu": "20m", "memory": "128Mi"}}
@@ -160,7 +161,8 @@ def prometheus_values(
         },
         "kube-state-metrics": {"resources": KSM_REQUESTS},
         # The node exporter needs the host's network, PID namespace and root: it runs with the other node agents.
-        "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS, "resources": SMALL_REQUESTS},
+        # its requests are what the model counts on every node (fleet/model/node_agents.py)
+        "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS, "resources": NODE_EXPORTER_RESOURCES},
     }
     if cluster.cloud in MANAGED_CONTROL_PLANE_CLOUDS:
         values.update({component: {"enabled": False} for component in HIDDEN_CONTROL_PLANE})

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.clusters.magnum import CONTROL_PLANE
 from components.kubernetes.kueue_metrics import (
     KUEUE_METRICS_PORT,
     KUEUE_METRICS_READER,
@@ -24,7 +25,20 @@ from components.kubernetes.kueue_metrics import (
 )
 from components.kubernetes.prometheus_stack import MANAGED_CONTROL_PLANE_CLOUDS, PROMETHEUS_ACCOUNT
 from fleet.model import pod_contract
-from fleet.model.spec import Cluster, GpuPool
+from fleet.model.catalogue import Taint
+from fleet.model.placement import (
+    KUBELET_LABELS,
+    SYSTEM_POOL,
+    Node,
+    PodToPlace,
+    cluster_nodes,
+    describe,
+    place,
+    pod_requests,
+    pool_node,
+    selector_matches,
+)
+from fleet.model.spec import Cluster
 from fleet.tools.checks.charts import (
     ChartCacheError,
     HelmRelease,
@@ -36,13 +50,11 @@ from fleet.tools.checks.charts import (
     render_release,
 )
 from fleet.tools.engine.mock_engine import Registration
+from fleet.tools.engine.render import kubernetes_manifest
 from policy.gpufleet_policies.pod_security import restricted_problems
 from tests.tools.conftest import PlannedFleet
 
 Rendered = dict[tuple[str, str], list[RenderedRelease]]
-CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
-# Labels every Linux node carries (kubelet's well-known labels: kubernetes.io/docs/reference/labels-annotations-taints)
-NODE_OS_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 # Pods the operator makes from a custom resource: the resource's spec says their image, node selector and requests.
 OPERATED = ("Prometheus", "Alertmanager", "ThanosRuler", "PrometheusAgent")
 # Control-plane components that GKE, EKS, AKS and Magnum do not expose to a Prometheus in the cluster, as the job
@@ -177,44 +189,10 @@ def test_infra_pods_sit_on_the_system_pool(planned_fleets: list[PlannedFleet], r
     assert bad == []
 
 
-def _matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, op, values = expression["key"], expression["operator"], expression.get("values") or []
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    raise AssertionError(f"operator {op} not handled")
-
-
-def _lands_on(pod_spec: dict[str, Any], pool: GpuPool) -> bool:
-    """Whether a pod's node selector and required node affinity admit the pool's nodes (kube-scheduler's
-    NodeAffinity filter: every selector label, and one of the terms whose expressions all match)."""
-    labels = {**NODE_OS_LABELS, **pool.labels, **pool.node_selector}
-    if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
-        return False
-    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if not required:
-        return True
-    return any(
-        all(_matches(e, labels) for e in term.get("matchExpressions") or []) for term in required["nodeSelectorTerms"]
-    )
-
-
-def _tolerates(tolerations: list[dict[str, Any]], key: str, value: str, effect: str) -> bool:
-    for t in tolerations:
-        if t.get("effect") and t["effect"] != effect:
-            continue
-        if t.get("operator") == "Exists" and (not t.get("key") or t["key"] == key):
-            return True
-        if t.get("key") == key and t.get("value", "") == value:
-            return True
-    return False
+def _untolerated(node: Node, spec: dict[str, Any]) -> list[Taint]:
+    """The node's taints the pod does not tolerate (TaintToleration filters on NoSchedule and NoExecute)."""
+    tolerations = spec.get("tolerations") or []
+    return [t for t in node.taints if t.effect != "PreferNoSchedule" and not t.tolerated_by(tolerations)]
 
 
 def test_node_agents_tolerate_the_taints_of_the_gpu_pools_they_select(
@@ -225,22 +203,23 @@ def test_node_agents_tolerate_the_taints_of_the_gpu_pools_they_select(
     plugin or its metrics. dcgm-exporter and the device plugin must reach every NVIDIA pool."""
     bad, reached = [], set()
     for planned, stack, cluster in _clusters(planned_fleets):
+        nodes = {pool.key: pool_node(cluster, pool) for pool in cluster.all_pools}
         for item, pod in _pods(rendered_charts[(planned.name, stack)]):
             if pod.kind != "DaemonSet":
                 continue
             for pool in cluster.all_pools:
-                if not _lands_on(pod.spec, pool):
+                node = nodes[pool.key]
+                if not selector_matches(pod.spec, node.labels):  # the model's node: the kubelet's labels too
                     continue
                 reached.add((planned.name, stack, item.release.chart, pool.key))
-                for taint in pool.pod_tolerations:
-                    if not _tolerates(pod.spec.get("tolerations") or [], taint.key, taint.value, taint.effect):
-                        bad.append(
-                            f"{_where(planned, stack, item, pod.kind, pod.name)}: "
-                            f"no toleration for {taint.as_string()} of pool {pool.key}"
-                        )
+                bad += [
+                    f"{_where(planned, stack, item, pod.kind, pod.name)}: "
+                    f"no toleration for {taint.as_string()} of pool {pool.key}"
+                    for taint in _untolerated(node, pod.spec)
+                ]
             if item.release.chart in ("dcgm-exporter",) and pod.name == "dcgm-exporter":
                 for pool in cluster.all_pools:
-                    if pool.accelerator.is_nvidia and not _lands_on(pod.spec, pool):
+                    if pool.accelerator.is_nvidia and not selector_matches(pod.spec, nodes[pool.key].labels):
                         bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)}: never reaches pool {pool.key}")
     assert bad == []
     assert reached  # the check saw node agents on GPU pools
@@ -395,3 +374,135 @@ def test_what_the_kueue_scrape_names_is_what_the_charts_render(
                 accounts = [a["metadata"]["name"] for a in by_kind.get("ServiceAccount", [])]
                 assert PROMETHEUS_ACCOUNT in accounts, f"{stack}: {accounts}"
     assert checked, "the tests' own fleet (tests/fixtures/fleet) sweeps, so at least one planned stack runs Kueue"
+
+
+# --- every pod placed: the charts' and the stack's own, by the model's rules (fleet/model/placement.py) -------------
+
+# Where the operator puts each operated resource's pods: the main container with the resource's ``resources``, the
+# config reloader beside it and once more as an init container, both with the requests the operator is started with
+# (prometheus-operator v0.86.2 pkg/prometheus/server/statefulset.go operatorInitContainers / operatorContainers,
+# pkg/alertmanager/statefulset.go "config-reloader" and "init-config-reloader"; kube-prometheus-stack 79.5.0
+# templates/prometheus-operator/deployment.yaml --config-reloader-cpu-request / --config-reloader-memory-request).
+_RELOADER_FLAG = re.compile(r"^--config-reloader-(cpu|memory)-request=(.*)$")
+
+
+def _reloader_requests(rendered: list[RenderedRelease]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for _item, pod in _pods(rendered):
+        for c in pod.containers():
+            for arg in c.get("args") or []:
+                if m := _RELOADER_FLAG.match(str(arg)):
+                    found[m[1]] = m[2]
+    return {k: v for k, v in found.items() if v not in ("0", "")}
+
+
+def _operated_pod(obj: dict[str, Any], reloader: dict[str, str]) -> dict[str, Any]:
+    spec = obj["spec"]
+    reloader_container = {"resources": {"requests": reloader}}
+    return {
+        "nodeSelector": spec.get("nodeSelector") or {},
+        "tolerations": spec.get("tolerations") or [],
+        "affinity": spec.get("affinity") or {},
+        "initContainers": [{"name": "init-config-reloader", **reloader_container}],
+        "containers": [
+            {"name": obj["kind"].lower(), "resources": spec.get("resources") or {}},
+            {"name": "config-reloader", **reloader_container},
+            *(spec.get("containers") or []),
+        ],
+    }
+
+
+def _control_plane_node(cluster: Cluster) -> Node:
+    """Magnum's masters, where the GPU autoscaler runs: the control-plane label and taint (components/clusters/
+    magnum.py CONTROL_PLANE), the master flavor's size not known."""
+    return Node(
+        "control-plane", "master", {**KUBELET_LABELS, CONTROL_PLANE: ""}, (Taint(key=CONTROL_PLANE, value=""),), None
+    )
+
+
+def _workload_pods(
+    planned: PlannedFleet, stack: str, rendered: list[RenderedRelease]
+) -> Iterator[tuple[str, str, dict[str, Any], int]]:
+    """(where, kind, pod spec, replicas) of every pod the stack's charts render (Helm hooks too), the operator makes
+    from them and the stack's own apps/v1 objects run (its Jobs are benchmarks and probes: tests/test_shipped_fleet.py
+    places them with the model's predictions)."""
+    for item in rendered:
+        for obj in item.objects:
+            pod = pods_of(obj, item.release.namespace)
+            if pod is not None:
+                replicas = (obj.get("spec") or {}).get("replicas") or 1
+                yield _where(planned, stack, item, pod.kind, pod.name), pod.kind, pod.spec, replicas
+    reloader = _reloader_requests(rendered)
+    for item, obj in _operated(rendered):
+        where = _where(planned, stack, item, obj["kind"], obj["metadata"]["name"])
+        yield where, "StatefulSet", _operated_pod(obj, reloader), obj["spec"].get("replicas") or 1
+    for reg in planned.plans[stack].registrations:
+        if reg.type.startswith("kubernetes:apps/v1:") and reg.custom:
+            manifest = kubernetes_manifest(reg)
+            pod = pods_of(manifest)
+            if pod is not None:
+                where = f"{planned.name} {stack}: {manifest['kind']} {reg.name}"
+                yield where, pod.kind, pod.spec, manifest["spec"].get("replicas") or 1
+
+
+def test_the_node_agents_the_charts_render_hold_what_the_model_counts(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered
+):
+    """On every node of every pool, the DaemonSets that land there (selector, affinity and taints, by the model's
+    rules) request exactly what the model holds back for its node agents (fleet/model/node_agents.py), the room
+    ``validate`` and ``plan`` take off each node before placing the pool's own pods."""
+    bad, nodes_seen = [], 0
+    for planned, stack, cluster in _clusters(planned_fleets):
+        pods = _workload_pods(planned, stack, rendered_charts[(planned.name, stack)])
+        daemons = [(where, spec) for where, kind, spec, _replicas in pods if kind == "DaemonSet"]
+        for node in cluster_nodes(cluster):
+            on_node = [w for w, spec in daemons if selector_matches(spec, node.labels) and not _untolerated(node, spec)]
+            held: dict[str, int] = {"pods": len(on_node)} if on_node else {}
+            for where, spec in daemons:
+                for resource, amount in pod_requests(spec).items() if where in on_node else ():
+                    held[resource] = held.get(resource, 0) + amount
+            if held != node.held:
+                bad.append(f"{planned.name} {stack} pool {node.pool}: {on_node} hold {held}, the model {node.held}")
+            if node.allocatable is not None and any(node.free(r) < 0 for r in node.held):
+                bad.append(f"{planned.name} {stack} pool {node.pool}: the node agents {node.held} overfill it")
+            nodes_seen += 1
+    assert bad == []
+    assert nodes_seen
+
+
+def test_every_pod_the_charts_and_the_stack_run_lands_on_the_system_pool_alone_and_fits(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered
+):
+    """Every pod of a Deployment, StatefulSet, Job (Helm hooks too: the API server admits them like any pod) or
+    operated Prometheus/Alertmanager, the charts' and the stack's own, placed by the model's rules on nodes made from
+    the cluster's pools (the node agents' room already taken): it fits a system node and no other pool admits it
+    (the GPU autoscaler on Magnum: the masters). The node agents (DaemonSets) are the test above's. And the system
+    pool at its maximum holds all of them at once (requests x replicas)."""
+    bad, placed = [], 0
+    for planned, stack, cluster in _clusters(planned_fleets):
+        nodes = [*cluster_nodes(cluster), *([_control_plane_node(cluster)] if cluster.cloud == "openstack" else [])]
+        system = next(n for n in nodes if n.pool == SYSTEM_POOL)
+        total: dict[str, int] = {}
+        for where, kind, spec, replicas in _workload_pods(planned, stack, rendered_charts[(planned.name, stack)]):
+            if kind == "DaemonSet":
+                continue
+            placed += 1
+            pool = "control-plane" if CONTROL_PLANE in (spec.get("nodeSelector") or {}) else SYSTEM_POOL
+            found = place(PodToPlace(where, pool, spec), nodes)
+            if found is not None:
+                bad.append(found.message)
+            if pool == SYSTEM_POOL:
+                for resource, amount in pod_requests(spec).items():
+                    total[resource] = total.get(resource, 0) + amount * replicas
+                total["pods"] = total.get("pods", 0) + replicas
+        if system.allocatable is not None:
+            room = cluster.system_pool.max_nodes
+            for resource, amount in sorted(total.items()):
+                if amount > room * system.free(resource):
+                    bad.append(
+                        f"{planned.name} {stack}: the system pool's pods ask {describe(resource, amount)} of "
+                        f"{resource}, its {room} node(s) of {system.machine_type} have "
+                        f"{describe(resource, room * system.free(resource))} beside the node agents"
+                    )
+    assert bad == []
+    assert placed

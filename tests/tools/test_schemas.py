@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from fleet.tools.checks.schemas import CrdSchemas, is_builtin, schema_errors, strict_schema
 from fleet.tools.engine.render import kubernetes_manifest
 from tests.tools.conftest import PlannedFleet
@@ -148,3 +150,30 @@ def test_a_go_pattern_with_inline_flags_is_read_as_go_reads_it():
     pattern = python_pattern("^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$")
     assert re.match(pattern, "MultiKueueConfig") and not re.match(pattern, "9kind")
     assert python_pattern("^[a-z]+$") == "^[a-z]+$"
+
+
+def test_a_custom_resources_metadata_is_checked_as_the_clusters_object_meta(
+    planned_fleets: list[PlannedFleet], crd_schemas: CrdSchemas
+):
+    """A CRD's schema says only ``metadata: {type: object}``; the API server holds a custom resource's metadata to
+    ObjectMeta like any object's, so a misspelt key or a label that is not a string is refused."""
+    monitor = _one(planned_fleets, "PodMonitor")
+    monitor["metadata"]["label"] = {"app": "x"}
+    monitor["metadata"].setdefault("annotations", {})["replicas"] = 2
+    assert set(schema_errors(monitor, "1.33", crd_schemas)) == {
+        "metadata.annotations.replicas: 2 is not of type 'string', 'null'",
+        "metadata: Additional properties are not allowed ('label' was unexpected)",
+    }
+
+
+def test_a_cluster_minor_without_its_own_schema_is_refused_not_checked_against_another(crd_schemas: CrdSchemas):
+    """kubernetes-validate ships the ``.0`` API of each minor it knows; a cluster outside them gets no other
+    version's schema in its place."""
+    from kubernetes_validate import utils
+
+    newest = max((utils.major_minor(v) for v in utils.all_versions()), key=utils.Version)
+    major, minor = newest.split(".")
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}}
+    assert schema_errors(config_map, newest, crd_schemas) == []
+    with pytest.raises(ValueError, match=rf"no schema for Kubernetes {major}\.{int(minor) + 1} "):
+        schema_errors(config_map, f"{major}.{int(minor) + 1}", crd_schemas)

@@ -39,7 +39,8 @@ def test_every_object_every_stack_renders_fits_the_upstream_schemas(
 
 
 def test_no_object_of_ours_sets_a_field_its_crd_deprecates(planned_fleets: list[PlannedFleet], crd_schemas: CrdSchemas):
-    """What the stacks declare (the charts' own objects are upstream's) sets no field its CRD marks ``Deprecated:``:
+    """What the stacks declare (the charts' own objects are upstream's) is written in no version its CRD deprecates
+    (Kueue's queues in v1beta2) and sets no field its CRD marks ``Deprecated:``:
     the Kueue ServiceMonitor authenticates through a scrape class, not prometheus-operator's deprecated
     ``bearerTokenFile``."""
     found, checked = [], 0
@@ -177,3 +178,14 @@ def test_a_cluster_minor_without_its_own_schema_is_refused_not_checked_against_a
     assert schema_errors(config_map, newest, crd_schemas) == []
     with pytest.raises(ValueError, match=rf"no schema for Kubernetes {major}\.{int(minor) + 1} "):
         schema_errors(config_map, f"{major}.{int(minor) + 1}", crd_schemas)
+
+
+def test_a_deprecated_crd_version_is_found(crd_schemas: CrdSchemas):
+    """Kueue 0.19.2 serves v1beta1 beside v1beta2 and marks it ``deprecated: true`` (config/components/crd/bases):
+    an object of ours written in it would still be admitted, with a warning, until Kueue stops serving it."""
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}, "spec": {}}
+    assert crd_schemas.deprecated(flavor) == []
+    old = {**flavor, "apiVersion": "kueue.x-k8s.io/v1beta1"}
+    (found,) = crd_schemas.deprecated(old)
+    assert found.startswith("apiVersion: the CRD deprecates kueue.x-k8s.io/v1beta1")
+    assert crd_schemas.errors(old) == []  # served, so the schema check alone cannot see it

@@ -78,21 +78,26 @@ class CrdSchemas:
     """The strict schema of every served version of a folder's CRDs, by (apiVersion, kind)."""
 
     schemas: dict[tuple[str, str], dict[str, Any]]
+    # served versions the CRD marks ``deprecated: true``, with its ``deprecationWarning`` ("" when it gives none)
+    deprecated_versions: dict[tuple[str, str], str] = field(default_factory=dict)
     _validators: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     @staticmethod
     def from_objects(crds: Iterable[dict[str, Any]]) -> CrdSchemas:
         """From CRD objects (files, or what a chart renders)."""
-        schemas = {}
+        schemas, deprecated = {}, {}
         for crd in crds:
             if crd.get("kind") != CRD_KIND:
                 continue
             spec = crd["spec"]
             for version in spec["versions"]:
                 schema = (version.get("schema") or {}).get("openAPIV3Schema")
+                key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
                 if version.get("served", True) and schema:
-                    schemas[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = schema
-        return CrdSchemas(schemas)
+                    schemas[key] = schema
+                if version.get("served", True) and version.get("deprecated"):
+                    deprecated[key] = version.get("deprecationWarning") or ""
+        return CrdSchemas(schemas, deprecated)
 
     def knows(self, obj: dict[str, Any]) -> bool:
         """Whether a CRD of this set defines ``obj``'s apiVersion and kind."""
@@ -108,10 +113,17 @@ class CrdSchemas:
         return _located(self._validators[key].iter_errors(obj))
 
     def deprecated(self, obj: dict[str, Any]) -> list[str]:
-        """The fields ``obj`` sets that its CRD marks deprecated (a description with kubebuilder's ``Deprecated:``
-        line, as prometheus-operator's ``bearerTokenFile``), as ``path: what the CRD says``; [] when none."""
+        """What ``obj`` uses that its CRD deprecates: its version (``deprecated: true``, as Kueue's v1beta1 at 0.19.2)
+        and the fields whose description has kubebuilder's ``Deprecated:`` line (prometheus-operator's
+        ``bearerTokenFile``), as ``path: what the CRD says``; [] when none."""
         key = (obj.get("apiVersion", ""), obj.get("kind", ""))
-        return list(_deprecated(obj, self.schemas[key], ())) if key in self.schemas else []
+        if key not in self.schemas:
+            return []
+        found = []
+        if key in self.deprecated_versions:
+            warning = self.deprecated_versions[key] or f"{key[0]} {key[1]} is deprecated"
+            found.append(f"apiVersion: the CRD deprecates {key[0]}: {warning}")
+        return found + list(_deprecated(obj, self.schemas[key], ()))
 
 
 def _deprecated(value: Any, schema: dict[str, Any], path: tuple[str, ...]) -> Iterable[str]:

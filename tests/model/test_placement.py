@@ -289,3 +289,23 @@ def test_a_pod_that_fits_the_allocatable_but_not_beside_the_node_agents_is_refus
         "tracker on fix-gke (l4) does not fit a node of pool gpu-l4 (g2-standard-4): cpu: asks 3.9, a node has 3.92 "
         "of which the node agents (prometheus-node-exporter, dcgm-exporter) take 0.06"
     ) in text
+
+
+@pytest.mark.parametrize("command", [["validate"], ["plan", "--no-policy-pack"]])
+def test_validate_and_plan_refuse_a_pod_too_big_for_its_pool_with_the_numbers_and_exit_2(tmp_path, capsys, command):
+    from fleet.tools.cli import main
+
+    policy, workloads = _fixture_copy(
+        tmp_path,
+        "tracker",
+        'resources:\n  cpu_request: "3.85"\n  memory_request: 1Gi\n  cpu_limit: "4"\n  memory_limit: 2Gi\n',
+    )
+    stacks = ["--stacks-dir", str(policy.parent / "stacks"), "--workloads-dir", str(workloads)]
+    assert main([*command, "--policy", str(policy), *stacks]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "workloads.tracker: tracker on fix-gke (l4) does not fit a node of pool gpu-l4 (g2-standard-4): cpu: asks"
+        in err
+    )
+    assert "lower resources.cpu_request / memory_request in workloads/tracker/workload.yaml" in err
+    assert "Traceback" not in err

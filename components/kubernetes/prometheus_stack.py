@@ -11,6 +11,7 @@ from components.kubernetes.federation import probe_expectations
 from components.kubernetes.images import merged
 from components.kubernetes.namespaces import MONITORING_NS, NODE_AGENTS_NS, fleet_namespaces
 from fleet.model import accounting, accounting_hours, probe_phases, prometheus
+from fleet.model.clouds import cloud_rules
 from fleet.model.node_agents import NODE_EXPORTER_RESOURCES
 from fleet.model.spec import Cluster, Fleet
 
@@ -34,13 +35,13 @@ KSM_COLLECTORS = [
     "validatingwebhookconfigurations", "volumeattachments",
 ]  # fmt: skip
 PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
-# Clouds whose provider runs the control plane out of the cluster's reach (GKE, EKS, AKS): no scheduler, controller
-# manager or etcd pod to scrape, and kube-proxy's metrics stay on the node's loopback. kube-prometheus-stack 79.5.0
-# monitors all four by default (values.yaml kubeScheduler, kubeControllerManager, kubeEtcd, kubeProxy .enabled:
-# true); ``enabled: false`` drops each one's Service, ServiceMonitor and rule groups (templates/exporters/kube-*/ and
+# kube-prometheus-stack 79.5.0 monitors the scheduler, controller manager, etcd and kube-proxy by default (values.yaml
+# kubeScheduler, kubeControllerManager, kubeEtcd, kubeProxy .enabled: true) through Services selecting their pods;
+# ``enabled: false`` drops each one's Service, ServiceMonitor and rule groups (templates/exporters/kube-*/ and
 # templates/prometheus/rules-1.14/{kube-scheduler.rules,kubernetes-system-scheduler,kubernetes-system-controller-
-# manager,etcd,kubernetes-system-kube-proxy}.yaml are conditioned on them), or their `...Down` alerts fire for ever.
-MANAGED_CONTROL_PLANE_CLOUDS = ("gcp", "aws", "azure")
+# manager,etcd,kubernetes-system-kube-proxy}.yaml are conditioned on them). Where the cloud runs them as no pod the
+# cluster's Prometheus reaches (fleet/model/clouds: ``control_plane_pods``: GKE, EKS, AKS and Magnum), a monitor finds
+# no target and its `...Down` alert fires for ever.
 HIDDEN_CONTROL_PLANE = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy")
 # Requests of the monitoring pods (every chart leaves them empty: BestEffort pods are the first evicted from a busy
 # system node). Sized modestly for a cluster of a few dozen nodes, from what these components use idle; raise them
@@ -164,7 +165,7 @@ def prometheus_values(
         # its requests are what the model counts on every node (fleet/model/node_agents.py)
         "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS, "resources": NODE_EXPORTER_RESOURCES},
     }
-    if cluster.cloud in MANAGED_CONTROL_PLANE_CLOUDS:
+    if not cloud_rules(cluster.cloud).control_plane_pods:
         values.update({component: {"enabled": False} for component in HIDDEN_CONTROL_PLANE})
     # on the central, the configuration, receiver included, is a Secret of its own (central_monitoring.alert_secret)
     if cluster.central:

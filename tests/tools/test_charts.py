@@ -23,9 +23,10 @@ from components.kubernetes.kueue_metrics import (
     KUEUE_METRICS_SERVICE_LABELS,
     KUEUE_POD_LABELS,
 )
-from components.kubernetes.prometheus_stack import MANAGED_CONTROL_PLANE_CLOUDS, PROMETHEUS_ACCOUNT
+from components.kubernetes.prometheus_stack import PROMETHEUS_ACCOUNT
 from fleet.model import pod_contract
 from fleet.model.catalogue import Taint
+from fleet.model.clouds import cloud_rules
 from fleet.model.placement import (
     KUBELET_LABELS,
     SYSTEM_POOL,
@@ -288,14 +289,14 @@ def test_every_container_has_requests(planned_fleets: list[PlannedFleet], render
 def test_no_alert_rule_or_monitor_watches_a_hidden_control_plane_component(
     planned_fleets: list[PlannedFleet], rendered_charts: Rendered
 ):
-    """The managed control planes (GKE, EKS, AKS: components/kubernetes/prometheus_stack.py
-    MANAGED_CONTROL_PLANE_CLOUDS) expose no scheduler, controller manager, etcd or kube-proxy metrics to the cluster's
-    Prometheus: a monitor of one finds no target and its `...Down` alert fires for ever. Magnum and existing clusters
-    keep the chart's monitors."""
+    """Where the scheduler, controller manager, etcd and kube-proxy run as no pod the cluster's Prometheus reaches
+    (``control_plane_pods`` false in fleet/model/clouds: GKE, EKS and AKS run the control plane themselves, Magnum runs
+    it as systemd units on its masters), a monitor of one finds no target and its `...Down` alert fires for ever. An
+    existing cluster keeps the chart's monitors."""
     hidden = re.compile(r'job="(' + "|".join(HIDDEN_JOBS) + ')"')
     bad, rules = [], 0
     for planned, stack, cluster in _clusters(planned_fleets):
-        if cluster.cloud not in MANAGED_CONTROL_PLANE_CLOUDS:
+        if cloud_rules(cluster.cloud).control_plane_pods:
             continue
         for item in rendered_charts[(planned.name, stack)]:
             for obj in item.objects:

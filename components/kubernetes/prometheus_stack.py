@@ -165,8 +165,11 @@ def prometheus_values(
         # its requests are what the model counts on every node (fleet/model/node_agents.py)
         "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS, "resources": NODE_EXPORTER_RESOURCES},
     }
-    if not cloud_rules(cluster.cloud).control_plane_pods:
+    rules = cloud_rules(cluster.cloud)
+    if not rules.control_plane_pods:
         values.update({component: {"enabled": False} for component in HIDDEN_CONTROL_PLANE})
+    if not rules.coredns_pods:  # kube-prometheus-stack 79.5.0 values.yaml coreDns.enabled drops its Service and monitor
+        values["coreDns"] = {"enabled": False}
     # on the central, the configuration, receiver included, is a Secret of its own (central_monitoring.alert_secret)
     if cluster.central:
         values["alertmanager"]["alertmanagerSpec"].update(ALERTMANAGER_CONFIG_REF)

@@ -139,22 +139,31 @@ def _runner_job_images(release: HelmRelease) -> list[tuple[str, str]]:
 
 def test_every_image_comes_from_the_fleets_registry(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
     """Every container of every rendered pod, every image an operator or a runner starts pods with: the fleet's
-    registry holds it, the policy's `registry` (upstream prunes versions and Docker Hub rate-limits)."""
+    registry holds it, the policy's `registry` (upstream prunes versions and Docker Hub rate-limits). The operator's
+    Thanos default (quay.io) is allowed only while nothing of the stack runs Thanos."""
     bad = []
     for planned, stack, _cluster in _clusters(planned_fleets):
         ours = planned.fleet.registry + "/"
         rendered = rendered_charts[(planned.name, stack)]
+        # the operator's Thanos image (prometheus-operator --thanos-default-base-image) is pulled only for a Thanos
+        # sidecar (a Prometheus with spec.thanos) or a ThanosRuler; the fleet runs neither
+        thanos = [
+            f"{o['kind']} {o['metadata']['name']}"
+            for _item, o in _operated(rendered)
+            if o["kind"] == "ThanosRuler" or (o["kind"] == "Prometheus" and o["spec"].get("thanos"))
+        ]
         for item, pod in _pods(rendered):
             for c in pod.containers():
                 if not str(c.get("image", "")).startswith(ours):
                     bad.append(
                         f"{_where(planned, stack, item, pod.kind, pod.name)} container {c['name']}: {c['image']}"
                     )
-                for arg in c.get("args") or []:
-                    if str(arg).startswith("--prometheus-config-reloader=") and not arg.split("=", 1)[1].startswith(
-                        ours
-                    ):
+                for arg in map(str, c.get("args") or []):
+                    flag, _, image = arg.partition("=")
+                    if flag == "--prometheus-config-reloader" and not image.startswith(ours):
                         bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)}: {arg}")
+                    if flag == "--thanos-default-base-image" and not image.startswith(ours) and thanos:
+                        bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)}: {arg}, and {thanos} use it")
         for item, obj in _operated(rendered):
             image = obj["spec"].get("image", "")
             if not image.startswith(ours):

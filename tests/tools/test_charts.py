@@ -52,7 +52,7 @@ from fleet.tools.checks.charts import (
 )
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.render import kubernetes_manifest
-from policy.gpufleet_policies.pod_security import restricted_problems
+from policy.gpufleet_policies.pod_security import baseline_problems, restricted_problems
 from tests.tools.conftest import PlannedFleet
 
 Rendered = dict[tuple[str, str], list[RenderedRelease]]
@@ -246,16 +246,12 @@ def _namespace_levels(plan_registrations: list[Registration]) -> dict[str, str]:
     return levels
 
 
-# The baseline level forbids only these of the restricted level's rules (Pod Security Standards, "Baseline").
-_BASELINE = re.compile(r"privileged is true|hostNetwork|hostPID|hostIPC|hostPort|hostPath|capabilities.add")
-
-
 def test_every_chart_pod_fits_its_namespaces_pod_security_level(
     planned_fleets: list[PlannedFleet], rendered_charts: Rendered
 ):
     """With the namespace's enforced level (from the plan's Namespace labels; none enforced: privileged), checked
-    by the policy pack's own `restricted` rules (policy/gpufleet_policies/pod_security.py); Helm hooks included:
-    the API server admits them like any pod."""
+    by the policy pack's own `restricted` and `baseline` rules (policy/gpufleet_policies/pod_security.py); Helm hooks
+    included: the API server admits them like any pod."""
     bad, checked = [], 0
     for planned, stack, _cluster in _clusters(planned_fleets):
         levels = _namespace_levels(planned.plans[stack].registrations)
@@ -263,9 +259,10 @@ def test_every_chart_pod_fits_its_namespaces_pod_security_level(
             level = levels.get(pod.namespace, "privileged")
             if level == "privileged":
                 continue
-            problems = restricted_problems(pod.spec)
             if level == "baseline":
-                problems = [p for p in problems if _BASELINE.search(p)]
+                problems = baseline_problems(pod.spec, pod.metadata)
+            else:
+                problems = restricted_problems(pod.spec, metadata=pod.metadata)
             checked += 1
             bad += [
                 f"{_where(planned, stack, item, pod.kind, pod.name)} in {pod.namespace} ({level}): {p}"

@@ -25,21 +25,21 @@ from components.kubernetes.kueue_metrics import (
 )
 from components.kubernetes.prometheus_stack import PROMETHEUS_ACCOUNT
 from fleet.model import pod_contract
-from fleet.model.catalogue import Taint
 from fleet.model.clouds import cloud_rules
 from fleet.model.placement import (
-    KUBELET_LABELS,
-    SYSTEM_POOL,
     Node,
-    PodToPlace,
     cluster_nodes,
-    describe,
-    place,
-    pod_requests,
     pool_node,
     selector_matches,
 )
 from fleet.model.spec import Cluster
+from fleet.tools.checks.chart_placement import (
+    node_agent_problems,
+    operated,
+    placement_problems,
+    stack_pods,
+    untolerated,
+)
 from fleet.tools.checks.charts import (
     ChartCacheError,
     HelmRelease,
@@ -51,13 +51,10 @@ from fleet.tools.checks.charts import (
     render_release,
 )
 from fleet.tools.engine.mock_engine import Registration
-from fleet.tools.engine.render import kubernetes_manifest
 from policy.gpufleet_policies.pod_security import baseline_problems, restricted_problems
 from tests.tools.conftest import PlannedFleet
 
 Rendered = dict[tuple[str, str], list[RenderedRelease]]
-# Pods the operator makes from a custom resource: the resource's spec says their image, node selector and requests.
-OPERATED = ("Prometheus", "Alertmanager", "ThanosRuler", "PrometheusAgent")
 # Control-plane components that GKE, EKS, AKS and Magnum do not expose to a Prometheus in the cluster, as the job
 # names kube-prometheus-stack 79.5.0 gives their monitors (templates/exporters/kube-*/servicemonitor.yaml: jobLabel
 # jobLabel kube-scheduler, kube-controller-manager, kube-etcd, kube-proxy) and its rules query them.
@@ -80,13 +77,6 @@ def _pods(rendered: list[RenderedRelease]) -> Iterator[tuple[RenderedRelease, Po
             pod = pods_of(obj, item.release.namespace)
             if pod is not None:
                 yield item, pod
-
-
-def _operated(rendered: list[RenderedRelease]) -> Iterator[tuple[RenderedRelease, dict[str, Any]]]:
-    for item in rendered:
-        for obj in item.objects:
-            if obj.get("kind") in OPERATED and obj.get("apiVersion", "").startswith("monitoring.coreos.com/"):
-                yield item, obj
 
 
 def _where(planned: PlannedFleet, stack: str, item: RenderedRelease, kind: str, name: str) -> str:
@@ -149,7 +139,7 @@ def test_every_image_comes_from_the_fleets_registry(planned_fleets: list[Planned
         # sidecar (a Prometheus with spec.thanos) or a ThanosRuler; the fleet runs neither
         thanos = [
             f"{o['kind']} {o['metadata']['name']}"
-            for _item, o in _operated(rendered)
+            for _item, o in operated(rendered)
             if o["kind"] == "ThanosRuler" or (o["kind"] == "Prometheus" and o["spec"].get("thanos"))
         ]
         for item, pod in _pods(rendered):
@@ -164,7 +154,7 @@ def test_every_image_comes_from_the_fleets_registry(planned_fleets: list[Planned
                         bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)}: {arg}")
                     if flag == "--thanos-default-base-image" and not image.startswith(ours) and thanos:
                         bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)}: {arg}, and {thanos} use it")
-        for item, obj in _operated(rendered):
+        for item, obj in operated(rendered):
             image = obj["spec"].get("image", "")
             if not image.startswith(ours):
                 bad.append(f"{_where(planned, stack, item, obj['kind'], obj['metadata']['name'])}: {image}")
@@ -193,16 +183,10 @@ def test_infra_pods_sit_on_the_system_pool(planned_fleets: list[PlannedFleet], r
                 bad.append(
                     f"{_where(planned, stack, item, pod.kind, pod.name)}: nodeSelector {pod.spec.get('nodeSelector')}"
                 )
-        for item, obj in _operated(rendered):
+        for item, obj in operated(rendered):
             if not _system_pod(obj["spec"], cluster):
                 bad.append(f"{_where(planned, stack, item, obj['kind'], obj['metadata']['name'])}: spec.nodeSelector")
     assert bad == []
-
-
-def _untolerated(node: Node, spec: dict[str, Any]) -> list[Taint]:
-    """The node's taints the pod does not tolerate (TaintToleration filters on NoSchedule and NoExecute)."""
-    tolerations = spec.get("tolerations") or []
-    return [t for t in node.taints if t.effect != "PreferNoSchedule" and not t.tolerated_by(tolerations)]
 
 
 def test_node_agents_tolerate_the_taints_of_the_gpu_pools_they_select(
@@ -225,7 +209,7 @@ def test_node_agents_tolerate_the_taints_of_the_gpu_pools_they_select(
                 bad += [
                     f"{_where(planned, stack, item, pod.kind, pod.name)}: "
                     f"no toleration for {taint.as_string()} of pool {pool.key}"
-                    for taint in _untolerated(node, pod.spec)
+                    for taint in untolerated(node, pod.spec)
                 ]
             if item.release.chart in ("dcgm-exporter",) and pod.name == "dcgm-exporter":
                 for pool in cluster.all_pools:
@@ -285,7 +269,7 @@ def test_every_container_has_requests(planned_fleets: list[PlannedFleet], render
                     continue
                 if not {"cpu", "memory"} <= set(requests):
                     bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)} container {c['name']}: {requests}")
-        for item, obj in _operated(rendered):
+        for item, obj in operated(rendered):
             requests = (obj["spec"].get("resources") or {}).get("requests") or {}
             if not {"cpu", "memory"} <= set(requests):
                 bad.append(f"{_where(planned, stack, item, obj['kind'], obj['metadata']['name'])}: {requests}")
@@ -386,73 +370,7 @@ def test_what_the_kueue_scrape_names_is_what_the_charts_render(
     assert checked, "the tests' own fleet (tests/fixtures/fleet) sweeps, so at least one planned stack runs Kueue"
 
 
-# --- every pod placed: the charts' and the stack's own, by the model's rules (fleet/model/placement.py) -------------
-
-# Where the operator puts each operated resource's pods: the main container with the resource's ``resources``, the
-# config reloader beside it and once more as an init container, both with the requests the operator is started with
-# (prometheus-operator v0.86.2 pkg/prometheus/server/statefulset.go operatorInitContainers / operatorContainers,
-# pkg/alertmanager/statefulset.go "config-reloader" and "init-config-reloader"; kube-prometheus-stack 79.5.0
-# templates/prometheus-operator/deployment.yaml --config-reloader-cpu-request / --config-reloader-memory-request).
-_RELOADER_FLAG = re.compile(r"^--config-reloader-(cpu|memory)-request=(.*)$")
-
-
-def _reloader_requests(rendered: list[RenderedRelease]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for _item, pod in _pods(rendered):
-        for c in pod.containers():
-            for arg in c.get("args") or []:
-                if m := _RELOADER_FLAG.match(str(arg)):
-                    found[m[1]] = m[2]
-    return {k: v for k, v in found.items() if v not in ("0", "")}
-
-
-def _operated_pod(obj: dict[str, Any], reloader: dict[str, str]) -> dict[str, Any]:
-    spec = obj["spec"]
-    reloader_container = {"resources": {"requests": reloader}}
-    return {
-        "nodeSelector": spec.get("nodeSelector") or {},
-        "tolerations": spec.get("tolerations") or [],
-        "affinity": spec.get("affinity") or {},
-        "initContainers": [{"name": "init-config-reloader", **reloader_container}],
-        "containers": [
-            {"name": obj["kind"].lower(), "resources": spec.get("resources") or {}},
-            {"name": "config-reloader", **reloader_container},
-            *(spec.get("containers") or []),
-        ],
-    }
-
-
-def _control_plane_node(cluster: Cluster) -> Node:
-    """Magnum's masters, where the GPU autoscaler runs: the control-plane label and taint (components/clusters/
-    magnum.py CONTROL_PLANE), the master flavor's size not known."""
-    return Node(
-        "control-plane", "master", {**KUBELET_LABELS, CONTROL_PLANE: ""}, (Taint(key=CONTROL_PLANE, value=""),), None
-    )
-
-
-def _workload_pods(
-    planned: PlannedFleet, stack: str, rendered: list[RenderedRelease]
-) -> Iterator[tuple[str, str, dict[str, Any], int]]:
-    """(where, kind, pod spec, replicas) of every pod the stack's charts render (Helm hooks too), the operator makes
-    from them and the stack's own apps/v1 objects run (its Jobs are benchmarks and probes: tests/test_shipped_fleet.py
-    places them with the model's predictions)."""
-    for item in rendered:
-        for obj in item.objects:
-            pod = pods_of(obj, item.release.namespace)
-            if pod is not None:
-                replicas = (obj.get("spec") or {}).get("replicas") or 1
-                yield _where(planned, stack, item, pod.kind, pod.name), pod.kind, pod.spec, replicas
-    reloader = _reloader_requests(rendered)
-    for item, obj in _operated(rendered):
-        where = _where(planned, stack, item, obj["kind"], obj["metadata"]["name"])
-        yield where, "StatefulSet", _operated_pod(obj, reloader), obj["spec"].get("replicas") or 1
-    for reg in planned.plans[stack].registrations:
-        if reg.type.startswith("kubernetes:apps/v1:") and reg.custom:
-            manifest = kubernetes_manifest(reg)
-            pod = pods_of(manifest)
-            if pod is not None:
-                where = f"{planned.name} {stack}: {manifest['kind']} {reg.name}"
-                yield where, pod.kind, pod.spec, manifest["spec"].get("replicas") or 1
+# --- every pod placed: the charts' and the stack's own, by the model's rules (fleet/tools/checks/chart_placement.py) -
 
 
 def test_the_node_agents_the_charts_render_hold_what_the_model_counts(
@@ -461,58 +379,54 @@ def test_the_node_agents_the_charts_render_hold_what_the_model_counts(
     """On every node of every pool, the DaemonSets that land there (selector, affinity and taints, by the model's
     rules) request exactly what the model holds back for its node agents (fleet/model/node_agents.py), the room
     ``validate`` and ``plan`` take off each node before placing the pool's own pods."""
-    bad, nodes_seen = [], 0
+    bad, checked = [], 0
     for planned, stack, cluster in _clusters(planned_fleets):
-        pods = _workload_pods(planned, stack, rendered_charts[(planned.name, stack)])
-        daemons = [(where, spec) for where, kind, spec, _replicas in pods if kind == "DaemonSet"]
-        for node in cluster_nodes(cluster):
-            on_node = [w for w, spec in daemons if selector_matches(spec, node.labels) and not _untolerated(node, spec)]
-            held: dict[str, int] = {"pods": len(on_node)} if on_node else {}
-            for where, spec in daemons:
-                for resource, amount in pod_requests(spec).items() if where in on_node else ():
-                    held[resource] = held.get(resource, 0) + amount
-            if held != node.held:
-                bad.append(f"{planned.name} {stack} pool {node.pool}: {on_node} hold {held}, the model {node.held}")
-            if node.allocatable is not None and any(node.free(r) < 0 for r in node.held):
-                bad.append(f"{planned.name} {stack} pool {node.pool}: the node agents {node.held} overfill it")
-            nodes_seen += 1
+        pods = stack_pods(planned.plans[stack], rendered_charts[(planned.name, stack)])
+        bad += node_agent_problems(cluster, pods)
+        checked += sum(p.kind == "DaemonSet" for p in pods)
     assert bad == []
-    assert nodes_seen
+    assert checked
 
 
 def test_every_pod_the_charts_and_the_stack_run_lands_on_the_system_pool_alone_and_fits(
     planned_fleets: list[PlannedFleet], rendered_charts: Rendered
 ):
-    """Every pod of a Deployment, StatefulSet, Job (Helm hooks too: the API server admits them like any pod) or
-    operated Prometheus/Alertmanager, the charts' and the stack's own, placed by the model's rules on nodes made from
-    the cluster's pools (the node agents' room already taken): it fits a system node and no other pool admits it
-    (the GPU autoscaler on Magnum: the masters). The node agents (DaemonSets) are the test above's. And the system
-    pool at its maximum holds all of them at once (requests x replicas)."""
+    """Every pod of a Deployment, StatefulSet, Job (Helm hooks too) or operated Prometheus/Alertmanager, the charts'
+    and the stack's own, placed by the model's rules on nodes made from the cluster's pools (the node agents' room
+    already taken): it fits a system node and no other pool admits it (the GPU autoscaler on Magnum: the masters),
+    and the system pool at its maximum holds them all at once (requests x replicas)."""
     bad, placed = [], 0
     for planned, stack, cluster in _clusters(planned_fleets):
-        nodes = [*cluster_nodes(cluster), *([_control_plane_node(cluster)] if cluster.cloud == "openstack" else [])]
-        system = next(n for n in nodes if n.pool == SYSTEM_POOL)
-        total: dict[str, int] = {}
-        for where, kind, spec, replicas in _workload_pods(planned, stack, rendered_charts[(planned.name, stack)]):
-            if kind == "DaemonSet":
-                continue
-            placed += 1
-            pool = "control-plane" if CONTROL_PLANE in (spec.get("nodeSelector") or {}) else SYSTEM_POOL
-            found = place(PodToPlace(where, pool, spec), nodes)
-            if found is not None:
-                bad.append(found.message)
-            if pool == SYSTEM_POOL:
-                for resource, amount in pod_requests(spec).items():
-                    total[resource] = total.get(resource, 0) + amount * replicas
-                total["pods"] = total.get("pods", 0) + replicas
-        if system.allocatable is not None:
-            room = cluster.system_pool.max_nodes
-            for resource, amount in sorted(total.items()):
-                if amount > room * system.free(resource):
-                    bad.append(
-                        f"{planned.name} {stack}: the system pool's pods ask {describe(resource, amount)} of "
-                        f"{resource}, its {room} node(s) of {system.machine_type} have "
-                        f"{describe(resource, room * system.free(resource))} beside the node agents"
-                    )
+        pods = stack_pods(planned.plans[stack], rendered_charts[(planned.name, stack)])
+        bad += [f"{planned.name} {problem}" for problem in placement_problems(cluster, pods)]
+        placed += sum(p.kind != "DaemonSet" for p in pods)
     assert bad == []
     assert placed
+
+
+def test_a_system_pool_too_small_for_the_infrastructure_is_found(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered, monkeypatch
+):
+    """The same check on a system pool of one node that the infrastructure overfills (its allocatable cut to what the
+    node agents take plus 100m and 256 MiB): the pods that no longer fit, and the pool's total, with the numbers."""
+    import dataclasses
+
+    import fleet.tools.checks.chart_placement as chart_placement
+
+    planned, stack, cluster = next(
+        (p, s, c) for p, s, c in _clusters(planned_fleets) if cluster_nodes(c)[0].allocatable is not None
+    )
+    pods = stack_pods(planned.plans[stack], rendered_charts[(planned.name, stack)])
+    assert placement_problems(cluster, pods) == []
+    real = chart_placement.cluster_nodes
+
+    def small_system_node(c: Cluster, catalogue=None) -> list[Node]:
+        system, *others = real(c, catalogue)
+        room = {"cpu": system.held["cpu"] + 100, "memory": system.held["memory"] + 256 * 2**20}
+        return [dataclasses.replace(system, allocatable={**system.allocatable, **room}), *others]
+
+    monkeypatch.setattr(chart_placement, "cluster_nodes", small_system_node)
+    one_node = dataclasses.replace(cluster, system_pool=dataclasses.replace(cluster.system_pool, max_nodes=1))
+    found = "\n".join(placement_problems(one_node, pods))
+    assert "does not fit a node of pool system" in found and "cpu: asks" in found
+    assert f"{cluster.name}: the system pool's pods ask" in found and "raise system_pool max_nodes" in found

@@ -430,3 +430,27 @@ def test_a_system_pool_too_small_for_the_infrastructure_is_found(
     found = "\n".join(placement_problems(one_node, pods))
     assert "does not fit a node of pool system" in found and "cpu: asks" in found
     assert f"{cluster.name}: the system pool's pods ask" in found and "raise system_pool max_nodes" in found
+
+
+def test_plan_with_a_chart_cache_places_the_chart_pods_and_says_what_the_cache_lacks(
+    chart_cache: Path, tmp_path: Path, capsys
+):
+    """``plan --chart-cache DIR``: the same rendering and placement as this tier, for a user with the charts pulled;
+    an archive the folder lacks is a mandatory finding that says which and how to get it."""
+    from fleet.tools.cli import main
+    from tests.conftest import FIXTURES
+
+    fixture = FIXTURES / "fleet"
+    on_fixture = [
+        *("--policy", str(fixture / "fleet.yaml"), "--stacks-dir", str(fixture / "stacks")),
+        *("--workloads-dir", str(fixture / "workloads"), "--stack", "fix-gke", "--no-policy-pack"),
+    ]
+    assert main(["plan", *on_fixture, "--chart-cache", str(chart_cache)]) == 0
+    assert "0 mandatory violation(s)" in capsys.readouterr().out
+    empty = tmp_path / "charts"
+    empty.mkdir()
+    assert main(["plan", *on_fixture, "--chart-cache", str(empty)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(
+        rf"\[mandatory\] chart-placement: fix-gke: release \S+ needs \S+\.tgz in the chart cache {empty}", out
+    )

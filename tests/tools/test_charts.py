@@ -454,3 +454,28 @@ def test_plan_with_a_chart_cache_places_the_chart_pods_and_says_what_the_cache_l
     assert re.search(
         rf"\[mandatory\] chart-placement: fix-gke: release \S+ needs \S+\.tgz in the chart cache {empty}", out
     )
+
+
+def test_no_prometheus_keeps_its_data_unbounded(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
+    """Every Prometheus the charts render keeps its data on a volume claim, or in an emptyDir with a size limit and a
+    retentionSize below it (a leaf's week of data in an unbounded emptyDir filled the system node's disk and got the
+    pod evicted, issue 34); Prometheus' base-2 units (prometheus docs/storage.md)."""
+    from fleet.model.quantity import parse_quantity
+
+    units = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30, "TB": 2**40}
+    bad, checked = [], 0
+    for planned, stack, _cluster in _clusters(planned_fleets):
+        for _item, obj in operated(rendered_charts[(planned.name, stack)]):
+            if obj["kind"] != "Prometheus":
+                continue
+            checked += 1
+            storage = obj["spec"].get("storage") or {}
+            if storage.get("volumeClaimTemplate"):
+                continue
+            limit = (storage.get("emptyDir") or {}).get("sizeLimit")
+            size = re.fullmatch(r"(\d+)([KMGT]?B)", str(obj["spec"].get("retentionSize", "")))
+            if limit is None or size is None or int(size[1]) * units[size[2]] >= parse_quantity(str(limit)):
+                bad.append(f"{planned.name} {stack}: {obj['metadata']['name']}: storage {storage}, retentionSize "
+                           f"{obj['spec'].get('retentionSize')}")  # fmt: skip
+    assert bad == []
+    assert checked

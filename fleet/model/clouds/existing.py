@@ -13,6 +13,7 @@ class Existing(CloudRules):
     private_api_endpoint = False
     # a site's own cluster (kubeadm's static pods carry the labels the chart's Services select): the chart's monitors
     control_plane_pods = True
+    control_plane_nodes = True
 
     def sharing_refusal(self) -> str | None:
         """The site's nodes are not the fleet's to configure."""

@@ -70,6 +70,9 @@ class Magnum(CloudRules):
     # etcd.service): no pod for a Service to select. Magnum's own monitoring lists the masters' IPs
     # instead (helm/prometheus-operator.sh kubeEtcd/kubeScheduler.endpoints: ${KUBE_MASTERS_PRIVATE}).
     control_plane_pods = False
+    # its masters register as nodes with the control-plane label and taint (fragments/enable-services-master.sh,
+    # configure-kubernetes-master.sh), where the fleet's GPU autoscaler runs
+    control_plane_nodes = True
 
     def kubernetes_version_refusal(self) -> str | None:
         """Magnum runs the Kubernetes of the kubeTag in the stack file."""

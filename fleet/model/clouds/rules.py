@@ -111,6 +111,9 @@ class CloudRules:
     #: (kube-prometheus-stack's Services for them select pods by label); on a managed cloud the provider runs the
     #: control plane out of the cluster's reach and keeps kube-proxy's metrics on the node's loopback
     control_plane_pods: bool = False
+    #: the cluster's control-plane nodes are nodes of the cluster (labelled node-role.kubernetes.io/control-plane) that
+    #: a pod may select, as the Magnum GPU autoscaler does; a managed cloud's control plane is none
+    control_plane_nodes: bool = False
     #: its cluster DNS is CoreDNS pods labelled ``k8s-app: kube-dns`` serving metrics on 9153, which
     #: kube-prometheus-stack's coreDns Service selects (values.yaml coreDns.service: port 9153)
     coredns_pods: bool = True

@@ -23,6 +23,7 @@ from typing import Any
 
 from components.clusters.magnum import CONTROL_PLANE
 from fleet.model.catalogue import Taint
+from fleet.model.clouds import cloud_rules
 from fleet.model.placement import (
     KUBELET_LABELS,
     SYSTEM_POOL,
@@ -160,7 +161,8 @@ def node_agent_problems(cluster: Cluster, pods: list[StackPod]) -> list[str]:
 def placement_problems(cluster: Cluster, pods: list[StackPod]) -> list[str]:
     """Where a pod but the node agents fits no system node (or lands on another pool), and where the system pool at
     its maximum cannot hold them all."""
-    nodes = [*cluster_nodes(cluster), *([control_plane_node()] if cluster.cloud == "openstack" else [])]
+    masters = [control_plane_node()] if cloud_rules(cluster.cloud).control_plane_nodes else []
+    nodes = [*cluster_nodes(cluster), *masters]
     system = next(n for n in nodes if n.pool == SYSTEM_POOL)
     problems, total = [], {}
     for pod in pods:

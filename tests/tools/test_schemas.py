@@ -189,3 +189,19 @@ def test_a_deprecated_crd_version_is_found(crd_schemas: CrdSchemas):
     (found,) = crd_schemas.deprecated(old)
     assert found.startswith("apiVersion: the CRD deprecates kueue.x-k8s.io/v1beta1")
     assert crd_schemas.errors(old) == []  # served, so the schema check alone cannot see it
+
+
+def test_every_served_version_of_every_crd_has_a_strict_schema_of_its_own(crd_schemas: CrdSchemas):
+    """CRD version by CRD version: each served version's openAPIV3Schema, made strict, is a valid JSON Schema and
+    refuses an unknown top-level field; an object is checked against the version it names, not another."""
+    import jsonschema
+
+    from fleet.tools.checks.schemas import strict_schema
+
+    versions_of: dict[str, set[str]] = {}
+    for (api_version, kind), schema in crd_schemas.schemas.items():
+        jsonschema.Draft4Validator.check_schema(strict_schema(schema))
+        obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}, "unknownField": 1}
+        assert any("unknownField" in e for e in crd_schemas.errors(obj)), (api_version, kind)
+        versions_of.setdefault(kind, set()).add(api_version)
+    assert len(versions_of["ClusterQueue"]) == 2  # Kueue 0.19.2 serves v1beta1 and v1beta2, each checked on its own

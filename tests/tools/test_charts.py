@@ -51,6 +51,7 @@ from fleet.tools.checks.charts import (
     render_release,
 )
 from fleet.tools.engine.mock_engine import Registration
+from fleet.tools.engine.render import kubernetes_manifest
 from policy.gpufleet_policies.pod_security import baseline_problems, restricted_problems
 from tests.tools.conftest import PlannedFleet
 
@@ -258,9 +259,15 @@ def test_every_chart_pod_fits_its_namespaces_pod_security_level(
 
 def test_every_container_has_requests(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
     """CPU and memory requests on every container of every chart pod (BestEffort pods are evicted first from a busy
-    system node) and in every operated resource (Prometheus, Alertmanager)."""
+    system node), in every operated resource (Prometheus, Alertmanager) and in every pod of the stack's own
+    (benchmarks, probes, sweep runtimes, the gateway)."""
     bad = []
     for planned, stack, _cluster in _clusters(planned_fleets):
+        for reg in planned.plans[stack].registrations:
+            own = pods_of(kubernetes_manifest(reg)) if reg.type.startswith("kubernetes:") and reg.custom else None
+            for c in own.containers() if own else ():
+                if not {"cpu", "memory"} <= set((c.get("resources") or {}).get("requests") or {}):
+                    bad.append(f"{planned.name} {stack}: {reg.type} {reg.name} container {c['name']}")
         rendered = rendered_charts[(planned.name, stack)]
         for item, pod in _pods(rendered):
             for c in pod.containers():

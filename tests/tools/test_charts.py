@@ -143,6 +143,13 @@ def test_every_image_comes_from_the_fleets_registry(planned_fleets: list[Planned
             for _item, o in operated(rendered)
             if o["kind"] == "ThanosRuler" or (o["kind"] == "Prometheus" and o["spec"].get("thanos"))
         ]
+        for reg in planned.plans[stack].registrations:  # the stack's own pods (benchmarks, probes, the gateway ...)
+            own = pods_of(kubernetes_manifest(reg)) if reg.type.startswith("kubernetes:") and reg.custom else None
+            bad += [
+                f"{planned.name} {stack}: {reg.type} {reg.name} container {c['name']}: {c.get('image')}"
+                for c in (own.containers() if own else ())
+                if not str(c.get("image", "")).startswith(ours)
+            ]
         for item, pod in _pods(rendered):
             for c in pod.containers():
                 if not str(c.get("image", "")).startswith(ours):

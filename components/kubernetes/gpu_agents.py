@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.kubernetes.images import helm_release
-from components.kubernetes.prometheus_stack import SMALL_REQUESTS
+from fleet.model.node_agents import DCGM_EXPORTER_RESOURCES, DEVICE_PLUGIN_RESOURCES, runs_device_plugin
 from fleet.model.sharing import Sharing
 from fleet.model.spec import Cluster, Fleet
 
@@ -90,7 +90,7 @@ def gpu_node_agents(
     name = cluster.name
     nvidia_pools = [p for p in cluster.all_pools if p.accelerator.is_nvidia]
     tolerations = gpu_tolerations(cluster)
-    if any(p.needs_device_plugin for p in cluster.all_pools):
+    if runs_device_plugin(cluster):
         helm_release(
             f"{name}-nvidia-device-plugin",
             "nvidia-device-plugin",
@@ -99,9 +99,8 @@ def gpu_node_agents(
             {
                 "tolerations": tolerations,
                 "affinity": gpu_node_affinity(cluster),
-                # the plugin's container (nvidia-device-plugin 0.17.1 values.yaml resources; the template gives
-                # the config manager's init and sidecar containers none, templates/daemonset-device-plugin.yml)
-                "resources": SMALL_REQUESTS,
+                # what the model counts on every NVIDIA node (fleet/model/node_agents.py)
+                "resources": DEVICE_PLUGIN_RESOURCES,
                 **device_plugin_sharing(cluster),
             },
             opts,
@@ -134,8 +133,8 @@ def gpu_node_agents(
             {
                 "tolerations": tolerations,
                 "affinity": gpu_node_affinity(cluster),
-                # dcgm-exporter 4.1.1 values.yaml resources (empty; its comment suggests 100m and 128Mi)
-                "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
+                # what the model counts on every NVIDIA node (fleet/model/node_agents.py)
+                "resources": DCGM_EXPORTER_RESOURCES,
                 "serviceMonitor": {
                     "enabled": True,
                     "honorLabels": True,

@@ -11,6 +11,8 @@ from components.kubernetes.federation import probe_expectations
 from components.kubernetes.images import merged
 from components.kubernetes.namespaces import MONITORING_NS, NODE_AGENTS_NS, fleet_namespaces
 from fleet.model import accounting, accounting_hours, probe_phases, prometheus
+from fleet.model.clouds import cloud_rules
+from fleet.model.node_agents import NODE_EXPORTER_RESOURCES
 from fleet.model.spec import Cluster, Fleet
 
 RELEASE = "kps"  # kube-prometheus-stack release name; its Prometheus service is kps-prometheus
@@ -33,21 +35,21 @@ KSM_COLLECTORS = [
     "validatingwebhookconfigurations", "volumeattachments",
 ]  # fmt: skip
 PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
-# Clouds whose provider runs the control plane out of the cluster's reach (GKE, EKS, AKS): no scheduler, controller
-# manager or etcd pod to scrape, and kube-proxy's metrics stay on the node's loopback. kube-prometheus-stack 79.5.0
-# monitors all four by default (values.yaml kubeScheduler, kubeControllerManager, kubeEtcd, kubeProxy .enabled:
-# true); ``enabled: false`` drops each one's Service, ServiceMonitor and rule groups (templates/exporters/kube-*/ and
+# kube-prometheus-stack 79.5.0 monitors the scheduler, controller manager, etcd and kube-proxy by default (values.yaml
+# kubeScheduler, kubeControllerManager, kubeEtcd, kubeProxy .enabled: true) through Services selecting their pods;
+# ``enabled: false`` drops each one's Service, ServiceMonitor and rule groups (templates/exporters/kube-*/ and
 # templates/prometheus/rules-1.14/{kube-scheduler.rules,kubernetes-system-scheduler,kubernetes-system-controller-
-# manager,etcd,kubernetes-system-kube-proxy}.yaml are conditioned on them), or their `...Down` alerts fire for ever.
-MANAGED_CONTROL_PLANE_CLOUDS = ("gcp", "aws", "azure")
+# manager,etcd,kubernetes-system-kube-proxy}.yaml are conditioned on them). Where the cloud runs them as no pod the
+# cluster's Prometheus reaches (fleet/model/clouds: ``control_plane_pods``: GKE, EKS, AKS and Magnum), a monitor finds
+# no target and its `...Down` alert fires for ever.
 HIDDEN_CONTROL_PLANE = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy")
 # Requests of the monitoring pods (every chart leaves them empty: BestEffort pods are the first evicted from a busy
 # system node). Sized modestly for a cluster of a few dozen nodes, from what these components use idle; raise them
 # for a bigger cluster. Keys of kube-prometheus-stack 79.5.0 values.yaml (prometheusOperator.resources,
 # .admissionWebhooks.patch.resources, .prometheusConfigReloader.resources: the operator passes the latter to every
 # config-reloader container, templates/prometheus-operator/deployment.yaml --config-reloader-cpu-request...;
-# alertmanager.alertmanagerSpec.resources), grafana 10.1.4 (resources, sidecar.resources), kube-state-metrics 6.4.1
-# and prometheus-node-exporter 4.49.1 (resources).
+# alertmanager.alertmanagerSpec.resources), grafana 10.1.4 (resources, sidecar.resources) and kube-state-metrics
+# 6.4.1 (resources); the node exporter's are the model's (fleet/model/node_agents.py), which counts them on every node.
 SMALL_REQUESTS = {"requests": {"cpu": "10m", "memory": "32Mi"}}
 OPERATOR_REQUESTS = {"requests": {"cpu": "50m", "memory": "128Mi"}}
 KSM_REQUESTS = {"requests": {"cpu": "20m", "memory": "128Mi"}}
@@ -160,10 +162,14 @@ def prometheus_values(
         },
         "kube-state-metrics": {"resources": KSM_REQUESTS},
         # The node exporter needs the host's network, PID namespace and root: it runs with the other node agents.
-        "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS, "resources": SMALL_REQUESTS},
+        # its requests are what the model counts on every node (fleet/model/node_agents.py)
+        "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS, "resources": NODE_EXPORTER_RESOURCES},
     }
-    if cluster.cloud in MANAGED_CONTROL_PLANE_CLOUDS:
+    rules = cloud_rules(cluster.cloud)
+    if not rules.control_plane_pods:
         values.update({component: {"enabled": False} for component in HIDDEN_CONTROL_PLANE})
+    if not rules.coredns_pods:  # kube-prometheus-stack 79.5.0 values.yaml coreDns.enabled drops its Service and monitor
+        values["coreDns"] = {"enabled": False}
     # on the central, the configuration, receiver included, is a Secret of its own (central_monitoring.alert_secret)
     if cluster.central:
         values["alertmanager"]["alertmanagerSpec"].update(ALERTMANAGER_CONFIG_REF)

@@ -18,6 +18,10 @@ rules of kube-scheduler's filter plugins (kubernetes/kubernetes v1.34, ``pkg/sch
   affinity/selector"): every ``nodeSelector`` label, and one of the required ``nodeSelectorTerms`` (``In``,
   ``NotIn``, ``Exists``, ``DoesNotExist``; ``k8s.io/component-helpers/scheduling/corev1/nodeaffinity``).
 
+A node's own pods are counted first: the fleet's node agents (``fleet/model/node_agents.py``: the node exporter, the
+device plugin, dcgm-exporter), whose requests NodeResourcesFit counts like any pod's, so a pool's pods get the
+allocatable they leave. Every node carries the labels the kubelet gives itself (``KUBELET_LABELS``).
+
 A pool whose node holds several pods at once (a shared card's slices, or several cards) must take as many of the
 pod as it has units: ``copies``. Where a machine's size is not known (a site flavor), only labels and taints count.
 The same rules serve ``validate`` and ``plan`` (``placement_problems``, through ``load_fleet``) and the tests, which
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from fleet.model import pod_contract
 from fleet.model.catalogue import Allocatable, Catalogue, Taint, load_catalogue
 from fleet.model.errors import Problem
+from fleet.model.node_agents import NodeAgent, agents_on
 from fleet.model.quantity import parse_quantity
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
@@ -46,6 +51,11 @@ if TYPE_CHECKING:
     from fleet.model.yaml_source import YamlDocument
 
 SYSTEM_POOL = "system"
+# The labels a kubelet gives its own node: the OS (kubernetes/kubernetes pkg/kubelet/nodestatus, InitialNode:
+# ``v1.LabelOSStable: goruntime.GOOS``; staging/src/k8s.io/api/core/v1/well_known_labels.go); every node of the
+# fleet is Linux. kube-prometheus-stack's node exporter selects it (prometheus-node-exporter 4.49.1 values.yaml
+# nodeSelector ``kubernetes.io/os: linux``). The architecture, also set there, is not known per machine here.
+KUBELET_LABELS = {"kubernetes.io/os": "linux"}
 # the scheduler's reasons (kubernetes/kubernetes v1.34 pkg/scheduler/framework/plugins)
 AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
 
@@ -149,6 +159,19 @@ class Node:
     taints: tuple[Taint, ...]
     allocatable: Mapping[str, int] | None
     how: str = ""  # how the allocatable was computed, with its source
+    agents: tuple[NodeAgent, ...] = ()  # the fleet's DaemonSet pods on the node, counted before any other pod
+
+    @functools.cached_property
+    def held(self) -> dict[str, int]:
+        """What the node agents request of the node, ``pods`` included."""
+        total: dict[str, int] = {"pods": len(self.agents)} if self.agents else {}
+        for agent in self.agents:
+            _add(total, pod_requests(agent.pod_spec()))
+        return total
+
+    def free(self, resource: str) -> int:
+        """The allocatable of ``resource`` the node agents leave to other pods."""
+        return (self.allocatable or {}).get(resource, 0) - self.held.get(resource, 0)
 
     def reasons(self, spec: Mapping[str, Any], copies: int = 1, asked: Mapping[str, int] | None = None) -> list[str]:
         """Why ``copies`` of the pod cannot all run on this node, in the scheduler's words (empty: they fit);
@@ -170,8 +193,8 @@ class Node:
             return []
         if asked is None:
             asked = pod_requests(spec)
-        short = [r for r, v in sorted(asked.items()) if v * copies > self.allocatable.get(r, 0) and v > 0]
-        if copies * 1 > self.allocatable.get("pods", copies):
+        short = [r for r, v in sorted(asked.items()) if v * copies > self.free(r) and v > 0]
+        if copies > self.allocatable.get("pods", copies) - self.held.get("pods", 0):
             short.append("pods")
         return short
 
@@ -186,8 +209,9 @@ def _allocatable(cluster: Cluster, machine_type: str, catalogue: Catalogue) -> A
 
 
 def pool_node(cluster: Cluster, pool: GpuPool, catalogue: Catalogue | None = None) -> Node:
-    """A node of ``pool``: its labels (the pool's, its selector's, the cloud's spot labels), its taints (ours and the
-    cloud's spot taints) and its allocatable, with the accelerators it advertises (cards x pods per card)."""
+    """A node of ``pool``: its labels (the kubelet's, the pool's, its selector's, the cloud's spot labels), its taints
+    (ours and the cloud's spot taints), its allocatable, with the accelerators it advertises (cards x pods per card),
+    and the fleet's node agents on it."""
     catalogue = catalogue or load_catalogue()
     spot_labels, spot_taints = _spot(pool)
     alloc = _allocatable(cluster, pool.machine_type, catalogue)
@@ -195,20 +219,22 @@ def pool_node(cluster: Cluster, pool: GpuPool, catalogue: Catalogue | None = Non
     return Node(
         pool.name,
         pool.machine_type,
-        {**pool.labels, **pool.node_selector, **spot_labels},
+        {**KUBELET_LABELS, **pool.labels, **pool.node_selector, **spot_labels},
         (*pool.taints, *spot_taints),
         resources,
         "" if alloc is None else alloc.how,
+        agents_on(cluster, pool),
     )
 
 
 def system_node(cluster: Cluster, catalogue: Catalogue | None = None) -> Node:
-    """A node of the cluster's system pool (on demand, untainted, labelled with the system selector)."""
+    """A node of the cluster's system pool (on demand, untainted, labelled with the system selector, running the
+    node agents every node runs)."""
     alloc = _allocatable(cluster, cluster.system_pool.machine_type, catalogue or load_catalogue())
     resources = None if alloc is None else alloc.as_resources()
     return Node(
-        SYSTEM_POOL, cluster.system_pool.machine_type, cluster.system_selector, (), resources,
-        "" if alloc is None else alloc.how,
+        SYSTEM_POOL, cluster.system_pool.machine_type, {**KUBELET_LABELS, **cluster.system_selector}, (), resources,
+        "" if alloc is None else alloc.how, agents_on(cluster, None),
     )  # fmt: skip
 
 
@@ -253,6 +279,14 @@ def describe(resource: str, value: int) -> str:
     return _cpu(value) if resource == "cpu" else _gib(value) if resource == "memory" else str(value)
 
 
+def _agents_take(node: Node, resource: str) -> str:
+    held = node.held.get(resource, 0)
+    if not held:
+        return ""
+    names = ", ".join(a.name for a in node.agents)
+    return f" of which the node agents ({names}) take {describe(resource, held)}"
+
+
 def place(pod: PodToPlace, nodes: Sequence[Node]) -> Misplaced | None:
     """Check that ``pod`` fits a node of its own pool and that no other pool's node admits it."""
     asked = pod_requests(pod.spec)  # once per pod, not once per node
@@ -268,7 +302,7 @@ def place(pod: PodToPlace, nodes: Sequence[Node]) -> Misplaced | None:
             times = f"{pod.copies} x " if pod.copies > 1 else ""
             numbers = "; ".join(
                 f"{r}: asks {times}{describe(r, asked.get(r, 1 if r == 'pods' else 0))}, "
-                f"a node has {describe(r, node.allocatable.get(r, 0))}"
+                f"a node has {describe(r, node.allocatable.get(r, 0))}{_agents_take(node, r)}"
                 for r in short
             )
             held = f" ({pod.copies} at once: one per {pod.pool} unit)" if pod.copies > 1 else ""

@@ -73,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", nargs="+", action="extend", metavar="NAME", help="plan only these stacks (default: all)")
     p.add_argument("--json", type=Path, help="write the whole plan as JSON to this file")
     p.add_argument("--no-policy-pack", action="store_true", help="skip the CrossGuard policy pack (policy/)")
+    p.add_argument(
+        "--chart-cache",
+        type=Path,
+        metavar="DIR",
+        help="also render every Helm release from the chart archives in DIR (`helm pull` them there) and place their "
+        "pods on the stack's pools (needs helm-python-sdk)",
+    )
     p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser(

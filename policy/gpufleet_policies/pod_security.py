@@ -1,4 +1,10 @@
-"""Pod Security ``restricted`` for every pod-bearing resource, GPU or not, and no default API token in any pod."""
+"""Pod Security ``restricted`` for every pod-bearing resource, GPU or not, and no default API token in any pod.
+
+The controls are the Pod Security Standards' (kubernetes.io/docs/concepts/security/pod-security-standards), as
+kubernetes/kubernetes ``staging/src/k8s.io/pod-security-admission/policy/check_*.go`` enforce them: ``baseline``
+(:func:`baseline_problems`) and ``restricted`` (:func:`restricted_problems`, which includes baseline's). The chart
+tier (tests/tools/test_charts.py) holds every rendered chart pod to its namespace's level with them.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +31,22 @@ RESTRICTED_VOLUMES = {
 }
 ALLOWED_CAPABILITY = "NET_BIND_SERVICE"
 SECCOMP_OK = {"RuntimeDefault", "Localhost"}
+# baseline (check_capabilities_baseline.go): the capabilities a container may add
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE", "SETFCAP",
+    "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+}  # fmt: skip
+# baseline (check_sysctls.go sysctlsAllowedV1Dot29, what every supported Kubernetes version allows; later versions
+# only add to it)
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range",
+    "net.ipv4.ip_unprivileged_port_start", "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes",
+}  # fmt: skip
+# baseline (check_seLinuxOptions.go): the SELinux types a pod may ask for; user and role must stay unset
+SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+# baseline (check_appArmorProfile.go): the AppArmor annotation's values a pod may use (localhost/<profile> too)
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 LEVEL_LABEL = f"{pod_contract.POD_SECURITY_LABEL_PREFIX}/enforce"
 
 
@@ -107,14 +129,82 @@ def _pod_problems(pod: dict[str, Any], may_run_as_root: bool) -> list[str]:
     return problems
 
 
-def restricted_problems(pod: dict[str, Any], may_run_as_root: bool = False) -> list[str]:
-    """What keeps a pod spec (``PodSpec``) from Pod Security `restricted`, the pod's own fields, then each container's
-    (``container 'name': ...``); [] when it meets the level. Also what the chart tests check rendered charts with."""
+def _baseline_only_problems(pod: dict[str, Any], metadata: dict[str, Any] | None) -> list[str]:
+    """baseline's controls that restricted's own checks above do not already cover (restricted includes baseline):
+    HostProcess, SELinux, /proc mount type, sysctls, AppArmor, host probes."""
+    problems = []
+    pod_ctx = pod.get("securityContext") or {}
+    contexts = [("pod securityContext", pod_ctx)] + [
+        (f"container {c.get('name')!r}: securityContext", c.get("securityContext") or {}) for c in all_containers(pod)
+    ]
+    for where, ctx in contexts:
+        if (ctx.get("windowsOptions") or {}).get("hostProcess"):
+            problems.append(f"{where}.windowsOptions.hostProcess is true: remove it")
+        selinux = ctx.get("seLinuxOptions") or {}
+        if selinux.get("type", "") not in SELINUX_TYPES:
+            problems.append(
+                f"{where}.seLinuxOptions.type {selinux['type']!r}: use one of container_t, container_init_t"
+            )
+        if selinux.get("user") or selinux.get("role"):
+            problems.append(f"{where}.seLinuxOptions sets user or role: remove them")
+        if ctx.get("procMount") not in (None, "Default"):
+            problems.append(f"{where}.procMount is {ctx['procMount']}: remove it (or set Default)")
+        if (ctx.get("appArmorProfile") or {}).get("type") == "Unconfined":
+            problems.append(f"{where}.appArmorProfile.type is Unconfined: set RuntimeDefault (or Localhost)")
+    for sysctl in pod_ctx.get("sysctls") or []:
+        if sysctl.get("name") not in SAFE_SYSCTLS:
+            problems.append(f"pod securityContext.sysctls {sysctl.get('name')!r} is not a safe sysctl: remove it")
+    for key, value in ((metadata or {}).get("annotations") or {}).items():
+        if key.startswith(APPARMOR_ANNOTATION) and value != "runtime/default" and not value.startswith("localhost/"):
+            problems.append(f"annotation {key}: {value}: use runtime/default (or localhost/<profile>)")
+    for c in all_containers(pod):
+        for handler in (c.get("livenessProbe"), c.get("readinessProbe"), c.get("startupProbe"),
+                        *((c.get("lifecycle") or {}).values())):  # fmt: skip
+            for action in ("httpGet", "tcpSocket"):
+                if ((handler or {}).get(action) or {}).get("host"):
+                    problems.append(f"container {c.get('name')!r}: a probe or hook's {action}.host is set: remove it")
+    return problems
+
+
+def baseline_problems(pod: dict[str, Any], metadata: dict[str, Any] | None = None) -> list[str]:
+    """What keeps a pod spec (and its pod ``metadata``: AppArmor annotations) from Pod Security `baseline`; [] when it
+    meets the level."""
+    problems = []
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            problems.append(f"{key} is true: remove it (or set it false), the pod must not share the node's namespaces")
+    for volume in pod.get("volumes") or []:
+        if "hostPath" in volume:
+            problems.append(f"volume {volume.get('name')!r} is a hostPath: it reaches the node's files")
+    if (pod.get("securityContext") or {}).get("seccompProfile", {}).get("type") == "Unconfined":
+        problems.append("pod securityContext.seccompProfile.type is Unconfined: set RuntimeDefault")
+    for c in all_containers(pod):
+        ctx = c.get("securityContext") or {}
+        name = f"container {c.get('name')!r}"
+        if ctx.get("privileged"):
+            problems.append(f"{name}: securityContext.privileged is true: remove it (or set it false)")
+        added = sorted(set((ctx.get("capabilities") or {}).get("add") or []) - BASELINE_CAPABILITIES)
+        if added:
+            problems.append(f"{name}: securityContext.capabilities.add {added}: beyond baseline's set; remove them")
+        if (ctx.get("seccompProfile") or {}).get("type") == "Unconfined":
+            problems.append(f"{name}: securityContext.seccompProfile.type is Unconfined: set RuntimeDefault")
+        for port in c.get("ports") or []:
+            if port.get("hostPort"):
+                problems.append(f"{name}: ports: port {port.get('containerPort')} has hostPort {port['hostPort']}")
+    return problems + _baseline_only_problems(pod, metadata)
+
+
+def restricted_problems(
+    pod: dict[str, Any], may_run_as_root: bool = False, metadata: dict[str, Any] | None = None
+) -> list[str]:
+    """What keeps a pod spec (``PodSpec``, and its pod ``metadata``) from Pod Security `restricted`, the pod's own
+    fields, then each container's (``container 'name': ...``), then baseline's remaining controls; [] when it meets
+    the level. Also what the chart tests check rendered charts with."""
     problems = _pod_problems(pod, may_run_as_root)
     for c in all_containers(pod):
         for problem in _container_problems(c, pod.get("securityContext") or {}, may_run_as_root):
             problems.append(f"container {c.get('name')!r}: {problem}")
-    return problems
+    return problems + _baseline_only_problems(pod, metadata)
 
 
 @resource_policy(
@@ -138,7 +228,7 @@ def _validate_pod_security(args: ResourceValidationArgs, report: ReportViolation
             f"{namespace!r}: it belongs in {pod_contract.ROOT_BENCHMARK_NAMESPACE!r}, the one namespace that admits "
             f"root (baseline); set metadata.namespace: {pod_contract.ROOT_BENCHMARK_NAMESPACE}"
         )
-    for problem in restricted_problems(pod, may_run_as_root):
+    for problem in restricted_problems(pod, may_run_as_root, metadata):
         report(f"{subject(args)}: {problem}")
 
 

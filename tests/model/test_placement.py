@@ -14,6 +14,7 @@ import pytest
 from fleet.model.catalogue import GIB, MIB, Taint, load_catalogue
 from fleet.model.errors import InputError
 from fleet.model.loader import load_fleet
+from fleet.model.node_agents import DCGM_EXPORTER, DEVICE_PLUGIN, NODE_EXPORTER
 from fleet.model.placement import (
     AFFINITY_REASON,
     Node,
@@ -246,3 +247,65 @@ def test_slices_of_a_shared_card_must_fit_its_node_together(tmp_path):
         load_fleet(policy, workloads)
     assert "tracker on fix-eks (t4) does not fit a node of pool gpu-t4 (g4dn.xlarge) (2 at once" in str(caught.value)
     assert "cpu: asks 2 x 2.05, a node has 3.92" in str(caught.value)
+
+
+# --- what a node's own pods hold: the kubelet's labels, the fleet's node agents ------------------------------------
+
+
+def test_every_node_carries_the_kubelets_os_label_and_runs_the_node_exporter():
+    # the node exporter selects kubernetes.io/os: linux (prometheus-node-exporter 4.49.1 values.yaml nodeSelector);
+    # without the kubelet's label no node of the model would take it
+    fleet = load_fleet(FIXTURE_POLICY, FIXTURE_WORKLOADS)
+    exporter = {"nodeSelector": {"kubernetes.io/os": "linux"}, "tolerations": [{"operator": "Exists"}]}
+    for cluster in fleet.clusters.values():
+        for n in cluster_nodes(cluster):
+            assert n.reasons({**exporter, "containers": []}) == [], (cluster.name, n.pool)
+            assert NODE_EXPORTER in n.agents, (cluster.name, n.pool)
+
+
+def test_nvidia_pools_hold_the_device_plugin_only_where_the_fleet_installs_it():
+    fleet = load_fleet(FIXTURE_POLICY, FIXTURE_WORKLOADS)
+    gke, eks = fleet.cluster("fix-gke"), fleet.cluster("fix-eks")
+    gke_t4, eks_t4 = (next(n for n in cluster_nodes(c) if n.pool == "gpu-t4") for c in (gke, eks))
+    assert gke_t4.agents == (NODE_EXPORTER, DCGM_EXPORTER)  # GKE brings its own device plugin
+    assert eks_t4.agents == (NODE_EXPORTER, DEVICE_PLUGIN, DCGM_EXPORTER)
+    # 10m + 10m + 50m, 32 + 32 + 128 MiB, three pods
+    assert eks_t4.held == {"cpu": 70, "memory": 192 * MIB, "pods": 3}
+    assert eks_t4.free("cpu") == eks_t4.allocatable["cpu"] - 70
+
+
+def test_a_pod_that_fits_the_allocatable_but_not_beside_the_node_agents_is_refused(tmp_path):
+    # fix-gke's L4 pool is g2-standard-4: 3.92 CPU allocatable, of which the node exporter and dcgm-exporter take
+    # 60m. A pod of 3.85 CPU + the mtail sidecar's 50m = 3.9 fits the allocatable, not what the agents leave (3.86).
+    policy, workloads = _fixture_copy(
+        tmp_path,
+        "tracker",
+        'resources:\n  cpu_request: "3.85"\n  memory_request: 1Gi\n  cpu_limit: "4"\n  memory_limit: 2Gi\n',
+    )
+    with pytest.raises(InputError) as caught:
+        load_fleet(policy, workloads)
+    text = str(caught.value)
+    assert (
+        "tracker on fix-gke (l4) does not fit a node of pool gpu-l4 (g2-standard-4): cpu: asks 3.9, a node has 3.92 "
+        "of which the node agents (prometheus-node-exporter, dcgm-exporter) take 0.06"
+    ) in text
+
+
+@pytest.mark.parametrize("command", [["validate"], ["plan", "--no-policy-pack"]])
+def test_validate_and_plan_refuse_a_pod_too_big_for_its_pool_with_the_numbers_and_exit_2(tmp_path, capsys, command):
+    from fleet.tools.cli import main
+
+    policy, workloads = _fixture_copy(
+        tmp_path,
+        "tracker",
+        'resources:\n  cpu_request: "3.85"\n  memory_request: 1Gi\n  cpu_limit: "4"\n  memory_limit: 2Gi\n',
+    )
+    stacks = ["--stacks-dir", str(policy.parent / "stacks"), "--workloads-dir", str(workloads)]
+    assert main([*command, "--policy", str(policy), *stacks]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "workloads.tracker: tracker on fix-gke (l4) does not fit a node of pool gpu-l4 (g2-standard-4): cpu: asks"
+        in err
+    )
+    assert "lower resources.cpu_request / memory_request in workloads/tracker/workload.yaml" in err
+    assert "Traceback" not in err

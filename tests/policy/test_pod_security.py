@@ -307,3 +307,82 @@ def test_root_benchmarks_keep_every_other_rule(plans, session):
     for fragment in ("privileged is true", "allowPrivilegeEscalation", "['SYS_ADMIN']", "hostPID"):
         assert fragment in text
     assert "runAsNonRoot" not in text and "runAsUser" not in text
+
+
+# --- the Pod Security Standards' baseline controls (pod-security-admission policy/check_*.go) ----------------------
+
+SAFE_POD = {
+    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    "containers": [
+        {
+            "name": "app",
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        }
+    ],
+}
+
+
+def _with(path: str, value) -> dict:
+    spec = copy.deepcopy(SAFE_POD)
+    node = spec
+    *parents, last = path.split(".")
+    for key in parents:
+        node = node[int(key)] if key.isdigit() else node.setdefault(key, {})
+    node[last] = value
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "found"),
+    [
+        ("securityContext.sysctls", [{"name": "kernel.msgmax", "value": "1"}], "'kernel.msgmax' is not a safe sysctl"),
+        ("containers.0.securityContext.procMount", "Unmasked", "procMount is Unmasked"),
+        ("securityContext.seLinuxOptions", {"type": "spc_t"}, "seLinuxOptions.type 'spc_t'"),
+        ("containers.0.securityContext.seLinuxOptions", {"user": "system_u"}, "sets user or role"),
+        ("containers.0.securityContext.appArmorProfile", {"type": "Unconfined"}, "appArmorProfile.type is Unconfined"),
+        ("containers.0.securityContext.windowsOptions", {"hostProcess": True}, "hostProcess is true"),
+        ("containers.0.livenessProbe", {"httpGet": {"host": "10.0.0.1", "port": 80}}, "httpGet.host is set"),
+    ],
+)
+def test_baselines_own_controls_hold_at_both_levels(path, value, found):
+    from policy.gpufleet_policies.pod_security import baseline_problems, restricted_problems
+
+    assert baseline_problems(SAFE_POD) == restricted_problems(SAFE_POD) == []
+    spec = _with(path, value)
+    assert any(found in p for p in baseline_problems(spec)), baseline_problems(spec)
+    assert any(found in p for p in restricted_problems(spec)), restricted_problems(spec)
+
+
+def test_an_unconfined_apparmor_annotation_is_found_on_the_pods_metadata():
+    from policy.gpufleet_policies.pod_security import baseline_problems
+
+    metadata = {"annotations": {"container.apparmor.security.beta.kubernetes.io/app": "unconfined"}}
+    assert baseline_problems(SAFE_POD, metadata) == [
+        "annotation container.apparmor.security.beta.kubernetes.io/app: unconfined: use runtime/default "
+        "(or localhost/<profile>)"
+    ]
+    fine = {"annotations": {"container.apparmor.security.beta.kubernetes.io/app": "localhost/k8s-app"}}
+    assert baseline_problems(SAFE_POD, fine) == []
+
+
+def test_baseline_allows_what_only_restricted_forbids():
+    """Root, an unset seccomp profile, capabilities of baseline's set, a missing drop ALL: baseline admits them
+    (a needs_root workload's namespace is baseline); privileged, host namespaces, hostPath and hostPort it refuses."""
+    from policy.gpufleet_policies.pod_security import baseline_problems, restricted_problems
+
+    root = {"containers": [{"name": "app", "securityContext": {"runAsUser": 0, "capabilities": {"add": ["CHOWN"]}}}]}
+    assert baseline_problems(root) == [] and restricted_problems(root) != []
+    bad = {
+        "hostNetwork": True,
+        "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
+        "containers": [
+            {
+                "name": "app",
+                "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}},
+                "ports": [{"containerPort": 80, "hostPort": 80}],
+            }
+        ],
+    }
+    found = "\n".join(baseline_problems(bad))
+    for word in ("hostNetwork", "hostPath", "privileged", "SYS_ADMIN", "hostPort"):
+        assert word in found

@@ -16,15 +16,30 @@ from typing import Any
 import pytest
 import yaml
 
+from components.clusters.magnum import CONTROL_PLANE
 from components.kubernetes.kueue_metrics import (
     KUEUE_METRICS_PORT,
     KUEUE_METRICS_READER,
     KUEUE_METRICS_SERVICE_LABELS,
     KUEUE_POD_LABELS,
 )
-from components.kubernetes.prometheus_stack import MANAGED_CONTROL_PLANE_CLOUDS, PROMETHEUS_ACCOUNT
+from components.kubernetes.prometheus_stack import PROMETHEUS_ACCOUNT
 from fleet.model import grafana, pod_contract
-from fleet.model.spec import Cluster, GpuPool
+from fleet.model.clouds import cloud_rules
+from fleet.model.placement import (
+    Node,
+    cluster_nodes,
+    pool_node,
+    selector_matches,
+)
+from fleet.model.spec import Cluster
+from fleet.tools.checks.chart_placement import (
+    node_agent_problems,
+    operated,
+    placement_problems,
+    stack_pods,
+    untolerated,
+)
 from fleet.tools.checks.charts import (
     ChartCacheError,
     HelmRelease,
@@ -36,15 +51,11 @@ from fleet.tools.checks.charts import (
     render_release,
 )
 from fleet.tools.engine.mock_engine import Registration
-from policy.gpufleet_policies.pod_security import restricted_problems
+from fleet.tools.engine.render import kubernetes_manifest
+from policy.gpufleet_policies.pod_security import baseline_problems, restricted_problems
 from tests.tools.conftest import PlannedFleet
 
 Rendered = dict[tuple[str, str], list[RenderedRelease]]
-CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
-# Labels every Linux node carries (kubelet's well-known labels: kubernetes.io/docs/reference/labels-annotations-taints)
-NODE_OS_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-# Pods the operator makes from a custom resource: the resource's spec says their image, node selector and requests.
-OPERATED = ("Prometheus", "Alertmanager", "ThanosRuler", "PrometheusAgent")
 # Control-plane components that GKE, EKS, AKS and Magnum do not expose to a Prometheus in the cluster, as the job
 # names kube-prometheus-stack 79.5.0 gives their monitors (templates/exporters/kube-*/servicemonitor.yaml: jobLabel
 # jobLabel kube-scheduler, kube-controller-manager, kube-etcd, kube-proxy) and its rules query them.
@@ -67,13 +78,6 @@ def _pods(rendered: list[RenderedRelease]) -> Iterator[tuple[RenderedRelease, Po
             pod = pods_of(obj, item.release.namespace)
             if pod is not None:
                 yield item, pod
-
-
-def _operated(rendered: list[RenderedRelease]) -> Iterator[tuple[RenderedRelease, dict[str, Any]]]:
-    for item in rendered:
-        for obj in item.objects:
-            if obj.get("kind") in OPERATED and obj.get("apiVersion", "").startswith("monitoring.coreos.com/"):
-                yield item, obj
 
 
 def _where(planned: PlannedFleet, stack: str, item: RenderedRelease, kind: str, name: str) -> str:
@@ -126,23 +130,39 @@ def _runner_job_images(release: HelmRelease) -> list[tuple[str, str]]:
 
 def test_every_image_comes_from_the_fleets_registry(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
     """Every container of every rendered pod, every image an operator or a runner starts pods with: the fleet's
-    registry holds it, the policy's `registry` (upstream prunes versions and Docker Hub rate-limits)."""
+    registry holds it, the policy's `registry` (upstream prunes versions and Docker Hub rate-limits). The operator's
+    Thanos default (quay.io) is allowed only while nothing of the stack runs Thanos."""
     bad = []
     for planned, stack, _cluster in _clusters(planned_fleets):
         ours = planned.fleet.registry + "/"
         rendered = rendered_charts[(planned.name, stack)]
+        # the operator's Thanos image (prometheus-operator --thanos-default-base-image) is pulled only for a Thanos
+        # sidecar (a Prometheus with spec.thanos) or a ThanosRuler; the fleet runs neither
+        thanos = [
+            f"{o['kind']} {o['metadata']['name']}"
+            for _item, o in operated(rendered)
+            if o["kind"] == "ThanosRuler" or (o["kind"] == "Prometheus" and o["spec"].get("thanos"))
+        ]
+        for reg in planned.plans[stack].registrations:  # the stack's own pods (benchmarks, probes, the gateway ...)
+            own = pods_of(kubernetes_manifest(reg)) if reg.type.startswith("kubernetes:") and reg.custom else None
+            bad += [
+                f"{planned.name} {stack}: {reg.type} {reg.name} container {c['name']}: {c.get('image')}"
+                for c in (own.containers() if own else ())
+                if not str(c.get("image", "")).startswith(ours)
+            ]
         for item, pod in _pods(rendered):
             for c in pod.containers():
                 if not str(c.get("image", "")).startswith(ours):
                     bad.append(
                         f"{_where(planned, stack, item, pod.kind, pod.name)} container {c['name']}: {c['image']}"
                     )
-                for arg in c.get("args") or []:
-                    if str(arg).startswith("--prometheus-config-reloader=") and not arg.split("=", 1)[1].startswith(
-                        ours
-                    ):
+                for arg in map(str, c.get("args") or []):
+                    flag, _, image = arg.partition("=")
+                    if flag == "--prometheus-config-reloader" and not image.startswith(ours):
                         bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)}: {arg}")
-        for item, obj in _operated(rendered):
+                    if flag == "--thanos-default-base-image" and not image.startswith(ours) and thanos:
+                        bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)}: {arg}, and {thanos} use it")
+        for item, obj in operated(rendered):
             image = obj["spec"].get("image", "")
             if not image.startswith(ours):
                 bad.append(f"{_where(planned, stack, item, obj['kind'], obj['metadata']['name'])}: {image}")
@@ -171,50 +191,10 @@ def test_infra_pods_sit_on_the_system_pool(planned_fleets: list[PlannedFleet], r
                 bad.append(
                     f"{_where(planned, stack, item, pod.kind, pod.name)}: nodeSelector {pod.spec.get('nodeSelector')}"
                 )
-        for item, obj in _operated(rendered):
+        for item, obj in operated(rendered):
             if not _system_pod(obj["spec"], cluster):
                 bad.append(f"{_where(planned, stack, item, obj['kind'], obj['metadata']['name'])}: spec.nodeSelector")
     assert bad == []
-
-
-def _matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, op, values = expression["key"], expression["operator"], expression.get("values") or []
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    raise AssertionError(f"operator {op} not handled")
-
-
-def _lands_on(pod_spec: dict[str, Any], pool: GpuPool) -> bool:
-    """Whether a pod's node selector and required node affinity admit the pool's nodes (kube-scheduler's
-    NodeAffinity filter: every selector label, and one of the terms whose expressions all match)."""
-    labels = {**NODE_OS_LABELS, **pool.labels, **pool.node_selector}
-    if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
-        return False
-    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if not required:
-        return True
-    return any(
-        all(_matches(e, labels) for e in term.get("matchExpressions") or []) for term in required["nodeSelectorTerms"]
-    )
-
-
-def _tolerates(tolerations: list[dict[str, Any]], key: str, value: str, effect: str) -> bool:
-    for t in tolerations:
-        if t.get("effect") and t["effect"] != effect:
-            continue
-        if t.get("operator") == "Exists" and (not t.get("key") or t["key"] == key):
-            return True
-        if t.get("key") == key and t.get("value", "") == value:
-            return True
-    return False
 
 
 def test_node_agents_tolerate_the_taints_of_the_gpu_pools_they_select(
@@ -225,22 +205,23 @@ def test_node_agents_tolerate_the_taints_of_the_gpu_pools_they_select(
     plugin or its metrics. dcgm-exporter and the device plugin must reach every NVIDIA pool."""
     bad, reached = [], set()
     for planned, stack, cluster in _clusters(planned_fleets):
+        nodes = {pool.key: pool_node(cluster, pool) for pool in cluster.all_pools}
         for item, pod in _pods(rendered_charts[(planned.name, stack)]):
             if pod.kind != "DaemonSet":
                 continue
             for pool in cluster.all_pools:
-                if not _lands_on(pod.spec, pool):
+                node = nodes[pool.key]
+                if not selector_matches(pod.spec, node.labels):  # the model's node: the kubelet's labels too
                     continue
                 reached.add((planned.name, stack, item.release.chart, pool.key))
-                for taint in pool.pod_tolerations:
-                    if not _tolerates(pod.spec.get("tolerations") or [], taint.key, taint.value, taint.effect):
-                        bad.append(
-                            f"{_where(planned, stack, item, pod.kind, pod.name)}: "
-                            f"no toleration for {taint.as_string()} of pool {pool.key}"
-                        )
+                bad += [
+                    f"{_where(planned, stack, item, pod.kind, pod.name)}: "
+                    f"no toleration for {taint.as_string()} of pool {pool.key}"
+                    for taint in untolerated(node, pod.spec)
+                ]
             if item.release.chart in ("dcgm-exporter",) and pod.name == "dcgm-exporter":
                 for pool in cluster.all_pools:
-                    if pool.accelerator.is_nvidia and not _lands_on(pod.spec, pool):
+                    if pool.accelerator.is_nvidia and not selector_matches(pod.spec, nodes[pool.key].labels):
                         bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)}: never reaches pool {pool.key}")
     assert bad == []
     assert reached  # the check saw node agents on GPU pools
@@ -257,16 +238,12 @@ def _namespace_levels(plan_registrations: list[Registration]) -> dict[str, str]:
     return levels
 
 
-# The baseline level forbids only these of the restricted level's rules (Pod Security Standards, "Baseline").
-_BASELINE = re.compile(r"privileged is true|hostNetwork|hostPID|hostIPC|hostPort|hostPath|capabilities.add")
-
-
 def test_every_chart_pod_fits_its_namespaces_pod_security_level(
     planned_fleets: list[PlannedFleet], rendered_charts: Rendered
 ):
     """With the namespace's enforced level (from the plan's Namespace labels; none enforced: privileged), checked
-    by the policy pack's own `restricted` rules (policy/gpufleet_policies/pod_security.py); Helm hooks included:
-    the API server admits them like any pod."""
+    by the policy pack's own `restricted` and `baseline` rules (policy/gpufleet_policies/pod_security.py); Helm hooks
+    included: the API server admits them like any pod."""
     bad, checked = [], 0
     for planned, stack, _cluster in _clusters(planned_fleets):
         levels = _namespace_levels(planned.plans[stack].registrations)
@@ -274,9 +251,10 @@ def test_every_chart_pod_fits_its_namespaces_pod_security_level(
             level = levels.get(pod.namespace, "privileged")
             if level == "privileged":
                 continue
-            problems = restricted_problems(pod.spec)
             if level == "baseline":
-                problems = [p for p in problems if _BASELINE.search(p)]
+                problems = baseline_problems(pod.spec, pod.metadata)
+            else:
+                problems = restricted_problems(pod.spec, metadata=pod.metadata)
             checked += 1
             bad += [
                 f"{_where(planned, stack, item, pod.kind, pod.name)} in {pod.namespace} ({level}): {p}"
@@ -288,9 +266,15 @@ def test_every_chart_pod_fits_its_namespaces_pod_security_level(
 
 def test_every_container_has_requests(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
     """CPU and memory requests on every container of every chart pod (BestEffort pods are evicted first from a busy
-    system node) and in every operated resource (Prometheus, Alertmanager)."""
+    system node), in every operated resource (Prometheus, Alertmanager) and in every pod of the stack's own
+    (benchmarks, probes, sweep runtimes, the gateway)."""
     bad = []
     for planned, stack, _cluster in _clusters(planned_fleets):
+        for reg in planned.plans[stack].registrations:
+            own = pods_of(kubernetes_manifest(reg)) if reg.type.startswith("kubernetes:") and reg.custom else None
+            for c in own.containers() if own else ():
+                if not {"cpu", "memory"} <= set((c.get("resources") or {}).get("requests") or {}):
+                    bad.append(f"{planned.name} {stack}: {reg.type} {reg.name} container {c['name']}")
         rendered = rendered_charts[(planned.name, stack)]
         for item, pod in _pods(rendered):
             for c in pod.containers():
@@ -299,7 +283,7 @@ def test_every_container_has_requests(planned_fleets: list[PlannedFleet], render
                     continue
                 if not {"cpu", "memory"} <= set(requests):
                     bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)} container {c['name']}: {requests}")
-        for item, obj in _operated(rendered):
+        for item, obj in operated(rendered):
             requests = (obj["spec"].get("resources") or {}).get("requests") or {}
             if not {"cpu", "memory"} <= set(requests):
                 bad.append(f"{_where(planned, stack, item, obj['kind'], obj['metadata']['name'])}: {requests}")
@@ -309,19 +293,22 @@ def test_every_container_has_requests(planned_fleets: list[PlannedFleet], render
 def test_no_alert_rule_or_monitor_watches_a_hidden_control_plane_component(
     planned_fleets: list[PlannedFleet], rendered_charts: Rendered
 ):
-    """The managed control planes (GKE, EKS, AKS: components/kubernetes/prometheus_stack.py
-    MANAGED_CONTROL_PLANE_CLOUDS) expose no scheduler, controller manager, etcd or kube-proxy metrics to the cluster's
-    Prometheus: a monitor of one finds no target and its `...Down` alert fires for ever. Magnum and existing clusters
-    keep the chart's monitors."""
-    hidden = re.compile(r'job="(' + "|".join(HIDDEN_JOBS) + ')"')
+    """Where the scheduler, controller manager, etcd and kube-proxy run as no pod the cluster's Prometheus reaches
+    (``control_plane_pods`` false in fleet/model/clouds: GKE, EKS and AKS run the control plane themselves, Magnum runs
+    it as systemd units on its masters), a monitor of one finds no target and its `...Down` alert fires for ever. An
+    existing cluster keeps the chart's monitors. Where the cluster DNS is no CoreDNS (GKE's kube-dns, ``coredns_pods``)
+    the chart's coreDns target would be down for ever, and its TargetDown fire."""
     bad, rules = [], 0
     for planned, stack, cluster in _clusters(planned_fleets):
-        if cluster.cloud not in MANAGED_CONTROL_PLANE_CLOUDS:
+        platform = cloud_rules(cluster.cloud)
+        jobs = (() if platform.control_plane_pods else HIDDEN_JOBS) + (() if platform.coredns_pods else ("coredns",))
+        if not jobs:
             continue
+        hidden = re.compile(r'job="(' + "|".join(jobs) + ')"')
         for item in rendered_charts[(planned.name, stack)]:
             for obj in item.objects:
                 name = obj.get("metadata", {}).get("name", "")
-                if obj.get("kind") == "ServiceMonitor" and any(name.endswith(job) for job in HIDDEN_JOBS):
+                if obj.get("kind") == "ServiceMonitor" and any(name.endswith(job) for job in jobs):
                     bad.append(f"{_where(planned, stack, item, 'ServiceMonitor', name)}")
                 if obj.get("kind") != "PrometheusRule":
                     continue
@@ -425,3 +412,114 @@ def test_grafana_on_the_central_collects_the_dashboards_as_the_chart_renders_it(
                           if d["type"] == "prometheus")  # fmt: skip
         assert prometheus["uid"] == grafana.DATASOURCE_UID and prometheus["isDefault"] is True, planned.name
         assert prometheus["jsonData"]["timeInterval"] == planned.fleet.monitoring.federation_interval, planned.name
+
+
+# --- every pod placed: the charts' and the stack's own, by the model's rules (fleet/tools/checks/chart_placement.py) -
+
+
+def test_the_node_agents_the_charts_render_hold_what_the_model_counts(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered
+):
+    """On every node of every pool, the DaemonSets that land there (selector, affinity and taints, by the model's
+    rules) request exactly what the model holds back for its node agents (fleet/model/node_agents.py), the room
+    ``validate`` and ``plan`` take off each node before placing the pool's own pods."""
+    bad, checked = [], 0
+    for planned, stack, cluster in _clusters(planned_fleets):
+        pods = stack_pods(planned.plans[stack], rendered_charts[(planned.name, stack)])
+        bad += node_agent_problems(cluster, pods)
+        checked += sum(p.kind == "DaemonSet" for p in pods)
+    assert bad == []
+    assert checked
+
+
+def test_every_pod_the_charts_and_the_stack_run_lands_on_the_system_pool_alone_and_fits(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered
+):
+    """Every pod of a Deployment, StatefulSet, Job (Helm hooks too) or operated Prometheus/Alertmanager, the charts'
+    and the stack's own, placed by the model's rules on nodes made from the cluster's pools (the node agents' room
+    already taken): it fits a system node and no other pool admits it (the GPU autoscaler on Magnum: the masters),
+    and the system pool at its maximum holds them all at once (requests x replicas)."""
+    bad, placed = [], 0
+    for planned, stack, cluster in _clusters(planned_fleets):
+        pods = stack_pods(planned.plans[stack], rendered_charts[(planned.name, stack)])
+        bad += [f"{planned.name} {problem}" for problem in placement_problems(cluster, pods)]
+        placed += sum(p.kind != "DaemonSet" for p in pods)
+    assert bad == []
+    assert placed
+
+
+def test_a_system_pool_too_small_for_the_infrastructure_is_found(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered, monkeypatch
+):
+    """The same check on a system pool of one node that the infrastructure overfills (its allocatable cut to what the
+    node agents take plus 100m and 256 MiB): the pods that no longer fit, and the pool's total, with the numbers."""
+    import dataclasses
+
+    import fleet.tools.checks.chart_placement as chart_placement
+
+    planned, stack, cluster = next(
+        (p, s, c) for p, s, c in _clusters(planned_fleets) if cluster_nodes(c)[0].allocatable is not None
+    )
+    pods = stack_pods(planned.plans[stack], rendered_charts[(planned.name, stack)])
+    assert placement_problems(cluster, pods) == []
+    real = chart_placement.cluster_nodes
+
+    def small_system_node(c: Cluster, catalogue=None) -> list[Node]:
+        system, *others = real(c, catalogue)
+        room = {"cpu": system.held["cpu"] + 100, "memory": system.held["memory"] + 256 * 2**20}
+        return [dataclasses.replace(system, allocatable={**system.allocatable, **room}), *others]
+
+    monkeypatch.setattr(chart_placement, "cluster_nodes", small_system_node)
+    one_node = dataclasses.replace(cluster, system_pool=dataclasses.replace(cluster.system_pool, max_nodes=1))
+    found = "\n".join(placement_problems(one_node, pods))
+    assert "does not fit a node of pool system" in found and "cpu: asks" in found
+    assert f"{cluster.name}: the system pool's pods ask" in found and "raise system_pool max_nodes" in found
+
+
+def test_plan_with_a_chart_cache_places_the_chart_pods_and_says_what_the_cache_lacks(
+    chart_cache: Path, tmp_path: Path, capsys
+):
+    """``plan --chart-cache DIR``: the same rendering and placement as this tier, for a user with the charts pulled;
+    an archive the folder lacks is a mandatory finding that says which and how to get it."""
+    from fleet.tools.cli import main
+    from tests.conftest import FIXTURES
+
+    fixture = FIXTURES / "fleet"
+    on_fixture = [
+        *("--policy", str(fixture / "fleet.yaml"), "--stacks-dir", str(fixture / "stacks")),
+        *("--workloads-dir", str(fixture / "workloads"), "--stack", "fix-gke", "--no-policy-pack"),
+    ]
+    assert main(["plan", *on_fixture, "--chart-cache", str(chart_cache)]) == 0
+    assert "0 mandatory violation(s)" in capsys.readouterr().out
+    empty = tmp_path / "charts"
+    empty.mkdir()
+    assert main(["plan", *on_fixture, "--chart-cache", str(empty)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(
+        rf"\[mandatory\] chart-placement: fix-gke: release \S+ needs \S+\.tgz in the chart cache {empty}", out
+    )
+
+
+def test_no_prometheus_keeps_its_data_unbounded(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):
+    """Every Prometheus the charts render keeps its data on a volume claim, or in an emptyDir with a size limit and a
+    retentionSize below it (a leaf's week of data in an unbounded emptyDir filled the system node's disk and got the
+    pod evicted, issue 34); Prometheus' base-2 units (prometheus docs/storage.md)."""
+    from fleet.model.quantity import parse_quantity
+
+    units = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30, "TB": 2**40}
+    bad, checked = [], 0
+    for planned, stack, _cluster in _clusters(planned_fleets):
+        for _item, obj in operated(rendered_charts[(planned.name, stack)]):
+            if obj["kind"] != "Prometheus":
+                continue
+            checked += 1
+            storage = obj["spec"].get("storage") or {}
+            if storage.get("volumeClaimTemplate"):
+                continue
+            limit = (storage.get("emptyDir") or {}).get("sizeLimit")
+            size = re.fullmatch(r"(\d+)([KMGT]?B)", str(obj["spec"].get("retentionSize", "")))
+            if limit is None or size is None or int(size[1]) * units[size[2]] >= parse_quantity(str(limit)):
+                bad.append(f"{planned.name} {stack}: {obj['metadata']['name']}: storage {storage}, retentionSize "
+                           f"{obj['spec'].get('retentionSize')}")  # fmt: skip
+    assert bad == []
+    assert checked

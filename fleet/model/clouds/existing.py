@@ -11,6 +11,9 @@ class Existing(CloudRules):
     name = "existing"
     builds_pools = False
     private_api_endpoint = False
+    # a site's own cluster (kubeadm's static pods carry the labels the chart's Services select): the chart's monitors
+    control_plane_pods = True
+    control_plane_nodes = True
 
     def sharing_refusal(self) -> str | None:
         """The site's nodes are not the fleet's to configure."""

@@ -20,6 +20,11 @@ class Gke(CloudRules):
     zonal = True
     stack_location_keys = {"gcp:region": "region", "gcp:zone": "zone"}
     sweep_pools = True
+    # GKE Standard's cluster DNS is kube-dns, not CoreDNS ("kube-dns is the default DNS provider for Standard
+    # clusters", GKE docs concepts/service-discovery): its pods carry k8s-app=kube-dns but serve no metrics on 9153,
+    # so kube-prometheus-stack's coreDns target is down for ever and the chart's TargetDown fires
+    # (rancher/rancher#28942, helm/charts#13302)
+    coredns_pods = False
     # the engine types of pulumi_gcp 10.2.0 container.Cluster and container.NodePool
     cluster_type = api_endpoint_type = "gcp:container/cluster:Cluster"
     pool_type = "gcp:container/nodePool:NodePool"

@@ -64,6 +64,15 @@ class Magnum(CloudRules):
     pool_labels = False
     pool_taints = False
     spot_pools = False
+    # The heat driver runs kube-scheduler, kube-controller-manager, kube-apiserver and kube-proxy as systemd units
+    # around `podman run` (openstack/magnum 20.0.0 fragments/configure-kubernetes-master.sh, kube-scheduler.service
+    # "via Hyperkube"; configure-kubernetes-minion.sh kube-proxy.service) and etcd the same way (configure-etcd.sh
+    # etcd.service): no pod for a Service to select. Magnum's own monitoring lists the masters' IPs
+    # instead (helm/prometheus-operator.sh kubeEtcd/kubeScheduler.endpoints: ${KUBE_MASTERS_PRIVATE}).
+    control_plane_pods = False
+    # its masters register as nodes with the control-plane label and taint (fragments/enable-services-master.sh,
+    # configure-kubernetes-master.sh), where the fleet's GPU autoscaler runs
+    control_plane_nodes = True
 
     def kubernetes_version_refusal(self) -> str | None:
         """Magnum runs the Kubernetes of the kubeTag in the stack file."""

@@ -107,6 +107,16 @@ class CloudRules:
     pool_taints: bool = True
     #: its node pools can run on spot capacity
     spot_pools: bool = True
+    #: its scheduler, controller manager, etcd and kube-proxy run as pods a Prometheus in the cluster can scrape
+    #: (kube-prometheus-stack's Services for them select pods by label); on a managed cloud the provider runs the
+    #: control plane out of the cluster's reach and keeps kube-proxy's metrics on the node's loopback
+    control_plane_pods: bool = False
+    #: the cluster's control-plane nodes are nodes of the cluster (labelled node-role.kubernetes.io/control-plane) that
+    #: a pod may select, as the Magnum GPU autoscaler does; a managed cloud's control plane is none
+    control_plane_nodes: bool = False
+    #: its cluster DNS is CoreDNS pods labelled ``k8s-app: kube-dns`` serving metrics on 9153, which
+    #: kube-prometheus-stack's coreDns Service selects (values.yaml coreDns.service: port 9153)
+    coredns_pods: bool = True
 
     def location_problems(self, region: str | None, zone: str | None) -> list[tuple[tuple[str, ...], str]]:
         """Where a cluster is, before the catalogue's lists: (sub-key, message) of each problem."""

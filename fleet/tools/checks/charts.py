@@ -118,7 +118,8 @@ def _archive(cache: Path, release: HelmRelease) -> Path:
     if not path.is_file():
         raise ChartCacheError(
             f"{release.stack}: release {release.name} needs {release.archive_name} in the chart cache {cache} "
-            f"(set {CHART_CACHE_ENV}, or `helm pull {release.chart} --version {release.version}` into it)"
+            f"(`helm pull {release.chart} --version {release.version}` into it; the tests read {CHART_CACHE_ENV}, "
+            "plan --chart-cache)"
         )
     return path
 

@@ -6,8 +6,13 @@ Kueue's queues, TrainJob ...) go to the ``openAPIV3Schema`` of their upstream Cu
 version, read from a folder of CRD files (``$GPU_FLEET_CRDS``, by default ``../shared/k8s/crds`` beside the
 repository). A CRD schema is made strict the way the API server prunes: every object schema with ``properties``
 refuses other fields unless it keeps unknown fields (``x-kubernetes-preserve-unknown-fields``) or says what its
-other fields are (``additionalProperties``); an object's ``metadata`` is left to the API server. Plain JSON
-Schema ignores the ``x-kubernetes-*`` keywords and CEL rules, which are not checked here.
+other fields are (``additionalProperties``). A custom resource's ``metadata`` is the API server's ObjectMeta, as for
+any kind: it is checked against the cluster's strict ObjectMeta schema (a CRD's schema says only ``type: object``
+there). Plain JSON Schema ignores the ``x-kubernetes-*`` keywords and CEL rules, which are not checked here.
+
+``kubernetes-validate``'s schemas are made from each Kubernetes release's OpenAPI document (``api/openapi-spec``,
+the ``.0`` release of every minor) by openapi2jsonschema; the cluster's minor must be one of them: a newer or older
+cluster is refused rather than checked against another version's API.
 """
 
 from __future__ import annotations
@@ -73,21 +78,26 @@ class CrdSchemas:
     """The strict schema of every served version of a folder's CRDs, by (apiVersion, kind)."""
 
     schemas: dict[tuple[str, str], dict[str, Any]]
+    # served versions the CRD marks ``deprecated: true``, with its ``deprecationWarning`` ("" when it gives none)
+    deprecated_versions: dict[tuple[str, str], str] = field(default_factory=dict)
     _validators: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     @staticmethod
     def from_objects(crds: Iterable[dict[str, Any]]) -> CrdSchemas:
         """From CRD objects (files, or what a chart renders)."""
-        schemas = {}
+        schemas, deprecated = {}, {}
         for crd in crds:
             if crd.get("kind") != CRD_KIND:
                 continue
             spec = crd["spec"]
             for version in spec["versions"]:
                 schema = (version.get("schema") or {}).get("openAPIV3Schema")
+                key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
                 if version.get("served", True) and schema:
-                    schemas[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = schema
-        return CrdSchemas(schemas)
+                    schemas[key] = schema
+                if version.get("served", True) and version.get("deprecated"):
+                    deprecated[key] = version.get("deprecationWarning") or ""
+        return CrdSchemas(schemas, deprecated)
 
     def knows(self, obj: dict[str, Any]) -> bool:
         """Whether a CRD of this set defines ``obj``'s apiVersion and kind."""
@@ -103,10 +113,17 @@ class CrdSchemas:
         return _located(self._validators[key].iter_errors(obj))
 
     def deprecated(self, obj: dict[str, Any]) -> list[str]:
-        """The fields ``obj`` sets that its CRD marks deprecated (a description with kubebuilder's ``Deprecated:``
-        line, as prometheus-operator's ``bearerTokenFile``), as ``path: what the CRD says``; [] when none."""
+        """What ``obj`` uses that its CRD deprecates: its version (``deprecated: true``, as Kueue's v1beta1 at 0.19.2)
+        and the fields whose description has kubebuilder's ``Deprecated:`` line (prometheus-operator's
+        ``bearerTokenFile``), as ``path: what the CRD says``; [] when none."""
         key = (obj.get("apiVersion", ""), obj.get("kind", ""))
-        return list(_deprecated(obj, self.schemas[key], ())) if key in self.schemas else []
+        if key not in self.schemas:
+            return []
+        found = []
+        if key in self.deprecated_versions:
+            warning = self.deprecated_versions[key] or f"{key[0]} {key[1]} is deprecated"
+            found.append(f"apiVersion: the CRD deprecates {key[0]}: {warning}")
+        return found + list(_deprecated(obj, self.schemas[key], ()))
 
 
 def _deprecated(value: Any, schema: dict[str, Any], path: tuple[str, ...]) -> Iterable[str]:
@@ -136,15 +153,18 @@ def load_crds(folder: Path) -> CrdSchemas:
 
 @lru_cache(maxsize=8)
 def _schema_folder(kubernetes_version: str) -> str:
-    """kubernetes-validate's strict schema folder for a cluster version: the newest it ships not newer than the
-    cluster's minor (as ``kubernetes_validate.validate`` picks it)."""
+    """kubernetes-validate's strict schema folder for the cluster's own minor (its ``.0`` release's API); a minor it
+    does not ship is an error, not another version's schema."""
     from kubernetes_validate import utils
 
-    wanted = utils.Version(utils.major_minor(kube_version(kubernetes_version).removeprefix("v")))
-    shipped = [v for v in utils.all_versions() if utils.Version(utils.major_minor(v)) <= wanted]
-    if not shipped:
-        raise ValueError(f"kubernetes-validate ships no schema for Kubernetes {kubernetes_version} or older")
-    return f"kubernetes-json-schema/v{shipped[-1]}-local-strict"
+    wanted = utils.major_minor(kube_version(kubernetes_version).removeprefix("v"))
+    shipped = sorted({utils.major_minor(v) for v in utils.all_versions()}, key=utils.Version)
+    if wanted not in shipped:
+        raise ValueError(
+            f"kubernetes-validate ships no schema for Kubernetes {wanted} (it has {shipped[0]} to {shipped[-1]}): "
+            "upgrade it, or check the cluster's version"
+        )
+    return f"kubernetes-json-schema/v{wanted}.0-local-strict"
 
 
 @lru_cache(maxsize=512)
@@ -174,9 +194,23 @@ def _definitions(folder: str) -> Any:
     return Resource.from_contents(utils.schema_contents(f"{folder}/_definitions.json", folder))
 
 
-def _located(errors: Iterable[Any]) -> list[str]:
+OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+
+
+@lru_cache(maxsize=8)
+def _object_meta_validator(folder: str) -> Any:
+    """The cluster's strict ObjectMeta (what every object's ``metadata`` is, a custom resource's too)."""
+    import jsonschema
+    from referencing import Registry
+
+    definitions = _definitions(folder)
+    schema = {"$ref": f"{definitions.id()}#/$defs/{OBJECT_META}"}
+    return jsonschema.validators.Draft202012Validator(schema, registry=definitions @ Registry())
+
+
+def _located(errors: Iterable[Any], prefix: tuple[str, ...] = ()) -> list[str]:
     found = sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
-    return [f"{'.'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}" for e in found]
+    return [f"{'.'.join(str(p) for p in (*prefix, *e.absolute_path)) or '(top)'}: {e.message}" for e in found]
 
 
 def schema_errors(obj: dict[str, Any], kubernetes_version: str, crds: CrdSchemas) -> list[str]:
@@ -185,7 +219,8 @@ def schema_errors(obj: dict[str, Any], kubernetes_version: str, crds: CrdSchemas
     for a built-in kind; [] when it fits."""
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
     if crds.knows(obj):
-        return crds.errors(obj)
+        meta = _object_meta_validator(_schema_folder(kubernetes_version)).iter_errors(obj.get("metadata") or {})
+        return crds.errors(obj) + _located(meta, ("metadata",))
     if not is_builtin(api_version):
         return [f"no CRD defines {api_version} {kind}"]
     validator = _builtin_validator(_schema_folder(kubernetes_version), api_version, kind)

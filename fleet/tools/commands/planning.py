@@ -100,6 +100,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(f"warning: {line}", file=sys.stderr)
         return planned
     fleet, plans = planned
+    if args.chart_cache is not None:
+        status = _place_chart_pods(fleet, plans, args.chart_cache)
+        if status is not None:
+            return status
     if not args.no_policy_pack:
         from fleet.tools.engine.analyzer import analyze_plans
         from fleet.tools.engine.plan import PROJECT
@@ -133,6 +137,35 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(f"plan: cannot write {args.json}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_FAILED
     return EXIT_FAILED if mandatory else EXIT_OK
+
+
+def _place_chart_pods(fleet: Fleet, plans: list[StackPlan], cache: Path) -> int | None:
+    """Render every Helm release of ``plans`` from the chart archives in ``cache`` and add a mandatory finding for
+    every pod that does not land on its pool (fleet/tools/checks/chart_placement.py); an exit status when the
+    charts cannot be rendered at all."""
+    import importlib.util
+
+    from fleet.tools.checks.chart_placement import node_agent_problems, placement_problems, stack_pods
+    from fleet.tools.checks.charts import ChartCacheError, render_stack_charts, stack_kubernetes_version
+    from fleet.tools.engine.plan import Finding
+
+    if importlib.util.find_spec("helm_python") is None:
+        print("plan: --chart-cache needs helm-python-sdk (pip install -r requirements-dev.txt)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not cache.is_dir():
+        print(f"plan: --chart-cache {cache}: no such folder (`helm pull` the pinned charts into it)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for plan in plans:
+        cluster = fleet.cluster(plan.stack)
+        try:
+            rendered = render_stack_charts(plan, cache, stack_kubernetes_version(plan, cluster.kubernetes_version))
+        except ChartCacheError as exc:
+            plan.findings.append(Finding("mandatory", str(exc), policy="chart-placement"))
+            continue
+        pods = stack_pods(plan, rendered)
+        for problem in node_agent_problems(cluster, pods) + placement_problems(cluster, pods):
+            plan.findings.append(Finding("mandatory", problem, policy="chart-placement"))
+    return None
 
 
 def _note_unpinned_images(fleet: Fleet) -> None:

@@ -263,8 +263,9 @@ def test_benchmark_metrics_are_federated_with_cluster_labels_and_nothing_else(fe
     for absent in ("DCGM_FI_DEV_GPU_UTIL", "node_cpu_seconds_total", "benchmark_scratch_bytes"):
         assert _query(central.port, absent) == [], absent
 
-    # The federation job is up and labelled with the cluster.
-    up = _query(central.port, 'up{job="federate-leaf-a"}')
+    # The federation job is up and labelled with the cluster (waited for: on a loaded machine one federate call can
+    # outlast its 900 ms timeout, and `up` is only the last scrape's outcome).
+    up = _wait_for("the federation job up", lambda: _query(central.port, 'up{job="federate-leaf-a"} == 1'), fed)
     assert [(u["metric"]["cluster"], u["metric"]["cloud"], u["value"][1]) for u in up] == [("leaf-a", "gcp", "1")]
 
     # The central's freshness rule sees each (cluster, workload, gpu) with the leaf's scrape timestamps.

@@ -290,7 +290,10 @@ def test_selected_metrics_cross_the_rendered_gateway_with_cluster_labels(federat
         running,
     )
     assert float(util[0]["value"][1]) == 70.0 and util[0]["metric"]["cluster"] == LEAF
-    up = central.query(f'up{{job="federate-{LEAF}"}}')
+    # `up` is only the last scrape's outcome: on a loaded machine one federate call can outlast its 900 ms timeout
+    up = wait_for(
+        "the federation job up", lambda: central.query(f'up{{job="federate-{LEAF}"}} == 1'), patience(), running
+    )
     assert [u["value"][1] for u in up] == ["1"]
     for absent in ("DCGM_FI_DEV_GPU_UTIL", "node_cpu_seconds_total"):
         assert central.query(absent) == [], f"{absent} was federated"

@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: plan test lint validate schema benchmark clean lock mutation
+.PHONY: plan test lint validate schema benchmark clean lock mutation screenshot
 
 # The venv installs from the hash-locked file: every package and its dependencies at the pinned version with the
 # pinned hashes, or nothing. Edit requirements*.txt or policy/requirements.in, then `make lock`.
@@ -39,6 +39,13 @@ test: $(STAMP)
 
 schema: $(STAMP)
 	$(PY) -m fleet schema
+
+# docs/report-first-screen.png: the e2e report test's loopback fleet on the shipped workloads' sample logs only, its
+# report opened in headless Chromium, the first screen written to docs/ (a normal test run writes it to a temp folder).
+# Needs mtail, prometheus, chromium and chromium-driver (missing ones fail rather than skip); about half a minute.
+screenshot: $(STAMP)
+	GPU_FLEET_UPDATE_SCREENSHOT=1 GPU_FLEET_REQUIRE_TOOLS=1 $(PY) -m pytest -q -n 0 tests/e2e/test_report.py \
+		-k test_the_report_opens_in_a_real_browser_with_every_image_and_no_console_error
 
 # Not CI: the plan's speed (about 20 minutes on 2 cores) and the central Prometheus at 10, 50 and 200 leaves (about
 # 25 minutes; needs prometheus and promtool). Both niced: the machine is shared.

@@ -177,8 +177,12 @@ class SweepJobs(pulumi.ComponentResource):
             if wl.name not in maps:
                 maps[wl.name] = config_maps(cluster, wl, namespace, child)
             spec = runtime_spec(cluster, point, *maps[wl.name])
-            # runtime and job are immutable in the parts that matter: a changed point is a new pair
-            name = trainjob_name(point, spec_hash([spec, point.nodes]))
+            queue = pod_contract.sweep_queue(point.pool.name)
+            # runtime and job are immutable in the parts that matter: a changed point is a new pair. Its queue is one:
+            # Kueue refuses a new queue-name label on a TrainJob that is not suspended, one admitted or finished
+            # (kueue v0.19.2 pkg/controller/jobframework/validation.go validateUpdateForQueueName, which the TrainJob
+            # webhook runs), so a label patched in place would fail `pulumi up`
+            name = trainjob_name(point, spec_hash([spec, point.nodes, queue]))
             labels = pod_labels(cluster, WorkloadJob(wl, point.pool, None))
             resource = f"{cluster.name}-{wl.name}-{point.card}-n{point.accelerators}"
             runtime = k8s.apiextensions.CustomResource(
@@ -196,7 +200,7 @@ class SweepJobs(pulumi.ComponentResource):
                 metadata={
                     "name": name,
                     "namespace": namespace,
-                    "labels": {**labels, pod_contract.QUEUE_NAME_LABEL: pod_contract.sweep_queue(point.pool.name)},
+                    "labels": {**labels, pod_contract.QUEUE_NAME_LABEL: queue},
                     "annotations": {"pulumi.com/skipAwait": "true"},
                 },
                 spec={

@@ -185,6 +185,22 @@ def test_trainer_and_kueue_are_pinned_and_only_where_a_sweep_runs(gke, tmp_path)
     assert not by_type(plain, TRAINJOB)
 
 
+def test_a_trainjob_whose_queue_changes_is_a_new_job(gke, tmp_path, monkeypatch):
+    """Kueue refuses a new queue-name label on a TrainJob that is not suspended, one admitted or finished (kueue
+    v0.19.2 pkg/controller/jobframework/validation.go validateUpdateForQueueName): a point moved to another queue
+    (the one queue ``sweeps`` of earlier versions) must get a new name, a new job, not a label patched in place."""
+    monkeypatch.setattr(pod_contract, "sweep_queue", lambda pool: "sweeps")
+    before = plan_one(tmp_path, POLICY, "gke-sweep", GKE, workloads_dir=FIXTURE_WORKLOADS)
+    old = {r.name: r.inputs["metadata"] for r in by_type(before, TRAINJOB)}
+    new = {r.name: r.inputs["metadata"] for r in by_type(gke, TRAINJOB)}
+    assert old.keys() == new.keys() and old
+    for resource, metadata in new.items():
+        assert (
+            metadata["labels"][pod_contract.QUEUE_NAME_LABEL] != old[resource]["labels"][pod_contract.QUEUE_NAME_LABEL]
+        )
+        assert metadata["name"] != old[resource]["name"], resource
+
+
 def test_the_queue_caps_each_pool_at_what_it_holds(gke):
     flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_type(gke, KUEUE + "ResourceFlavor")}
     assert flavors["gpu-l4-x8"] == {"nodeLabels": {"gpu": "l4", CARDS_PER_NODE_LABEL: "8"}}

@@ -210,6 +210,11 @@ def scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: Co
     free = None
     if too_big is None and pool is not None and own:
         free = _free_card(pod, pool, own, filter_reasons(message), insufficient, ctx)
+    scale = None if too_big is not None else scale_up_diagnosis(pod, pool, ctx)
+    if free is not None and not free.waiting and scale is not None and scale.waiting:
+        # the autoscaler sized a new node of the pool with its DaemonSets and found the pod fits there: what crowds it
+        # out of the free card is not on every node, and the new node is what it waits for
+        free = None
     if too_big is not None:
         out.append(too_big)
     elif free is not None:
@@ -233,7 +238,6 @@ def scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: Co
                     waiting=True,
                 )
             )
-    scale = None if too_big is not None else scale_up_diagnosis(pod, pool, ctx)
     if scale is not None:
         out.append(scale)
     elif pool is not None and not out and len(own) < pool.max_nodes:

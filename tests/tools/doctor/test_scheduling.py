@@ -8,8 +8,9 @@ import pytest
 from kubernetes import client as k8s
 
 from fleet.tools.doctor.kube_objects import pool_nodes
+from fleet.tools.doctor.messages import TRIGGERED
 from tests.tools.doctor.support import leaf_of, pending_row, row_of
-from tests.tools.doctor.world import ago, fit_error, gpu_node, healthy, job_pod, make_pending, unschedulable
+from tests.tools.doctor.world import ago, event, fit_error, gpu_node, healthy, job_pod, make_pending, unschedulable
 
 
 def test_an_untolerated_taint_on_the_pools_node_is_named_with_its_fix(fleet, run_doctor):
@@ -312,3 +313,32 @@ def test_a_cordoned_node_is_named_with_uncordon_not_a_taint_to_remove(fleet, run
     assert result.status == 1 and "FAIL" in row
     assert "cordoned" in row and f"uncordon {cordoned.metadata.name}" in row
     assert "taint nodes" not in row and "spot_taints" not in row
+
+
+def test_a_free_card_crowded_out_below_the_pools_maximum_waits_for_the_node_the_autoscaler_adds(fleet, run_doctor):
+    """One node of a pool of two, its card free and its cpu taken by pods that are not the fleet's (on that node
+    only): the cluster-autoscaler, which sizes a new node with the pool's DaemonSets, says TriggeredScaleUp. A wait
+    for that node, not 'the node's agents take what is missing on every node: lower the request'."""
+    world, cluster, pool, free_node = _pool_at_its_maximum_with_a_free_card(fleet, run_with_fleet_pod_there=False)
+    full = next(n for n in pool_nodes(pool, world.nodes) if n is not free_node)
+    world.nodes.remove(full)
+    world.pods = [p for p in world.pods if p.metadata.name != "holder-of-every-unit"]
+    pod = next(p for p in world.pods if p.status.phase == "Pending")
+    pod.status.conditions = unschedulable(fit_error(len(world.nodes), {
+        "Insufficient cpu": 1,
+        "node(s) didn't match Pod's node affinity/selector": len(world.nodes) - 1,
+    }, victims=1))  # fmt: skip
+    world.events.append(
+        event(
+            pod,
+            TRIGGERED,
+            f"pod triggered scale-up: [{{{pool.name} 1->2 (max: {pool.max_nodes})}}]",
+            "cluster-autoscaler",
+            age=20,
+        )
+    )
+    result = run_doctor(world, cluster.name)
+    row = pending_row(result, fleet, cluster, pool)
+    assert result.status == 0 and "FAIL" not in row, row
+    assert "waiting for a new node" in row and "1->2" in row
+    assert "cpu_request" not in row and "on every node" not in row

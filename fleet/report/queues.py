@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleet.model import pod_contract
 from fleet.model.queues import ADMISSION_WAIT_METRIC, START_WAIT_METRIC
 from fleet.model.spec import Fleet
 from fleet.report.queries import Window
@@ -157,8 +158,8 @@ def _wait(key: tuple[str, ...], sums: Mapping, counts: Mapping, medians: Mapping
 
 def queue_rows(results: Mapping[str, list[dict[str, Any]]], fleet: Fleet | None) -> list[QueueRow]:
     """One row per queue of the policy, in its order, then per other ClusterQueue the manager's metrics name (a queue
-    renamed or removed), from the answers to :func:`queue_queries`; a queue that admitted nothing and measured no wait
-    is left out."""
+    renamed or removed; not the per-cluster sweeps' own), from the answers to :func:`queue_queries`; a queue that
+    admitted nothing and measured no wait is left out."""
     admitted: dict[str, dict[str, float]] = {}
     for (cq, worker), value in _keyed(results.get("admitted", []), "cluster_queue", "cluster").items():
         admitted.setdefault(cq, {})[worker] = value
@@ -173,7 +174,9 @@ def queue_rows(results: Mapping[str, list[dict[str, Any]]], fleet: Fleet | None)
     policy = {q.cluster_queue: q for q in (fleet.dispatch.queues if fleet and fleet.dispatch else ())}
     counted = {cq for (cq,) in waits[1]}
     rows = []
-    for cq in [*policy, *sorted((set(admitted) | counted) - set(policy))]:
+    # the per-cluster sweeps' own ClusterQueues, which Kueue measures too where the manager sweeps, are not the fleet's
+    others = {cq for cq in (set(admitted) | counted) - set(policy) if not pod_contract.is_sweep_cluster_queue(cq)}
+    for cq in [*policy, *sorted(others)]:
         queue, seen = policy.get(cq), admitted.get(cq, {})
         order = queue.clusters if queue else ()
         started = {w for q, w in start_counts if q == cq and w}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.model import pod_contract
 from fleet.report.queries import Window
 from fleet.report.queues import Wait, Worst, queue_queries, queue_rows, worst_bound
 
@@ -70,3 +71,15 @@ def test_quantiles_are_taken_over_every_priority_class_and_replica_with_le_kept(
         assert queries[name].startswith("histogram_quantile(0.5, sum by (")
         assert ", le) (increase(" in queries[name]
     assert "cluster_queue, cluster, le" in queries["start_buckets"]
+
+
+def test_the_per_cluster_sweeps_own_queues_are_no_rows_of_the_queues_table() -> None:
+    """Kueue on the manager measures every ClusterQueue's admission wait, the sweeps' own per pool too where the
+    manager sweeps (gpu-fleet-sweeps-<pool>, pod_contract.sweep_cluster_queue): they are not fleet queues, and the
+    sweep's own section reports them."""
+    sweep = pod_contract.sweep_cluster_queue("gpu-l4-x8")
+    answers = {
+        "wait_sum": [{"metric": {"cluster_queue": q}, "value": [0, "30"]} for q in ("queue-gpu", sweep)],
+        "wait_count": [{"metric": {"cluster_queue": q}, "value": [0, "2"]} for q in ("queue-gpu", sweep)],
+    }
+    assert [row.queue for row in queue_rows(answers, None)] == ["queue-gpu"]

@@ -8,7 +8,6 @@ applied.
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
 from pathlib import Path
 
 from fleet.model.billing import workload_accounts
@@ -172,15 +171,35 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     return dataclasses.replace(fleet, warnings=version_warnings + checker.warnings(fleet))
 
 
-@lru_cache(maxsize=8)
-def _load_fleet_cached(path: str, mtime_ns: int, workloads_dir: Path) -> Fleet:
-    return load_fleet(path, workloads_dir)
+#: The fleets loaded by :func:`load_fleet_cached`, by (resolved policy file, its mtime, resolved workloads folder).
+_FLEETS: dict[tuple[str, int, str], Fleet] = {}
+_CACHED_FLEETS = 8
 
 
-def load_fleet_cached(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_DIR) -> Fleet:
-    """``load_fleet`` once per file version: a plan of many stacks in one process reads the policy once."""
+def load_fleet_cached(
+    path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_DIR, *, reload: bool = False
+) -> Fleet:
+    """``load_fleet`` once per file version: a plan of many stacks in one process reads the policy once.
+
+    The file and the workloads folder are known by their resolved paths, so the command line's
+    ``policy/fleet.yaml`` and the program's absolute path are one entry. ``reload`` reads the files again and
+    replaces the entry (a command reads them afresh, and the programs it runs in the same process then use its
+    fleet); the workload folders are not part of the version, so only a reload sees a changed workload.
+    """
     try:
-        mtime = Path(path).stat().st_mtime_ns
+        resolved = Path(path).resolve()
+        key = (str(resolved), resolved.stat().st_mtime_ns, str(Path(workloads_dir).resolve()))
     except OSError:
         return load_fleet(path, workloads_dir)  # reports the unreadable file
-    return _load_fleet_cached(str(path), mtime, workloads_dir)
+    if reload or key not in _FLEETS:
+        fleet = load_fleet(path, workloads_dir)
+        _FLEETS.pop(key, None)
+        while len(_FLEETS) >= _CACHED_FLEETS:
+            del _FLEETS[next(iter(_FLEETS))]  # the oldest entry
+        _FLEETS[key] = fleet
+    return _FLEETS[key]
+
+
+def clear_fleet_cache() -> None:
+    """Forget every fleet :func:`load_fleet_cached` holds (the next load reads the files)."""
+    _FLEETS.clear()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleet.model.errors import InputError
-from fleet.model.loader import load_fleet
+from fleet.model.loader import load_fleet_cached
 from fleet.model.spec import Fleet
 from fleet.tools.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, check_output_file
 
@@ -46,7 +46,8 @@ def checked_fleet(args: argparse.Namespace, warnings: list[str] | None = None) -
     from fleet.tools.checks.stack_checks import check_stacks
     from fleet.tools.checks.workload_checks import check_workloads
 
-    fleet = load_fleet(args.policy, args.workloads_dir)
+    # read afresh, and kept for the programs the plan runs in this process: the policy is parsed once a command
+    fleet = load_fleet_cached(args.policy, args.workloads_dir, reload=True)
     stacks = check_stacks(fleet, args.stacks_dir)
     workload_problems, notes = check_workloads(fleet.deployed_workloads)
     found = [*fleet.warnings, *stacks.warnings]

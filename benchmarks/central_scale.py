@@ -32,6 +32,7 @@ import time
 import urllib.parse
 import urllib.request
 import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -172,13 +173,18 @@ def hourly_records(leaves: list[Leaf], day: int) -> dict[str, list[str]]:
     return out
 
 
-def write_history(leaves: list[Leaf], day: int, run_every_days: int, out: Path, hourly: bool = True) -> int:
-    """One day of history (OpenMetrics, samples in the 2 h from 03:00 so promtool writes one block): every series of a
-    benchmark run with the run's own pod, 3 samples a minute apart, each (workload, card) pair every ``run_every_days``
-    days; each pool's probe series daily, likewise; the continuous records (pools' billed and idle cards, idle GPUs,
-    runners) one sample; with ``hourly``, the central's hourly card-hours records (every hour: their blocks span the
-    day). Returns the samples written."""
-    by_name: dict[str, list[str]] = {}
+BLOCK = 7200  # seconds: the 2-hour block promtool writes (tsdb.DefaultBlockDuration), aligned to the epoch
+
+
+def history_samples(
+    leaves: list[Leaf], day: int, run_every_days: int, hourly: bool = True
+) -> dict[str, list[tuple[int, str]]]:
+    """One day of history, by metric name, each sample line with its timestamp (seconds): every series of a benchmark
+    run with the run's own pod, 3 samples a minute apart, each (workload, card) pair every ``run_every_days`` days;
+    each pool's probe series daily, likewise; the continuous records (pools' billed and idle cards, idle GPUs,
+    runners) one sample, all in the 2 h from 03:00; with ``hourly``, the central's hourly card-hours records (every
+    hour: they span the day)."""
+    by_name: dict[str, list[tuple[int, str]]] = {}
     base = day * DAY + RUN_HOUR * 3600
     for j, leaf in enumerate(leaves):
         offset = (j * 37) % 3000
@@ -192,12 +198,16 @@ def write_history(leaves: list[Leaf], day: int, run_every_days: int, out: Path, 
                 series = text.replace(RUN_MARK, f"-d{day}")
                 t0 = base + offset + (pair % 600)
                 value = 30 + (pair + day) % 200
-                by_name.setdefault(name, []).extend(f"{series} {value} {t0 + 60 * i}" for i in range(3))
+                by_name.setdefault(name, []).extend((t0 + 60 * i, f"{series} {value} {t0 + 60 * i}") for i in range(3))
             else:
-                by_name.setdefault(name, []).append(f"{text} {(k + day) % 5} {base + offset}")
+                by_name.setdefault(name, []).append((base + offset, f"{text} {(k + day) % 5} {base + offset}"))
     if hourly:
         for name, samples in hourly_records(leaves, day).items():
-            by_name.setdefault(name, []).extend(samples)
+            by_name.setdefault(name, []).extend((int(line.rsplit(" ", 1)[1]), line) for line in samples)
+    return by_name
+
+
+def _write_openmetrics(by_name: dict[str, list[str]], out: Path) -> int:
     lines = 0
     with out.open("w", encoding="utf-8") as f:
         for name, samples in sorted(by_name.items()):
@@ -208,41 +218,97 @@ def write_history(leaves: list[Leaf], day: int, run_every_days: int, out: Path, 
     return lines
 
 
+def write_history(leaves: list[Leaf], day: int, run_every_days: int, out: Path, hourly: bool = True) -> int:
+    """One day of history (:func:`history_samples`) as one OpenMetrics file; returns the samples written."""
+    samples = history_samples(leaves, day, run_every_days, hourly)
+    return _write_openmetrics({name: [line for _, line in lines] for name, lines in samples.items()}, out)
+
+
+def write_history_blocks(
+    leaves: list[Leaf], day: int, run_every_days: int, directory: Path, hourly: bool = True
+) -> tuple[list[Path], int]:
+    """One day of history (:func:`history_samples`) as one OpenMetrics file per 2-hour block it touches, so that
+    promtool reads each sample twice (its time range, then its block) instead of once more for every block the day
+    spans (promtool 2.42 re-parses its whole input for each 2-hour block, ``createBlocks`` in
+    ``cmd/promtool/backfill.go``: a day of hourly records spans 12). The files and the samples written."""
+    blocks: dict[int, dict[str, list[str]]] = {}
+    for name, lines in history_samples(leaves, day, run_every_days, hourly).items():
+        for t, line in lines:
+            blocks.setdefault(t // BLOCK, {}).setdefault(name, []).append(line)
+    directory.mkdir(parents=True, exist_ok=True)
+    files, samples = [], 0
+    for block, by_name in sorted(blocks.items()):
+        path = directory / f"{block * BLOCK}.om"
+        samples += _write_openmetrics(by_name, path)
+        files.append(path)
+    return files, samples
+
+
+def _promtool_block(promtool: str, source: Path, scratch: Path, data: Path) -> None:
+    """``source`` turned into blocks in the empty folder ``scratch``, which then move into ``data``: promtool opens
+    every block already in its output folder after each one it writes, so a shared output folder is quadratic."""
+    scratch.mkdir(parents=True)
+    subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(source), str(scratch)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    for block in scratch.iterdir():
+        if block.is_dir() and len(block.name) == 26:  # a block's ULID
+            block.rename(data / block.name)
+    shutil.rmtree(scratch, ignore_errors=True)
+    source.unlink()
+
+
 def backfill(
-    leaves: list[Leaf], days: int, run_every_days: int, data: Path, work: Path, limit: float | None = None
+    leaves: list[Leaf],
+    days: int,
+    run_every_days: int,
+    data: Path,
+    work: Path,
+    limit: float | None = None,
+    jobs: int = 2,
 ) -> dict[str, Any]:
-    """``days`` days of history up to yesterday into ``data``, a day a promtool run, yesterday first; with ``limit``,
-    no day is begun after ``limit`` seconds (the history then holds the days written: ``days`` in the answer, and
-    ``asked``). Each run writes into an empty folder whose blocks then move into ``data``: promtool opens every block
-    already in its output folder once per 2-hour block it writes (a day of hourly records spans 12), which made 180
-    days quadratic."""
+    """``days`` days of history up to yesterday into ``data``, yesterday first; with ``limit``, no day is begun after
+    ``limit`` seconds (the history then holds the days written: ``days`` in the answer, and ``asked``). Each day is
+    one input file per 2-hour block (:func:`write_history_blocks`), each turned into its block by a promtool run of
+    its own, ``jobs`` at a time while the next days are written."""
     promtool = shutil.which("promtool") or "promtool"
     today = int(time.time()) // DAY
     samples, started, written = 0, time.monotonic(), 0
-    source, scratch = work / "history.om", work / "new-blocks"
-    for day in range(today - 1, today - days - 1, -1):
-        if limit is not None and time.monotonic() - started > limit:
-            break
-        samples += write_history(leaves, day, run_every_days, source)
-        scratch.mkdir(exist_ok=True)
-        subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(source), str(scratch)],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-        for block in scratch.iterdir():
-            if block.is_dir() and len(block.name) == 26:  # a block's ULID
-                block.rename(data / block.name)
-        written += 1
-        if written % 10 == 0:
-            elapsed = time.monotonic() - started
-            print(f"central_scale: backfill {written}/{days} days, {samples:,} samples, {elapsed:.0f} s "
-                  f"(load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
-    source.unlink(missing_ok=True)
+    inputs, scratch = work / "history", work / "new-blocks"
+    pending: list[list[Future[None]]] = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for day in range(today - 1, today - days - 1, -1):
+            if limit is not None and time.monotonic() - started > limit:
+                break
+            files, count = write_history_blocks(leaves, day, run_every_days, inputs / str(day))
+            samples += count
+            pending.append(
+                [pool.submit(_promtool_block, promtool, f, scratch / f"{day}-{f.stem}", data) for f in files]
+            )
+            while len(pending) > jobs:  # at most a few days of inputs on disk and in flight
+                for future in pending.pop(0):
+                    future.result()
+                written += 1
+                _progress(written, days, samples, started)
+        for futures in pending:
+            for future in futures:
+                future.result()
+            written += 1
+            _progress(written, days, samples, started)
+    shutil.rmtree(inputs, ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)
     seconds = round(time.monotonic() - started, 1)
-    return {"days": written, "asked": days, "samples": samples, "seconds": seconds}
+    return {"days": written, "asked": days, "samples": samples, "seconds": seconds, "jobs": jobs}
+
+
+def _progress(written: int, days: int, samples: int, started: float) -> None:
+    if written % 10 == 0:
+        elapsed = time.monotonic() - started
+        print(f"central_scale: backfill {written}/{days} days, {samples:,} samples, {elapsed:.0f} s "
+              f"(load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -361,12 +427,59 @@ class SizeResult:
     report_errors: dict[str, str] = field(default_factory=dict)
     report_phases: dict[str, dict[str, Any]] = field(default_factory=dict)
     accounting_seconds: dict[str, dict[str, float | str]] = field(default_factory=dict)
+    compaction: dict[str, Any] = field(default_factory=dict)
+    observed: float | None = None
+    rss_after_reports_mib: float | None = None
+
+
+def observation(observe: float, interval: float) -> float:
+    """The seconds to scrape before reading: at least two scrape intervals and a margin, so that every figure has a
+    sample whatever the scrapes' phase in the interval and the CPU rate has two (shorter, the figures came back
+    blank)."""
+    return max(observe, 2 * interval + 30)
+
+
+def metrics_text(url: str) -> dict[str, float]:
+    """The central's own ``/metrics``, unlabelled series only (read directly: its self-scrape lags a minute)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=60) as response:
+        text = response.read().decode()
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if line and not line.startswith("#") and "{" not in name:
+            values[name] = float(value)
+    return values
+
+
+def settle(url: str, limit: float, quiet: float = 150, poll: float = 15) -> dict[str, Any]:
+    """Wait until the central has compacted the backfilled blocks: no compaction for ``quiet`` seconds (it tries
+    once a minute), at most ``limit`` seconds. A central that recorded the history itself would have compacted it as
+    it went; the 2-hour blocks of a backfill are all compacted at its start. Blocks before and after, seconds."""
+    started = time.monotonic()
+    first = metrics_text(url)
+    compactions, last_change = first.get("prometheus_tsdb_compactions_total", 0.0), started
+    now = metrics_text(url)
+    while time.monotonic() - started < limit:
+        time.sleep(poll)
+        now = metrics_text(url)
+        if now.get("prometheus_tsdb_compactions_total", 0.0) != compactions:
+            compactions, last_change = now.get("prometheus_tsdb_compactions_total", 0.0), time.monotonic()
+        elif time.monotonic() - last_change >= quiet:
+            break
+    return {
+        "blocks_before": first.get("prometheus_tsdb_blocks_loaded"),
+        "blocks_after": now.get("prometheus_tsdb_blocks_loaded"),
+        "compactions": now.get("prometheus_tsdb_compactions_total", 0.0)
+        - first.get("prometheus_tsdb_compactions_total", 0.0),
+        "seconds": round(time.monotonic() - started, 1),
+        "settled": time.monotonic() - last_change >= quiet,
+    }
 
 
 def measure(url: str, result: SizeResult, observe: float) -> None:
-    """Read the central's own figures after ``observe`` seconds of scraping."""
+    """Read the central's own figures after ``observe`` seconds of scraping (:func:`observation`)."""
     jobs = 'job=~"federate-.+"'
-    window = f"{int(max(observe - 60, 60))}s"
+    window = f"{int(observe)}s"
     result.federated_series = _scalar(url, f"sum(scrape_samples_scraped{{{jobs}}})")
     result.head_series = _scalar(url, "prometheus_tsdb_head_series")
     result.blocks = _scalar(url, "prometheus_tsdb_blocks_loaded")
@@ -463,12 +576,13 @@ def time_reports(
 def time_accounting(
     url: str, result: SizeResult, step: float, limit: float, windows: tuple[str, ...] = REPORT_WINDOWS
 ) -> None:
-    """The report's billed, used and idle card-hours over each window, timed both ways on the same data: the exact
-    integral of the raw records and the sum of the central's hourly records (fleet/report/accounting.py)."""
+    """The report's billed, used and idle card-hours over each window, timed both ways on the same data: the sum of
+    the central's hourly records (fleet/report/accounting.py), then the exact integral of the raw records (last: over
+    30 days at 200 leaves it took the central past its memory bound, and every query after it failed)."""
     now = time.time()
-    for since in windows:
-        window = Window(now - parse_duration(since), now)
-        for way, build in (("exact", exact_integral), ("hourly", hourly_integral)):
+    for way, build in (("hourly", hourly_integral), ("exact", exact_integral)):
+        for since in windows:
+            window = Window(now - parse_duration(since), now)
             if way == "exact" and window.seconds > EXACT_UP_TO:
                 result.accounting_seconds.setdefault(since, {})[way] = "not run (see EXACT_UP_TO)"
                 continue
@@ -491,6 +605,8 @@ def measure_size(
     report_limit: float,
     backfill_limit: float | None = None,
     windows: tuple[str, ...] = REPORT_WINDOWS,
+    settle_limit: float = 1800,
+    jobs: int = 2,
 ) -> SizeResult:
     """Every figure of one size (module docstring)."""
     work.mkdir(parents=True, exist_ok=True)
@@ -503,19 +619,27 @@ def measure_size(
     sample = synthetic_leaf.exposition(leaves[0].lines, 1.0, int(time.time() * 1000)).encode()
     data = work / "data"
     data.mkdir()
-    history = backfill(leaves, days, run_every_days, data, work, backfill_limit)
+    history = backfill(leaves, days, run_every_days, data, work, backfill_limit, jobs)
     result = SizeResult(
         size, len(leaves[0].lines), len(sample), len(zlib.compress(sample, 6)) + 18, history
     )  # gzip: deflate + header
     servers = serve(leaves)
     port = _free_port()
     config = central_files(fleet, leaves, work, port)
+    starting = time.monotonic()
     proc = start_prometheus(config, data, port, work / "prometheus.log")
+    ready = round(time.monotonic() - starting, 1)
     url = f"http://127.0.0.1:{port}"
     try:
-        time.sleep(observe)
-        measure(url, result, observe)
+        result.compaction = {"ready_seconds": ready, **settle(url, settle_limit)}
+        result.observed = observation(observe, duration_seconds(fleet.monitoring.federation_interval))
+        time.sleep(result.observed)
+        measure(url, result, result.observed)
         time_reports(url, policy, workloads, work, result, report_limit, windows)
+        try:  # what the reports' queries left the central holding (its own figure, read directly)
+            result.rss_after_reports_mib = round(metrics_text(url)["process_resident_memory_bytes"] / 2**20)
+        except (OSError, KeyError):
+            pass
         time_accounting(url, result, duration_seconds(fleet.monitoring.federation_interval), report_limit, windows)
     finally:
         stop(proc)
@@ -549,9 +673,17 @@ def render(results: list[SizeResult], environment: dict[str, Any]) -> str:
     lines.append("")
     lines.append("History backfilled: " + "; ".join(
         f"{r.leaves} leaves: {r.history['samples']:,} samples over {r.history['days']} days in {r.history['seconds']} s"
+        f" ({r.history.get('jobs', 1)} promtool runs at a time)"
         + (f" (of {r.history['asked']} asked: stopped by --backfill-limit; "
            f"{r.history['seconds'] / max(1, r.history['days']):.1f} s a day)"
            if r.history.get("asked", r.history["days"]) > r.history["days"] else "")
+        for r in results
+    ))  # fmt: skip
+    lines.append("Central start-up and compaction of the backfilled blocks: " + "; ".join(
+        f"{r.leaves} leaves: ready in {r.compaction.get('ready_seconds')} s, {r.compaction.get('blocks_before')} "
+        f"blocks to {r.compaction.get('blocks_after')} in {r.compaction.get('seconds')} s "
+        f"({r.compaction.get('compactions')} compactions{'' if r.compaction.get('settled') else ', not finished'}); "
+        f"observed {r.observed} s; resident after the reports {r.rss_after_reports_mib} MiB"
         for r in results
     ))  # fmt: skip
     lines.append("Accounting integrals (billed, used, idle; s): " + "; ".join(
@@ -593,6 +725,13 @@ def main(argv: list[str] | None = None) -> int:
         "--backfill-limit", type=float, help="seconds after which no further day is backfilled (default: none)"
     )
     parser.add_argument(
+        "--settle-limit",
+        type=float,
+        default=1800,
+        help="seconds to wait at most for the central to compact the backfilled blocks (default 1800)",
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="promtool runs at a time in the backfill (default 2)")
+    parser.add_argument(
         "--windows",
         default=",".join(REPORT_WINDOWS),
         help=f"report windows timed, a subset of {','.join(REPORT_WINDOWS)} (default: all)",
@@ -618,6 +757,8 @@ def main(argv: list[str] | None = None) -> int:
                     args.report_limit,
                     args.backfill_limit,
                     windows,
+                    args.settle_limit,
+                    args.jobs,
                 )
             )
             print(render(results[-1:], env).splitlines()[2], file=sys.stderr, flush=True)

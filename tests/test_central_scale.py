@@ -80,6 +80,43 @@ def test_a_day_of_history_loads_with_promtool(fleet_and_leaves: tuple, tmp_path:
     assert blocks == (12 if hourly else 1)  # the hourly records span the day's twelve 2-hour blocks; else the runs' 2 h
 
 
+def test_a_days_inputs_hold_its_samples_one_2_hour_block_each(fleet_and_leaves: tuple, tmp_path: Path) -> None:
+    """The backfill's input: the day's samples exactly (those of the one-file day), split by 2-hour block, so promtool
+    reads each file for one block only (it re-parses its input for every block the input spans); each file makes
+    exactly one block."""
+    promtool = require_tool("promtool")
+    fleet, clusters = fleet_and_leaves
+    leaves = [
+        central_scale.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
+    ]
+    files, samples = central_scale.write_history_blocks(leaves, 20_000, 1, tmp_path / "inputs")
+    whole = central_scale.write_history(leaves, 20_000, run_every_days=1, out=tmp_path / "day.om")
+    assert samples == whole and len(files) == 12  # the hourly records span the day's twelve blocks
+
+    def sample_lines(path: Path) -> list[str]:
+        return sorted(line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#"))
+
+    assert sorted(line for f in files for line in sample_lines(f)) == sample_lines(tmp_path / "day.om")
+    for f in files:
+        start = int(f.stem)
+        assert start % central_scale.BLOCK == 0
+        assert all(start <= int(line.rsplit(" ", 1)[1]) < start + central_scale.BLOCK for line in sample_lines(f))
+        out = tmp_path / f"blocks-{f.stem}"
+        run = subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", str(f), str(out)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        assert len([p for p in out.iterdir() if p.is_dir()]) == 1
+
+
+def test_the_central_is_read_after_two_scrapes_at_least() -> None:
+    """Read before its first scrape the central had no figures (every column blank) and the CPU rate needs two
+    samples: the observation is at least two intervals and a margin."""
+    assert central_scale.observation(20, 60) == 150
+    assert central_scale.observation(240, 60) == 240
+
+
 def test_report_phases_split_a_reports_time_by_its_progress_lines() -> None:
     """Start to the first query, the queries to the drawing line, the drawing to the end; the slowest query runs from
     its line to the next (the last one to the drawing line)."""
@@ -114,6 +151,7 @@ def test_backfill_moves_each_days_blocks_and_stops_at_its_limit(fleet_and_leaves
     assert (done["days"], done["asked"]) == (1, 1) and done["samples"] > 0
     blocks = sorted(p.name for p in data.iterdir())
     assert blocks and all(len(name) == 26 for name in blocks) and not (tmp_path / "new-blocks").exists()
+    assert not (tmp_path / "history").exists()  # the day's inputs are gone
     stopped = central_scale.backfill(leaves, 5, 7, data, tmp_path, limit=0)
     assert (stopped["days"], stopped["asked"], stopped["samples"]) == (0, 5, 0)
     assert sorted(p.name for p in data.iterdir()) == blocks

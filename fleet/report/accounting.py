@@ -126,12 +126,38 @@ def lost_query(window: Window, resolution: float, lost_pods: list[dict[str, Any]
     if not names:
         return None
     pods = escape_label_value("|".join(re.escape(n) for n in names))  # a regex in a PromQL string
-    used = f'{POD_USED}{{pod=~"{pods}"}}{_span(window, resolution)}'
+    selected = f'{POD_USED}{{pod=~"{pods}"}}'
     lost_pods = accounting_queries(window, resolution)["lost_pods"]
-    return (
-        f"sum by ({BY}) (sum_over_time({used}) * on (cluster, namespace, pod) group_left () {lost_pods})"
-        f" * {int(resolution)} / 3600"
-    )
+    chunks = _chunks(window)
+    if len(chunks) == 1:
+        used = f"sum_over_time({selected}{_span(window, resolution)})"
+    else:  # the same points, a chunk at a time (see LOST_CHUNK), added up per series
+        parts = [
+            f'label_replace(sum_over_time({selected}{_span(c, resolution)} @ {c.end:.3f}), "part", "{i}", "", "")'
+            for i, c in enumerate(chunks)
+        ]
+        used = f"sum without (part) ({' or '.join(parts)})"
+    return f"sum by ({BY}) ({used} * on (cluster, namespace, pod) group_left () {lost_pods}) * {int(resolution)} / 3600"
+
+
+#: The longest subquery of the lost card-hours. Prometheus 2.42 gives each series a subquery selects room for every
+#: step of the subquery (``getPointSlice(numSteps)`` in its range evaluation): over 180 days a minute apart, 4 MB a
+#: series; at 200 leaves the 5,299 pods lost in 180 days asked for more than the central's 12 GiB and it died
+#: (docs/performance.md, run L). A chunk of 14 days selects only the pods that lived in it, with 20,160 steps each.
+LOST_CHUNK = 14 * 86400
+
+
+def _chunks(window: Window) -> list[Window]:
+    """The window cut into consecutive windows of at most ``LOST_CHUNK`` seconds, from its end back, their ends on
+    whole milliseconds: (start, end] is the union of their (start, end], so their subqueries' points are exactly the
+    whole window's (the points lie on multiples of the step, wherever the window is cut)."""
+    start_ms, end_ms = round(window.start * 1000), round(window.end * 1000)
+    chunks = []
+    while end_ms > start_ms:
+        begin = max(start_ms, end_ms - LOST_CHUNK * 1000)
+        chunks.append(Window(begin / 1000, end_ms / 1000))
+        end_ms = begin
+    return chunks or [window]
 
 
 def _pool(fleet: Fleet | None, cluster: str, name: str) -> GpuPool | None:

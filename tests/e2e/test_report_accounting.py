@@ -16,10 +16,12 @@ idle 1/2, lost 1/3.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +29,12 @@ import pytest
 
 from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED, accounting_rules
 from fleet.model.loader import load_fleet
+from fleet.report import accounting
 from fleet.report.costs import approximate, load_prices
 from fleet.report.formatting import fmt
+from fleet.report.queries import Window
 from tests.conftest import FIXTURES, ROOT, require_tool
-from tests.e2e.processes import PATIENCE_S, Prometheus, patience, wait_for
+from tests.e2e.processes import PATIENCE_S, Prometheus, http_get, patience, wait_for
 from tests.e2e.support import ACCOUNTING_POLICY, blocks_from_openmetrics, markdown_tables, write_yaml
 
 pytestmark = pytest.mark.e2e
@@ -112,7 +116,38 @@ def accounting_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     blocks_from_openmetrics(promtool, openmetrics(start), tmp)
     policy = tmp / "fleet.yaml"
     policy.write_text(POLICY, encoding="utf-8")
-    return {**report_from_data(prometheus_exe, tmp, start, policy), "policy": policy}
+    return {**report_from_data(prometheus_exe, tmp, start, policy), "policy": policy, "tmp": tmp, "start": start}
+
+
+def test_lost_card_hours_are_the_same_a_chunk_at_a_time(
+    accounting_report: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lost pod's card-hours over the hour, with the window cut into 10-minute subqueries (``LOST_CHUNK``: what
+    keeps a 180-day window within the central's memory) added up per series, are the whole hour's: 1/3 card-hour."""
+    start = accounting_report["start"]
+    prometheus = Prometheus(
+        require_tool("prometheus"), accounting_report["tmp"] / "prometheus", {"global": {"scrape_interval": "15s"}}
+    )
+    try:
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
+
+        def ask(promql: str) -> list[dict[str, Any]]:
+            query = urllib.parse.urlencode({"query": promql, "time": start + 3600})
+            status, body = http_get(f"{prometheus.url}/api/v1/query?{query}")
+            assert status == 200, body
+            return json.loads(body)["data"]["result"]
+
+        window = Window(start, start + 3600)
+        pods = ask(accounting.accounting_queries(window, STEP)["lost_pods"])
+        whole = accounting.lost_query(window, STEP, pods)
+        monkeypatch.setattr(accounting, "LOST_CHUNK", 600)
+        chunked = accounting.lost_query(window, STEP, pods)
+        assert whole is not None and chunked is not None and chunked.count(" @ ") == 6 and " @ " not in whole
+        got = {way: {json.dumps(r["metric"], sort_keys=True): r["value"][1] for r in ask(q)}
+               for way, q in (("whole", whole), ("chunked", chunked))}  # fmt: skip
+        assert got["chunked"] == got["whole"] and [float(v) for v in got["whole"].values()] == [pytest.approx(1 / 3)]
+    finally:
+        prometheus.stop()
 
 
 def test_accounting_table_holds_the_known_card_hours_and_costs(accounting_report: dict[str, Any]) -> None:

@@ -3,6 +3,8 @@ cards, the machine's price per card, and the integrals' subquery."""
 
 from __future__ import annotations
 
+import itertools
+import re
 from pathlib import Path
 
 from fleet.model.accounting_hours import HOUR_END, HOURLY
@@ -72,6 +74,21 @@ def test_lost_card_hours_read_only_the_lost_pods():
         "group_left () max by (cluster, namespace, pod) (max_over_time(gpufleet:pod_preempted[3600s]))) * 60 / 3600"
     )
     assert lost_query(window, 60, pods[2:]) is None and lost_query(window, 60, []) is None
+
+
+def test_a_long_windows_lost_card_hours_read_at_most_14_days_a_subquery():
+    """Over 180 days one subquery a minute apart took the central at 200 leaves past its memory (Prometheus gives each
+    series room for every step): the window is read in subqueries of at most 14 days whose (start, end] tile it."""
+    window = Window(1_000_000.25, 1_000_000.25 + 180 * 86400)
+    pods = [{"metric": {"cluster": "c", "namespace": "benchmarks", "pod": "p"}, "value": [0, "1"]}]
+    query = lost_query(window, 60, pods)
+    assert query is not None
+    parts = sorted((round(float(end) * 1000) - int(span) - 1, round(float(end) * 1000))
+                   for span, end in re.findall(r"\[(\d+)ms:60s\] @ (\d+\.\d+)", query))  # fmt: skip
+    assert len(parts) == 13 and all(end - start <= 14 * 86400 * 1000 for start, end in parts)
+    assert parts[0][0] == round(window.start * 1000) and parts[-1][1] == round(window.end * 1000)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(parts))
+    assert query.count('pod=~"p"') == 13 and query.startswith("sum by (") and "sum without (part)" in query
 
 
 def test_the_owner_pays_the_idle_cards_and_every_account_its_use(tmp_path: Path):

@@ -141,7 +141,8 @@ def lost_query(window: Window, resolution: float, lost_pods: list[dict[str, Any]
 
 
 #: The longest subquery of the lost card-hours. Prometheus 2.42 gives each series a subquery selects room for every
-#: step of the subquery (``getPointSlice(numSteps)`` in its range evaluation): over 180 days a minute apart, 4 MB a
+#: step of the subquery (``getPointSlice(numSteps)`` per series in the range evaluation, source: prometheus/prometheus
+#: promql/engine.go): over 180 days a minute apart, 4 MB a
 #: series; at 200 leaves the 5,299 pods lost in 180 days asked for more than the central's 12 GiB and it died
 #: (docs/performance.md, run L). A chunk of 14 days selects only the pods that lived in it, with 20,160 steps each.
 LOST_CHUNK = 14 * 86400

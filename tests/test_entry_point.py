@@ -13,12 +13,9 @@ import pytest
 
 from tests.conftest import ROOT
 
-# Runs ``python -m fleet ARGS`` in a Python where importing ``blocked`` fails as it does where it is not installed.
-BLOCKED_RUN = """
-import runpy, sys
+# Makes importing ``blocked`` fail as it does where it is not installed (the scripts below define ``blocked`` first).
+BLOCK_IMPORT = """
 from importlib.abc import MetaPathFinder
-
-blocked = sys.argv.pop(1)
 
 class Missing(MetaPathFinder):
     def find_spec(self, name, path, target=None):
@@ -27,9 +24,20 @@ class Missing(MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Missing())
+"""
+
+# Runs ``python -m fleet ARGS`` in a Python where importing ``blocked`` fails.
+BLOCKED_RUN = (
+    """
+import runpy, sys
+blocked = sys.argv.pop(1)
+"""
+    + BLOCK_IMPORT
+    + """
 sys.argv[0] = "fleet"
 runpy.run_module("fleet", run_name="__main__", alter_sys=True)
 """
+)
 
 
 def _run_without(blocked: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -40,23 +48,18 @@ def _run_without(blocked: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 # Runs ``fleet ARGS`` as the console script pip writes into .venv/bin does (``from MODULE import FUNCTION``, then
 # ``sys.exit(FUNCTION())``), with importing ``blocked`` failing.
-BLOCKED_SCRIPT = """
+BLOCKED_SCRIPT = (
+    """
 import sys
-from importlib.abc import MetaPathFinder
-
 blocked, entry = sys.argv.pop(1), sys.argv.pop(1)
-
-class Missing(MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] == blocked:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, Missing())
+"""
+    + BLOCK_IMPORT
+    + """
 sys.argv[0] = "/project/.venv/bin/fleet"
 module, _, function = entry.partition(":")
 sys.exit(getattr(__import__(module, fromlist=[function]), function)())
 """
+)
 
 
 def _console_script_entry() -> str:

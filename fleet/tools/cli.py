@@ -163,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parse(build_parser(), argv)
         interrupts.pause_for_tests("command")
-        return _run(args)
+        status = _run(args)
+        if interrupts.interrupted():  # a Ctrl-C some library caught and dropped: the command did not finish
+            raise KeyboardInterrupt
+        return status
     except KeyboardInterrupt:
         command = " ".join(["fleet", *(sys.argv[1:2] if argv is None else argv[:1])])
         if argv is None:

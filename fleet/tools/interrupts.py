@@ -5,6 +5,12 @@ The first SIGINT raises ``KeyboardInterrupt`` in the main thread as usual, so ``
 pack is stopped, a half-rendered folder is put back); the command line then prints one line and leaves at once with
 ``os._exit``, without waiting for the engine's worker threads. A second SIGINT during that clean-up leaves at once.
 
+Python runs a signal handler wherever the main thread is, also inside a weakref callback or a ``__del__`` run by the
+garbage collector, where an exception is printed as "Exception ignored in ..." and dropped: a Ctrl-C landing there
+was lost and the command went on to exit 0 (``render``, about one run in six). Such a lost interrupt is raised again
+at the main thread's next instruction (``sys.unraisablehook``), and a command that returns although it was
+interrupted still ends as interrupted (:func:`interrupted`).
+
 Tests need to interrupt a command at a known point without racing it: with ``GPU_FLEET_PAUSE_AT=<point>`` in the
 environment, the process prints ``gpu-fleet: paused at <point>`` on stderr when it reaches the point, waits there
 for the signal, then goes on (``command``: the subcommand is about to start; ``engine``: the mock engine registers
@@ -36,6 +42,33 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _raise_lost_interrupt_again(unraisable: sys.UnraisableHookArgs) -> None:
+    """``sys.unraisablehook``: our ``KeyboardInterrupt``, dropped where exceptions cannot propagate (a weakref
+    callback, a ``__del__``), is raised again in the code the garbage collector interrupted, at its next line
+    (through that frame's trace function, as a debugger stops a program); anything else is reported as before."""
+    if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and _interrupted.is_set()):
+        sys.__unraisablehook__(unraisable)
+        return
+    try:
+        frame = sys._getframe(1)  # the code that was running when the collector called the callback
+    except ValueError:  # none: the command line sees the interrupt when the command returns (interrupted())
+        return
+
+    def stop(frame: FrameType, event: str, arg: object) -> None:
+        sys.settrace(None)
+        frame.f_trace = None
+        raise KeyboardInterrupt
+
+    frame.f_trace = stop
+    frame.f_trace_lines = True
+    sys.settrace(lambda *args: None)  # tracing on in this thread, so the frame's own trace function is called
+
+
+def interrupted() -> bool:
+    """Whether a Ctrl-C came (and, when the command returned anyway, was swallowed on the way)."""
+    return _interrupted.is_set()
+
+
 def _block_sigint_in_this_thread(frame: FrameType, event: str, arg: object) -> None:
     """Run once in each new thread (as its profile hook, then removed): SIGINT is for the main thread only."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -51,6 +84,7 @@ def install() -> None:
     global _wakeup
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _on_sigint)
+        sys.unraisablehook = _raise_lost_interrupt_again
         threading.setprofile(_block_sigint_in_this_thread)
         if os.environ.get(PAUSE_ENV):
             # the C-level handler writes each signal here at once, whichever thread runs Python then

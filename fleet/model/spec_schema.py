@@ -27,8 +27,11 @@ DEFAULT_KUBERNETES_VERSION = "1.33"
 MAX_POOL_NODES = 1000
 
 
-# A Prometheus duration in whole seconds, minutes or hours (what an alert threshold needs).
-DURATION_PATTERN = r"^[0-9]+[smh]$"
+# A Prometheus duration in whole seconds, minutes or hours (what an alert threshold needs), never zero: `promtool
+# check config` (2.42) passes `scrape_interval: 0s` without a word, and a zero interval, retention or size is never
+# what a policy means, so every duration and size of the policy starts with a digit from 1 to 9.
+DURATION_PATTERN = r"^[1-9][0-9]*[smh]$"
+RETENTION_PATTERN = r"^[1-9][0-9]*[hdwy]$"  # Prometheus' retention: hours, days, weeks or years
 DEFAULT_PROBE_SCHEDULE = "17 4 * * *"
 DEFAULT_PROBE_SCALE_UP_ALERT = "20m"
 
@@ -392,27 +395,27 @@ class Monitoring(StrictModel):
     """Prometheus settings shared by every cluster."""
 
     scrape_interval: str = pydantic.Field(
-        default="30s", pattern=r"^[0-9]+[smh]$", description="How often every Prometheus scrapes its targets."
+        default="30s", pattern=DURATION_PATTERN, description="How often every Prometheus scrapes its targets."
     )
     federation_interval: str = pydantic.Field(
         default="60s",
-        pattern=r"^[0-9]+[smh]$",
+        pattern=DURATION_PATTERN,
         description="How often the central Prometheus pulls each leaf's /federate (not below scrape_interval).",
     )
     leaf_retention: str = pydantic.Field(
-        default="7d", pattern=r"^[0-9]+[hdwy]$", description="How long a leaf Prometheus keeps its data."
+        default="7d", pattern=RETENTION_PATTERN, description="How long a leaf Prometheus keeps its data."
     )
     central_retention: str = pydantic.Field(
         default="180d",
-        pattern=r"^[0-9]+[hdwy]$",
+        pattern=RETENTION_PATTERN,
         description="How long the central Prometheus keeps what it federates.",
     )
     central_storage: str = pydantic.Field(
-        default="100Gi", pattern=r"^[0-9]+(Gi|Ti)$", description="Size of the central Prometheus volume."
+        default="100Gi", pattern=r"^[1-9][0-9]*(Gi|Ti)$", description="Size of the central Prometheus volume."
     )
     leaf_storage: str = pydantic.Field(
         default="10Gi",
-        pattern=r"^[0-9]+Gi$",
+        pattern=r"^[1-9][0-9]*Gi$",
         description="Disk a leaf Prometheus may fill on its node: the size limit of its emptyDir volume; it deletes "
         "its oldest data at 80% of it (retentionSize), before the kubelet would evict it, whatever leaf_retention "
         "says.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from typing import Any, TypeVar
@@ -19,14 +20,27 @@ class StrictModel(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid", strict=False)
 
+    @pydantic.field_validator("*", mode="before")
+    @classmethod
+    def _true_is_not_a_number(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        """YAML's true and false are not the numbers 1 and 0, nor a number true or false: pydantic's lax mode takes
+        either for the other (``max_nodes: true`` planned one node, ``spot: 1`` a spot pool)."""
+        kinds = set(_unwrap(cls.model_fields[str(info.field_name)].annotation))
+        if isinstance(value, bool) and kinds & {int, float} and bool not in kinds:
+            number = "a whole number, such as 2" if int in kinds else "a number, such as 0.5"
+            raise ValueError(f"expected {number}, not {str(value).lower()}")
+        if kinds == {bool} and isinstance(value, int | float) and not isinstance(value, bool):
+            raise ValueError(f"expected true or false, not {value!r}")
+        return value
+
 
 # What each pattern of the input models means, in the user's words with an example: a message never shows a
 # regular expression.
 PATTERN_WORDS = {
-    r"^[0-9]+[smh]$": "a whole number of seconds, minutes or hours, such as 30s, 5m or 2h",
-    r"^[0-9]+[hdwy]$": "a whole number of hours, days, weeks or years, such as 12h, 7d or 1y",
-    r"^[0-9]+(Gi|Ti)$": "a size in Gi or Ti, such as 100Gi",
-    r"^[0-9]+Gi$": "a size in Gi, such as 10Gi",
+    r"^[1-9][0-9]*[smh]$": "a whole number of seconds, minutes or hours above zero, such as 30s, 5m or 2h",
+    r"^[1-9][0-9]*[hdwy]$": "a whole number of hours, days, weeks or years above zero, such as 12h, 7d or 1y",
+    r"^[1-9][0-9]*(Gi|Ti)$": "a size in Gi or Ti above zero, such as 100Gi",
+    r"^[1-9][0-9]*Gi$": "a size in Gi above zero, such as 10Gi",
     r"^[1-9][0-9]{0,3}m$": "whole minutes, such as 5m",
     r"^1\.[0-9]{2}$": 'a Kubernetes minor version in quotes, such as "1.33"',
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$": "a Kubernetes name: lower-case letters, digits and '-', such as my-claim",
@@ -79,6 +93,9 @@ def _model_at(model: Any, loc: tuple[object, ...]) -> type[pydantic.BaseModel] |
                     field = each.model_fields.get(str(part))
                     if field is not None:
                         following.append(field.annotation)
+                    elif each.model_config.get("extra") == "allow":  # entries of any name (queues by name)
+                        extra = typing.get_type_hints(each).get("__pydantic_extra__")
+                        following.extend(typing.get_args(extra)[1:2])
                 elif origin is dict:
                     following.append(typing.get_args(each)[1])
                 elif origin is list and isinstance(part, int):
@@ -103,10 +120,51 @@ def _unknown_key(error: Any, model: Any) -> str:
     return f"unknown key{did_you_mean(loc[-1], allowed)}; the keys allowed here: {', '.join(allowed)}"
 
 
+def _named_entry_near_a_key(loc: tuple[object, ...], model: Any) -> str:
+    """Where a model takes entries of any name besides its keys (``queues``: ``manager``, ``spill`` and queues by
+    name), a key misspelt is taken for an entry: `` (did you mean 'spill'?)`` then, else empty."""
+    if model is None or not loc or not isinstance(loc[-1], str):
+        return ""
+    holder = _model_at(model, loc[:-1])
+    if holder is None or holder.model_config.get("extra") != "allow" or loc[-1] in holder.model_fields:
+        return ""
+    return did_you_mean(loc[-1], holder.model_fields)
+
+
+def _choices(error: Any) -> list[str]:
+    """The values a ``literal_error`` or ``enum`` error allows, from pydantic's ``'a', 'b' or 'c'``."""
+    return re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
+
+
+BOUND_WORDS = {  # pydantic's bound errors: the bound's name in its context, and the words before it
+    "greater_than_equal": ("ge", "{} or more"),
+    "greater_than": ("gt", "more than {}"),
+    "less_than_equal": ("le", "at most {}"),
+    "less_than": ("lt", "less than {}"),
+}
+
+
 def _message(error: Any, model: Any = None) -> str:
     kind = error["type"]
+    loc = tuple(error["loc"])
     if kind == "extra_forbidden":
         return _unknown_key(error, model)
+    if kind in ("literal_error", "enum"):
+        choices = _choices(error)
+        if loc and loc[-1] == "[key]":  # a mapping's key out of a fixed set: the clouds
+            return f"unknown key{did_you_mean(loc[-2], choices)}; the keys allowed here: {', '.join(choices)}"
+        return f"expected one of {', '.join(choices)}, not {_given(error.get('input'))}"
+    if kind in BOUND_WORDS:
+        name, words = BOUND_WORDS[kind]
+        bound = (error.get("ctx") or {}).get(name)
+        return f"expected {words.format(bound)}, not {_given(error.get('input'))}"
+    near = _named_entry_near_a_key(loc, model)
+    if near and kind in TYPE_WORDS:
+        keys = ", ".join(_model_at(model, loc[:-1]).model_fields)  # type: ignore[union-attr]
+        return (
+            f"unknown key{near}; the keys allowed here: {keys}, and names of entries of their own, each holding "
+            f"{TYPE_WORDS[kind]}, not {_given(error.get('input'))}"
+        )
     if kind == "missing":
         return "required key is missing"
     if kind == "string_pattern_mismatch":
@@ -130,7 +188,9 @@ def problems_from(
     out = []
     for error in exc.errors():
         loc = tuple(part for part in error["loc"] if not (isinstance(part, str) and part.startswith("function-")))
-        out.append(doc.problem((*prefix, *loc), _message({**error, "loc": loc}, model)))
+        message = _message({**error, "loc": loc}, model)
+        where = loc[:-1] if loc and loc[-1] == "[key]" else loc  # a mapping's key: the key itself is the place
+        out.append(doc.problem((*prefix, *where), message))
     return out
 
 

@@ -201,6 +201,9 @@ def test_every_supported_version_passes(tmp_path, capsys):
 # --- unknown keys ------------------------------------------------------------------------------------------------
 
 
+QUEUE = "queues:\n  manager: cern-main\n  gpu: {clusters: [gke-a, eks-a], gpus: [t4]}\n"
+
+
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
@@ -213,12 +216,25 @@ def test_every_supported_version_passes(tmp_path, capsys):
             "defaults.gpu_pool.min_node: unknown key (did you mean 'min_nodes'?)",
         ),
         ("      zone: us-central1-a", "      zones: us-central1-a", "gke-a.zones: unknown key (did you mean 'zone'?)"),
+        ("  aws:\n", "  amazon:\n", "fleet.yaml:13: clusters.amazon: unknown key; the keys allowed here: gcp, aws,"),
+        (
+            "workloads: {}",
+            f"workloads: {{}}\n{QUEUE}".replace("gpus: [t4]", "gpu: [t4]"),
+            "queues.gpu.gpu: unknown key",
+        ),
+        (
+            "workloads: {}",
+            f"workloads: {{}}\n{QUEUE}  spil: ordered\n",
+            "queues.spil: unknown key (did you mean 'spill'?); the keys allowed here: manager, spill, and names of",
+        ),
     ],
-    ids=["cluster", "top-level", "pool", "defaults", "zone"],
+    ids=["cluster", "top-level", "pool", "defaults", "zone", "cloud", "queue", "queues"],
 )
 def test_unknown_keys_name_the_nearest_allowed_one(tmp_path, capsys, old, new, expected):
+    """At every level, also where a mapping's keys are names (the clouds, the queues): a queue's unknown key said
+    only "check the spelling", a cloud's gave pydantic's "clusters.amazon.[key]: Input should be 'gcp', ..."."""
     err = refused(tmp_path, capsys, GOOD.replace(old, new, 1), expected, "the keys allowed here: ")
-    assert "check the spelling" not in err
+    assert "check the spelling" not in err and "[key]" not in err and "Input should" not in err, err
 
 
 def test_an_unknown_key_far_from_any_lists_the_allowed_keys(tmp_path, capsys):

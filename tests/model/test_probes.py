@@ -78,7 +78,7 @@ def test_per_pool_settings_and_short_forms(tmp_path):
         (("gpus: [t4, l4]", "gpus: {t4: {probe: {schedule: '61 3 * * *'}}}"), "is not a valid cron schedule"),
         (
             ("gpus: [t4, l4]", "gpus: {t4: {probe: {scale_up_alert_after: 10 minutes}}}"),
-            "expected a whole number of seconds, minutes or hours, such as 30s, 5m or 2h, not '10 minutes'",
+            "expected a whole number of seconds, minutes or hours above zero, such as 30s, 5m or 2h, not '10 minutes'",
         ),
         (("gpus: [t4, l4]", "gpus: {t4: {probe: {every: 1h}}}"), "unknown key"),
         (("gpus: [t4, l4]", "gpus: {t4: {probe: maybe}}"), "clusters.gcp.gke-a.gpus.t4.probe"),

@@ -92,12 +92,41 @@ def test_messages_speak_the_users_words(tmp_path, capsys, old, new, expected):
     assert "pattern" not in err and "instance of" not in err and "Settings" not in err and "^" not in err, err
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("{max_nodes: 3}", "{max_nodes: true}", "gpus.t4.max_nodes: expected a whole number, such as 2, not true"),
+        ("spot: true}", "spot: 1}", "defaults.gpu_pool.spot: expected true or false, not 1"),
+        ("      central: true", "      central: 1", "cern-main.central: expected true or false, not 1"),
+        (
+            "clusters:\n",
+            "monitoring: {scrape_interval: 0s}\nclusters:\n",
+            "monitoring.scrape_interval: expected a whole number of seconds, minutes or hours above zero, such as 30s",
+        ),
+        ("clusters:\n", "monitoring: {leaf_retention: 0d}\nclusters:\n", "leaf_retention: expected a whole number"),
+        ("clusters:\n", "monitoring: {central_storage: 0Gi}\nclusters:\n", "above zero, such as 100Gi, not '0Gi'"),
+        ("clusters:\n", "monitoring: {leaf_storage: 0Gi}\nclusters:\n", "above zero, such as 10Gi, not '0Gi'"),
+        (
+            "gpu_pool: {",
+            "probe: {scale_up_alert_after: 0m}\n  gpu_pool: {",
+            "defaults.probe.scale_up_alert_after: expected a whole number of seconds, minutes or hours above zero",
+        ),
+    ],
+    ids=["true-as-count", "one-as-bool", "one-as-central", "zero-scrape", "zero-retention", "zero-volume",
+         "zero-leaf-disk", "zero-alert"],
+)  # fmt: skip
+def test_a_value_that_would_silently_mean_another_is_refused(tmp_path, capsys, old, new, expected):
+    """pydantic's lax mode took `true` for 1 and 1 for `true` (`max_nodes: true` planned one node), and `0s`, `0d`,
+    `0Gi` passed (`promtool check config` 2.42 passes `scrape_interval: 0s` too): each planned without a word."""
+    bad(tmp_path, capsys, GOOD.replace(old, new, 1), expected)
+
+
 def test_negative_node_count(tmp_path, capsys):
     bad(
         tmp_path,
         capsys,
         GOOD.replace("{max_nodes: 3}", "{min_nodes: -1}"),
-        "clusters.aws.eks-a.gpus.t4.min_nodes: Input should be greater than or equal to 0",
+        "clusters.aws.eks-a.gpus.t4.min_nodes: expected 0 or more, not -1",
     )
 
 
@@ -321,7 +350,13 @@ def with_workload(tmp_path: Path, accelerators: int = 1, kinds: list[str] | None
 
 def test_an_absurd_pool_size_is_refused(tmp_path, capsys):
     text = GOOD.replace("t4: {max_nodes: 3}", "t4: {max_nodes: 100000000000000000000}")
-    bad(tmp_path, capsys, text, "clusters.aws.eks-a.gpus.t4.max_nodes", "less than or equal to 1000")
+    bad(
+        tmp_path,
+        capsys,
+        text,
+        "clusters.aws.eks-a.gpus.t4.max_nodes",
+        "expected at most 1000, not 100000000000000000000",
+    )
 
 
 def test_a_cuda_workload_on_a_tpu_card_is_refused(tmp_path, capsys):

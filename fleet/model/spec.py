@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fleet.model import pod_contract
 from fleet.model.catalogue import Accelerator, CloudFacts, Offer, Taint
 from fleet.model.ci_pools import CI_TAINT
-from fleet.model.errors import InputError, Problem
+from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.fits import fits
 from fleet.model.probes import Probe
 from fleet.model.queued_sweeps import QueuedPoint, QueuedSweeps
@@ -288,15 +288,19 @@ class Fleet:
         """The cluster holding the central Prometheus."""
         return next(c for c in self.clusters.values() if c.central)
 
-    def cluster(self, name: str) -> Cluster:
-        """The cluster called ``name``; an ``InputError`` naming the known ones if there is none."""
+    def cluster(self, name: str, given_as: str = "clusters") -> Cluster:
+        """The cluster called ``name``; an ``InputError`` naming the nearest and the known ones if there is none
+        (``given_as``: where the name came from, such as the command line's ``--stack``)."""
         try:
             return self.clusters[name]
         except KeyError:
-            known = ", ".join(self.clusters)
-            raise InputError(
-                [Problem(self.file, 1, "clusters", f"no cluster named {name!r} (known: {known})")]
-            ) from None
+            raise InputError([self.no_cluster(name, given_as)]) from None
+
+    def no_cluster(self, name: str, given_as: str) -> Problem:
+        """The problem of a cluster name the policy does not have: the nearest one and every one."""
+        near = did_you_mean(name, self.clusters)
+        known = ", ".join(self.clusters)
+        return Problem(self.file, 1, given_as, f"no cluster named {name!r} in the policy{near}; its clusters: {known}")
 
     def benchmarks(self, cluster: Cluster) -> list[WorkloadJob]:
         """The (workload, card) pairs the policy places on ``cluster``: offered by it and allowed for the workload.

@@ -18,7 +18,7 @@ from typing import Literal
 import pydantic
 
 from fleet.model.errors import InputError, Problem
-from fleet.model.input_files import read_input_text
+from fleet.model.input_files import read_input_text, shown_path
 from fleet.model.quantity import parse_quantity
 from fleet.model.validation import StrictModel, validate_document
 from fleet.model.yaml_source import read_yaml
@@ -328,10 +328,11 @@ def load_workload(folder: Path) -> Workload:
             problems.append(Problem(str(folder / sub), 1, "", "a symbolic link: put the folder itself here"))
     if problems:
         raise InputError(problems)
-    programs = _read_files(sorted((folder / "mtail").glob("*.mtail")), problems)
-    if not programs and not any(p.file.startswith(str(folder / "mtail")) for p in problems):
+    found = sorted((folder / "mtail").glob("*.mtail"))
+    programs = _read_files(found, problems)
+    if not found:  # one that is there but unreadable has its own problem (not UTF-8, a folder, too large)
         problems.append(
-            Problem(str(folder / "mtail"), 1, "", "no *.mtail program: the workload would export no metric")
+            Problem(shown_path(folder / "mtail"), 1, "", "no *.mtail program: the workload would export no metric")
         )
     files_dir = folder / "files"
     files = _read_files(sorted(files_dir.iterdir()), problems) if files_dir.is_dir() else {}
@@ -360,7 +361,7 @@ def load_workloads(root: Path = WORKLOADS_DIR) -> dict[str, Workload]:
     """Every workload folder under ``root``, by name; all problems of all folders at once."""
     out: dict[str, Workload] = {}
     problems: list[Problem] = []
-    for folder in sorted(p for p in root.iterdir() if (p / "workload.yaml").is_file()) if root.is_dir() else []:
+    for folder in sorted(p for p in root.iterdir() if (p / "workload.yaml").exists()) if root.is_dir() else []:
         try:
             wl = load_workload(folder)
             out[wl.name] = wl

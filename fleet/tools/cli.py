@@ -55,15 +55,23 @@ def program_name(argv0: str | None = None) -> str:
     return "fleet" if Path(sys.argv[0] if argv0 is None else argv0).name == "fleet" else "python -m fleet"
 
 
+def _path(text: str) -> Path:
+    """A path given on the command line; an empty one (``--out ""``, a shell variable left unset) is refused rather
+    than taken for the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a path, such as out/ or plan.json")
+    return Path(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = _Parser(prog=program_name(), description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--policy", type=Path, default=POLICY_FILE, help="policy file (default: policy/fleet.yaml)")
-        p.add_argument("--stacks-dir", type=Path, default=STACKS_DIR, help=argparse.SUPPRESS)
-        p.add_argument("--workloads-dir", type=Path, default=WORKLOADS_DIR, help=argparse.SUPPRESS)
+        p.add_argument("--policy", type=_path, default=POLICY_FILE, help="policy file (default: policy/fleet.yaml)")
+        p.add_argument("--stacks-dir", type=_path, default=STACKS_DIR, help=argparse.SUPPRESS)
+        p.add_argument("--workloads-dir", type=_path, default=WORKLOADS_DIR, help=argparse.SUPPRESS)
 
     p = sub.add_parser("validate", help="check the policy file, catalogue and workloads")
     common(p)
@@ -71,16 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="show what each stack would create (offline, mock engine)")
     common(p)
     p.add_argument("--stack", nargs="+", action="extend", metavar="NAME", help="plan only these stacks (default: all)")
-    p.add_argument("--json", type=Path, help="write the whole plan as JSON to this file")
+    p.add_argument("--json", type=_path, help="write the whole plan as JSON to this file")
     p.add_argument("--no-policy-pack", action="store_true", help="skip the CrossGuard policy pack (policy/)")
     p.add_argument(
         "--chart-cache",
-        type=Path,
+        type=_path,
         metavar="DIR",
         help="also render every Helm release from the chart archives in DIR (`helm pull` them there) and place their "
         "pods on the stack's pools (needs helm-python-sdk)",
     )
-    p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
+    p.add_argument("--prices", type=_path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser(
         "schema",
@@ -94,15 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--stack", nargs="+", action="extend", metavar="NAME", help="render only these stacks (default: all)"
     )
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="writes DIR/<stack>/...")
+    p.add_argument("--out", type=_path, required=True, metavar="DIR", help="writes DIR/<stack>/...")
     p.set_defaults(func=cmd_render)
     p = sub.add_parser("images", help="the images CI copies and builds into the fleet's registry, and their digests")
     common(p)
     p.add_argument("--format", choices=("lines", "json"), default="lines", help="output (default: lines)")
     what = p.add_mutually_exclusive_group()
-    what.add_argument("--pushed", type=Path, metavar="FILE", help="JSON {image: digest} a push produced: check pins")
+    what.add_argument("--pushed", type=_path, metavar="FILE", help="JSON {image: digest} a push produced: check pins")
     what.add_argument("--push", choices=("docker", "buildah"), help="copy and build every image (CI), then check pins")
-    p.add_argument("--out", type=Path, metavar="FILE", help="with --push: also write the digests as JSON")
+    p.add_argument("--out", type=_path, metavar="FILE", help="with --push: also write the digests as JSON")
     p.add_argument(
         "--record", action="store_true", help="with --pushed or --push: write the digests into the files that pin them"
     )
@@ -113,17 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
     window.add_argument("--since", metavar="DURATION", help="window ending now: 90m, 12h, 7d (default 7d)")
     window.add_argument("--start", metavar="TIME", help="window start: RFC 3339 (2026-11-01T08:00:00Z) or Unix time")
     p.add_argument("--end", metavar="TIME", help="window end, with --start (default: now)")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="writes DIR/index.html, report.md, *.png")
+    p.add_argument("--out", type=_path, required=True, metavar="DIR", help="writes DIR/index.html, report.md, *.png")
     p.add_argument("--workload", action="append", help="report only this workload (repeatable; default: all)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
     common(p)
-    p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
+    p.add_argument("--prices", type=_path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("cards", help="the catalogue's cards: machines, cards per machine, prices per hour")
     p.add_argument("--cloud", choices=CLOUDS, help="only this cloud's machines")
     p.add_argument("--card", metavar="NAME", help="only this card (t4, a100, tpu-v5e...)")
     p.add_argument("--retired", action="store_true", help="also the retired offers, with their alternatives")
-    p.add_argument("--prices", type=Path, default=PRICES_FILE, help=argparse.SUPPRESS)
+    p.add_argument("--prices", type=_path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_cards)
     from fleet.tools.delivery.affected import FORMATS
 
@@ -134,15 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--files", nargs="*", metavar="PATH", help="the changed paths, given explicitly (tests)")
     what.add_argument("--all", action="store_true", help="every stack (drift checks, full deploys)")
     p.add_argument("--head", metavar="REF", help="with --base: the new commit (default: the working tree)")
-    p.add_argument("--old-policy", type=Path, metavar="FILE", help="with --files: the policy before the change")
+    p.add_argument("--old-policy", type=_path, metavar="FILE", help="with --files: the policy before the change")
     p.add_argument("--format", choices=FORMATS, default="lines", help="output (default: lines, one stack a line)")
-    p.add_argument("--repo", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    p.add_argument("--repo", type=_path, default=ROOT, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_affected)
     p = sub.add_parser("doctor", help="inspect a live cluster read-only: pools, GPU agents, benchmark Jobs, Prometheus")
     common(p)
     p.add_argument("--stack", required=True, metavar="NAME", help="the cluster (and Pulumi stack) to inspect")
     p.add_argument(
-        "--kubeconfig", type=Path, metavar="FILE", help="default: pulumi stack output kubeconfig --show-secrets"
+        "--kubeconfig", type=_path, metavar="FILE", help="default: pulumi stack output kubeconfig --show-secrets"
     )
     p.add_argument("--prometheus", metavar="URL", help="this cluster's Prometheus, through kubectl port-forward")
     p.add_argument(

@@ -151,14 +151,38 @@ def test_a_command_that_returns_after_a_ctrl_c_still_ends_as_interrupted(monkeyp
         (["plan", "--polic", "p.yaml"], "(did you mean '--policy'?)"),
         (["render", "--ou", "x"], "the following arguments are required: --out"),
         (["validate", "extra"], "unexpected argument 'extra': validate takes options only"),
+        (["render", "--out", ""], "argument --out: is empty: give a path, such as out/"),
+        (["plan", "--json", " "], "argument --json: is empty: give a path"),
+        (["validate", "--policy", ""], "argument --policy: is empty: give a path"),
     ],
 )
 def test_flags_are_never_abbreviated(capsys, args, expected):
-    """`--stack` was silently taken as `--stacks-dir` by argparse's abbreviations."""
+    """`--stack` was silently taken as `--stacks-dir` by argparse's abbreviations; an empty path (`--out ""`, an
+    unset shell variable) was taken for the current folder (`--out . holds files that no render wrote`)."""
     with pytest.raises(SystemExit) as exc:
         main(args)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and expected in err, err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["plan", "--no-policy-pack", "--stack", "fix-eksx", "fix-gkee"],
+        ["render", "--out", "{out}", "--stack", "fix-eksx", "fix-gkee"],
+        ["doctor", "--kubeconfig", "/dev/null", "--stack", "fix-eksx"],
+    ],
+    ids=["plan", "render", "doctor"],
+)
+def test_a_stack_the_policy_does_not_have_is_named_with_the_nearest(tmp_path, capsys, command):
+    """It was `fleet.yaml:1: clusters: no cluster named ...`: the flag the user typed, and no near miss."""
+    out = tmp_path / "out"
+    assert main([*(a.replace("{out}", str(out)) for a in command), *ON_FIXTURE]) == 2
+    err = capsys.readouterr().err
+    assert "fleet.yaml:1: --stack: no cluster named 'fix-eksx' in the policy (did you mean 'fix-eks'?); its " in err
+    if command[0] != "doctor":  # every name at once
+        assert "--stack: no cluster named 'fix-gkee' in the policy (did you mean 'fix-gke'?)" in err, err
+    assert "Traceback" not in err and not out.exists()
 
 
 @pytest.mark.parametrize(

@@ -148,6 +148,15 @@ def test_a_stack_file_that_is_not_utf8_is_located(fleet_dir, capsys):
     assert status == 2 and f"{path}:2: not UTF-8 text: byte 0xe9" in err
 
 
+def test_a_stack_file_that_is_a_folder_is_not_called_missing(fleet_dir, capsys):
+    path = fleet_dir / "stacks" / "Pulumi.fix-eks.yaml"
+    path.unlink()
+    path.mkdir()
+    status, err = run(fleet_dir, capsys)
+    assert status == 2 and f"{path}:1: is a folder, not a file: give the file's path" in err, err
+    assert "missing" not in err, err
+
+
 def test_sample_placeholders_are_warnings_not_errors(fleet_dir, capsys):
     path = set_config(fleet_dir, "fix-gke", gcp__project="my-gcp-project")
     status, err = run(fleet_dir, capsys)

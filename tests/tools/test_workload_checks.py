@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.model.errors import InputError
 from fleet.model.workloads import load_workloads
 from fleet.tools.checks.workload_checks import NO_MTAIL_NOTE, check_workloads, mtail_declarations
 from fleet.tools.cli import main
@@ -115,6 +116,28 @@ def test_a_sample_log_that_is_not_a_file_is_refused(workloads):
     log.symlink_to("/dev/zero")
     found = problems_of(workloads, shutil.which("mtail"))
     assert any("fitter/sample.log:1: is not a regular file" in p for p in found), found
+
+
+@pytest.mark.parametrize("make", ["not-utf8", "folder"])
+def test_an_unreadable_program_or_definition_is_named_for_what_it_is(workloads, make):
+    """An mtail program that is not UTF-8 or is a folder was also "no *.mtail program" (it is there); a workload.yaml
+    that is a folder was "no workload definition"."""
+    program = workloads / "tracker" / "mtail" / "tracker.mtail"
+    definition = workloads / "fitter" / "workload.yaml"
+    definition.unlink()
+    definition.mkdir()
+    if make == "folder":
+        program.unlink()
+        program.mkdir()
+    else:
+        program.write_bytes(b"# caf\xe9\ncounter tracker_runs_total\n")
+    with pytest.raises(InputError) as exc:
+        load_workloads(workloads)
+    found = [str(p) for p in exc.value.problems]
+    expected = "is a folder, not a file" if make == "folder" else "not UTF-8 text: byte 0xe9"
+    assert any("tracker/mtail/tracker.mtail:" in p and expected in p for p in found), found
+    assert any("fitter/workload.yaml:1: is a folder, not a file" in p for p in found), found
+    assert not any("no *.mtail program" in p for p in found), found
 
 
 def test_a_sample_that_yields_no_declared_metric_under_real_mtail(workloads):

@@ -179,7 +179,7 @@ def check_stacks(fleet: Fleet, stacks_dir: Path) -> StackReport:
             )
     for cluster in fleet.clusters.values():
         path = stack_file(cluster.name, stacks_dir)
-        if not path.is_file():
+        if not path.exists():
             report.problems.append(Problem(str(path), 1, "", "missing: every cluster needs its stack config file"))
             continue
         try:

@@ -53,7 +53,7 @@ def run(args: Any, out: Any = None, clock: Callable[[], datetime] = utc_now) -> 
             except ValueError as exc:
                 raise InputError([Problem(flag, 1, flag, str(exc))]) from None
     fleet = load_fleet(args.policy, args.workloads_dir)
-    cluster = fleet.cluster(args.stack)
+    cluster = fleet.cluster(args.stack, "--stack")
     now = clock()
     kubectl = kubectl_for_stack(cluster.name, args.kubeconfig)
     title = f"{cluster.name} ({cluster.facts.title}{', central' if cluster.central else ''}), {now:%Y-%m-%d %H:%M} UTC"

@@ -19,6 +19,7 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
+from fleet.model.errors import InputError
 from fleet.model.spec import Fleet
 from fleet.program.settings import CONFIG_NAMESPACE, OFFLINE_PLAN_KEY, STACK_FILE_KEY
 from fleet.program.stack_config import STACKS_DIR, load_stack_config, stack_file
@@ -190,8 +191,9 @@ def plan_fleet(
     """Plan the selected stacks (all clusters by default); the central stack runs last so its stack
     references see the other stacks' planned outputs."""
     selected = stacks or list(fleet.clusters)
-    for name in selected:
-        fleet.cluster(name)  # a clear error for a stack that is not in the policy
+    unknown = [fleet.no_cluster(name, "--stack") for name in selected if name not in fleet.clusters]
+    if unknown:  # every name given that the policy does not have, at once
+        raise InputError(unknown)
     central = fleet.central.name
     leaves = [s for s in fleet.clusters if s != central]
     plans: dict[str, StackPlan] = {}

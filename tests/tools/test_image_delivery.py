@@ -176,11 +176,26 @@ def test_images_push_with_fake_tools_fails_until_the_digests_are_committed(tmp_p
         assert f"{job.pinned_in}: {job.name}: set" in err
 
 
-def test_images_pushed_file_that_is_not_json_is_bad_input(tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "{not json",
+            ":1: cannot read the pushed digests: not JSON (Expecting property name enclosed in double quotes",
+        ),
+        ('{\n  "reg/a:1": "sha256:0",\n  oops\n}\n', ":3: cannot read the pushed digests: not JSON ("),
+        ('["reg/a:1"]', ":1: must be a JSON object {image: digest}, such as {"),
+    ],
+    ids=["not-json", "its-line", "not-an-object"],
+)
+def test_images_pushed_file_that_is_not_json_is_bad_input(tmp_path, capsys, text, expected):
+    """It said json's own words at line 1 (`Expecting value: line 3 column 3 (char 30)`), with no example."""
     bad = tmp_path / "pushed.json"
-    bad.write_text("{not json", encoding="utf-8")
+    bad.write_text(text, encoding="utf-8")
     assert main(["images", "--pushed", str(bad)]) == 2
-    assert f"{bad}:1: cannot read the pushed digests" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{bad}{expected}" in err and "Traceback" not in err, err
+    assert "such as {" in err
 
 
 # --- the Dockerfiles: no docker here, so a linter -------------------------------------------------------------

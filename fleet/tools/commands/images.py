@@ -9,9 +9,11 @@ import sys
 from typing import TYPE_CHECKING
 
 from fleet.model.errors import InputError
-from fleet.model.input_files import read_input_text
+from fleet.model.input_files import read_input_text, shown_path
 from fleet.model.loader import load_fleet
 from fleet.tools.commands import EXIT_FAILED, EXIT_OK, check_output_file
+
+PUSHED_EXAMPLE = '{"registry.example.org/lab/probe:1.0": "sha256:<64 hex digits>"}'
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -72,10 +74,26 @@ def cmd_images(args: argparse.Namespace) -> int:
     text = read_input_text(args.pushed, what="pushed digests file")
     try:
         pushed = json.loads(text)
-    except ValueError as exc:
-        raise InputError([Problem(str(args.pushed), 1, "", f"cannot read the pushed digests: {exc}")]) from None
+    except json.JSONDecodeError as exc:  # its line, and the column in the message
+        raise InputError(
+            [
+                Problem(
+                    shown_path(args.pushed),
+                    exc.lineno,
+                    "",
+                    f"cannot read the pushed digests: not JSON ({exc.msg} at column {exc.colno}): expected the "
+                    f"object `images --push --out FILE` writes, such as {PUSHED_EXAMPLE}",
+                )
+            ]
+        ) from None
     if not isinstance(pushed, dict) or not all(isinstance(v, str) for v in pushed.values()):
-        raise InputError([Problem(str(args.pushed), 1, "", "must be a JSON object {image: sha256:digest}")])
+        raise InputError(
+            [
+                Problem(
+                    shown_path(args.pushed), 1, "", f"must be a JSON object {{image: digest}}, such as {PUSHED_EXAMPLE}"
+                )
+            ]
+        )
     return _check_pins(jobs, pushed, record)
 
 

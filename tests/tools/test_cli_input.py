@@ -5,6 +5,7 @@ sources, a malformed kubeconfig is located, an unknown --base is refused. A fixt
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -275,3 +276,162 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> Non
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+# --- every bad input a new user tried, through the command line ---------------------------------------------------
+# Issue #28's cases (tracebacks, inputs that could eat the machine, silent accepts, messages in a library's words) and
+# more of the same kind, each on a copy of the fixture fleet: exit 2, the file, line and key with what was expected
+# (an example or the nearest name), no traceback, and nothing written. Each case: (command, the change to the copy
+# as FILE -> (old, new) or FILE -> whole text, the fragments expected on stderr).
+ALIASES = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 10)}]\n" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+)
+EKS = "stacks/Pulumi.fix-eks.yaml"
+PROVIDERS = '  pulumi:disable-default-providers: ["*"]\n'
+BAD_INPUTS: dict[str, tuple[list[str], dict[str, tuple[str, str] | str | bytes], list[str]]] = {
+    "dev-zero-policy": (["validate", "--policy", "/dev/zero"], {}, ["/dev/zero:1: is not a regular file"]),
+    "alias-bomb": (["validate"], {"fleet.yaml": ALIASES}, ["fleet.yaml:1: more than 100,000 values once the alias"]),
+    "huge-policy": (["validate"], {"fleet.yaml": "#" * (1 << 21)}, ["fleet.yaml:1: the file is 2,097,152 bytes"]),
+    "deep-nesting": (["validate"], {"fleet.yaml": "a: " + "[" * 100_000}, ["fleet.yaml:1: nested more than 64"]),
+    "not-utf8": (["validate"], {"fleet.yaml": b"clusters: caf\xe9\n"}, ["fleet.yaml:1: not UTF-8 text: byte 0xe9"]),
+    "configuration-not-config": (
+        ["validate"],
+        {EKS: ("config:", "configuration:")},
+        [f"{EKS}:1: configuration: unknown top-level key of a stack file (did you mean 'config'?)", "such as config:"],
+    ),
+    "secure-123": (
+        ["validate"],
+        {EKS: (PROVIDERS, PROVIDERS + "  gpu-fleet:grafanaAdminPassword:\n    secure: 123\n")},
+        [f"{EKS}:4: config.gpu-fleet:grafanaAdminPassword.secure:", "(a string such as v1:AAAA...)"],
+    ),
+    "no-disable-default-providers": (
+        ["validate"],
+        {EKS: (PROVIDERS, "")},
+        [f"{EKS}:1: config.pulumi:disable-default-providers: missing: add pulumi:disable-default-providers: ["],
+    ),
+    "aws-region-contradicts": (
+        ["validate"],
+        {EKS: (PROVIDERS, PROVIDERS + "  aws:region: us-east-1\n")},
+        [f"{EKS}:3: config.aws:region: 'us-east-1' contradicts the policy, which says 'eu-west-1' for fix-eks"],
+    ),
+    "stack-file-a-folder": (["validate"], {EKS: "folder"}, [f"{EKS}:1: is a folder, not a file"]),
+    "region-us-east-99": (
+        ["validate"],
+        {"fleet.yaml": ("region: eu-west-1", "region: us-east-99")},
+        ["fleet.yaml:30: clusters.aws.fix-eks.region: 'us-east-99' is not a region of Amazon EKS", "such as us-"],
+    ),
+    "gcp-zone-eastus": (
+        ["validate"],
+        {"fleet.yaml": ("zone: europe-west4-a", "zone: eastus")},
+        ["fleet.yaml:16: clusters.gcp.fix-gke.zone: 'eastus' is not a zone of Google Kubernetes Engine", "such as"],
+    ),
+    "kubernetes-1.12": (
+        ["validate"],
+        {"fleet.yaml": ("defaults:\n", 'defaults:\n  kubernetes_version: "1.12"\n')},
+        ["fleet.yaml:4: defaults.kubernetes_version: Kubernetes 1.12", 'such as kubernetes_version: "1.'],
+    ),
+    "federation-below-scrape": (
+        ["validate"],
+        {
+            "fleet.yaml": (
+                "\nclusters:\n",
+                "\nmonitoring: {scrape_interval: 30s, federation_interval: 10s}\nclusters:\n",
+            )
+        },
+        ["fleet.yaml:6: monitoring.federation_interval: 10s is below the scrape_interval 30s", "such as"],
+    ),
+    "scrape-zero": (
+        ["validate"],
+        {"fleet.yaml": ("\nclusters:\n", "\nmonitoring: {scrape_interval: 0s}\nclusters:\n")},
+        ["fleet.yaml:6: monitoring.scrape_interval: expected a whole number of seconds, minutes or hours above zero"],
+    ),
+    "regex-words": (
+        ["validate"],
+        {"fleet.yaml": ("\nclusters:\n", "\nmonitoring: {scrape_interval: 30 seconds}\nclusters:\n")},
+        ["monitoring.scrape_interval: expected a whole number of seconds, minutes or hours above zero, such as 30s"],
+    ),
+    "class-name-words": (
+        ["validate"],
+        {"fleet.yaml": ("    fix-lab:\n      gpus: [a100]\n", "    fix-lab: a100\n")},
+        ["fleet.yaml:36: clusters.existing.fix-lab: expected a mapping of keys to values (key: value lines"],
+    ),
+    "true-as-a-count": (
+        ["validate"],
+        {"fleet.yaml": ("v100: {max_nodes: 3}", "v100: {max_nodes: true}")},
+        ["fleet.yaml:12: clusters.openstack.fix-magnum.gpus.v100.max_nodes: expected a whole number, such as 2"],
+    ),
+    "unknown-cloud": (
+        ["validate"],
+        {"fleet.yaml": ("  aws:\n", "  amazon:\n")},
+        ["fleet.yaml:28: clusters.amazon: unknown key; the keys allowed here: gcp, aws, azure, openstack, existing"],
+    ),
+    "empty-sample-log": (
+        ["validate"],
+        {"workloads/tracker/sample.log": ""},
+        ["tracker/sample.log:1: is empty: put a real log of the workload's output here"],
+    ),
+    "stack-near-miss": (
+        ["plan", "--no-policy-pack", "--stack", "fix-eksx"],
+        {},
+        ["fleet.yaml:1: --stack: no cluster named 'fix-eksx' in the policy (did you mean 'fix-eks'?)"],
+    ),
+    "render-into-policy": (
+        ["render", "--out", str(ROOT / "policy")],
+        {},
+        ["render: --out", "is inside the repository's own policy/", "such as out/"],
+    ),
+    "affected-nosuchref": (
+        ["affected", "--base", "nosuchref"],
+        {},
+        ["affected: --base nosuchref: no branch, tag or commit of that name", "such as main"],
+    ),
+    "kubeconfig-syntax": (
+        ["doctor", "--stack", LEAF, "--kubeconfig", "{fleet}/kubeconfig"],
+        {"kubeconfig": "apiVersion: v1\nclusters: [\n"},
+        ["kubeconfig:3: --kubeconfig: YAML syntax error"],
+    ),
+    "pushed-not-json": (
+        ["images", "--pushed", "{fleet}/fleet.yaml"],
+        {},
+        ["fleet.yaml:1: cannot read the pushed digests: not JSON", "such as {"],
+    ),
+}
+
+
+def _files(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_every_bad_input_ends_in_a_located_message_exit_2_and_nothing_written(tmp_path, capsys, case):
+    command, changes, expected = BAD_INPUTS[case]
+    fleet = tmp_path / "fleet"
+    shutil.copytree(FLEET, fleet)
+    for name, change in changes.items():
+        path = fleet / name
+        if change == "folder":
+            path.unlink()
+            path.mkdir()
+        elif isinstance(change, tuple):
+            text = path.read_text(encoding="utf-8")
+            assert change[0] in text, (name, change)
+            path.write_text(text.replace(change[0], change[1], 1), encoding="utf-8")
+        elif isinstance(change, bytes):
+            path.write_bytes(change)
+        else:
+            path.write_text(change, encoding="utf-8")
+    before = _files(tmp_path)
+    policy_before = sorted(p.name for p in (ROOT / "policy").iterdir())
+    inputs = ["--policy", str(fleet / "fleet.yaml"), "--stacks-dir", str(fleet / "stacks")]
+    args = [a.replace("{fleet}", str(fleet)) for a in command]
+    try:
+        status = main([*args, *inputs[2 if "--policy" in args else 0 :], "--workloads-dir", str(fleet / "workloads")])
+    except SystemExit as exc:  # argparse's refusals
+        status = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert status == 2, err
+    for fragment in expected:
+        assert fragment in err, f"{fragment!r} not in:\n{err}"
+    assert "Traceback" not in out + err
+    assert _files(tmp_path) == before, "nothing written"
+    assert sorted(p.name for p in (ROOT / "policy").iterdir()) == policy_before

@@ -21,12 +21,13 @@ def missing_dependency(exc: ModuleNotFoundError) -> str | None:
 def run() -> int:
     """``fleet.tools.cli.main``, or one line and exit 2 when a dependency is not installed in this Python."""
     try:
+        from fleet.tools.interrupts import leave, pause_for_tests  # the standard library only: loads at once
+
         try:
+            pause_for_tests("import")  # a test interrupts here, before the command line's modules load
             from fleet.tools.cli import main
         except KeyboardInterrupt:
-            from fleet.tools.interrupts import leave
-
-            leave("fleet")
+            leave(" ".join(["fleet", *sys.argv[1:2]]))
         return main()
     except ModuleNotFoundError as exc:
         package = missing_dependency(exc)

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,20 @@ LEAF = "fix-eks"  # a cluster of the fixture fleet
 WAIT_S = 120  # a generous bound for a loaded machine: the process is interrupted long before
 
 
-def interrupt_at(point: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m fleet ARGS``, wait until it says it reached ``point``, send it SIGINT; what it did."""
+def console_script() -> list[str]:
+    """The ``fleet`` command as pip writes it from pyproject.toml's ``[project.scripts]`` (the script in .venv/bin is
+    the installed project's, maybe not this checkout's)."""
+    entry = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]["fleet"]
+    module, _, function = entry.partition(":")
+    return [sys.executable, "-c", f"import sys\nfrom {module} import {function}\nsys.exit({function}())"]
+
+
+def interrupt_at(point: str, *args: str, command: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m fleet ARGS`` (or ``command`` ARGS), wait until it says it reached ``point``, send it SIGINT;
+    what it did."""
     env = {**os.environ, PAUSE_ENV: point}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fleet", *args],
+        [*(command or [sys.executable, "-m", "fleet"]), *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -77,6 +87,17 @@ def test_ctrl_c_ends_any_command_with_one_line_and_130(tmp_path, point, args):
     assert lines == [f"fleet {args[0]}: stopped by Ctrl-C (exit {EXIT_INTERRUPTED})"], done.stderr
     assert done.stdout == ""
     assert not out.exists() or not any(p for p in out.iterdir() if not p.name.startswith(".")), "nothing written"
+
+
+@pytest.mark.parametrize("how", ["console-script", "module"])
+def test_ctrl_c_while_the_modules_load_is_one_line_too(how):
+    """The console script imported the command line before anything handled SIGINT: a Ctrl-C in its first second
+    was a KeyboardInterrupt traceback and exit 1."""
+    command = console_script() if how == "console-script" else [sys.executable, "-m", "fleet"]
+    done = interrupt_at("import", "validate", *ON_FIXTURE, command=command)
+    assert done.returncode == EXIT_INTERRUPTED, done.stderr
+    assert done.stderr.strip().splitlines() == [f"fleet validate: stopped by Ctrl-C (exit {EXIT_INTERRUPTED})"]
+    assert done.stdout == ""
 
 
 def test_ctrl_c_in_process_returns_130_too(monkeypatch, capsys):

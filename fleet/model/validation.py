@@ -66,6 +66,10 @@ TYPE_WORDS = {
 
 
 def _given(value: Any) -> str:
+    if value is None:
+        return "an empty value (null)"
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):

@@ -585,7 +585,7 @@ def test_git_workload_removed_with_its_policy_line(repo: Path) -> None:
 
 
 def test_git_head_that_does_not_exist_is_an_error(repo: Path) -> None:
-    with pytest.raises(sel.GitError, match="no such commit"):
+    with pytest.raises(sel.GitError, match="--head nope: no branch, tag or commit of that name"):
         git_select(repo, "main", "nope")
 
 

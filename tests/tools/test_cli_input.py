@@ -406,6 +406,21 @@ BAD_INPUTS: dict[str, tuple[list[str], dict[str, tuple[str, str] | str | bytes],
         {},
         ["affected: --base nosuchref: no branch, tag or commit of that name", "such as main"],
     ),
+    "affected-head-nosuchref": (
+        ["affected", "--base", "HEAD", "--head", "nosuchref"],
+        {},
+        ["affected: --head nosuchref: no branch, tag or commit of that name", "such as HEAD"],
+    ),
+    "doctor-timeout-nan": (
+        ["doctor", "--stack", LEAF, "--kubeconfig", "/dev/null", "--timeout", "nan"],
+        {},
+        ["--timeout: must be a positive number of seconds, such as 15, not nan"],
+    ),
+    "null-cluster-name": (
+        ["validate"],
+        {"fleet.yaml": ("    fix-lab:\n", "    ~:\n")},
+        ["fleet.yaml:35: clusters.existing.None: expected text, such as a name in quotes, not an empty value (null)"],
+    ),
     "kubeconfig-syntax": (
         ["doctor", "--stack", LEAF, "--kubeconfig", "{fleet}/kubeconfig"],
         {"kubeconfig": "apiVersion: v1\nclusters: [\n"},

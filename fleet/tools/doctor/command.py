@@ -3,6 +3,7 @@ queues', Prometheus') and print one table."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -40,9 +41,16 @@ def run(args: Any, out: Any = None, clock: Callable[[], datetime] = utc_now) -> 
     """The ``doctor`` subcommand: inspect the cluster of ``args.stack`` and print one table; 0, 1 or 2. Ages and
     grace periods are measured from ``clock()``, read once."""
     out = out or sys.stdout
-    if args.timeout <= 0:
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):  # nan and inf passed `<= 0`
         raise InputError(
-            [Problem("--timeout", 1, "--timeout", f"must be a positive number of seconds, not {args.timeout:g}")]
+            [
+                Problem(
+                    "--timeout",
+                    1,
+                    "--timeout",
+                    f"must be a positive number of seconds, such as 15, not {args.timeout:g}",
+                )
+            ]
         )
     from fleet.report.prometheus_api import check_base_url
 

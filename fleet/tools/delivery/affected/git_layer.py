@@ -125,7 +125,10 @@ def select_from_git(
     git(repo, "rev-parse", "--git-dir")  # a clear error outside a git repository
     head_commit = resolve(repo, head) if head else None
     if head and head_commit is None:
-        raise GitError(f"git rev-parse {head}: no such commit in {repo}")
+        raise GitError(
+            f"--head {head}: no branch, tag or commit of that name in {repo}; give one git knows, such as HEAD, "
+            "a branch or a commit id (git branch -a, git log --oneline), or leave --head out for the working tree"
+        )
     if head_commit:
         text = file_at(repo, head_commit, POLICY_PATH)
         if text is None:

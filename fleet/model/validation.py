@@ -170,7 +170,10 @@ def _message(error: Any, model: Any = None) -> str:
             f"{TYPE_WORDS[kind]}, not {_given(error.get('input'))}"
         )
     if kind == "missing":
-        return "required key is missing"
+        holder = _model_at(model, loc[:-1]) if model is not None and loc else None
+        field = holder.model_fields.get(str(loc[-1])) if holder is not None else None
+        meaning = f": {field.description}" if field is not None and field.description else ""
+        return f"required key is missing{meaning}"
     if kind == "string_pattern_mismatch":
         pattern = str((error.get("ctx") or {}).get("pattern", ""))
         words = PATTERN_WORDS.get(pattern, "a value of the documented form (see policy/fleet.schema.json)")

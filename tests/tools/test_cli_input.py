@@ -416,6 +416,11 @@ BAD_INPUTS: dict[str, tuple[list[str], dict[str, tuple[str, str] | str | bytes],
         {},
         ["--timeout: must be a positive number of seconds, such as 15, not nan"],
     ),
+    "no-clusters": (
+        ["validate"],
+        {"fleet.yaml": "workloads: {}\n"},
+        ["fleet.yaml:1: clusters: required key is missing: Cloud -> cluster name -> the cluster; each cluster is one"],
+    ),
     "null-cluster-name": (
         ["validate"],
         {"fleet.yaml": ("    fix-lab:\n", "    ~:\n")},

@@ -174,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         status = _run(args)
         if interrupts.interrupted():  # a Ctrl-C some library caught and dropped: the command did not finish
             raise KeyboardInterrupt
+        if argv is None:
+            interrupts.finished(status)
         return status
     except KeyboardInterrupt:
         command = " ".join(["fleet", *(sys.argv[1:2] if argv is None else argv[:1])])

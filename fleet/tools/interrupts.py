@@ -19,6 +19,8 @@ the first resource of a stack, with Pulumi's threads running).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import select
 import signal
@@ -62,6 +64,24 @@ def _raise_lost_interrupt_again(unraisable: sys.UnraisableHookArgs) -> None:
     frame.f_trace = stop
     frame.f_trace_lines = True
     sys.settrace(lambda *args: None)  # tracing on in this thread, so the frame's own trace function is called
+
+
+def finished(status: int) -> None:
+    """The command's work is done and said, with exit ``status``: a Ctrl-C from now on ends the process at once with
+    that status, and once Python has joined the threads, while it tears the rest down, is ignored.
+
+    Python waits for the engine's idle worker threads, then takes seconds to free a large plan; from the moment it
+    restores SIGINT's default there, a Ctrl-C killed the process without a line (2 of 11 renders interrupted near
+    their end). The work and its exit status stand; an ignored SIGINT stays ignored through the teardown."""
+
+    def leave_with_the_status(signum: int, frame: FrameType | None) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
+
+    signal.signal(signal.SIGINT, leave_with_the_status)
+    atexit.register(signal.signal, signal.SIGINT, signal.SIG_IGN)  # after the threads' join, before the teardown
 
 
 def interrupted() -> bool:

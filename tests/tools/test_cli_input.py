@@ -152,6 +152,37 @@ def test_a_ctrl_c_landing_in_a_weakref_callback_still_ends_the_command(tmp_path)
     assert not written.exists(), "the command stopped at the interrupt"
 
 
+# The command line's end as the console script reaches it: the command returned 3, Python is about to end.
+AFTER_THE_COMMAND = """
+import atexit, os, signal, sys, threading
+from fleet.tools import interrupts
+
+interrupts.install()
+if sys.argv[1] == "while-python-ends":
+    # atexit runs last in, first out: this runs after finished()'s own exit hook, as Python's teardown does
+    atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), print("python ended", flush=True)))
+    interrupts.finished(3)
+    sys.exit(3)
+release = threading.Event()
+threading.Thread(target=release.wait).start()  # a thread Python would wait for at exit
+interrupts.finished(3)
+os.kill(os.getpid(), signal.SIGINT)
+print("went on", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("when", "expected"), [("while-python-ends", "python ended\n"), ("while-a-thread-runs", "")])
+def test_a_ctrl_c_once_the_command_is_done_keeps_its_status(when, expected):
+    """A render interrupted while Python ended it was killed by SIGINT without a line (exit -2, 2 of 11 near its
+    end): once the work is done, a Ctrl-C ends the process at once with the command's status, and is ignored once
+    Python tears down (where it would restore SIGINT's default)."""
+    done = subprocess.run(
+        [sys.executable, "-c", AFTER_THE_COMMAND, when], cwd=ROOT, capture_output=True, text=True, timeout=WAIT_S
+    )
+    assert done.returncode == 3 and done.stdout == expected, done.stderr
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+
+
 def test_a_command_that_returns_after_a_ctrl_c_still_ends_as_interrupted(monkeypatch, capsys):
     """A library that catches the KeyboardInterrupt and carries on: the command's success is not reported."""
     monkeypatch.setattr(interrupts, "_interrupted", threading.Event())

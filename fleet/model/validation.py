@@ -161,7 +161,8 @@ def _message(error: Any, model: Any = None) -> str:
     if kind in BOUND_WORDS:
         name, words = BOUND_WORDS[kind]
         bound = (error.get("ctx") or {}).get(name)
-        return f"expected {words.format(bound)}, not {_given(error.get('input'))}"
+        shown = f"{bound:g}" if isinstance(bound, float) else bound  # 0, not 0.0
+        return f"expected {words.format(shown)}, not {_given(error.get('input'))}"
     near = _named_entry_near_a_key(loc, model)
     if near and kind in TYPE_WORDS:
         keys = ", ".join(_model_at(model, loc[:-1]).model_fields)  # type: ignore[union-attr]

@@ -97,7 +97,7 @@ def test_a_machine_priced_twice_is_an_error_naming_the_file_and_line(tmp_path: P
 @pytest.mark.parametrize(
     ("entry", "key", "message"),
     [
-        (ENTRY.replace("spot: 0.2", "spot: -1"), "entries[0].spot", "greater than or equal to 0"),
+        (ENTRY.replace("spot: 0.2", "spot: -1"), "entries[0].spot", "expected 0 or more, not -1"),
         (ENTRY.replace(", source: s", ""), "entries[0].source", "required key is missing"),
         (ENTRY.replace("as_of: 2026-01-01", "as_of: last week"), "entries[0].as_of", "date"),
         (ENTRY.replace("region: r", "region: r, price: 1"), "entries[0].price", "unknown key"),

@@ -52,6 +52,11 @@ class Taint(StrictModel):
                 return True
         return False
 
+    def keeps_off(self, tolerations: Iterable[Mapping[str, Any]]) -> bool:
+        """Whether this taint keeps a pod with these tolerations off its node: TaintToleration filters on
+        ``NoSchedule`` and ``NoExecute`` only (a ``PreferNoSchedule`` taint only scores)."""
+        return self.effect != "PreferNoSchedule" and not self.tolerated_by(tolerations)
+
 
 class Reservations(StrictModel):
     """How a cloud's nodes reserve CPU and memory for the system: a published formula (``reserved_by``)."""

@@ -125,6 +125,14 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     return total
 
 
+def held_by(specs: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """What pods of these specs request of a node together, ``pods`` included (empty: no pod)."""
+    total: dict[str, int] = {"pods": len(specs)} if specs else {}
+    for spec in specs:
+        _add(total, pod_requests(spec))
+    return total
+
+
 def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     for expr in term.get("matchExpressions") or []:
         key, op, values = expr["key"], expr["operator"], expr.get("values") or []
@@ -164,10 +172,7 @@ class Node:
     @functools.cached_property
     def held(self) -> dict[str, int]:
         """What the node agents request of the node, ``pods`` included."""
-        total: dict[str, int] = {"pods": len(self.agents)} if self.agents else {}
-        for agent in self.agents:
-            _add(total, pod_requests(agent.pod_spec()))
-        return total
+        return held_by([agent.pod_spec() for agent in self.agents])
 
     def free(self, resource: str) -> int:
         """The allocatable of ``resource`` the node agents leave to other pods."""
@@ -179,12 +184,13 @@ class Node:
         out = []
         if not selector_matches(spec, self.labels):
             out.append(AFFINITY_REASON)
-        tolerations = spec.get("tolerations") or []
-        for taint in self.taints:
-            if taint.effect in ("NoSchedule", "NoExecute") and not taint.tolerated_by(tolerations):
-                out.append(taint_reason(taint))
+        out += [taint_reason(taint) for taint in self.untolerated(spec)]
         out += [insufficient_reason(r) for r in self.shortfall(spec, copies, asked)]
         return out
+
+    def untolerated(self, spec: Mapping[str, Any]) -> list[Taint]:
+        """The node's taints that keep the pod off it (TaintToleration, ``Taint.keeps_off``)."""
+        return [t for t in self.taints if t.keeps_off(spec.get("tolerations") or [])]
 
     def shortfall(self, spec: Mapping[str, Any], copies: int = 1, asked: Mapping[str, int] | None = None) -> list[str]:
         """The resources ``copies`` of the pod ask more of than the node has (none when its size is unknown);

@@ -38,7 +38,6 @@ from fleet.tools.checks.chart_placement import (
     operated,
     placement_problems,
     stack_pods,
-    untolerated,
 )
 from fleet.tools.checks.charts import (
     ChartCacheError,
@@ -217,7 +216,7 @@ def test_node_agents_tolerate_the_taints_of_the_gpu_pools_they_select(
                 bad += [
                     f"{_where(planned, stack, item, pod.kind, pod.name)}: "
                     f"no toleration for {taint.as_string()} of pool {pool.key}"
-                    for taint in untolerated(node, pod.spec)
+                    for taint in node.untolerated(pod.spec)
                 ]
             if item.release.chart in ("dcgm-exporter",) and pod.name == "dcgm-exporter":
                 for pool in cluster.all_pools:

@@ -31,10 +31,10 @@ from fleet.model.placement import (
     PodToPlace,
     cluster_nodes,
     describe,
+    held_by,
     place,
     selector_matches,
 )
-from fleet.model.placement import pod_requests as requests_of
 from fleet.model.spec import Cluster
 from fleet.tools.checks.charts import RenderedRelease, pods_of
 from fleet.tools.engine.plan import StackPlan
@@ -125,12 +125,6 @@ def stack_pods(plan: StackPlan, rendered: list[RenderedRelease]) -> list[StackPo
     return pods
 
 
-def untolerated(node: Node, spec: dict[str, Any]) -> list[Taint]:
-    """The node's taints the pod does not tolerate (TaintToleration filters on NoSchedule and NoExecute)."""
-    tolerations = spec.get("tolerations") or []
-    return [t for t in node.taints if t.effect != "PreferNoSchedule" and not t.tolerated_by(tolerations)]
-
-
 def control_plane_node() -> Node:
     """Magnum's masters, where the GPU autoscaler runs: the control-plane label and taint (components/clusters/
     magnum.py CONTROL_PLANE), the master flavor's size not known."""
@@ -143,11 +137,8 @@ def node_agent_problems(cluster: Cluster, pods: list[StackPod]) -> list[str]:
     problems = []
     daemons = [p for p in pods if p.kind == "DaemonSet"]
     for node in cluster_nodes(cluster):
-        on_node = [p for p in daemons if selector_matches(p.spec, node.labels) and not untolerated(node, p.spec)]
-        held: dict[str, int] = {"pods": len(on_node)} if on_node else {}
-        for pod in on_node:
-            for resource, amount in requests_of(pod.spec).items():
-                held[resource] = held.get(resource, 0) + amount
+        on_node = [p for p in daemons if selector_matches(p.spec, node.labels) and not node.untolerated(p.spec)]
+        held = held_by([p.spec for p in on_node])
         if held != node.held:
             problems.append(
                 f"{cluster.name} pool {node.pool}: the DaemonSets {[p.where for p in on_node]} hold {held}, the model "
@@ -164,7 +155,7 @@ def placement_problems(cluster: Cluster, pods: list[StackPod]) -> list[str]:
     masters = [control_plane_node()] if cloud_rules(cluster.cloud).control_plane_nodes else []
     nodes = [*cluster_nodes(cluster), *masters]
     system = next(n for n in nodes if n.pool == SYSTEM_POOL)
-    problems, total = [], {}
+    problems, on_system = [], []
     for pod in pods:
         if pod.kind == "DaemonSet":
             continue
@@ -173,9 +164,8 @@ def placement_problems(cluster: Cluster, pods: list[StackPod]) -> list[str]:
         if found is not None:
             problems.append(found.message)
         if pool == SYSTEM_POOL:
-            for resource, amount in requests_of(pod.spec).items():
-                total[resource] = total.get(resource, 0) + amount * pod.replicas
-            total["pods"] = total.get("pods", 0) + pod.replicas
+            on_system += [pod.spec] * pod.replicas
+    total = held_by(on_system)
     if system.allocatable is not None:
         room = cluster.system_pool.max_nodes
         for resource, amount in sorted(total.items()):

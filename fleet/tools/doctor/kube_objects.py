@@ -104,12 +104,8 @@ def untolerated(pod: V1Pod, node: V1Node) -> list[Any]:
     """The node's scheduling taints that none of the pod's tolerations tolerates."""
     tolerations = [t.to_dict() for t in (pod.spec.tolerations if pod.spec else None) or []]
     taints = (node.spec.taints if node.spec else None) or []
-    return [
-        t
-        for t in taints
-        if t.effect in ("NoSchedule", "NoExecute")
-        and not Taint(key=t.key, value=t.value or "", effect=t.effect).tolerated_by(tolerations)
-    ]
+    # the API server admits only the three effects a Taint holds (core/v1 validation validateTaintEffect)
+    return [t for t in taints if Taint(key=t.key, value=t.value or "", effect=t.effect).keeps_off(tolerations)]
 
 
 def taint_text(taint: Any) -> str:

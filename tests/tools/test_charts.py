@@ -476,7 +476,7 @@ def test_a_system_pool_too_small_for_the_infrastructure_is_found(
 
 
 def test_plan_with_a_chart_cache_places_the_chart_pods_and_says_what_the_cache_lacks(
-    chart_cache: Path, tmp_path: Path, capsys
+    chart_cache: Path, tmp_path: Path, capsys, monkeypatch
 ):
     """``plan --chart-cache DIR``: the same rendering and placement as this tier, for a user with the charts pulled;
     an archive the folder lacks is a mandatory finding that says which and how to get it."""
@@ -497,6 +497,15 @@ def test_plan_with_a_chart_cache_places_the_chart_pods_and_says_what_the_cache_l
     assert re.search(
         rf"\[mandatory\] chart-placement: fix-gke: release \S+ needs \S+\.tgz in the chart cache {empty}", out
     )
+    # a folder that is not there is the flag's mistake: refused before any stack is planned, exit 2
+    from fleet.tools.commands import planning
+
+    def planned(*args: object) -> None:
+        raise AssertionError("a stack was planned before the --chart-cache folder was checked")
+
+    monkeypatch.setattr(planning, "plan_selected", planned)
+    assert main(["plan", *on_fixture, "--chart-cache", str(tmp_path / "nope")]) == 2
+    assert f"--chart-cache {tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
 
 
 def test_no_prometheus_keeps_its_data_unbounded(planned_fleets: list[PlannedFleet], rendered_charts: Rendered):

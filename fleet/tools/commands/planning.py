@@ -94,6 +94,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.json is not None:
         check_output_file(args.json, "--json")
+    if args.chart_cache is not None and (refused := _chart_cache_refused(args.chart_cache)):
+        print(refused, file=sys.stderr)
+        return EXIT_BAD_INPUT
     input_warnings: list[str] = []  # shown once, with the plan's own findings
     planned = plan_selected(args, "plan", input_warnings)
     if isinstance(planned, int):
@@ -102,9 +105,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return planned
     fleet, plans = planned
     if args.chart_cache is not None:
-        status = _place_chart_pods(fleet, plans, args.chart_cache)
-        if status is not None:
-            return status
+        _place_chart_pods(fleet, plans, args.chart_cache)
     if not args.no_policy_pack:
         from fleet.tools.engine.analyzer import analyze_plans
         from fleet.tools.engine.plan import PROJECT
@@ -140,22 +141,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_FAILED if mandatory else EXIT_OK
 
 
-def _place_chart_pods(fleet: Fleet, plans: list[StackPlan], cache: Path) -> int | None:
-    """Render every Helm release of ``plans`` from the chart archives in ``cache`` and add a mandatory finding for
-    every pod that does not land on its pool (fleet/tools/checks/chart_placement.py); an exit status when the
-    charts cannot be rendered at all."""
+def _chart_cache_refused(cache: Path) -> str | None:
+    """Why ``plan --chart-cache`` cannot render from ``cache`` (checked before any stack is planned), or None."""
     import importlib.util
 
+    if importlib.util.find_spec("helm_python") is None:
+        return "plan: --chart-cache needs helm-python-sdk (pip install -r requirements-dev.txt)"
+    if not cache.is_dir():
+        return f"plan: --chart-cache {cache}: no such folder (`helm pull` the pinned charts into it)"
+    return None
+
+
+def _place_chart_pods(fleet: Fleet, plans: list[StackPlan], cache: Path) -> None:
+    """Render every Helm release of ``plans`` from the chart archives in ``cache`` and add a mandatory finding for
+    every pod that does not land on its pool (fleet/tools/checks/chart_placement.py)."""
     from fleet.tools.checks.chart_placement import node_agent_problems, placement_problems, stack_pods
     from fleet.tools.checks.charts import ChartCacheError, render_stack_charts, stack_kubernetes_version
     from fleet.tools.engine.plan import Finding
 
-    if importlib.util.find_spec("helm_python") is None:
-        print("plan: --chart-cache needs helm-python-sdk (pip install -r requirements-dev.txt)", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if not cache.is_dir():
-        print(f"plan: --chart-cache {cache}: no such folder (`helm pull` the pinned charts into it)", file=sys.stderr)
-        return EXIT_BAD_INPUT
     for plan in plans:
         cluster = fleet.cluster(plan.stack)
         try:
@@ -166,7 +169,6 @@ def _place_chart_pods(fleet: Fleet, plans: list[StackPlan], cache: Path) -> int 
         pods = stack_pods(plan, rendered)
         for problem in node_agent_problems(cluster, pods) + placement_problems(cluster, pods):
             plan.findings.append(Finding("mandatory", problem, policy="chart-placement"))
-    return None
 
 
 def _note_unpinned_images(fleet: Fleet) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import types
 import typing
@@ -25,7 +26,7 @@ class StrictModel(pydantic.BaseModel):
     def _true_is_not_a_number(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
         """YAML's true and false are not the numbers 1 and 0, nor a number true or false: pydantic's lax mode takes
         either for the other (``max_nodes: true`` planned one node, ``spot: 1`` a spot pool)."""
-        kinds = set(_unwrap(cls.model_fields[str(info.field_name)].annotation))
+        kinds = _field_kinds(cls, str(info.field_name))
         if isinstance(value, bool) and kinds & {int, float} and bool not in kinds:
             number = "a whole number, such as 2" if int in kinds else "a number, such as 0.5"
             raise ValueError(f"expected {number}, not {str(value).lower()}")
@@ -76,6 +77,12 @@ def _given(value: Any) -> str:
         return "a list"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+@functools.cache
+def _field_kinds(model: type[pydantic.BaseModel], field: str) -> frozenset[Any]:
+    """The types a model's field may hold (:func:`_unwrap`), worked out once per field, not once per value read."""
+    return frozenset(_unwrap(model.model_fields[field].annotation))
 
 
 def _unwrap(annotation: Any) -> list[Any]:

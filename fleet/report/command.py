@@ -28,6 +28,7 @@ from fleet.report.model import Report
 from fleet.report.progress import Progress
 from fleet.report.prometheus_api import PrometheusClient, PrometheusError
 from fleet.report.queries import window_from
+from fleet.report.query_pool import DEFAULT_CONCURRENCY
 
 
 class ReportError(Exception):
@@ -50,7 +51,8 @@ def _select(workloads: dict[str, Workload], names: list[str] | None) -> list[Wor
 @dataclass(frozen=True)
 class ReportRequest:
     """What a report is asked for: the Prometheus, the window (``since`` or ``start``/``end``), the output folder,
-    the per-request timeout, the workloads (None: all), and the fleet, workload and price files."""
+    the per-request timeout, the workloads (None: all), the fleet, workload and price files, and how many queries
+    are sent at a time."""
 
     prometheus: str
     out: Path
@@ -62,11 +64,14 @@ class ReportRequest:
     policy: Path
     workloads_dir: Path
     prices: Path | None
+    concurrency: int = DEFAULT_CONCURRENCY
 
     @classmethod
     def from_namespace(cls, args: Any) -> ReportRequest:
-        """The request of the ``report`` command line (an ``argparse.Namespace`` with these names)."""
-        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+        """The request of the ``report`` command line (an ``argparse.Namespace`` with these names; ``concurrency``
+        may be left out)."""
+        fields = [f.name for f in dataclasses.fields(cls)]
+        return cls(**{name: getattr(args, name) for name in fields if hasattr(args, name)})
 
 
 def build(
@@ -97,7 +102,7 @@ def build(
     try:
         progress.step(f"connecting to {client.display_url}")
         client.build_info()
-        return gather(client, workloads, window, fleet, prices, progress)
+        return gather(client, workloads, window, fleet, prices, progress, args.concurrency)
     except PrometheusError as exc:
         raise ReportError(str(exc)) from None
     finally:

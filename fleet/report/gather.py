@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, Protocol, TypeVar
 
 from fleet.model.prometheus import duration_seconds
 from fleet.model.spec import Fleet
@@ -28,9 +30,12 @@ from fleet.report.queries import (
     selector,
     workload_queries,
 )
+from fleet.report.query_pool import DEFAULT_CONCURRENCY, QueryPool
 from fleet.report.queues import queue_queries, queue_rows
 from fleet.report.runners import runner_queries, runner_rows
 from fleet.report.sweeps import SweepRow, sweep_queries, sweep_rows
+
+T = TypeVar("T")
 
 
 def _number(sample: dict[str, Any], key: str = "value") -> float | None:
@@ -80,44 +85,152 @@ def gather(
     fleet: Fleet | None,
     prices: PriceTable,
     progress: Progress,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> Report:
-    """Query Prometheus for every workload; raises ``PrometheusError`` when a request fails."""
+    """Query Prometheus for every workload, ``concurrency`` requests at a time (fleet/report/query_pool.py); raises
+    ``PrometheusError`` when a request fails. The report is the same whatever the order the answers come in."""
     step = choose_step(window.seconds)
-    sections = []
-    sweeps: dict[str, list[SweepRow]] = {}
-    for wl in (w for w in workloads if sweeping(w, fleet)):
-        answers = {}
-        for name, promql in sweep_queries(wl, window).items():
-            progress.step(f"{wl.name}: sweep epoch {name}")
-            answers[name] = client.query(promql, window.end)
-        sweeps[wl.name] = sweep_rows(wl, answers, fleet, prices)
-    for wl in (w for w in workloads if not sweeping(w, fleet)):
-        queries = workload_queries(wl.spec, window)
-        section = WorkloadSection(wl, queries, runs_counter(wl.spec))
-        sections.append(section)
-        values: dict[str, dict[Card, float]] = {}
-        for name, promql in queries.instant().items():
-            progress.step(f"{wl.name}: {name.replace('_', ' ')}")
-            values[name] = _by_card(client.query(promql, window.end))
-            if name == "result" and not values[name]:
-                break
-        if not values["result"]:
-            section.no_data = _why_no_data(client, wl, queries, window, progress)
-            continue
-        if at_fleet_scale(len(values["result"])):  # a fleet of many clusters: each card type's spread
-            progress.step(f"{wl.name}: headline time series per card type")
-            for sample in client.query_range(queries.spread, window.start, window.end, step):
-                points = _finite(sample["values"])
-                if points:
-                    section.spread.setdefault(sample["metric"].get("gpu", ""), {})[sample["metric"]["stat"]] = points
-        else:
-            progress.step(f"{wl.name}: headline time series")
-            for sample in client.query_range(queries.series, window.start, window.end, step):
-                points = _finite(sample["values"])
-                if points:
-                    section.series[card_key(sample["metric"])] = points
-        progress.step(f"{wl.name}: first and last sample per pod")
-        observed = observed_seconds(*pod_spans(client.query_samples(queries.samples, window.end)))
+
+    with QueryPool(concurrency) as pool:
+
+        def ask(what: str, call: Callable[..., T], *args: Any) -> Future[T]:
+            def announced() -> T:
+                progress.step(what)
+                return call(*args)
+
+            return pool.submit(announced)
+
+        def instant(what: str, promql: str) -> Future[list[dict[str, Any]]]:
+            return ask(what, client.query, promql, window.end)
+
+        # every request that needs no other's answer, sent at once: the first of each workload's, then the rest
+        sweep_asked = {
+            wl.name: {n: instant(f"{wl.name}: sweep epoch {n}", q) for n, q in sweep_queries(wl, window).items()}
+            for wl in (w for w in workloads if sweeping(w, fleet))
+        }
+        per_workload = [(wl, workload_queries(wl.spec, window)) for wl in workloads if not sweeping(wl, fleet)]
+        results_asked = {wl.name: instant(f"{wl.name}: result", queries.result) for wl, queries in per_workload}
+        probes_asked = {
+            metric: ask(f"probes: {metric}", client.query_samples, promql, window.end)
+            for metric, promql in probe_queries(window).items()
+        }
+        phases_asked = {name: instant(f"probes: {name} by phase", q) for name, q in phase_queries(window).items()}
+        runners_asked = {
+            name: instant(f"CI runners: {name.replace('_', ' ')}", q) for name, q in runner_queries(window).items()
+        }
+        # the records arrive every federation interval: the integrals' resolution
+        resolution = duration_seconds(fleet.monitoring.federation_interval) if fleet else 60.0
+        accounts_asked = {
+            name: instant(f"accounting: {name.replace('_', ' ')}" + ("" if name == "lost_pods" else " card-hours"), q)
+            for name, q in accounting_queries(window, resolution).items()
+        }
+        queues_asked = {
+            name: instant(f"queues: {name.replace('_', ' ')}", q) for name, q in queue_queries(window).items()
+        }
+        pending = [
+            _Section(client, wl, queries, window, step, fleet, prices, results_asked[wl.name], ask)
+            for wl, queries in per_workload
+        ]
+        for section in pending:
+            section.send_rest()
+        sweeps: dict[str, list[SweepRow]] = {
+            name: sweep_rows(_workload(workloads, name), {k: f.result() for k, f in asked.items()}, fleet, prices)
+            for name, asked in sweep_asked.items()
+        }
+        sections = [section.result() for section in pending]
+        probes = probe_rows({metric: f.result() for metric, f in probes_asked.items()})
+        phases = phase_rows({name: f.result() for name, f in phases_asked.items()})
+        waits = pool_waits(probes)
+        for section in sections:
+            for row in section.rows:
+                row.scale_up_seconds = waits.get((row.cluster, row.cloud, row.gpu))
+        runner_answers = {name: f.result() for name, f in runners_asked.items()}
+        account_answers = {name: f.result() for name, f in accounts_asked.items()}
+        lost = lost_query(window, resolution, account_answers["lost_pods"])
+        account_answers["lost"] = instant("accounting: lost card-hours", lost).result() if lost else []
+        queue_answers = {name: f.result() for name, f in queues_asked.items()}
+    return Report(
+        client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
+        runner_rows(runner_answers), sweeps, accounting_rows(account_answers, fleet, prices), phases,
+        queue_rows(queue_answers, fleet),
+    )  # fmt: skip
+
+
+def _workload(workloads: list[Workload], name: str) -> Workload:
+    return next(w for w in workloads if w.name == name)
+
+
+class _Asker(Protocol):
+    def __call__(self, what: str, call: Callable[..., T], *args: Any) -> Future[T]: ...
+
+
+class _Section:
+    """A workload's section while its answers come in: :meth:`result` waits for them and builds the rows."""
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        wl: Workload,
+        queries: WorkloadQueries,
+        window: Window,
+        step: float,
+        fleet: Fleet | None,
+        prices: PriceTable,
+        result: Future[list[dict[str, Any]]],
+        ask: _Asker,
+    ):
+        self.client, self.wl, self.queries, self.window, self.step = client, wl, queries, window, step
+        self.fleet, self.prices, self.result_asked, self.ask = fleet, prices, result, ask
+        self.values: dict[str, dict[Card, float]] = {}
+        self.no_data = ""
+        self.fleet_scale = False
+        self.rest: dict[str, Future[list[dict[str, Any]]]] = {}
+        self.series: Future[list[dict[str, Any]]] | None = None
+        self.samples: Future[list[dict[str, Any]]] | None = None
+
+    def send_rest(self) -> None:
+        """Once the workload's result is in, send the rest of its queries (when it has cards) or ask why it has
+        none."""
+        wl, queries, window, ask = self.wl, self.queries, self.window, self.ask
+        self.values["result"] = _by_card(self.result_asked.result())
+        if not self.values["result"]:
+            self.no_data = _why_no_data(self.client, wl, queries, window, ask)
+            return
+        self.rest = {
+            name: ask(f"{wl.name}: {name.replace('_', ' ')}", self.client.query, promql, window.end)
+            for name, promql in queries.instant().items()
+            if name != "result"
+        }
+        self.fleet_scale = at_fleet_scale(len(self.values["result"]))  # many clusters: each card type's spread
+        self.series = ask(
+            f"{wl.name}: headline time series" + (" per card type" if self.fleet_scale else ""),
+            self.client.query_range,
+            queries.spread if self.fleet_scale else queries.series,
+            window.start,
+            window.end,
+            self.step,
+        )
+        self.samples = ask(f"{wl.name}: first and last sample per pod", self.client.query_samples, queries.samples,
+                           window.end)  # fmt: skip
+
+    def result(self) -> WorkloadSection:
+        """The section, once all its answers are in (after :meth:`send_rest`)."""
+        wl, values, fleet_scale = self.wl, self.values, self.fleet_scale
+        section = WorkloadSection(wl, self.queries, runs_counter(wl.spec))
+        if self.series is None or self.samples is None:
+            section.no_data = self.no_data
+            return section
+        values.update({name: _by_card(f.result()) for name, f in self.rest.items()})
+        for sample in self.series.result():
+            points = _finite(sample["values"])
+            if not points:
+                continue
+            if fleet_scale:
+                section.spread.setdefault(sample["metric"].get("gpu", ""), {})[sample["metric"]["stat"]] = points
+            else:
+                section.series[card_key(sample["metric"])] = points
+        observed = observed_seconds(*pod_spans(self.samples.result()))
+        fleet, prices = self.fleet, self.prices
         for card, result in sorted(values["result"].items()):
             cluster, cloud, gpu = card
             machine = machine_for(cluster, cloud, gpu, fleet) if cloud and gpu else None
@@ -138,51 +251,14 @@ def gather(
             )
             section.rows.append(row)
         section.rows.sort(key=lambda r: r.result, reverse=wl.spec.headline.higher_is_better)
-    probe_samples = {}
-    for metric, promql in probe_queries(window).items():
-        progress.step(f"probes: {metric}")
-        probe_samples[metric] = client.query_samples(promql, window.end)
-    probes = probe_rows(probe_samples)
-    phase_answers = {}
-    for name, promql in phase_queries(window).items():
-        progress.step(f"probes: {name} by phase")
-        phase_answers[name] = client.query(promql, window.end)
-    phases = phase_rows(phase_answers)
-    waits = pool_waits(probes)
-    for section in sections:
-        for row in section.rows:
-            row.scale_up_seconds = waits.get((row.cluster, row.cloud, row.gpu))
-    runner_answers = {}
-    for name, promql in runner_queries(window).items():
-        progress.step(f"CI runners: {name.replace('_', ' ')}")
-        runner_answers[name] = client.query(promql, window.end)
-    # the records arrive every federation interval: the integrals' resolution
-    resolution = duration_seconds(fleet.monitoring.federation_interval) if fleet else 60.0
-    account_answers = {}
-    for name, promql in accounting_queries(window, resolution).items():
-        progress.step(f"accounting: {name.replace('_', ' ')}" + ("" if name == "lost_pods" else " card-hours"))
-        account_answers[name] = client.query(promql, window.end)
-    progress.step("accounting: lost card-hours")
-    lost = lost_query(window, resolution, account_answers["lost_pods"])
-    account_answers["lost"] = client.query(lost, window.end) if lost else []
-    queue_answers = {}
-    for name, promql in queue_queries(window).items():
-        progress.step(f"queues: {name.replace('_', ' ')}")
-        queue_answers[name] = client.query(promql, window.end)
-    return Report(
-        client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
-        runner_rows(runner_answers), sweeps, accounting_rows(account_answers, fleet, prices), phases,
-        queue_rows(queue_answers, fleet),
-    )  # fmt: skip
+        return section
 
 
-def _why_no_data(
-    client: PrometheusClient, wl: Workload, queries: WorkloadQueries, window: Window, progress: Progress
-) -> str:
+def _why_no_data(client: PrometheusClient, wl: Workload, queries: WorkloadQueries, window: Window, ask: _Asker) -> str:
     """Say whether the headline metric is absent from the window altogether or only without the right labels."""
     metric = wl.spec.headline.metric
-    progress.step(f"{wl.name}: is {metric} there at all")
-    anywhere = client.query(f"count(last_over_time({selector(metric, {})}[{window.range}]))", window.end)
+    promql = f"count(last_over_time({selector(metric, {})}[{window.range}]))"
+    anywhere = ask(f"{wl.name}: is {metric} there at all", client.query, promql, window.end).result()
     if not anywhere:
         return f"no series of the headline metric {metric} in the window"
     return (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from typing import TextIO
 
 
@@ -15,17 +16,19 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._width = 0
+        self._lock = threading.Lock()  # the report's queries run on several threads
 
     def step(self, what: str) -> None:
         """Announce the next query."""
-        self.done += 1
-        line = f"report: [{self.done}/{self.total}] {what}"
-        if self.tty:
-            self.stream.write("\r" + line.ljust(self._width))
-            self._width = max(self._width, len(line))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+        with self._lock:
+            self.done += 1
+            line = f"report: [{self.done}/{self.total}] {what}"
+            if self.tty:
+                self.stream.write("\r" + line.ljust(self._width))
+                self._width = max(self._width, len(line))
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
 
     def finish(self) -> None:
         """End the progress line on a terminal."""

@@ -163,6 +163,7 @@ class PrometheusClient:
     requests: int = field(default=0, init=False)
     display_url: str = field(default="", init=False)
     _authorization: str | None = field(default=None, init=False, repr=False)
+    _counting: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         url = check_base_url(self.base_url)
@@ -181,7 +182,8 @@ class PrometheusClient:
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
         if self._authorization:
             request.add_unredirected_header("Authorization", self._authorization)
-        self.requests += 1
+        with self._counting:  # requests may be sent from several threads (fleet/report/query_pool.py)
+            self.requests += 1
         exchange = _Exchange(request, allowed, self.max_bytes)
         exchange.start()
         exchange.join(allowed)

@@ -63,6 +63,19 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+def _concurrency(text: str) -> int:
+    """How many queries the report sends at a time: a whole number from 1 to the pool's most."""
+    from fleet.report.query_pool import MAX_CONCURRENCY
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_CONCURRENCY}, such as 4, not {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = _Parser(prog=program_name(), description=DESCRIPTION)
@@ -124,6 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=_path, required=True, metavar="DIR", help="writes DIR/index.html, report.md, *.png")
     p.add_argument("--workload", action="append", help="report only this workload (repeatable; default: all)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
+    p.add_argument(
+        "--concurrency",
+        type=_concurrency,
+        default=4,
+        metavar="N",
+        help="queries sent to Prometheus at a time (default 4; 1 sends them one after the other)",
+    )
     common(p)
     p.add_argument("--prices", type=_path, default=PRICES_FILE, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_report)

@@ -59,12 +59,13 @@ class FakeClient:
         return [{"metric": self._metric(c, g), "values": [[start, "1"], [end, "2"]]} for c, g in self.cards]
 
 
-def gathered(clusters: int) -> tuple[FakeClient, Any]:
+def gathered(clusters: int, concurrency: int = 4) -> tuple[FakeClient, Any]:
     fleet = load_fleet(FLEET / "fleet.yaml", FLEET / "workloads")
     workloads = list(load_workloads(FLEET / "workloads").values())
     client = FakeClient(clusters)
     progress = Progress(count_queries(workloads, WINDOW, fleet), io.StringIO())
-    report = gather(client, workloads, WINDOW, fleet, load_prices(), progress)  # type: ignore[arg-type]
+    report = gather(client, workloads, WINDOW, fleet, load_prices(), progress, concurrency)  # type: ignore[arg-type]
+    assert progress.done == len(client.sent)  # every query announced once, from whichever thread sent it
     return client, report
 
 
@@ -75,7 +76,7 @@ def test_the_queries_sent_do_not_grow_with_the_clusters(clusters: int) -> None:
     small, _ = gathered(1)
     client, report = gathered(clusters)
     assert len(client.sent) == len(small.sent)
-    assert [kind for kind, _ in client.sent] == [kind for kind, _ in small.sent]
+    assert sorted(k for k, _ in client.sent) == sorted(k for k, _ in small.sent)  # sent side by side: any order
     # the progress total (what the report announces) is what it sends, the first request (build info) aside
     fleet = load_fleet(FLEET / "fleet.yaml", FLEET / "workloads")
     workloads = list(load_workloads(FLEET / "workloads").values())
@@ -104,3 +105,24 @@ def test_up_to_cards_per_plot_every_card_keeps_its_series() -> None:
         assert not section.at_fleet_scale and not section.spread
         assert len(section.series) == len(section.rows) == 8 * clusters
         assert ("series", section.queries.series) in section.listing()
+
+
+def test_the_report_is_the_same_sent_one_at_a_time_or_several() -> None:
+    """Queries sent side by side (fleet/report/query_pool.py) give the report the same rows, in the same order, as
+    sent one after the other."""
+
+    def shown(report: Any) -> Any:
+        return (
+            [(s.name, s.rows, s.spread, s.series, s.no_data) for s in report.sections],
+            report.probes,
+            report.phases,
+            report.runners,
+            report.sweeps,
+            report.accounting,
+            report.queues,
+        )
+
+    one_by_one, before = gathered(3, concurrency=1)
+    side_by_side, after = gathered(3, concurrency=8)
+    assert sorted(one_by_one.sent) == sorted(side_by_side.sent)
+    assert shown(before) == shown(after)

@@ -10,7 +10,10 @@ from __future__ import annotations
 import base64
 import io
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -23,7 +26,7 @@ import pytest
 from fleet.report.command import ReportError, ReportRequest, build
 from fleet.report.prometheus_api import DEFAULT_MAX_BYTES, PrometheusClient, PrometheusError, redact_url
 from fleet.tools.cli import build_parser, main
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, ROOT
 
 LIFETIME_S = 120.0  # the fake server stops by itself after this long, whatever the test does (a leak's bound only)
 # The report's per-request timeout where a test is not about it: an upper bound a healthy answer never nears, however
@@ -320,8 +323,12 @@ def test_a_dripping_answer_is_cut_off_at_the_timeout(
     assert line.endswith("within the timeout of 1 s; no report written")
 
 
-def test_the_whole_report_ends_by_its_deadline(serve: Callable[..., FakePrometheus], tmp_path: Path) -> None:
-    """Each answer comes within the timeout, but the requests together run past the report's budget."""
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_the_whole_report_ends_by_its_deadline(
+    serve: Callable[..., FakePrometheus], tmp_path: Path, concurrency: int
+) -> None:
+    """Each answer comes within the timeout, but the requests together run past the report's budget, whether they are
+    sent one after the other or several at a time."""
     server = serve(lambda path: [0.4, *healthy()(path)])
     fleet = ["--policy", str(FLEET / "fleet.yaml"), "--workloads-dir", str(FLEET / "workloads")]
     args = build_parser().parse_args(
@@ -335,13 +342,17 @@ def test_the_whole_report_ends_by_its_deadline(serve: Callable[..., FakePromethe
             str(tmp_path / "out"),
             "--timeout",
             "1",
+            "--concurrency",
+            str(concurrency),
             *fleet,
         ]
     )
-    with pytest.raises(ReportError, match="before the deadline of all requests") as failed:
+    # cut off under way ("... before the deadline of all requests") or not begun ("the deadline ... passed before")
+    with pytest.raises(ReportError, match="the deadline of all requests") as failed:
         build(ReportRequest.from_namespace(args), stream=io.StringIO(), budget=1.0)
-    # all requests would take 12 s; in the 1 s budget at 0.4 s an answer, at most 3 are made (fewer on a slow machine)
-    assert not failed.value.bad_input and len(server.requests) <= 4
+    # all requests would take 12 s one after the other; in the 1 s budget at 0.4 s an answer, the build information
+    # and at most 3 rounds of ``concurrency`` queries begin (fewer on a slow machine)
+    assert not failed.value.bad_input and len(server.requests) <= 1 + 3 * concurrency
 
 
 def test_an_announced_huge_answer_is_refused_unread(
@@ -463,3 +474,41 @@ def test_a_timeout_that_is_not_a_positive_number_is_bad_input(
 ) -> None:
     assert report("http://127.0.0.1:9", tmp_path / "out", "--timeout", timeout) == 2
     assert "--timeout must be a positive number of seconds" in capsys.readouterr().err
+
+
+# --- queries side by side ----------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_with_queries_under_way_ends_the_report_at_once(
+    serve: Callable[..., FakePrometheus], tmp_path: Path
+) -> None:
+    """Four queries in flight on the pool's threads, none answered: a Ctrl-C ends ``fleet report`` with one line and
+    130, without waiting for them (each would wait for its whole timeout)."""
+    in_flight = threading.Semaphore(0)
+
+    def held(target: str) -> Reply:
+        if urlsplit(target).path == "/api/v1/status/buildinfo":
+            return [api({"version": "3.0.0-fake"})]
+        in_flight.release()
+        return [LIFETIME_S]  # never answers while the test runs
+
+    server = serve(held)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleet", "report", "--prometheus", server.url, "--since", "1h", "--out", str(out),
+         "--policy", str(FLEET / "fleet.yaml"), "--workloads-dir", str(FLEET / "workloads"), "--timeout", "100",
+         "--concurrency", "4"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for _ in range(4):
+            assert in_flight.acquire(timeout=LIFETIME_S), "the report never had four queries in flight"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=LIFETIME_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert [line for line in stderr.splitlines() if not line.startswith("report: [")] == [
+        "fleet report: stopped by Ctrl-C (exit 130)"
+    ], stderr
+    assert stdout == "" and not out.exists()

@@ -470,6 +470,16 @@ BAD_INPUTS: dict[str, tuple[list[str], dict[str, tuple[str, str] | str | bytes],
         {},
         ["fleet.yaml:1: cannot read the pushed digests: not JSON", "such as {"],
     ),
+    "report-concurrency-zero": (
+        ["report", "--prometheus", "http://127.0.0.1:9", "--out", "{fleet}/out", "--concurrency", "0"],
+        {},
+        ["--concurrency: must be a whole number from 1 to 16, such as 4, not '0'"],
+    ),
+    "report-concurrency-word": (
+        ["report", "--prometheus", "http://127.0.0.1:9", "--out", "{fleet}/out", "--concurrency", "many"],
+        {},
+        ["--concurrency: must be a whole number from 1 to 16, such as 4, not 'many'"],
+    ),
 }
 
 

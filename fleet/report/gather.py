@@ -24,6 +24,7 @@ from fleet.report.queries import (
     at_fleet_scale,
     card_key,
     choose_step,
+    gpu_queries,
     observed_seconds,
     pod_spans,
     runs_counter,
@@ -75,7 +76,8 @@ def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None
         len(sweep_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 2
         for w in workloads
     ]
-    return 1 + extra + sum(per_workload)
+    gpu = 2 if any(not sweeping(w, fleet) for w in workloads) else 0  # utilisation and energy, for all workloads
+    return 1 + extra + sum(per_workload) + gpu
 
 
 def gather(
@@ -108,8 +110,18 @@ def gather(
             wl.name: {n: instant(f"{wl.name}: sweep epoch {n}", q) for n, q in sweep_queries(wl, window).items()}
             for wl in (w for w in workloads if sweeping(w, fleet))
         }
-        per_workload = [(wl, workload_queries(wl.spec, window)) for wl in workloads if not sweeping(wl, fleet)]
+        benchmarks = [wl for wl in workloads if not sweeping(wl, fleet)]
+        gpu = gpu_queries([wl.spec for wl in benchmarks], window) if benchmarks else None
+        per_workload = [(wl, workload_queries(wl.spec, window, gpu)) for wl in benchmarks]
         results_asked = {wl.name: instant(f"{wl.name}: result", queries.result) for wl, queries in per_workload}
+        gpu_asked = (
+            {
+                "gpu_utilization": instant("GPU utilisation of every workload's pods", gpu.utilization),
+                "gpu_energy": instant("GPU energy of every workload's pods", gpu.energy),
+            }
+            if gpu
+            else {}
+        )
         probes_asked = {
             metric: ask(f"probes: {metric}", client.query_samples, promql, window.end)
             for metric, promql in probe_queries(window).items()
@@ -127,8 +139,9 @@ def gather(
         queues_asked = {
             name: instant(f"queues: {name.replace('_', ' ')}", q) for name, q in queue_queries(window).items()
         }
+        by_workload = _ByWorkload(gpu_asked)
         pending = [
-            _Section(client, wl, queries, window, step, fleet, prices, results_asked[wl.name], ask)
+            _Section(client, wl, queries, window, step, fleet, prices, results_asked[wl.name], ask, by_workload)
             for wl, queries in per_workload
         ]
         for section in pending:
@@ -160,6 +173,26 @@ def _workload(workloads: list[Workload], name: str) -> Workload:
     return next(w for w in workloads if w.name == name)
 
 
+class _ByWorkload:
+    """The answers of the report's GPU queries (one each for all workloads), split by their ``workload`` label."""
+
+    def __init__(self, asked: dict[str, Future[list[dict[str, Any]]]]):
+        self._asked = asked
+        self._split: dict[str, dict[str, dict[Card, float]]] | None = None
+
+    def of(self, workload: str) -> dict[str, dict[Card, float]]:
+        """Per query name, the workload's values per card (waits for the answers)."""
+        if self._split is None:
+            self._split = {}
+            for name, future in self._asked.items():
+                for sample in future.result():
+                    value = _number(sample)
+                    if value is not None:
+                        per_card = self._split.setdefault(sample["metric"].get("workload", ""), {})
+                        per_card.setdefault(name, {})[card_key(sample["metric"])] = value
+        return {name: self._split.get(workload, {}).get(name, {}) for name in self._asked}
+
+
 class _Asker(Protocol):
     def __call__(self, what: str, call: Callable[..., T], *args: Any) -> Future[T]: ...
 
@@ -178,9 +211,10 @@ class _Section:
         prices: PriceTable,
         result: Future[list[dict[str, Any]]],
         ask: _Asker,
+        gpu: _ByWorkload,
     ):
         self.client, self.wl, self.queries, self.window, self.step = client, wl, queries, window, step
-        self.fleet, self.prices, self.result_asked, self.ask = fleet, prices, result, ask
+        self.fleet, self.prices, self.result_asked, self.ask, self.gpu = fleet, prices, result, ask, gpu
         self.values: dict[str, dict[Card, float]] = {}
         self.no_data = ""
         self.fleet_scale = False
@@ -221,6 +255,7 @@ class _Section:
             section.no_data = self.no_data
             return section
         values.update({name: _by_card(f.result()) for name, f in self.rest.items()})
+        values.update(self.gpu.of(wl.name))
         for sample in self.series.result():
             points = _finite(sample["values"])
             if not points:

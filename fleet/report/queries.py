@@ -15,7 +15,10 @@ at its end, never as an instant value:
   window (``max_over_time``: mtail's counters start at 0 in every pod), summed over the pods;
 * GPU utilisation and energy: the leaf's GPU recording rules (fleet/model/prometheus.py), per benchmark pod,
   joined on (cluster, namespace, pod) with the pods of the benchmark; the mean utilisation over the
-  pod's life and the energy ``increase()`` over the window;
+  pod's life and the energy ``increase()`` over the window. Those records carry no workload (one series per GPU pod
+  of the fleet: over 180 days of 200 clusters, over half a million), so one query each serves every workload of the
+  report (:func:`gpu_queries`: the pods of all benchmarks joined at once, the answer by workload) instead of one per
+  workload reading them all again;
 * the time series of the headline per card, as a range query whose step keeps every series under
   Prometheus' limit of 11,000 points; over more cards than a plot can tell apart (``CARDS_PER_PLOT``, a fleet of many
   clusters), per card type its lowest, median and highest card at each step instead (``spread``: Prometheus
@@ -169,38 +172,63 @@ class WorkloadQueries:
     best: str  # per card: the best headline sample
     pods: str  # per card: how many pods reported the headline
     runs: str | None  # per card: results counted by the run counter (None: the workload declares no counter)
-    gpu_utilization: str  # per card: mean GPU utilisation of the benchmark's pods over their life
-    gpu_energy: str  # per card: GPU energy (J) of the benchmark's pods in the window
+    gpu_utilization: str  # per workload and card: mean GPU utilisation of the benchmark's pods over their life
+    gpu_energy: str  # per workload and card: GPU energy (J) of the benchmark's pods in the window
     series: str  # range query: the headline per card
     spread: str  # range query: per card type (gpu), its lowest, median and highest card (label ``stat``)
     samples: str  # per pod: the run counter's (or headline's) raw samples in the window (its first and last)
 
     def instant(self) -> dict[str, str]:
-        """The instant queries by name (the order the report runs them)."""
-        out = {
-            "result": self.result,
-            "best": self.best,
-            "pods": self.pods,
-            "runs": self.runs,
-            "gpu_utilization": self.gpu_utilization,
-            "gpu_energy": self.gpu_energy,
-        }
+        """The workload's own instant queries by name (the order the report runs them); the GPU ones are the
+        report's, sent once for all its workloads."""
+        out = {"result": self.result, "best": self.best, "pods": self.pods, "runs": self.runs}
         return {name: query for name, query in out.items() if query is not None}
 
     def listing(self, spread: bool = False) -> list[tuple[str, str]]:
         """Every query with its name, as the report prints them (``spread``: the time series per card type)."""
         return [
             *self.instant().items(),
+            ("gpu_utilization", self.gpu_utilization),
+            ("gpu_energy", self.gpu_energy),
             ("series per card type", self.spread) if spread else ("series", self.series),
             ("samples", self.samples),
         ]
 
 
-def workload_queries(spec: WorkloadSpec, window: Window) -> WorkloadQueries:
-    """The report's queries for one workload over ``window``."""
+@dataclass(frozen=True)
+class GpuQueries:
+    """The GPU recording rules of the benchmark pods of every workload of a report, one query each, answered per
+    (workload, cluster, cloud, gpu)."""
+
+    utilization: str  # mean GPU utilisation of each card's benchmark pods over their life
+    energy: str  # GPU energy (J) of each card's benchmark pods in the window
+
+
+def gpu_queries(specs: Sequence[WorkloadSpec], window: Window) -> GpuQueries:
+    """One utilisation and one energy query over ``window`` for the workloads ``specs``: their pods are told by each
+    one's headline series (the workload's ``workload`` label and a ``pod``), joined with the GPU records on (cluster,
+    namespace, pod), and every answer carries its ``workload``."""
+    if not specs:
+        raise ValueError("the GPU queries need at least one workload")
+    w = window.range
+    on_pod = ", ".join(POD_LABELS)
+    # The benchmark's pods: series without a pod label are left out, or they would join the idle GPUs
+    # (dcgm-exporter leaves pod empty for a GPU no pod uses).
+    with_pod = [selector(spec.headline.metric, {"workload": spec.name}, 'pod!=""') for spec in specs]
+    pods = " or ".join(f"group by ({on_pod}, gpu, workload) (last_over_time({s}[{w}]))" for s in with_pod)
+    join = f"on ({on_pod}) group_left (gpu, workload) ({pods})"
+    by = ", ".join(("workload", *CARD_LABELS))
+    return GpuQueries(
+        utilization=f"avg by ({by}) (avg_over_time({GPU_UTILIZATION}[{w}]) * {join})",
+        energy=f"sum by ({by}) (increase({GPU_ENERGY}[{w}]) * {join})",
+    )
+
+
+def workload_queries(spec: WorkloadSpec, window: Window, gpu: GpuQueries | None = None) -> WorkloadQueries:
+    """The report's queries for one workload over ``window``; ``gpu``: the report's GPU queries of all its workloads
+    (default: this workload's alone)."""
     w = window.range
     card = ", ".join(CARD_LABELS)
-    on_pod = ", ".join(POD_LABELS)
     headline = spec.headline
     head = selector(headline.metric, {"workload": spec.name, **headline.match})
     direction = "max" if headline.higher_is_better else "min"
@@ -210,11 +238,7 @@ def workload_queries(spec: WorkloadSpec, window: Window) -> WorkloadQueries:
         counter_labels = next(m.labels for m in spec.metrics if m.name == counter_name)
         narrowed = {k: v for k, v in headline.match.items() if k in counter_labels}
         counter = selector(counter_name, {"workload": spec.name, **narrowed})
-    # The benchmark's pods: series without a pod label are left out, or they would join the idle GPUs
-    # (dcgm-exporter leaves pod empty for a GPU no pod uses).
-    with_pod = selector(headline.metric, {"workload": spec.name}, 'pod!=""')
-    pods_of_benchmark = f"group by ({on_pod}, gpu) (last_over_time({with_pod}[{w}]))"
-    join = f"on ({on_pod}) group_left (gpu) {pods_of_benchmark}"
+    gpu = gpu or gpu_queries([spec], window)
     per_card = f"max by ({card}) ({head})"
     stats = {"min": f"min by (gpu) ({per_card})", "median": f"quantile by (gpu) (0.5, {per_card})",
              "max": f"max by (gpu) ({per_card})"}  # fmt: skip
@@ -225,8 +249,8 @@ def workload_queries(spec: WorkloadSpec, window: Window) -> WorkloadQueries:
         best=f"{direction} by ({card}) ({direction}_over_time({head}[{w}]))",
         pods=f"count by ({card}) (group by ({card}, namespace, pod) (last_over_time({head}[{w}])))",
         runs=f"sum by ({card}) (max_over_time({counter}[{w}]))" if counter else None,
-        gpu_utilization=f"avg by ({card}) (avg_over_time({GPU_UTILIZATION}[{w}]) * {join})",
-        gpu_energy=f"sum by ({card}) (increase({GPU_ENERGY}[{w}]) * {join})",
+        gpu_utilization=gpu.utilization,
+        gpu_energy=gpu.energy,
         series=per_card,
         spread=" or ".join(f'label_replace({q}, "stat", "{name}", "", "")' for name, q in stats.items()),
         samples=f"{counter or head}[{w}]",

@@ -158,6 +158,13 @@ def pod_name(workload: str, card: Card) -> str:
     return f"{workload}-{card.gpu}-{card.cluster}-x7k2p"
 
 
+def utilization(workload: str, card: Card) -> float:
+    """The GPU utilisation the exporter reports for the workload's pod on the card: the card's, plus a step per
+    workload, so that a report that mixed up the workloads' pods (one GPU query serves them all) shows it."""
+    assert card.utilization is not None
+    return card.utilization + 2.0 * sorted(workloads()).index(workload)
+
+
 def log_lines(workload: str, results: str) -> list[str]:
     """The sample log, or its lines up to the end of its k-th result."""
     lines = workloads()[workload].sample_log.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -262,7 +269,7 @@ class GpuExporter:
     """Serves the leaf GPU recording rules for the benchmark pods, as the central holds them after federation:
     a constant utilisation and an energy counter growing at a constant power since the exporter started."""
 
-    def __init__(self, pods: list[tuple[Card, str]]):
+    def __init__(self, pods: list[tuple[Card, str, float]]):
         self.started = time.time()
         self.pods = pods
         self.server = TextExporter(self.exposition)
@@ -271,14 +278,14 @@ class GpuExporter:
     def exposition(self) -> str:
         elapsed = time.time() - self.started
         lines = [f"# TYPE {GPU_UTILIZATION} gauge", f"# TYPE {GPU_ENERGY} counter"]
-        for card, pod in self.pods:
+        for card, pod, percent in self.pods:
             labels = leaf_external_labels(card.cluster, card.cloud) | {
                 "modelName": card.model,
                 "namespace": NAMESPACE,
                 "pod": pod,
             }
             text = ",".join(f'{k}="{v}"' for k, v in labels.items())
-            lines.append(f"{GPU_UTILIZATION}{{{text}}} {card.utilization}")
+            lines.append(f"{GPU_UTILIZATION}{{{text}}} {percent}")
             lines.append(f"{GPU_ENERGY}{{{text}}} {card.watts * elapsed:.3f}")
         return "\n".join(lines) + "\n"
 
@@ -408,7 +415,8 @@ def loopback_fleet(tmp: Path, mtail_exe: str, prometheus_exe: str) -> Iterator[L
     wait for at most ``PATIENCE_S``)."""
     placed = workloads()
     running: list[Process] = []
-    gpu = GpuExporter([(card, pod_name(w, card)) for w in placed for card in CARDS if card.utilization is not None])
+    with_gpu = [card for card in CARDS if card.utilization is not None]
+    gpu = GpuExporter([(card, pod_name(w, card), utilization(w, card)) for w in placed for card in with_gpu])
     runners = RunnerExporter()
     try:
         mtails: dict[tuple[str, Card], Mtail] = {}
@@ -556,7 +564,7 @@ def test_report_tables_hold_every_workload_card_and_value(fleet_report: dict[str
             if card.utilization is None:
                 assert row["mean GPU util. (%)"] == "—" and row["GPU energy / result (J)"] == "—", row
             else:
-                assert row["mean GPU util. (%)"] == approximate(card.utilization, 3), row
+                assert row["mean GPU util. (%)"] == approximate(utilization(name, card), 3), row
                 # Energy: increase() of the energy counter over the report's window, split over the results. At
                 # least what the counter's samples that the window surely holds grew by (a count of joules read
                 # from Prometheus, not a duration: on a loaded machine scrapes may lag), at most the exporter's

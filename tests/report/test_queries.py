@@ -19,6 +19,7 @@ from fleet.report.queries import (
     card_key,
     choose_step,
     escape_label_value,
+    gpu_queries,
     observed_seconds,
     parse_duration,
     parse_time,
@@ -34,11 +35,11 @@ from tests.conftest import require_tool
 NOW = 1_800_000_000.0
 
 
-def spec(metrics: list[dict], headline: dict) -> WorkloadSpec:
+def spec(metrics: list[dict], headline: dict, name: str = "demo") -> WorkloadSpec:
     """A minimal valid workload spec with the given metrics and headline."""
     return WorkloadSpec.model_validate(
         {
-            "name": "demo",
+            "name": name,
             "description": "a demo workload",
             "image": "example.org/demo:1.0",
             "command": ["run"],
@@ -196,15 +197,35 @@ def test_lower_is_better_takes_the_minimum_as_best() -> None:
 def test_gpu_queries_join_the_benchmark_pods_only() -> None:
     q = workload_queries(load_workloads()["simpletrack"].spec, Window(NOW - 600, NOW))
     pods = (
-        "on (cluster, namespace, pod) group_left (gpu) group by (cluster, namespace, pod, gpu) "
-        '(last_over_time(simpletrack_throughput_particle_turns_per_second{workload="simpletrack",pod!=""}[600s]))'
+        "on (cluster, namespace, pod) group_left (gpu, workload) (group by (cluster, namespace, pod, gpu, workload) "
+        '(last_over_time(simpletrack_throughput_particle_turns_per_second{workload="simpletrack",pod!=""}[600s])))'
     )
     assert q.gpu_utilization == (
-        f"avg by (cluster, cloud, gpu) (avg_over_time(gpufleet:gpu_utilization_percent:avg[600s]) * {pods})"
+        f"avg by (workload, cluster, cloud, gpu) (avg_over_time(gpufleet:gpu_utilization_percent:avg[600s]) * {pods})"
     )
-    assert q.gpu_energy == f"sum by (cluster, cloud, gpu) (increase(gpufleet:gpu_energy_joules:sum[600s]) * {pods})"
+    assert q.gpu_energy == (
+        f"sum by (workload, cluster, cloud, gpu) (increase(gpufleet:gpu_energy_joules:sum[600s]) * {pods})"
+    )
     for name in ("gpufleet:gpu_utilization_percent:avg", "gpufleet:gpu_energy_joules:sum"):
         assert name in GPU_RECORDING_RULES  # the names the leaves really record
+
+
+def test_one_gpu_query_serves_every_workload_of_the_report() -> None:
+    """The GPU records carry no workload: one query joins them with the pods of all the report's workloads (each
+    told by its own headline series), where one query per workload read every GPU pod of the fleet again."""
+    specs = [
+        spec([{"name": f"{name}_rate", "type": "gauge", "help": "h"}], {"metric": f"{name}_rate", "unit": "x"}, name)
+        for name in ("alpha", "beta")
+    ]
+    gpu = gpu_queries(specs, Window(0, 10))
+    for query in (gpu.utilization, gpu.energy):
+        assert query.count("gpufleet:gpu_") == 1  # the GPU records read once
+        assert 'alpha_rate{workload="alpha",pod!=""}' in query and 'beta_rate{workload="beta",pod!=""}' in query
+        assert query.startswith(("avg by (workload, cluster, cloud, gpu)", "sum by (workload, cluster, cloud, gpu)"))
+    assert workload_queries(specs[0], Window(0, 10), gpu).gpu_energy == gpu.energy
+    assert "gpu_utilization" not in workload_queries(specs[0], Window(0, 10)).instant()  # sent once, not per workload
+    with pytest.raises(ValueError, match="at least one workload"):
+        gpu_queries([], Window(0, 10))
 
 
 def test_a_counter_narrowed_by_the_headline_match_when_it_has_the_label() -> None:

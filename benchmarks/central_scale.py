@@ -43,7 +43,7 @@ import yaml
 from benchmarks import synthetic_leaf
 from benchmarks.plan_speed import generate_fleet
 from components.kubernetes.federation import federated_selectors, probe_expectations
-from fleet.model import accounting_hours
+from fleet.model import accounting_hours, probe_phases
 from fleet.model.accounting import BILLED, IDLE, USED
 from fleet.model.loader import load_fleet
 from fleet.model.prometheus import (
@@ -71,6 +71,7 @@ EXACT_UP_TO = 31 * DAY
 # The central's address space: the machine's 23 GiB are shared; a query past this fails (Prometheus dies) instead of
 # the kernel choosing what to kill.
 MEMORY_LIMIT = 12 * 2**30
+PROBE_RUNS_FILE = "probe-runs.yml"  # the central's records of finished probe runs (fleet/model/probe_phases.py)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -325,6 +326,9 @@ def central_files(fleet: Fleet, leaves: list[Leaf], directory: Path, port: int) 
     hours = accounting_hours.hourly_rules(duration_seconds(fleet.monitoring.federation_interval))
     if hours is not None:
         rules["accounting-hours.yml"] = hours
+    runs = probe_phases.settled_run_rules(duration_seconds(fleet.monitoring.federation_interval))
+    if runs is not None:
+        rules[PROBE_RUNS_FILE] = runs
     for name, rule in rules.items():
         (directory / name).write_text(to_yaml(rule), encoding="utf-8")
     targets = [
@@ -428,6 +432,7 @@ class SizeResult:
     report_phases: dict[str, dict[str, Any]] = field(default_factory=dict)
     accounting_seconds: dict[str, dict[str, float | str]] = field(default_factory=dict)
     compaction: dict[str, Any] = field(default_factory=dict)
+    records: dict[str, Any] = field(default_factory=dict)
     observed: float | None = None
     rss_after_reports_mib: float | None = None
 
@@ -474,6 +479,28 @@ def settle(url: str, limit: float, quiet: float = 150, poll: float = 15) -> dict
         "seconds": round(time.monotonic() - started, 1),
         "settled": time.monotonic() - last_change >= quiet,
     }
+
+
+def backfill_records(url: str, rules: Path, data: Path, work: Path, days: int) -> dict[str, Any]:
+    """The central's records of finished probe runs over the backfilled history, as its rule group would have written
+    them had it run then: evaluated by ``promtool tsdb create-blocks-from rules`` from the central's own data, each
+    2-hour block moved into its data folder, which it loads and compacts (:func:`settle`). How many blocks, seconds.
+    The start is a block's first instant: promtool 2.42 writes nothing when the group's first evaluation after the
+    start falls past the first block (tests/e2e/test_accounting_hours.py)."""
+    today = int(time.time()) // DAY
+    start, end = (today - days) * DAY, today * DAY
+    out = work / "record-blocks"
+    started = time.monotonic()
+    subprocess.run(
+        [shutil.which("promtool") or "promtool", "tsdb", "create-blocks-from", "rules", "-q", "--url", url,
+         "--start", str(start), "--end", str(end), "--output-dir", str(out), str(rules)],
+        check=True, capture_output=True, timeout=6 * 3600,
+    )  # fmt: skip
+    blocks = [b for b in out.iterdir() if b.is_dir() and len(b.name) == 26]
+    for block in blocks:
+        block.rename(data / block.name)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"blocks": len(blocks), "seconds": round(time.monotonic() - started, 1)}
 
 
 def measure(url: str, result: SizeResult, observe: float) -> None:
@@ -632,6 +659,9 @@ def measure_size(
     url = f"http://127.0.0.1:{port}"
     try:
         result.compaction = {"ready_seconds": ready, **settle(url, settle_limit)}
+        if (work / PROBE_RUNS_FILE).exists():
+            result.records = backfill_records(url, work / PROBE_RUNS_FILE, data, work, history["days"])
+            result.records["compaction"] = settle(url, settle_limit)
         result.observed = observation(observe, duration_seconds(fleet.monitoring.federation_interval))
         time.sleep(result.observed)
         measure(url, result, result.observed)
@@ -685,6 +715,12 @@ def render(results: list[SizeResult], environment: dict[str, Any]) -> str:
         f"({r.compaction.get('compactions')} compactions{'' if r.compaction.get('settled') else ', not finished'}); "
         f"observed {r.observed} s; resident after the reports {r.rss_after_reports_mib} MiB"
         for r in results
+    ))  # fmt: skip
+    lines.append("Records of finished probe runs backfilled by promtool: " + "; ".join(
+        f"{r.leaves} leaves: {r.records.get('blocks')} blocks in {r.records.get('seconds')} s, then "
+        f"{r.records.get('compaction', {}).get('blocks_before')} blocks to "
+        f"{r.records.get('compaction', {}).get('blocks_after')} in {r.records.get('compaction', {}).get('seconds')} s"
+        for r in results if r.records
     ))  # fmt: skip
     lines.append("Accounting integrals (billed, used, idle; s): " + "; ".join(
         f"{r.leaves}: {r.accounting_seconds}" for r in results

@@ -131,6 +131,9 @@ def prometheus_values(
         probed = probe_expectations(fleet)
         if probed:
             rules["gpufleet-probe-alerts"] = prometheus.probe_alert_rules(probed)
+            runs = probe_phases.settled_run_rules(prometheus.duration_seconds(mon.federation_interval))
+            if runs is not None:  # each finished run's phases, for the report's long windows
+                rules[probe_phases.RUNS_GROUP] = runs
         hours = accounting_hours.hourly_rules(prometheus.duration_seconds(mon.federation_interval))
         if hours is not None:  # the report's card-hours, an hour at a time (fleet/model/accounting_hours.py)
             rules[accounting_hours.GROUP] = hours

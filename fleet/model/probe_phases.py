@@ -92,3 +92,50 @@ def leaf_rules(cluster: Cluster, interval: str | None = None) -> dict[str, Any] 
         return None
     group: dict[str, Any] = {"name": GROUP, **({"interval": interval} if interval else {}), "rules": rules}
     return {"groups": [group]}
+
+
+# --- the central's record of finished runs ----------------------------------------------------------------------------
+#
+# Each run's phases are series of their own (the probe pod's), so over a long window the report would read a series per
+# run, pool and phase: over 180 days of 200 clusters, over a million, three times (runs, median, worst). The central
+# keeps instead one sample per finished run on a series per pool and phase: at each evaluation ``t`` of its group
+# (every federation interval ``step``), the runs whose phase series' last sample came in ``(t - SETTLED_AFTER - step,
+# t - SETTLED_AFTER]``, that is those with no sample since (the leaf stopped recording them: their pod completed
+# ``RECORDED_AFTER_COMPLETION`` ago, or a newer run took their place). A group's evaluations keep one phase within
+# its interval (prometheus rules/group.go ``EvalTimestamp``), so consecutive evaluations' windows tile time and
+# each run is counted once, as long as no evaluation is missed (the central down: the runs settled then are not
+# recorded) and federation of its cluster was never cut for ``SETTLED_AFTER`` while the run was recorded (the run
+# would count twice). Two runs of one pool settled in the same interval keep the longer phase each in
+# ``PHASE_RUN_RECORD`` (the count in ``SETTLED_RUNS_RECORD`` has both).
+
+#: One sample per finished run: each phase's seconds, per (cluster, cloud, gpu, phase).
+PHASE_RUN_RECORD = "gpufleet:probe_phase_seconds:run"
+#: How many runs finished at each evaluation, per (cluster, cloud, gpu).
+SETTLED_RUNS_RECORD = "gpufleet:probe_runs:settled"
+RUNS_GROUP = "gpufleet-probe-runs"
+#: Seconds without a sample after which a run's phases are final: longer than a federation scrape missed now and then.
+SETTLED_AFTER = 900
+_POOL_KEY = "cluster, cloud, gpu"
+
+
+def settled(step: float) -> str:
+    """The phase series (one per run and phase, labels kept) whose last sample came in ``(t - SETTLED_AFTER - step,
+    t - SETTLED_AFTER]`` at the evaluation instant ``t``, with that last value: each range one millisecond short, so
+    a sample on a boundary falls in one window whether a range's start is inclusive (Prometheus 2) or not (3)."""
+    return (
+        f"last_over_time({PHASE_RECORD}[{int(step * 1000) - 1}ms] offset {SETTLED_AFTER}s)"
+        f" unless last_over_time({PHASE_RECORD}[{SETTLED_AFTER * 1000 - 1}ms])"
+    )
+
+
+def settled_run_rules(step: float) -> dict[str, Any] | None:
+    """The central's rule file of finished probe runs, evaluated every ``step`` seconds (the federation interval); None
+    when ``step`` is not a whole number of seconds (the report then reads every run's series)."""
+    if not (step >= 1 and float(step).is_integer()):
+        return None
+    runs = settled(step)
+    rules = [
+        {"record": PHASE_RUN_RECORD, "expr": f"max by ({_POOL_KEY}, phase) ({runs})"},
+        {"record": SETTLED_RUNS_RECORD, "expr": f"count by ({_POOL_KEY}) (group by ({_POOL_KEY}, pod) ({runs}))"},
+    ]
+    return {"groups": [{"name": RUNS_GROUP, "interval": f"{int(step)}s", "rules": rules}]}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from fleet.model.probe_phases import PHASE_RUN_RECORD, SETTLED_AFTER
+from fleet.report.probes import SETTLED_FROM
+
 SUMMARY_NOTE = (
     "Best card: the best result by the workload's headline metric (its table below); cost / result: there, at the "
     "price table's price for its machine; cheapest per result: the card whose results cost least."
@@ -27,6 +30,11 @@ METHOD = [
     "Time to first accelerator: each probe run's wait from its CronJob's scheduled time to its pod running "
     "(`gpufleet_probe_scaleup_seconds`), the runs told apart by `gpufleet_probe_last_run_timestamp_seconds`; "
     "succeeded: runs whose accelerator answered (`gpufleet_probe_success`).",
+    "Time to first accelerator by phase: each probe run's last value of each phase (`gpufleet:probe_phase_seconds`), "
+    f"the median and the worst over the pool's runs; over a window of {SETTLED_FROM // 86400} days or more, from the "
+    f"central's record of finished runs (`{PHASE_RUN_RECORD}`, one sample per run), which holds a run "
+    f"{SETTLED_AFTER // 60} minutes after its phases were last recorded: the runs of the window's last "
+    f"{SETTLED_AFTER // 60} minutes are not counted yet.",
     "CI jobs per card: `increase()` over the window of each GitLab runner's `gitlab_runner_jobs_total` and "
     "`gitlab_runner_failed_jobs_total`, and its job duration histogram's sum over its count (increase() "
     "extrapolates to the window's edges: the counts are rounded to whole jobs).",

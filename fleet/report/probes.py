@@ -19,10 +19,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.model.pod_contract import PROBE_METRICS
-from fleet.model.probe_phases import PHASE_RECORD, PHASES
+from fleet.model.probe_phases import (
+    PHASE_RECORD,
+    PHASE_RUN_RECORD,
+    PHASES,
+    SETTLED_AFTER,
+    SETTLED_RUNS_RECORD,
+)
 from fleet.report.queries import Window, card_key
 
 SCALE_UP, SUCCESS, LAST_RUN = PROBE_METRICS
+#: Windows from this long read the phases of finished runs from the central's records (``settled_phase_queries``).
+SETTLED_FROM = 2 * 86400
 Card = tuple[str, str, str]  # (cluster, cloud, gpu)
 
 
@@ -124,12 +132,28 @@ class PhaseRow:
 
 def phase_queries(window: Window) -> dict[str, str]:
     """The instant queries of the phases, aggregated by Prometheus (a run is a probe pod, each of its phases one
-    series: over 180 days of a large fleet, over a million series, too many to read one by one)."""
+    series: over 180 days of a large fleet, over a million series, too many to read one by one). Over a window of
+    ``SETTLED_FROM`` or more they read the central's record of finished runs instead (:func:`settled_phase_queries`)."""
+    if window.seconds >= SETTLED_FROM:
+        return settled_phase_queries(window)
     last = f"last_over_time({PHASE_RECORD}[{window.range}])"
     return {
         "runs": f"count by (cluster, cloud, gpu) (group by (cluster, cloud, gpu, pod) ({last}))",
         "median": f"quantile by (cluster, cloud, gpu, phase) (0.5, {last})",
         "worst": f"max by (cluster, cloud, gpu, phase) ({last})",
+    }
+
+
+def settled_phase_queries(window: Window) -> dict[str, str]:
+    """The phase queries on the central's record of finished runs (fleet/model/probe_phases.py ``settled_run_rules``):
+    a few samples per pool and phase instead of a series per run. The records from ``SETTLED_AFTER`` after the
+    window's start to its end hold the runs whose phases last came in the window up to ``SETTLED_AFTER`` before its
+    end (those still recorded then are not settled yet): the same runs as the raw series' but the newest few."""
+    span = f"[{max(1, round((window.seconds - SETTLED_AFTER) * 1000))}ms]"
+    return {
+        "runs": f"sum by (cluster, cloud, gpu) (sum_over_time({SETTLED_RUNS_RECORD}{span}))",
+        "median": f"quantile_over_time(0.5, {PHASE_RUN_RECORD}{span})",
+        "worst": f"max_over_time({PHASE_RUN_RECORD}{span})",
     }
 
 

@@ -28,8 +28,19 @@ from typing import Any
 import pytest
 
 from fleet.model.loader import load_fleet
-from fleet.model.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES, leaf_rules
+from fleet.model.probe_phases import (
+    PHASE_MEANING,
+    PHASE_RECORD,
+    PHASE_RUN_RECORD,
+    PHASES,
+    SETTLED_AFTER,
+    SETTLED_RUNS_RECORD,
+    leaf_rules,
+    settled_run_rules,
+)
 from fleet.report.formatting import fmt
+from fleet.report.probes import SETTLED_FROM, phase_queries, settled_phase_queries
+from fleet.report.queries import Window
 from fleet.report.tables import PHASES_TITLE
 from fleet.tools.doctor.probe_phases import probe_phase_query, probe_phase_rows
 from tests.conftest import FIXTURES, ROOT, require_tool
@@ -65,6 +76,8 @@ EXPECTED = {  # card: (runs, {phase: (median, worst)})
     "l4": (1, {"node": (600, 600), "device": (90, 90), "containers": (210, 210), "check": (3, 3)}),
 }
 Value = Callable[[int], float | None]  # minute -> value, None: no sample
+# b and c are recorded until 15 minutes after they completed (2890 s, 2478 s), then settle SETTLED_AFTER later
+SETTLED_END = 2 * 3600
 
 
 def ksm_series(start: int) -> dict[str, list[tuple[dict[str, str], Value]]]:
@@ -132,20 +145,29 @@ def phase_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         assert done.returncode == 0, done.stdout + done.stderr
 
     run("tsdb", "create-blocks-from", "openmetrics", str(source), str(data))
-    blocks = tmp / "blocks"
-    prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
-    try:
-        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
-        rule_file = write_yaml(tmp / "phases.yaml", rules)
-        run(
-            "tsdb", "create-blocks-from", "rules", "--url", prometheus.url, "--start", str(start),
-            "--end", str(start + 3600), "--eval-interval", f"{STEP}s", "--output-dir", str(blocks), str(rule_file),
-        )  # fmt: skip
-    finally:
-        prometheus.stop()
-    for block in (b for b in blocks.iterdir() if b.is_dir()):
-        shutil.move(str(block), data / block.name)
-    prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
+    config = {"global": {"scrape_interval": "15s"}}
+
+    def backfill(name: str, rules: dict[str, Any], end: int) -> None:
+        """Evaluate ``rules`` with promtool over the data so far, from ``start`` to ``end``, and load the blocks."""
+        blocks = tmp / f"blocks-{name}"
+        prometheus = Prometheus(prometheus_exe, tmp / "prometheus", config)
+        try:
+            wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
+            rule_file = write_yaml(tmp / f"{name}.yaml", rules)
+            run(
+                "tsdb", "create-blocks-from", "rules", "--url", prometheus.url, "--start", str(start),
+                "--end", str(end), "--eval-interval", f"{STEP}s", "--output-dir", str(blocks), str(rule_file),
+            )  # fmt: skip
+        finally:
+            prometheus.stop()
+        for block in (b for b in blocks.iterdir() if b.is_dir()):
+            shutil.move(str(block), data / block.name)
+
+    backfill("phases", rules, start + 3600)  # the leaf's records of the hour
+    runs = settled_run_rules(STEP)
+    assert runs is not None
+    backfill("runs", runs, start + SETTLED_END)  # the central's records of finished runs, until all have settled
+    prometheus = Prometheus(prometheus_exe, tmp / "prometheus", config)
     try:
         wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
         out = tmp / "out"
@@ -157,13 +179,29 @@ def phase_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
             ],
             capture_output=True, text=True, timeout=PATIENCE_S, cwd=ROOT,
         )  # fmt: skip
-        yield {"run": report, "out": out, "url": prometheus.url, "start": start, "policy": policy}
+        long_report = subprocess.run(
+            [
+                sys.executable, "-m", "fleet", "report", "--prometheus", prometheus.url,
+                "--start", str(start + SETTLED_END - SETTLED_FROM), "--end", str(start + SETTLED_END),
+                "--out", str(tmp / "long"), "--workload", "tracker", "--policy", str(policy),
+                "--workloads-dir", str(FIXTURES / "fleet" / "workloads"),
+            ],
+            capture_output=True, text=True, timeout=PATIENCE_S, cwd=ROOT,
+        )  # fmt: skip
+        yield {
+            "run": report, "out": out, "url": prometheus.url, "start": start, "policy": policy,
+            "long": long_report, "long_out": tmp / "long",
+        }  # fmt: skip
     finally:
         prometheus.stop()
 
 
-def test_the_phase_table_holds_the_known_median_and_worst(phase_report: dict[str, Any]) -> None:
-    run, out = phase_report["run"], phase_report["out"]
+@pytest.mark.parametrize("window", ["hour", "long"])
+def test_the_phase_table_holds_the_known_median_and_worst(phase_report: dict[str, Any], window: str) -> None:
+    """Over the hour, from every run's series; over a window of SETTLED_FROM, from the central's records of finished
+    runs: the same runs, medians and worsts."""
+    run, out = (phase_report["run"], phase_report["out"]) if window == "hour" else (
+        phase_report["long"], phase_report["long_out"])  # fmt: skip
     assert run.returncode == 0, run.stderr
     rows = markdown_tables((out / "report.md").read_text(encoding="utf-8"))[PHASES_TITLE]
     got = {r["card"]: r for r in rows}
@@ -214,3 +252,28 @@ def test_doctor_says_when_no_probe_has_phases() -> None:
     probed = next(c for c in cluster.values() if any(p.probe is not None for p in c.pools))
     rows = probe_phase_rows(probed, [])
     assert rows and all(r.status == "skip" and "no phases recorded" in r.state for r in rows)
+
+
+def test_the_records_of_finished_runs_hold_each_run_once(phase_report: dict[str, Any]) -> None:
+    """The central's records (fleet/model/probe_phases.py ``settled_run_rules``) over the two hours: one sample per
+    run and phase, the runs counted once each (a's series stopped when b was bound, b's and c's 15 minutes after
+    they completed), and the report's long-window queries on them give what the hour's raw series give."""
+    end = SETTLED_END
+    samples = at(phase_report, f"count_over_time({PHASE_RUN_RECORD}[{end}s])", end)
+    assert {(r["metric"]["gpu"], r["metric"]["phase"]): r["value"][1] for r in samples} == {
+        (card, phase): str(runs) for card, (runs, _) in EXPECTED.items() for phase in PHASES
+    }
+    settled = at(phase_report, f"sum by (gpu) (sum_over_time({SETTLED_RUNS_RECORD}[{end}s]))", end)
+    assert {r["metric"]["gpu"]: r["value"][1] for r in settled} == {card: str(r) for card, (r, _) in EXPECTED.items()}
+    start = phase_report["start"]
+    long = settled_phase_queries(Window(start + end - SETTLED_FROM, start + end))
+    assert phase_queries(Window(start + end - SETTLED_FROM, start + end)) == long  # what the report sends
+    raw = phase_queries(Window(start, start + 3600))
+    for name in ("runs", "median", "worst"):
+
+        def answer(promql: str, when: int) -> dict[tuple[str, ...], str]:
+            return {tuple(sorted(r["metric"].items())): r["value"][1] for r in at(phase_report, promql, when)}
+
+        assert answer(long[name], end) == answer(raw[name], 3600), name
+    # before the runs settled: none of them is in the records yet
+    assert at(phase_report, f"{SETTLED_RUNS_RECORD}[{SETTLED_AFTER}s]", SETTLED_AFTER) == []

@@ -6,9 +6,16 @@ from __future__ import annotations
 import pytest
 
 from fleet.model.pod_contract import PROBE_METRICS
+from fleet.model.probe_phases import (
+    PHASE_RECORD,
+    PHASE_RUN_RECORD,
+    SETTLED_AFTER,
+    SETTLED_RUNS_RECORD,
+    settled_run_rules,
+)
 from fleet.report.costs import Machine, PriceEntry
 from fleet.report.model import CardRow
-from fleet.report.probes import phase_queries, phase_rows, pool_waits, probe_rows
+from fleet.report.probes import SETTLED_FROM, phase_queries, phase_rows, pool_waits, probe_rows
 from fleet.report.queries import Window
 
 SCALE_UP, SUCCESS, LAST_RUN = PROBE_METRICS
@@ -114,3 +121,33 @@ def test_phase_queries_aggregate_each_runs_last_value() -> None:
     assert q["median"] == f"quantile by (cluster, cloud, gpu, phase) (0.5, {last})"
     assert q["worst"] == f"max by (cluster, cloud, gpu, phase) ({last})"
     assert q["runs"] == f"count by (cluster, cloud, gpu) (group by (cluster, cloud, gpu, pod) ({last}))"
+
+
+def test_a_long_window_reads_the_central_records_of_finished_runs() -> None:
+    """From SETTLED_FROM on, the phases come from a few series per pool and phase (the central's records), read from
+    SETTLED_AFTER after the window's start to its end; shorter windows read every run's series."""
+    assert phase_queries(Window(0, SETTLED_FROM - 1))["runs"].startswith("count by")
+    q = phase_queries(Window(0, 30 * 86400))
+    span = f"[{(30 * 86400 - SETTLED_AFTER) * 1000}ms]"
+    assert q == {
+        "runs": f"sum by (cluster, cloud, gpu) (sum_over_time({SETTLED_RUNS_RECORD}{span}))",
+        "median": f"quantile_over_time(0.5, {PHASE_RUN_RECORD}{span})",
+        "worst": f"max_over_time({PHASE_RUN_RECORD}{span})",
+    }
+    assert f"{PHASE_RECORD}[" not in " ".join(q.values())  # no run's own series
+
+
+@pytest.mark.parametrize("step", [0.5, 61.5])
+def test_no_records_of_finished_runs_at_a_step_of_part_seconds(step: float) -> None:
+    assert settled_run_rules(step) is None
+
+
+def test_the_records_of_finished_runs_evaluate_at_the_federation_interval() -> None:
+    rules = settled_run_rules(30)
+    assert rules is not None
+    (group,) = rules["groups"]
+    assert group["interval"] == "30s"  # the window each evaluation settles is one interval wide: they tile
+    exprs = {r["record"]: r["expr"] for r in group["rules"]}
+    assert set(exprs) == {PHASE_RUN_RECORD, SETTLED_RUNS_RECORD}
+    for expr in exprs.values():
+        assert f"[29999ms] offset {SETTLED_AFTER}s" in expr and f"[{SETTLED_AFTER * 1000 - 1}ms]" in expr

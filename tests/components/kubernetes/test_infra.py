@@ -18,7 +18,7 @@ from components.kubernetes.central_monitoring import (
     parse_alert_receiver,
 )
 from components.kubernetes.federation import federated_selectors
-from fleet.model import accounting_hours
+from fleet.model import accounting_hours, probe_phases
 from fleet.model.accounting import ACCOUNTING_RULES, GROUP
 from fleet.model.loader import load_fleet
 from fleet.model.prometheus import duration_seconds
@@ -283,6 +283,8 @@ def test_accounting_rules_and_their_labels_reach_the_leaf_and_the_central(tmp_pa
     # the central integrates them an hour at a time for the report (fleet/model/accounting_hours.py)
     step = duration_seconds(fleet.monitoring.federation_interval)
     assert values["additionalPrometheusRulesMap"][accounting_hours.GROUP] == accounting_hours.hourly_rules(step)
+    # and keeps each finished probe run's phases for the report's long windows (fleet/model/probe_phases.py)
+    assert values["additionalPrometheusRulesMap"][probe_phases.RUNS_GROUP] == probe_phases.settled_run_rules(step)
 
 
 @pytest.mark.parametrize(("leaf", "central"), [("3d", "90d"), ("12h", "2y")])

@@ -27,7 +27,7 @@ from fleet.model import accounting_hours
 from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED
 from fleet.model.spec import Fleet, GpuPool
 from fleet.report.costs import PriceEntry, PriceTable
-from fleet.report.queries import Window, escape_label_value
+from fleet.report.queries import Window, escape_label_value, time_chunks
 
 BY = "billing_account, cluster, cloud, gpu, pool"
 HOURLY_FROM = 3 * 3600  # shorter windows integrate the raw records (a few hundred points a series)
@@ -128,7 +128,7 @@ def lost_query(window: Window, resolution: float, lost_pods: list[dict[str, Any]
     pods = escape_label_value("|".join(re.escape(n) for n in names))  # a regex in a PromQL string
     selected = f'{POD_USED}{{pod=~"{pods}"}}'
     lost_pods = accounting_queries(window, resolution)["lost_pods"]
-    chunks = _chunks(window)
+    chunks = time_chunks(window, LOST_CHUNK)
     if len(chunks) == 1:
         used = f"sum_over_time({selected}{_span(window, resolution)})"
     else:  # the same points, a chunk at a time (see LOST_CHUNK), added up per series
@@ -146,19 +146,6 @@ def lost_query(window: Window, resolution: float, lost_pods: list[dict[str, Any]
 #: series; at 200 leaves the 5,299 pods lost in 180 days asked for more than the central's 12 GiB and it died
 #: (docs/performance.md, run L). A chunk of 14 days selects only the pods that lived in it, with 20,160 steps each.
 LOST_CHUNK = 14 * 86400
-
-
-def _chunks(window: Window) -> list[Window]:
-    """The window cut into consecutive windows of at most ``LOST_CHUNK`` seconds, from its end back, their ends on
-    whole milliseconds: (start, end] is the union of their (start, end], so their subqueries' points are exactly the
-    whole window's (the points lie on multiples of the step, wherever the window is cut)."""
-    start_ms, end_ms = round(window.start * 1000), round(window.end * 1000)
-    chunks = []
-    while end_ms > start_ms:
-        begin = max(start_ms, end_ms - LOST_CHUNK * 1000)
-        chunks.append(Window(begin / 1000, end_ms / 1000))
-        end_ms = begin
-    return chunks or [window]
 
 
 def _pool(fleet: Fleet | None, cluster: str, name: str) -> GpuPool | None:

@@ -73,7 +73,9 @@ def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None
         + 1
     )
     per_workload = [
-        len(sweep_queries(w, window)) if sweeping(w, fleet) else len(workload_queries(w.spec, window).instant()) + 2
+        len(sweep_queries(w, window))
+        if sweeping(w, fleet)
+        else len((q := workload_queries(w.spec, window)).instant()) + 1 + len(q.sample_parts)
         for w in workloads
     ]
     gpu = 2 if any(not sweeping(w, fleet) for w in workloads) else 0  # utilisation and energy, for all workloads
@@ -220,7 +222,7 @@ class _Section:
         self.fleet_scale = False
         self.rest: dict[str, Future[list[dict[str, Any]]]] = {}
         self.series: Future[list[dict[str, Any]]] | None = None
-        self.samples: Future[list[dict[str, Any]]] | None = None
+        self.samples: list[Future[list[dict[str, Any]]]] = []
 
     def send_rest(self) -> None:
         """Once the workload's result is in, send the rest of its queries (when it has cards) or ask why it has
@@ -244,14 +246,18 @@ class _Section:
             window.end,
             self.step,
         )
-        self.samples = ask(f"{wl.name}: first and last sample per pod", self.client.query_samples, queries.samples,
-                           window.end)  # fmt: skip
+        chunks = queries.sample_parts
+        self.samples = [
+            ask(f"{wl.name}: first and last sample per pod" + (f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else ""),
+                self.client.query_samples, promql, window.end)
+            for i, promql in enumerate(chunks)
+        ]  # fmt: skip
 
     def result(self) -> WorkloadSection:
         """The section, once all its answers are in (after :meth:`send_rest`)."""
         wl, values, fleet_scale = self.wl, self.values, self.fleet_scale
         section = WorkloadSection(wl, self.queries, runs_counter(wl.spec))
-        if self.series is None or self.samples is None:
+        if self.series is None:
             section.no_data = self.no_data
             return section
         values.update({name: _by_card(f.result()) for name, f in self.rest.items()})
@@ -264,7 +270,7 @@ class _Section:
                 section.spread.setdefault(sample["metric"].get("gpu", ""), {})[sample["metric"]["stat"]] = points
             else:
                 section.series[card_key(sample["metric"])] = points
-        observed = observed_seconds(*pod_spans(self.samples.result()))
+        observed = observed_seconds(*pod_spans([s for chunk in self.samples for s in chunk.result()]))
         fleet, prices = self.fleet, self.prices
         for card, result in sorted(values["result"].items()):
             cluster, cloud, gpu = card

@@ -177,6 +177,7 @@ class WorkloadQueries:
     series: str  # range query: the headline per card
     spread: str  # range query: per card type (gpu), its lowest, median and highest card (label ``stat``)
     samples: str  # per pod: the run counter's (or headline's) raw samples in the window (its first and last)
+    sample_parts: tuple[str, ...] = ()  # ``samples`` a part of the window at a time, as sent (:func:`sample_chunks`)
 
     def instant(self) -> dict[str, str]:
         """The workload's own instant queries by name (the order the report runs them); the GPU ones are the
@@ -191,7 +192,7 @@ class WorkloadQueries:
             ("gpu_utilization", self.gpu_utilization),
             ("gpu_energy", self.gpu_energy),
             ("series per card type", self.spread) if spread else ("series", self.series),
-            ("samples", self.samples),
+            *(("samples", part) for part in self.sample_parts or (self.samples,)),
         ]
 
 
@@ -254,7 +255,38 @@ def workload_queries(spec: WorkloadSpec, window: Window, gpu: GpuQueries | None 
         series=per_card,
         spread=" or ".join(f'label_replace({q}, "stat", "{name}", "", "")' for name, q in stats.items()),
         samples=f"{counter or head}[{w}]",
+        sample_parts=tuple(sample_chunks(f"{counter or head}[{w}]", window)),
     )
+
+
+def time_chunks(window: Window, longest: float) -> list[Window]:
+    """The window cut into consecutive windows of at most ``longest`` seconds, from its end back, their ends on
+    whole milliseconds: (start, end] is the union of their (start, end], so subqueries over the chunks hold exactly
+    the whole window's points (the points lie on multiples of the step, wherever the window is cut)."""
+    start_ms, end_ms = round(window.start * 1000), round(window.end * 1000)
+    chunks = []
+    while end_ms > start_ms:
+        begin = max(start_ms, end_ms - round(longest * 1000))
+        chunks.append(Window(begin / 1000, end_ms / 1000))
+        end_ms = begin
+    return chunks or [window]
+
+
+#: The longest part of the window whose raw samples one request reads (``WorkloadQueries.sample_chunks``): each pod's
+#: run counter over 180 days of 200 clusters is one answer per chunk, well under the client's 64 MiB however densely
+#: the central holds the runs, and the chunks go side by side.
+SAMPLES_CHUNK = 14 * 86400
+
+
+def sample_chunks(samples: str, window: Window) -> list[str]:
+    """The raw-samples selector ``samples`` (``metric{...}[<window>]``) as one instant query per chunk of the window
+    (:func:`time_chunks`, ``SAMPLES_CHUNK``), each evaluated at its chunk's end (``@``): a pod's first and last
+    samples are the earliest and latest over the chunks' answers (:func:`pod_spans` merges them)."""
+    selector_part = samples[: samples.rindex("[")]
+    chunks = time_chunks(window, SAMPLES_CHUNK)
+    if len(chunks) == 1:
+        return [samples]
+    return [f"{selector_part}[{round(c.seconds * 1000)}ms] @ {c.end:.3f}" for c in reversed(chunks)]
 
 
 def card_key(labels: Mapping[str, str]) -> tuple[str, str, str]:

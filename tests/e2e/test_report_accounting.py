@@ -29,7 +29,7 @@ import pytest
 
 from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED, accounting_rules
 from fleet.model.loader import load_fleet
-from fleet.report import accounting
+from fleet.report import accounting, queries
 from fleet.report.costs import approximate, load_prices
 from fleet.report.formatting import fmt
 from fleet.report.queries import Window
@@ -146,6 +146,41 @@ def test_lost_card_hours_are_the_same_a_chunk_at_a_time(
         got = {way: {json.dumps(r["metric"], sort_keys=True): r["value"][1] for r in ask(q)}
                for way, q in (("whole", whole), ("chunked", chunked))}  # fmt: skip
         assert got["chunked"] == got["whole"] and [float(v) for v in got["whole"].values()] == [pytest.approx(1 / 3)]
+    finally:
+        prometheus.stop()
+
+
+def test_each_pods_first_and_last_sample_are_the_same_a_chunk_at_a_time(
+    accounting_report: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report reads raw samples (each pod's first and last, for its running time) a part of the window at a time
+    (``SAMPLES_CHUNK``: one answer per 14 days keeps 180 days of 200 clusters under the client's 64 MiB): cut into
+    10-minute chunks, the hour's pods start and end where the whole hour's samples say, whatever pod straddles a cut."""
+    start = accounting_report["start"]
+    prometheus = Prometheus(
+        require_tool("prometheus"), accounting_report["tmp"] / "prometheus", {"global": {"scrape_interval": "15s"}}
+    )
+    try:
+        wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
+
+        def spans(promqls: list[str]) -> tuple[dict[tuple[str, ...], float], dict[tuple[str, ...], float]]:
+            series = []
+            for promql in promqls:
+                query = urllib.parse.urlencode({"query": promql, "time": start + 3600})
+                status, body = http_get(f"{prometheus.url}/api/v1/query?{query}")
+                assert status == 200, body
+                series += json.loads(body)["data"]["result"]
+            return queries.pod_spans(series)
+
+        window = Window(start, start + 3600)
+        whole = f"{POD_USED}[3600s]"
+        assert queries.sample_chunks(whole, window) == [whole]
+        monkeypatch.setattr(queries, "SAMPLES_CHUNK", 600)
+        chunked = queries.sample_chunks(whole, window)
+        assert len(chunked) == 6 and all(" @ " in q for q in chunked)
+        first, last = spans([whole])
+        assert first and spans(chunked) == (first, last)
+        assert any(last[pod] - first[pod] > 600 for pod in first)  # a pod that straddles the cuts
     finally:
         prometheus.stop()
 

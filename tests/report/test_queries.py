@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import itertools
 import math
 import re
 import subprocess
@@ -15,6 +16,7 @@ from fleet.model.prometheus import GPU_RECORDING_RULES
 from fleet.model.workloads import WORKLOADS_DIR, WorkloadSpec, load_workloads
 from fleet.report.prometheus_api import MAX_POINTS_PER_SERIES, PrometheusClient, check_base_url
 from fleet.report.queries import (
+    SAMPLES_CHUNK,
     Window,
     card_key,
     choose_step,
@@ -27,6 +29,7 @@ from fleet.report.queries import (
     pod_spans,
     runs_counter,
     selector,
+    time_chunks,
     window_from,
     workload_queries,
 )
@@ -291,3 +294,25 @@ def test_observed_seconds_sums_each_cards_pods() -> None:
 def test_card_key_reads_cluster_cloud_gpu() -> None:
     assert card_key({"cluster": "c", "cloud": "aws", "gpu": "t4", "pod": "p"}) == ("c", "aws", "t4")
     assert card_key({}) == ("", "", "")
+
+
+def test_raw_samples_are_read_fourteen_days_at_a_time() -> None:
+    """Over 180 days the run counter's raw samples are 13 requests of at most SAMPLES_CHUNK, each at its chunk's end,
+    tiling the window; the report lists each as sent. A week is one request, as before."""
+    s = spec([{"name": "demo_runs_total", "type": "counter", "help": "h"}], {"metric": "demo_runs_total", "unit": "x"})
+    week = workload_queries(s, Window(NOW - 7 * 86400, NOW))
+    assert week.sample_parts == (week.samples,)
+    window = Window(NOW - 180 * 86400, NOW)
+    q = workload_queries(s, window)
+    parts = q.sample_parts
+    assert len(parts) == 13 == len(time_chunks(window, SAMPLES_CHUNK))
+    spans = []
+    for part in parts:
+        match = re.fullmatch(r'demo_runs_total\{workload="demo"\}\[(\d+)ms\] @ ([\d.]+)', part)
+        assert match, part
+        length, end = int(match[1]) / 1000, float(match[2])
+        assert length <= SAMPLES_CHUNK
+        spans.append((end - length, end))
+    assert spans[0][0] == window.start and spans[-1][1] == window.end
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))  # consecutive, no gap, no overlap
+    assert [query for name, query in q.listing() if name == "samples"] == list(parts)

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from benchmarks import central_scale, synthetic_leaf
 from fleet.model import accounting, probe_phases
 from fleet.model.accounting_hours import HOUR_END
 from fleet.model.prometheus import GPU_RECORDING_RULES, RUNNER_SERIES
 from tests.conftest import require_tool
+from tests.e2e.processes import Prometheus, patience, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +158,46 @@ def test_backfill_moves_each_days_blocks_and_stops_at_its_limit(fleet_and_leaves
     stopped = central_scale.backfill(leaves, 5, 7, data, tmp_path, limit=0)
     assert (stopped["days"], stopped["asked"], stopped["samples"]) == (0, 5, 0)
     assert sorted(p.name for p in data.iterdir()) == blocks
+
+
+def test_the_records_of_finished_probe_runs_are_backfilled_over_the_history(
+    fleet_and_leaves: tuple, tmp_path: Path
+) -> None:
+    """The central's records of finished probe runs (fleet/model/probe_phases.py) over two days of history, evaluated
+    by promtool from a real Prometheus holding it, a day per promtool run: each pool's daily run once per phase."""
+    require_tool("promtool")
+    prometheus_exe = require_tool("prometheus")
+    fleet, clusters = fleet_and_leaves
+    leaves = [
+        central_scale.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
+    ]
+    directory = tmp_path / "central"
+    data = directory / "data"
+    data.mkdir(parents=True)
+    central_scale.backfill(leaves, 2, 7, data, tmp_path)
+    rules = tmp_path / central_scale.PROBE_RUNS_FILE
+    rules.write_text(yaml.safe_dump(probe_phases.settled_run_rules(60)), encoding="utf-8")
+    config = {"global": {"scrape_interval": "15s"}}
+    central = Prometheus(prometheus_exe, directory, config)
+    try:
+        wait_for("prometheus to be ready", central.ready, patience(), [central])
+        done = central_scale.backfill_records(central.url, rules, data, tmp_path, 2)
+    finally:
+        central.stop()
+    assert done["blocks"] > 0 and not (tmp_path / "record-blocks").exists()
+    central = Prometheus(prometheus_exe, directory, config)
+    try:
+        wait_for("prometheus to be ready", central.ready, patience(), [central])
+        now = int(time.time()) // central_scale.DAY * central_scale.DAY
+        counts = central.query(f"count_over_time({probe_phases.PHASE_RUN_RECORD}[3d])", now)
+        runs = central.query(f"sum by (cluster, gpu) (sum_over_time({probe_phases.SETTLED_RUNS_RECORD}[3d]))", now)
+    finally:
+        central.stop()
+    probed = {(c.name, p.card) for c in clusters for p in c.pools if p.probe is not None}
+    assert {(s["metric"]["cluster"], s["metric"]["gpu"], s["metric"]["phase"]) for s in counts} == {
+        (cluster, card, phase) for cluster, card in probed for phase in probe_phases.PHASES
+    }
+    assert {float(s["value"][1]) for s in counts} == {2.0}  # a run a day, each once
+    assert {(s["metric"]["cluster"], s["metric"]["gpu"]): float(s["value"][1]) for s in runs} == dict.fromkeys(
+        probed, 2.0
+    )

@@ -118,13 +118,20 @@ SETTLED_AFTER = 900
 _POOL_KEY = "cluster, cloud, gpu"
 
 
-def settled(step: float) -> str:
-    """The phase series (one per run and phase, labels kept) whose last sample came in ``(t - SETTLED_AFTER - step,
-    t - SETTLED_AFTER]`` at the evaluation instant ``t``, with that last value: each range one millisecond short, so
-    a sample on a boundary falls in one window whether a range's start is inclusive (Prometheus 2) or not (3)."""
+#: Every recorded run has this phase (a pod bound to a node has its node's wait, 0 when it was up): the runs are
+#: counted by it, once each even if a run's other phases stopped being recorded at another evaluation.
+FIRST_PHASE = PHASES[0]
+
+
+def settled(step: float, phase: str | None = None) -> str:
+    """The phase series (one per run and phase, labels kept; with ``phase``, that phase's only) whose last sample came
+    in ``(t - SETTLED_AFTER - step, t - SETTLED_AFTER]`` at the evaluation instant ``t``, with that last value: each
+    range one millisecond short, so a sample on a boundary falls in one window whether a range's start is inclusive
+    (Prometheus 2) or not (3)."""
+    series = f'{PHASE_RECORD}{{phase="{phase}"}}' if phase else PHASE_RECORD
     return (
-        f"last_over_time({PHASE_RECORD}[{int(step * 1000) - 1}ms] offset {SETTLED_AFTER}s)"
-        f" unless last_over_time({PHASE_RECORD}[{SETTLED_AFTER * 1000 - 1}ms])"
+        f"last_over_time({series}[{int(step * 1000) - 1}ms] offset {SETTLED_AFTER}s)"
+        f" unless last_over_time({series}[{SETTLED_AFTER * 1000 - 1}ms])"
     )
 
 
@@ -136,6 +143,6 @@ def settled_run_rules(step: float) -> dict[str, Any] | None:
     runs = settled(step)
     rules = [
         {"record": PHASE_RUN_RECORD, "expr": f"max by ({_POOL_KEY}, phase) ({runs})"},
-        {"record": SETTLED_RUNS_RECORD, "expr": f"count by ({_POOL_KEY}) (group by ({_POOL_KEY}, pod) ({runs}))"},
+        {"record": SETTLED_RUNS_RECORD, "expr": f"count by ({_POOL_KEY}) ({settled(step, FIRST_PHASE)})"},
     ]
     return {"groups": [{"name": RUNS_GROUP, "interval": f"{int(step)}s", "rules": rules}]}

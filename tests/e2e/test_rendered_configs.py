@@ -33,7 +33,7 @@ import yaml
 
 from components.kubernetes.gateway import GATEWAY_PORT, server_name
 from components.kubernetes.prometheus_stack import PROMETHEUS_URL
-from fleet.model import accounting_hours
+from fleet.model import accounting_hours, probe_phases
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.model.prices import card_prices, load_prices
 from fleet.model.prometheus import duration_seconds
@@ -133,7 +133,9 @@ def test_every_rendered_rule_file_passes_promtool(rendered: Path) -> None:
     with_pools = sum(1 for c in FLEET.clusters.values() if c.all_pools)
     with_probes = sum(1 for c in FLEET.clusters.values() if any(p.probe for p in c.pools))
     hourly = accounting_hours.supported(duration_seconds(FLEET.monitoring.federation_interval))
-    assert len(rule_files) == len(FLEET.clusters) + with_pools + with_probes + 1 + probed + priced + hourly
+    # and (when a pool is probed) the records of finished probe runs for the report's long windows
+    runs = probed and probe_phases.settled_run_rules(duration_seconds(FLEET.monitoring.federation_interval)) is not None
+    assert len(rule_files) == len(FLEET.clusters) + with_pools + with_probes + 1 + probed + priced + hourly + runs
     result = promtool("check", "rules", *rule_files)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -17,9 +17,11 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-#: Requests in flight at a time unless the command line says otherwise: Prometheus runs up to 20 queries at once
-#: (``--query.max-concurrency``), and each long-window query holds its series in the central's memory while it runs.
-DEFAULT_CONCURRENCY = 4
+#: Requests in flight at a time unless the command line says otherwise. Prometheus runs up to 20 queries at once
+#: (``--query.max-concurrency``), but each long-window query holds its series in the central's memory while it runs:
+#: the 180-day report at 200 leaves (docs/performance.md, run P) took 48.6 s one at a time, 39.1 s two at a time and
+#: 38.8 s four at a time on the 2-core machine, the central resident after it at 2.1, 2.3 and 4.7 GiB.
+DEFAULT_CONCURRENCY = 2
 MAX_CONCURRENCY = 16
 
 

@@ -140,9 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--concurrency",
         type=_concurrency,
-        default=4,
+        default=2,
         metavar="N",
-        help="queries sent to Prometheus at a time (default 4; 1 sends them one after the other)",
+        help="queries sent to Prometheus at a time (default 2; 1 sends them one after the other)",
     )
     common(p)
     p.add_argument("--prices", type=_path, default=PRICES_FILE, help=argparse.SUPPRESS)

@@ -99,11 +99,11 @@ def leaf_rules(cluster: Cluster, interval: str | None = None) -> dict[str, Any] 
 # Each run's phases are series of their own (the probe pod's), so over a long window the report would read a series per
 # run, pool and phase: over 180 days of 200 clusters, over a million, three times (runs, median, worst). The central
 # keeps instead one sample per finished run on a series per pool and phase: at each evaluation ``t`` of its group
-# (every federation interval ``step``), the runs whose phase series' last sample came in ``(t - SETTLED_AFTER - step,
-# t - SETTLED_AFTER]``, that is those with no sample since (the leaf stopped recording them: their pod completed
-# ``RECORDED_AFTER_COMPLETION`` ago, or a newer run took their place). A group's evaluations keep one phase within
-# its interval (prometheus rules/group.go ``EvalTimestamp``), so consecutive evaluations' windows tile time and
-# each run is counted once, as long as no evaluation is missed (the central down: the runs settled then are not
+# (every federation interval ``step``), the runs whose phase series' last sample came in the interval before
+# ``t - SETTLED_AFTER`` (:func:`settled`), that is those with no sample since (the leaf stopped recording them: their
+# pod completed ``RECORDED_AFTER_COMPLETION`` ago, or a newer run took their place). A group's evaluations keep one
+# phase within its interval (prometheus rules/group.go ``EvalTimestamp``), so consecutive evaluations' windows tile
+# time and each run is counted once, as long as no evaluation is missed (the central down: the runs settled then are not
 # recorded) and federation of its cluster was never cut for ``SETTLED_AFTER`` while the run was recorded (the run
 # would count twice). Two runs of one pool settled in the same interval keep the longer phase each in
 # ``PHASE_RUN_RECORD`` (the count in ``SETTLED_RUNS_RECORD`` has both).
@@ -112,6 +112,9 @@ def leaf_rules(cluster: Cluster, interval: str | None = None) -> dict[str, Any] 
 PHASE_RUN_RECORD = "gpufleet:probe_phase_seconds:run"
 #: How many runs finished at each evaluation, per (cluster, cloud, gpu).
 SETTLED_RUNS_RECORD = "gpufleet:probe_runs:settled"
+#: Each evaluation's instant (its value, and its time): the report reads the records only over a window they cover
+#: from its start (fleet/report/probes.py ``records_cover``), every run's series otherwise.
+RUNS_EVALUATED = "gpufleet:probe_runs:evaluated"
 RUNS_GROUP = "gpufleet-probe-runs"
 #: Seconds without a sample after which a run's phases are final: longer than a federation scrape missed now and then.
 SETTLED_AFTER = 900
@@ -125,13 +128,14 @@ FIRST_PHASE = PHASES[0]
 
 def settled(step: float, phase: str | None = None) -> str:
     """The phase series (one per run and phase, labels kept; with ``phase``, that phase's only) whose last sample came
-    in ``(t - SETTLED_AFTER - step, t - SETTLED_AFTER]`` at the evaluation instant ``t``, with that last value: each
-    range one millisecond short, so a sample on a boundary falls in one window whether a range's start is inclusive
-    (Prometheus 2) or not (3)."""
+    by ``t - SETTLED_AFTER`` and after the previous evaluation's bound, at the evaluation instant ``t``, with that
+    last value. The two ranges share their bound at ``t - SETTLED_AFTER``, so the runs each evaluation takes tile time
+    whether a range's start is inclusive (Prometheus 2: a last sample ``x`` is taken when ``t - SETTLED_AFTER - step <=
+    x < t - SETTLED_AFTER``) or not (3, the fleet's central: ``t - SETTLED_AFTER - step < x <= t - SETTLED_AFTER``)."""
     series = f'{PHASE_RECORD}{{phase="{phase}"}}' if phase else PHASE_RECORD
     return (
-        f"last_over_time({series}[{int(step * 1000) - 1}ms] offset {SETTLED_AFTER}s)"
-        f" unless last_over_time({series}[{SETTLED_AFTER * 1000 - 1}ms])"
+        f"last_over_time({series}[{int(step)}s] offset {SETTLED_AFTER}s)"
+        f" unless last_over_time({series}[{SETTLED_AFTER}s])"
     )
 
 
@@ -144,5 +148,6 @@ def settled_run_rules(step: float) -> dict[str, Any] | None:
     rules = [
         {"record": PHASE_RUN_RECORD, "expr": f"max by ({_POOL_KEY}, phase) ({runs})"},
         {"record": SETTLED_RUNS_RECORD, "expr": f"count by ({_POOL_KEY}) ({settled(step, FIRST_PHASE)})"},
+        {"record": RUNS_EVALUATED, "expr": "vector(time())"},
     ]
     return {"groups": [{"name": RUNS_GROUP, "interval": f"{int(step)}s", "rules": rules}]}

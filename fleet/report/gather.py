@@ -15,7 +15,16 @@ from fleet.model.workloads import Workload
 from fleet.report.accounting import accounting_queries, accounting_rows, lost_query
 from fleet.report.costs import PriceTable, machine_for, machine_share
 from fleet.report.model import Card, CardRow, Report, WorkloadSection
-from fleet.report.probes import phase_queries, phase_rows, pool_waits, probe_queries, probe_rows
+from fleet.report.probes import (
+    SETTLED_FROM,
+    phase_queries,
+    phase_rows,
+    pool_waits,
+    probe_queries,
+    probe_rows,
+    records_cover,
+    records_query,
+)
 from fleet.report.progress import Progress
 from fleet.report.prometheus_api import PrometheusClient
 from fleet.report.queries import (
@@ -67,6 +76,7 @@ def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None
     extra = (
         len(probe_queries(window))
         + len(phase_queries(window))
+        + (1 if window.seconds >= SETTLED_FROM else 0)  # whether the records of finished runs cover the window
         + len(runner_queries(window))
         + len(queue_queries(window))
         + len(accounting_queries(window, 60))
@@ -128,12 +138,17 @@ def gather(
             metric: ask(f"probes: {metric}", client.query_samples, promql, window.end)
             for metric, promql in probe_queries(window).items()
         }
-        phases_asked = {name: instant(f"probes: {name} by phase", q) for name, q in phase_queries(window).items()}
+
         runners_asked = {
             name: instant(f"CI runners: {name.replace('_', ' ')}", q) for name, q in runner_queries(window).items()
         }
-        # the records arrive every federation interval: the integrals' resolution
+        # the records arrive every federation interval: the integrals' resolution and the records' evaluation interval
         resolution = duration_seconds(fleet.monitoring.federation_interval) if fleet else 60.0
+        covered = (
+            instant("probes: records of finished runs", records_query(window))
+            if window.seconds >= SETTLED_FROM
+            else None
+        )
         accounts_asked = {
             name: instant(f"accounting: {name.replace('_', ' ')}" + ("" if name == "lost_pods" else " card-hours"), q)
             for name, q in accounting_queries(window, resolution).items()
@@ -146,6 +161,10 @@ def gather(
             _Section(client, wl, queries, window, step, fleet, prices, results_asked[wl.name], ask, by_workload)
             for wl, queries in per_workload
         ]
+        records = covered is not None and records_cover(covered.result(), window, resolution)
+        phases_asked = {
+            name: instant(f"probes: {name} by phase", q) for name, q in phase_queries(window, records).items()
+        }
         for section in pending:
             section.send_rest()
         sweeps: dict[str, list[SweepRow]] = {
@@ -162,7 +181,12 @@ def gather(
         runner_answers = {name: f.result() for name, f in runners_asked.items()}
         account_answers = {name: f.result() for name, f in accounts_asked.items()}
         lost = lost_query(window, resolution, account_answers["lost_pods"])
-        account_answers["lost"] = instant("accounting: lost card-hours", lost).result() if lost else []
+        if lost:
+            account_answers["lost"] = instant("accounting: lost card-hours", lost).result()
+        else:  # no pod lost: nothing to ask, the step counted all the same
+            account_answers["lost"] = []
+            progress.step("accounting: lost card-hours")
+        by_workload.wait()  # the GPU answers, read even when no workload had data: their errors are the report's
         queue_answers = {name: f.result() for name, f in queues_asked.items()}
     return Report(
         client.display_url, window, step, time.time(), sections, prices, client.requests, probes,
@@ -182,17 +206,22 @@ class _ByWorkload:
         self._asked = asked
         self._split: dict[str, dict[str, dict[Card, float]]] | None = None
 
-    def of(self, workload: str) -> dict[str, dict[Card, float]]:
-        """Per query name, the workload's values per card (waits for the answers)."""
+    def wait(self) -> dict[str, dict[str, dict[Card, float]]]:
+        """Per workload and query name, the values per card (waits for the answers; raises what a query raised)."""
         if self._split is None:
-            self._split = {}
+            split: dict[str, dict[str, dict[Card, float]]] = {}
             for name, future in self._asked.items():
                 for sample in future.result():
                     value = _number(sample)
                     if value is not None:
-                        per_card = self._split.setdefault(sample["metric"].get("workload", ""), {})
+                        per_card = split.setdefault(sample["metric"].get("workload", ""), {})
                         per_card.setdefault(name, {})[card_key(sample["metric"])] = value
-        return {name: self._split.get(workload, {}).get(name, {}) for name in self._asked}
+            self._split = split
+        return self._split
+
+    def of(self, workload: str) -> dict[str, dict[Card, float]]:
+        """Per query name, the workload's values per card (waits for the answers)."""
+        return {name: self.wait().get(workload, {}).get(name, {}) for name in self._asked}
 
 
 class _Asker(Protocol):

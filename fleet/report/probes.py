@@ -23,6 +23,7 @@ from fleet.model.probe_phases import (
     PHASE_RECORD,
     PHASE_RUN_RECORD,
     PHASES,
+    RUNS_EVALUATED,
     SETTLED_AFTER,
     SETTLED_RUNS_RECORD,
 )
@@ -130,11 +131,12 @@ class PhaseRow:
         return self.worsts.get(phase)
 
 
-def phase_queries(window: Window) -> dict[str, str]:
+def phase_queries(window: Window, records: bool = False) -> dict[str, str]:
     """The instant queries of the phases, aggregated by Prometheus (a run is a probe pod, each of its phases one
-    series: over 180 days of a large fleet, over a million series, too many to read one by one). Over a window of
-    ``SETTLED_FROM`` or more they read the central's record of finished runs instead (:func:`settled_phase_queries`)."""
-    if window.seconds >= SETTLED_FROM:
+    series: over 180 days of a large fleet, over a million series, too many to read one by one). With ``records``
+    (a window of ``SETTLED_FROM`` or more that the records cover, :func:`records_cover`) they read the central's
+    record of finished runs instead (:func:`settled_phase_queries`)."""
+    if records:
         return settled_phase_queries(window)
     last = f"last_over_time({PHASE_RECORD}[{window.range}])"
     return {
@@ -144,11 +146,28 @@ def phase_queries(window: Window) -> dict[str, str]:
     }
 
 
+def records_query(window: Window) -> str:
+    """The first evaluation of the central's records of finished runs in the window (its instant, as the value)."""
+    return f"min_over_time({RUNS_EVALUATED}[{window.range}])"
+
+
+def records_cover(answer: list[dict[str, Any]], window: Window, step: float) -> bool:
+    """Whether the records hold every run of ``window`` (the answer to :func:`records_query`; ``step``: the group's
+    interval, the federation interval): the window is ``SETTLED_FROM`` or longer and the records' first evaluation in
+    it took the runs whose last sample came just after its start. Not when the rule group was deployed later, or for a
+    past window from before it: the report then reads every run's series."""
+    if window.seconds < SETTLED_FROM or not answer:
+        return False
+    first = float(answer[0]["value"][1])
+    return first <= window.start + SETTLED_AFTER + step
+
+
 def settled_phase_queries(window: Window) -> dict[str, str]:
     """The phase queries on the central's record of finished runs (fleet/model/probe_phases.py ``settled_run_rules``):
     a few samples per pool and phase instead of a series per run. The records from ``SETTLED_AFTER`` after the
-    window's start to its end hold the runs whose phases last came in the window up to ``SETTLED_AFTER`` before its
-    end (those still recorded then are not settled yet): the same runs as the raw series' but the newest few."""
+    window's start to its end hold the runs whose phases were last recorded in the window up to ``SETTLED_AFTER``
+    before its end: the raw series' runs but the newest (recorded until 15 minutes after they completed, then settled
+    15 minutes later: those that completed in the window's last half hour or still ran at its end)."""
     span = f"[{max(1, round((window.seconds - SETTLED_AFTER) * 1000))}ms]"
     return {
         "runs": f"sum by (cluster, cloud, gpu) (sum_over_time({SETTLED_RUNS_RECORD}{span}))",

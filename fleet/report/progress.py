@@ -17,10 +17,13 @@ class Progress:
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._width = 0
         self._lock = threading.Lock()  # the report's queries run on several threads
+        self._finished = False
 
     def step(self, what: str) -> None:
         """Announce the next query."""
         with self._lock:
+            if self._finished:  # a query begun as the report ended (a failure, a Ctrl-C): nothing more is said
+                return
             self.done += 1
             line = f"report: [{self.done}/{self.total}] {what}"
             if self.tty:
@@ -31,7 +34,9 @@ class Progress:
             self.stream.flush()
 
     def finish(self) -> None:
-        """End the progress line on a terminal."""
-        if self.tty and self.done:
-            self.stream.write("\n")
-            self.stream.flush()
+        """End the progress line on a terminal; later steps are not shown."""
+        with self._lock:
+            self._finished = True
+            if self.tty and self.done:
+                self.stream.write("\n")
+                self.stream.flush()

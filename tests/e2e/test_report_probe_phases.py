@@ -39,7 +39,13 @@ from fleet.model.probe_phases import (
     settled_run_rules,
 )
 from fleet.report.formatting import fmt
-from fleet.report.probes import SETTLED_FROM, phase_queries, settled_phase_queries
+from fleet.report.probes import (
+    SETTLED_FROM,
+    phase_queries,
+    records_cover,
+    records_query,
+    settled_phase_queries,
+)
 from fleet.report.queries import Window
 from fleet.report.tables import PHASES_TITLE
 from fleet.tools.doctor.probe_phases import probe_phase_query, probe_phase_rows
@@ -147,15 +153,15 @@ def phase_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     run("tsdb", "create-blocks-from", "openmetrics", str(source), str(data))
     config = {"global": {"scrape_interval": "15s"}}
 
-    def backfill(name: str, rules: dict[str, Any], end: int) -> None:
-        """Evaluate ``rules`` with promtool over the data so far, from ``start`` to ``end``, and load the blocks."""
+    def backfill(name: str, rules: dict[str, Any], end: int, begin: int = start) -> None:
+        """Evaluate ``rules`` with promtool over the data so far, from ``begin`` to ``end``, and load the blocks."""
         blocks = tmp / f"blocks-{name}"
         prometheus = Prometheus(prometheus_exe, tmp / "prometheus", config)
         try:
             wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
             rule_file = write_yaml(tmp / f"{name}.yaml", rules)
             run(
-                "tsdb", "create-blocks-from", "rules", "--url", prometheus.url, "--start", str(start),
+                "tsdb", "create-blocks-from", "rules", "--url", prometheus.url, "--start", str(begin),
                 "--end", str(end), "--eval-interval", f"{STEP}s", "--output-dir", str(blocks), str(rule_file),
             )  # fmt: skip
         finally:
@@ -166,7 +172,8 @@ def phase_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     backfill("phases", rules, start + 3600)  # the leaf's records of the hour
     runs = settled_run_rules(STEP)
     assert runs is not None
-    backfill("runs", runs, start + SETTLED_END)  # the central's records of finished runs, until all have settled
+    # the central's records of finished runs, from before the long report's window to when all the runs have settled
+    backfill("runs", runs, start + SETTLED_END, begin=start + SETTLED_END - SETTLED_FROM)
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", config)
     try:
         wait_for("prometheus to be ready", prometheus.ready, patience(), [prometheus])
@@ -266,8 +273,10 @@ def test_the_records_of_finished_runs_hold_each_run_once(phase_report: dict[str,
     settled = at(phase_report, f"sum by (gpu) (sum_over_time({SETTLED_RUNS_RECORD}[{end}s]))", end)
     assert {r["metric"]["gpu"]: r["value"][1] for r in settled} == {card: str(r) for card, (r, _) in EXPECTED.items()}
     start = phase_report["start"]
-    long = settled_phase_queries(Window(start + end - SETTLED_FROM, start + end))
-    assert phase_queries(Window(start + end - SETTLED_FROM, start + end)) == long  # what the report sends
+    window = Window(start + end - SETTLED_FROM, start + end)
+    long = settled_phase_queries(window)
+    assert records_cover(at(phase_report, records_query(window), end), window, STEP)  # so the report reads them
+    assert phase_queries(window, records=True) == long
     raw = phase_queries(Window(start, start + 3600))
     for name in ("runs", "median", "worst"):
 
@@ -277,3 +286,11 @@ def test_the_records_of_finished_runs_hold_each_run_once(phase_report: dict[str,
         assert answer(long[name], end) == answer(raw[name], 3600), name
     # before the runs settled: none of them is in the records yet
     assert at(phase_report, f"{SETTLED_RUNS_RECORD}[{SETTLED_AFTER}s]", SETTLED_AFTER) == []
+
+
+def test_a_window_the_records_do_not_cover_reads_every_runs_series(phase_report: dict[str, Any]) -> None:
+    """A long window that begins before the records' first evaluation (the rule group deployed later, or a past
+    window): the report reads the runs' own series, so its first runs are not lost."""
+    start = phase_report["start"]
+    window = Window(start + SETTLED_END - 2 * SETTLED_FROM, start + SETTLED_END)
+    assert not records_cover(at(phase_report, records_query(window), SETTLED_END), window, STEP)

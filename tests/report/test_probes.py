@@ -9,13 +9,22 @@ from fleet.model.pod_contract import PROBE_METRICS
 from fleet.model.probe_phases import (
     PHASE_RECORD,
     PHASE_RUN_RECORD,
+    RUNS_EVALUATED,
     SETTLED_AFTER,
     SETTLED_RUNS_RECORD,
     settled_run_rules,
 )
 from fleet.report.costs import Machine, PriceEntry
 from fleet.report.model import CardRow
-from fleet.report.probes import SETTLED_FROM, phase_queries, phase_rows, pool_waits, probe_rows
+from fleet.report.probes import (
+    SETTLED_FROM,
+    phase_queries,
+    phase_rows,
+    pool_waits,
+    probe_rows,
+    records_cover,
+    records_query,
+)
 from fleet.report.queries import Window
 
 SCALE_UP, SUCCESS, LAST_RUN = PROBE_METRICS
@@ -123,11 +132,20 @@ def test_phase_queries_aggregate_each_runs_last_value() -> None:
     assert q["runs"] == f"count by (cluster, cloud, gpu) (group by (cluster, cloud, gpu, pod) ({last}))"
 
 
-def test_a_long_window_reads_the_central_records_of_finished_runs() -> None:
-    """From SETTLED_FROM on, the phases come from a few series per pool and phase (the central's records), read from
-    SETTLED_AFTER after the window's start to its end; shorter windows read every run's series."""
-    assert phase_queries(Window(0, SETTLED_FROM - 1))["runs"].startswith("count by")
-    q = phase_queries(Window(0, 30 * 86400))
+def test_a_long_window_the_records_cover_reads_them() -> None:
+    """From SETTLED_FROM on, and when the records' first evaluation in the window took the runs that ended just after
+    its start, the phases come from a few series per pool and phase (the central's records), read from SETTLED_AFTER
+    after the window's start to its end; otherwise every run's series."""
+    window = Window(0, 30 * 86400)
+    assert records_query(window) == f"min_over_time({RUNS_EVALUATED}[{30 * 86400}s])"
+    first = [{"metric": {}, "value": [window.end, str(SETTLED_AFTER + 60)]}]
+    assert records_cover(first, window, 60)
+    late = [{"metric": {}, "value": [window.end, str(SETTLED_AFTER + 61)]}]
+    assert not records_cover(late, window, 60)  # deployed after the window began: its first runs are not there
+    assert not records_cover([], window, 60)  # a past window, or no records at all
+    assert not records_cover(first, Window(0, SETTLED_FROM - 1), 60)  # a short window reads the runs' own series
+    assert phase_queries(window)["runs"].startswith("count by")
+    q = phase_queries(window, records=True)
     span = f"[{(30 * 86400 - SETTLED_AFTER) * 1000}ms]"
     assert q == {
         "runs": f"sum by (cluster, cloud, gpu) (sum_over_time({SETTLED_RUNS_RECORD}{span}))",
@@ -148,6 +166,7 @@ def test_the_records_of_finished_runs_evaluate_at_the_federation_interval() -> N
     (group,) = rules["groups"]
     assert group["interval"] == "30s"  # the window each evaluation settles is one interval wide: they tile
     exprs = {r["record"]: r["expr"] for r in group["rules"]}
+    assert exprs.pop(RUNS_EVALUATED) == "vector(time())"
     assert set(exprs) == {PHASE_RUN_RECORD, SETTLED_RUNS_RECORD}
-    for expr in exprs.values():
-        assert f"[29999ms] offset {SETTLED_AFTER}s" in expr and f"[{SETTLED_AFTER * 1000 - 1}ms]" in expr
+    for expr in exprs.values():  # the two ranges share their bound (probe_phases.settled): the evaluations tile time
+        assert f"[30s] offset {SETTLED_AFTER}s)" in expr and f"[{SETTLED_AFTER}s])" in expr

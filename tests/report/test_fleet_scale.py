@@ -5,6 +5,8 @@ Counted against a fake Prometheus client that answers every query with one serie
 from __future__ import annotations
 
 import io
+import re
+import zlib
 from typing import Any
 
 import pytest
@@ -21,6 +23,11 @@ from tests.conftest import FIXTURES
 FLEET = FIXTURES / "fleet"
 GPUS = ("t4", "l4", "a100", "h100", "v100", "p100", "a10g", "l40s")
 WINDOW = Window(1_700_000_000.0, 1_700_000_000.0 + 7 * 86400)
+
+
+def value(promql: str, cluster: str, gpu: str, workload: str = "") -> int:
+    """A number that tells the query, the card and the workload apart (so an answer put in the wrong place shows)."""
+    return 1 + zlib.crc32(f"{promql}|{cluster}|{gpu}|{workload}".encode()) % 997
 
 
 class FakeClient:
@@ -45,7 +52,14 @@ class FakeClient:
 
     def query(self, promql: str, at: float) -> list[dict[str, Any]]:
         self.sent.append(("query", promql))
-        return [{"metric": self._metric(c, g), "value": [at, "2"]} for c, g in self.cards]
+        if "gpufleet:gpu_" in promql:  # the GPU pair: one series per workload of the query and card, by workload
+            workloads = sorted(set(re.findall(r'workload="([^"]+)"', promql)))
+            return [
+                {"metric": self._metric(c, g, workload=w), "value": [at, str(value(promql, c, g, w))]}
+                for w in workloads
+                for c, g in self.cards
+            ]
+        return [{"metric": self._metric(c, g), "value": [at, str(value(promql, c, g))]} for c, g in self.cards]
 
     def query_samples(self, promql: str, at: float) -> list[dict[str, Any]]:
         self.sent.append(("samples", promql))
@@ -126,3 +140,12 @@ def test_the_report_is_the_same_sent_one_at_a_time_or_several() -> None:
     side_by_side, after = gathered(3, concurrency=8)
     assert sorted(one_by_one.sent) == sorted(side_by_side.sent)
     assert shown(before) == shown(after)
+    # every answer where it belongs: each row's numbers are its own query's answer for its card (and workload)
+    for section in after.sections:
+        queries = section.queries
+        for row in section.rows:
+            card = (row.cluster, row.gpu)
+            assert row.result == value(queries.result, *card) and row.best == value(queries.best, *card)
+            assert row.pods == value(queries.pods, *card)
+            assert row.gpu_utilization == value(queries.gpu_utilization, *card, section.name)
+            assert row.gpu_energy_joules == value(queries.gpu_energy, *card, section.name)

@@ -302,7 +302,7 @@ def backfill(
     shutil.rmtree(inputs, ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)
     seconds = round(time.monotonic() - started, 1)
-    return {"days": written, "asked": days, "samples": samples, "seconds": seconds, "jobs": jobs}
+    return {"days": written, "asked": days, "samples": samples, "seconds": seconds, "jobs": jobs, "today": today}
 
 
 def _progress(written: int, days: int, samples: int, started: float) -> None:
@@ -497,14 +497,16 @@ def _promtool_records(url: str, rules: Path, start: int, end: int, scratch: Path
     return len(blocks)
 
 
-def backfill_records(url: str, rules: Path, data: Path, work: Path, days: int, jobs: int = 2) -> dict[str, Any]:
+def backfill_records(
+    url: str, rules: Path, data: Path, work: Path, days: int, jobs: int = 2, today: int | None = None
+) -> dict[str, Any]:
     """The central's records of finished probe runs over the backfilled history, as its rule group would have written
     them had it run then: evaluated by ``promtool tsdb create-blocks-from rules`` from the central's own data, a day
     per promtool run, ``jobs`` at a time, each day's blocks moved into its data folder, which the central loads and
     compacts (:func:`settle`). How many blocks, seconds. Each day starts on a block's first instant: promtool 2.42
     writes nothing when the group's first evaluation after the start falls past the first block
-    (tests/e2e/test_accounting_hours.py)."""
-    today = int(time.time()) // DAY
+    (tests/e2e/test_accounting_hours.py). ``today``: the day the history ends before (the backfill's; default now)."""
+    today = int(time.time()) // DAY if today is None else today
     started = time.monotonic()
     scratch = work / "record-blocks"
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -674,7 +676,9 @@ def measure_size(
     try:
         result.compaction = {"ready_seconds": ready, **settle(url, settle_limit)}
         if (work / PROBE_RUNS_FILE).exists():
-            result.records = backfill_records(url, work / PROBE_RUNS_FILE, data, work, history["days"])
+            result.records = backfill_records(
+                url, work / PROBE_RUNS_FILE, data, work, history["days"], jobs, history["today"]
+            )
             result.records["compaction"] = settle(url, settle_limit)
         result.observed = observation(observe, duration_seconds(fleet.monitoring.federation_interval))
         time.sleep(result.observed)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.model.probe_phases import PHASE_RUN_RECORD, SETTLED_AFTER
+from fleet.model.probe_phases import PHASE_RUN_RECORD, RECORDED_AFTER_COMPLETION, SETTLED_AFTER
 from fleet.report.probes import SETTLED_FROM
 
 SUMMARY_NOTE = (
@@ -32,9 +32,11 @@ METHOD = [
     "succeeded: runs whose accelerator answered (`gpufleet_probe_success`).",
     "Time to first accelerator by phase: each probe run's last value of each phase (`gpufleet:probe_phase_seconds`), "
     f"the median and the worst over the pool's runs; over a window of {SETTLED_FROM // 86400} days or more, from the "
-    f"central's record of finished runs (`{PHASE_RUN_RECORD}`, one sample per run), which holds a run "
-    f"{SETTLED_AFTER // 60} minutes after its phases were last recorded: the runs of the window's last "
-    f"{SETTLED_AFTER // 60} minutes are not counted yet.",
+    f"central's record of finished runs (`{PHASE_RUN_RECORD}`, one sample per run) when it covers the window from "
+    f"its start, which holds a run {SETTLED_AFTER // 60} minutes after its phases were last recorded (they are "
+    f"recorded until {RECORDED_AFTER_COMPLETION // 60} minutes after it completed): the runs that completed in the "
+    f"window's last {(SETTLED_AFTER + RECORDED_AFTER_COMPLETION) // 60} minutes, or still ran at its end, are not "
+    "counted yet.",
     "CI jobs per card: `increase()` over the window of each GitLab runner's `gitlab_runner_jobs_total` and "
     "`gitlab_runner_failed_jobs_total`, and its job duration histogram's sum over its count (increase() "
     "extrapolates to the window's edges: the counts are rounded to whole jobs).",

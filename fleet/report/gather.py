@@ -16,7 +16,7 @@ from fleet.report.accounting import accounting_queries, accounting_rows, lost_qu
 from fleet.report.costs import PriceTable, machine_for, machine_share
 from fleet.report.model import Card, CardRow, Report, WorkloadSection
 from fleet.report.probes import (
-    SETTLED_FROM,
+    asks_records,
     phase_queries,
     phase_rows,
     pool_waits,
@@ -76,7 +76,7 @@ def count_queries(workloads: list[Workload], window: Window, fleet: Fleet | None
     extra = (
         len(probe_queries(window))
         + len(phase_queries(window))
-        + (1 if window.seconds >= SETTLED_FROM else 0)  # whether the records of finished runs cover the window
+        + (1 if asks_records(window) else 0)  # whether the records of finished runs cover the window
         + len(runner_queries(window))
         + len(queue_queries(window))
         + len(accounting_queries(window, 60))
@@ -118,10 +118,11 @@ def gather(
             return ask(what, client.query, promql, window.end)
 
         # every request that needs no other's answer, sent at once: the first of each workload's, then the rest
-        sweep_asked = {
-            wl.name: {n: instant(f"{wl.name}: sweep epoch {n}", q) for n, q in sweep_queries(wl, window).items()}
-            for wl in (w for w in workloads if sweeping(w, fleet))
-        }
+        sweep_asked = [
+            (wl, {n: instant(f"{wl.name}: sweep epoch {n}", q) for n, q in sweep_queries(wl, window).items()})
+            for wl in workloads
+            if sweeping(wl, fleet)
+        ]
         benchmarks = [wl for wl in workloads if not sweeping(wl, fleet)]
         gpu = gpu_queries([wl.spec for wl in benchmarks], window) if benchmarks else None
         per_workload = [(wl, workload_queries(wl.spec, window, gpu)) for wl in benchmarks]
@@ -138,17 +139,12 @@ def gather(
             metric: ask(f"probes: {metric}", client.query_samples, promql, window.end)
             for metric, promql in probe_queries(window).items()
         }
-
         runners_asked = {
             name: instant(f"CI runners: {name.replace('_', ' ')}", q) for name, q in runner_queries(window).items()
         }
         # the records arrive every federation interval: the integrals' resolution and the records' evaluation interval
         resolution = duration_seconds(fleet.monitoring.federation_interval) if fleet else 60.0
-        covered = (
-            instant("probes: records of finished runs", records_query(window))
-            if window.seconds >= SETTLED_FROM
-            else None
-        )
+        covered = instant("probes: records of finished runs", records_query(window)) if asks_records(window) else None
         accounts_asked = {
             name: instant(f"accounting: {name.replace('_', ' ')}" + ("" if name == "lost_pods" else " card-hours"), q)
             for name, q in accounting_queries(window, resolution).items()
@@ -168,8 +164,8 @@ def gather(
         for section in pending:
             section.send_rest()
         sweeps: dict[str, list[SweepRow]] = {
-            name: sweep_rows(_workload(workloads, name), {k: f.result() for k, f in asked.items()}, fleet, prices)
-            for name, asked in sweep_asked.items()
+            wl.name: sweep_rows(wl, {k: f.result() for k, f in asked.items()}, fleet, prices)
+            for wl, asked in sweep_asked
         }
         sections = [section.result() for section in pending]
         probes = probe_rows({metric: f.result() for metric, f in probes_asked.items()})
@@ -193,10 +189,6 @@ def gather(
         runner_rows(runner_answers), sweeps, accounting_rows(account_answers, fleet, prices), phases,
         queue_rows(queue_answers, fleet),
     )  # fmt: skip
-
-
-def _workload(workloads: list[Workload], name: str) -> Workload:
-    return next(w for w in workloads if w.name == name)
 
 
 class _ByWorkload:

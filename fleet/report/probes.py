@@ -146,6 +146,12 @@ def phase_queries(window: Window, records: bool = False) -> dict[str, str]:
     }
 
 
+def asks_records(window: Window) -> bool:
+    """Whether the report asks if the records of finished runs cover ``window`` (:func:`records_query`): from
+    ``SETTLED_FROM`` on."""
+    return window.seconds >= SETTLED_FROM
+
+
 def records_query(window: Window) -> str:
     """The first evaluation of the central's records of finished runs in the window (its instant, as the value)."""
     return f"min_over_time({RUNS_EVALUATED}[{window.range}])"
@@ -156,7 +162,7 @@ def records_cover(answer: list[dict[str, Any]], window: Window, step: float) -> 
     interval, the federation interval): the window is ``SETTLED_FROM`` or longer and the records' first evaluation in
     it took the runs whose last sample came just after its start. Not when the rule group was deployed later, or for a
     past window from before it: the report then reads every run's series."""
-    if window.seconds < SETTLED_FROM or not answer:
+    if not asks_records(window) or not answer:
         return False
     first = float(answer[0]["value"][1])
     return first <= window.start + SETTLED_AFTER + step

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -174,21 +173,22 @@ def test_the_records_of_finished_probe_runs_are_backfilled_over_the_history(
     directory = tmp_path / "central"
     data = directory / "data"
     data.mkdir(parents=True)
-    central_scale.backfill(leaves, 2, 7, data, tmp_path)
+    history = central_scale.backfill(leaves, 2, 7, data, tmp_path)
+    today = history["today"]  # the day the history ends before: the records and the query follow it, not the clock
     rules = tmp_path / central_scale.PROBE_RUNS_FILE
     rules.write_text(yaml.safe_dump(probe_phases.settled_run_rules(60)), encoding="utf-8")
     config = {"global": {"scrape_interval": "15s"}}
     central = Prometheus(prometheus_exe, directory, config)
     try:
         wait_for("prometheus to be ready", central.ready, patience(), [central])
-        done = central_scale.backfill_records(central.url, rules, data, tmp_path, 2)
+        done = central_scale.backfill_records(central.url, rules, data, tmp_path, 2, today=today)
     finally:
         central.stop()
     assert done["blocks"] > 0 and not (tmp_path / "record-blocks").exists()
     central = Prometheus(prometheus_exe, directory, config)
     try:
         wait_for("prometheus to be ready", central.ready, patience(), [central])
-        now = int(time.time()) // central_scale.DAY * central_scale.DAY
+        now = today * central_scale.DAY
         counts = central.query(f"count_over_time({probe_phases.PHASE_RUN_RECORD}[3d])", now)
         runs = central.query(f"sum by (cluster, gpu) (sum_over_time({probe_phases.SETTLED_RUNS_RECORD}[3d]))", now)
     finally:

@@ -55,14 +55,14 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
         super().__init__(self.TYPE, cluster.name, None, opts)
         self.spec = cluster
         self.settings = settings
-        if self.CONTROLS_API_ACCESS and not settings.api_allowed_cidrs and not settings.private_api_endpoint:
-            pulumi.log.warn(
-                f"{cluster.name}: the Kubernetes API endpoint accepts connections from any address (sign-in "
-                "still required): set the ranges of the people and CI runners that run kubectl and pulumi with "
-                f"pulumi config set --stack {cluster.name} --path 'gpu-fleet:apiAllowedCidrs[0]' <CIDR>"
-                + (", or gpu-fleet:privateApiEndpoint true" if cloud_rules(self.CLOUD).private_api_endpoint else "")
-            )
-        kubeconfig, pools, cluster_name = self._build(cluster)
+        # gpu-fleet:standInKubeconfig: another cluster stands in for the cloud's (the real test tier's hollow control
+        # plane, its pools as KWOK nodes): no cloud resource is made, everything in-cluster goes to it
+        self.stands_in = settings.stand_in_kubeconfig is not None
+        if self.stands_in:
+            kubeconfig, pools, cluster_name = settings.stand_in_kubeconfig, {}, cluster.name
+        else:
+            self._warn_open_endpoint(cluster)
+            kubeconfig, pools, cluster_name = self._build(cluster)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.node_pools = pools
         self.cluster_name = pulumi.Output.from_input(cluster_name)
@@ -80,6 +80,16 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
                 "node_pools": {pool.key: pool.name for pool in cluster.all_pools},
             }
         )
+
+    def _warn_open_endpoint(self, cluster: Cluster) -> None:
+        """Warn when the API endpoint this component creates accepts every address."""
+        if self.CONTROLS_API_ACCESS and not self.settings.api_allowed_cidrs and not self.settings.private_api_endpoint:
+            pulumi.log.warn(
+                f"{cluster.name}: the Kubernetes API endpoint accepts connections from any address (sign-in "
+                "still required): set the ranges of the people and CI runners that run kubectl and pulumi with "
+                f"pulumi config set --stack {cluster.name} --path 'gpu-fleet:apiAllowedCidrs[0]' <CIDR>"
+                + (", or gpu-fleet:privateApiEndpoint true" if cloud_rules(self.CLOUD).private_api_endpoint else "")
+            )
 
     @abc.abstractmethod
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:

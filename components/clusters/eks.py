@@ -71,8 +71,8 @@ class EksCluster(GpuCluster):
     def __init__(self, cluster: Cluster, settings: ComponentSettings, opts: pulumi.ResourceOptions | None = None):
         super().__init__(cluster, settings, opts)
         # The base class creates the Kubernetes provider after ``_build`` returns: in-cluster resources
-        # come here, once ``self.provider`` exists.
-        self.autoscaler = self._cluster_autoscaler(cluster)
+        # come here, once ``self.provider`` exists. A stand-in has no node groups to scale.
+        self.autoscaler = None if self.stands_in else self._cluster_autoscaler(cluster)
 
     # --- cloud resources -------------------------------------------------------------------------------
 
@@ -187,6 +187,8 @@ class EksCluster(GpuCluster):
         role = self.settings.preview_principal
         if role is None:
             return None
+        if self.stands_in:  # no access entry: the stand-in's API server knows the user by this name
+            return PREVIEW_USER
         if not role.startswith("arn:"):
             raise ValueError(f"gpu-fleet:previewPrincipal of an EKS stack must be the preview role's ARN, not {role!r}")
         aws.eks.AccessEntry(

@@ -237,7 +237,7 @@ class GkeCluster(GpuCluster):
         9443 and 8082) times out, and the API server refuses what the webhook covers. An ingress rule from the control
         plane's range to the cluster's nodes (by their service account) on exactly those ports. Private nodes are
         the default, so only a cluster whose stack opts into public nodes (and keeps a public endpoint) needs none."""
-        if self.settings.public_nodes and not self.settings.private_api_endpoint:
+        if self.stands_in or (self.settings.public_nodes and not self.settings.private_api_endpoint):
             return None
         return gcp.compute.Firewall(
             f"{self.spec.name}-{name}-from-control-plane",

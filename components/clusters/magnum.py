@@ -257,7 +257,8 @@ class MagnumCluster(GpuCluster):
     def __init__(self, cluster: Cluster, settings: ComponentSettings, opts: pulumi.ResourceOptions | None = None):
         super().__init__(cluster, settings, opts)
         # In-cluster resources come once the base class has created ``self.provider``.
-        self.autoscaler = self._gpu_autoscaler(cluster) if cluster.all_pools else None
+        # (a stand-in has no node groups to scale)
+        self.autoscaler = self._gpu_autoscaler(cluster) if cluster.all_pools and not self.stands_in else None
 
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:
         self.site = site = MagnumSettings.read(self.settings)

@@ -88,62 +88,30 @@ class FederationEndpoint(pulumi.ComponentResource):
         node_selector: dict[str, str] | None = None,
         *,
         registry: str,
+        certificates: dict[str, str] | None = None,
     ):
-        """``registry``: where the gateway's nginx image is pulled from (the policy's ``registry``)."""
+        """``registry``: where the gateway's nginx image is pulled from (the policy's ``registry``);
+        ``certificates``: the site's own (``gpu-fleet:federationCertificates``), else the stack makes a CA and both
+        certificates with the TLS provider."""
         super().__init__(self.TYPE, f"{cluster}-federation", None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        tls_provider = tls.Provider(f"{cluster}-tls", opts=child)
-        certs = pulumi.ResourceOptions(parent=self, provider=tls_provider)
-        ca_key = tls.PrivateKey(f"{cluster}-federation-ca-key", algorithm="ECDSA", ecdsa_curve="P256", opts=certs)
-        ca = tls.SelfSignedCert(
-            f"{cluster}-federation-ca",
-            private_key_pem=ca_key.private_key_pem,
-            is_ca_certificate=True,
-            subject={"common_name": f"gpu-fleet federation CA {cluster}", "organization": "gpu-fleet"},
-            validity_period_hours=24 * 365 * 3,
-            early_renewal_hours=24 * 30,
-            allowed_uses=["cert_signing", "crl_signing", "digital_signature"],
-            opts=certs,
-        )
-        self.ca_pem = ca.cert_pem
-
-        def signed(
-            role: str, common_name: str, dns_names: list[str], uses: list[str]
-        ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
-            key = tls.PrivateKey(f"{cluster}-federation-{role}-key", algorithm="ECDSA", ecdsa_curve="P256", opts=certs)
-            csr = tls.CertRequest(
-                f"{cluster}-federation-{role}-csr",
-                private_key_pem=key.private_key_pem,
-                subject={"common_name": common_name, "organization": "gpu-fleet"},
-                dns_names=dns_names or None,
-                opts=certs,
+        if certificates:
+            # the site's own CA signed them (gpu-fleet:federationCertificates): no TLS resource of ours
+            ca_cert: pulumi.Input[str] = certificates["caCert"]
+            server_cert: pulumi.Input[str] = certificates["serverCert"]
+            server_key = pulumi.Output.secret(certificates["serverKey"])
+            self.client_cert = pulumi.Output.from_input(certificates["clientCert"])
+            self.client_key = pulumi.Output.secret(certificates["clientKey"])
+        else:
+            ca_cert, server_cert, server_key, self.client_cert, self.client_key = _stack_made_certificates(
+                cluster, child
             )
-            cert = tls.LocallySignedCert(
-                f"{cluster}-federation-{role}-cert",
-                cert_request_pem=csr.cert_request_pem,
-                ca_private_key_pem=ca_key.private_key_pem,
-                ca_cert_pem=ca.cert_pem,
-                validity_period_hours=24 * 365,
-                early_renewal_hours=24 * 30,
-                allowed_uses=uses,
-                opts=certs,
-            )
-            return cert.cert_pem, pulumi.Output.secret(key.private_key_pem)
-
-        server_cert, server_key = signed(
-            "server",
-            server_name(cluster),
-            [server_name(cluster)],
-            ["digital_signature", "key_encipherment", "server_auth"],
-        )
-        self.client_cert, self.client_key = signed(
-            "client", "gpu-fleet central prometheus", [], ["digital_signature", "key_encipherment", "client_auth"]
-        )
+        self.ca_pem = pulumi.Output.from_input(ca_cert)
         secret = k8s.core.v1.Secret(
             f"{cluster}-federation-gateway-tls",
             metadata={"name": f"{GATEWAY_NAME}-tls", "namespace": namespace},
             type="Opaque",
-            string_data={"tls.crt": server_cert, "tls.key": server_key, "ca.crt": ca.cert_pem},
+            string_data={"tls.crt": server_cert, "tls.key": server_key, "ca.crt": ca_cert},
             opts=child,
         )
         conf = k8s.core.v1.ConfigMap(
@@ -204,3 +172,57 @@ class FederationEndpoint(pulumi.ComponentResource):
         self.address = ingress.apply(lambda items: f"{(items[0].ip or items[0].hostname)}:443" if items else "")
         self.server_name = server_name(cluster)
         self.register_outputs({"address": self.address, "server_name": self.server_name})
+
+
+def _stack_made_certificates(
+    cluster: str, child: pulumi.ResourceOptions
+) -> tuple[pulumi.Output[str], pulumi.Output[str], pulumi.Output[str], pulumi.Output[str], pulumi.Output[str]]:
+    """A CA of the stack's own and the gateway's serving and the central's client certificate it signs (the TLS
+    provider, state in the stack): (CA, server certificate, server key, client certificate, client key)."""
+    tls_provider = tls.Provider(f"{cluster}-tls", opts=child)
+    certs = pulumi.ResourceOptions(parent=child.parent, provider=tls_provider)
+    ca_key = tls.PrivateKey(f"{cluster}-federation-ca-key", algorithm="ECDSA", ecdsa_curve="P256", opts=certs)
+    ca = tls.SelfSignedCert(
+        f"{cluster}-federation-ca",
+        private_key_pem=ca_key.private_key_pem,
+        is_ca_certificate=True,
+        subject={"common_name": f"gpu-fleet federation CA {cluster}", "organization": "gpu-fleet"},
+        validity_period_hours=24 * 365 * 3,
+        early_renewal_hours=24 * 30,
+        allowed_uses=["cert_signing", "crl_signing", "digital_signature"],
+        opts=certs,
+    )
+
+    def signed(
+        role: str, common_name: str, dns_names: list[str], uses: list[str]
+    ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        key = tls.PrivateKey(f"{cluster}-federation-{role}-key", algorithm="ECDSA", ecdsa_curve="P256", opts=certs)
+        csr = tls.CertRequest(
+            f"{cluster}-federation-{role}-csr",
+            private_key_pem=key.private_key_pem,
+            subject={"common_name": common_name, "organization": "gpu-fleet"},
+            dns_names=dns_names or None,
+            opts=certs,
+        )
+        cert = tls.LocallySignedCert(
+            f"{cluster}-federation-{role}-cert",
+            cert_request_pem=csr.cert_request_pem,
+            ca_private_key_pem=ca_key.private_key_pem,
+            ca_cert_pem=ca.cert_pem,
+            validity_period_hours=24 * 365,
+            early_renewal_hours=24 * 30,
+            allowed_uses=uses,
+            opts=certs,
+        )
+        return cert.cert_pem, pulumi.Output.secret(key.private_key_pem)
+
+    server_cert, server_key = signed(
+        "server",
+        server_name(cluster),
+        [server_name(cluster)],
+        ["digital_signature", "key_encipherment", "server_auth"],
+    )
+    client_cert, client_key = signed(
+        "client", "gpu-fleet central prometheus", [], ["digital_signature", "key_encipherment", "client_auth"]
+    )
+    return ca.cert_pem, server_cert, server_key, client_cert, client_key

@@ -6,6 +6,9 @@ images.yaml names each image relative to the fleet's registry (the policy file's
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -213,6 +216,41 @@ def chart(name: str) -> Chart:
     return Chart(name, entry["repo"], str(entry["version"]))
 
 
+# The folder of chart archives the stack installs from (gpu-fleet:chartCache), while the program declares it.
+_CHART_CACHE: ContextVar[Path | None] = ContextVar("chart_cache", default=None)
+
+
+@contextmanager
+def charts_from(folder: str | Path | None) -> Iterator[None]:
+    """Within the block, every ``helm_release`` installs its pinned chart from ``folder``'s archive
+    ``<chart>-<version>.tgz`` (as ``helm pull`` names it) instead of the chart's repository; None: the repositories."""
+    token = _CHART_CACHE.set(Path(folder) if folder else None)
+    try:
+        yield
+    finally:
+        _CHART_CACHE.reset(token)
+
+
+def chart_archive(folder: Path, pinned: Chart) -> Path:
+    """The archive of ``pinned`` in the chart cache ``folder``; ``FileNotFoundError`` naming it when it is not
+    there."""
+    archive = folder / f"{pinned.name}-{pinned.version}.tgz"
+    if not archive.is_file():
+        raise FileNotFoundError(f"{archive} is missing: helm pull {pinned.name} --version {pinned.version} into it")
+    return archive
+
+
+def missing_chart_archives(folder: str | Path) -> list[str]:
+    """What the chart cache ``folder`` lacks of the pinned charts (each as ``<chart>-<version>.tgz``)."""
+    out = []
+    for name in sorted(_data()["charts"]):
+        try:
+            chart_archive(Path(folder), chart(name))
+        except FileNotFoundError as exc:
+            out.append(str(exc))
+    return out
+
+
 def helm_release(
     resource_name: str,
     chart_name: str,
@@ -234,14 +272,19 @@ def helm_release(
             if isinstance(values, dict)
             else pulumi.Output.from_input(values).apply(lambda v: merged(v, images))
         )
+    cache = _CHART_CACHE.get()
     # an OCI registry holds the chart itself: oci://<repo>/<chart>, no repository (pulumi/pulumi-kubernetes#1892)
     oci = pinned.repo.startswith("oci://")
+    if cache is not None:  # a local archive: the provider reads it, no repository (helm/v3 Release chart)
+        where: dict[str, Any] = {"chart": str(chart_archive(cache, pinned))}
+    elif oci:
+        where = {"chart": f"{pinned.repo}/{pinned.name}", "version": pinned.version}
+    else:
+        where = {"chart": pinned.name, "version": pinned.version, "repository_opts": {"repo": pinned.repo}}
     return k8s.helm.v3.Release(
         resource_name,
         name=release,
-        chart=f"{pinned.repo}/{pinned.name}" if oci else pinned.name,
-        version=pinned.version,
-        repository_opts=None if oci else {"repo": pinned.repo},
+        **where,
         namespace=namespace,
         values=values,
         opts=opts,

@@ -172,5 +172,6 @@ class ClusterServices(pulumi.ComponentResource):
                 opts=child,
                 node_selector=cluster.system_selector,
                 registry=cluster.registry,
+                certificates=settings.federation_certificates,
             )
         self.register_outputs({"benchmark_namespace": self.benchmark_namespace})

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 CONFIG_NAMESPACE = "gpu-fleet"
 WORKLOAD_SECRETS = "workloadSecrets"
 RUNNER_TOKENS = "runnerTokens"
+FEDERATION_CERTIFICATES = "federationCertificates"
+#: The PEM parts of gpu-fleet:federationCertificates: the CA that signs both, the gateway's serving certificate (its
+#: name components.kubernetes.gateway.server_name) and the central Prometheus' client certificate.
+FEDERATION_CERTIFICATE_PARTS = ("caCert", "serverCert", "serverKey", "clientCert", "clientKey")
+STAND_IN_KUBECONFIG = "standInKubeconfig"
 API_RANGES = "the ranges of the people and CI runners that run kubectl and pulumi"
 EGRESS_RANGES = "the central cluster's egress ranges"
 
@@ -160,6 +165,26 @@ STACK_SETTINGS: dict[str, StackSetting] = {
         StackSetting("grafanaAdminPassword", "secret", "the central Grafana's admin password"),
         StackSetting("alertReceiver", "secret", "the central Alertmanager's receiver (JSON), set with --secret"),
         StackSetting("availabilityZones", "string-list", "zones of the new VPC's subnets", frozenset({"aws"})),
+        StackSetting(
+            FEDERATION_CERTIFICATES,
+            "secret-map",
+            "the federation gateway's certificates from the site's own CA instead of ones the stack makes, set with "
+            "--secret --path",
+            each="<" + "|".join(FEDERATION_CERTIFICATE_PARTS) + ">",
+        ),
+        StackSetting(
+            "chartCache",
+            "string",
+            "a folder of the pinned charts' archives (<chart>-<version>.tgz) to install from instead of their "
+            "repositories (an air-gapped site's, or the real test tier's ../shared/charts)",
+        ),
+        StackSetting(
+            STAND_IN_KUBECONFIG,
+            "secret",
+            "a cluster standing in for the cloud's (the real test tier's hollow control plane): no cloud resource "
+            "is created and everything in-cluster goes to it",
+            frozenset(_CLOUDS_WITH_API_ENDPOINT),
+        ),
     )
 }
 
@@ -309,8 +334,29 @@ def parse_value(setting: StackSetting, value: Any) -> tuple[Any, ValueProblems]:
     raise ValueError(f"{setting.key} is a {setting.kind}, not a plain value")
 
 
+def federation_certificates_value(value: Any) -> dict[str, str]:
+    """``gpu-fleet:federationCertificates`` as the program uses it: each of ``FEDERATION_CERTIFICATE_PARTS`` to its
+    PEM text, all of them or none; ``ValueError`` when it is not that shape."""
+    if value is None:
+        return {}
+    parts = ", ".join(FEDERATION_CERTIFICATE_PARTS)
+    if not isinstance(value, dict):
+        raise ValueError(f"must map each of {parts} to its PEM text")
+    missing = [p for p in FEDERATION_CERTIFICATE_PARTS if not isinstance(value.get(p), str) or not value[p].strip()]
+    unknown = sorted(set(value) - set(FEDERATION_CERTIFICATE_PARTS))
+    if missing or unknown:
+        said = [f"nothing for {', '.join(missing)}"] if missing else []
+        said += [f"unknown parts {', '.join(map(str, unknown))}"] if unknown else []
+        raise ValueError(f"{'; '.join(said)}: needs all of {parts}, each a PEM text")
+    return {p: value[p] for p in FEDERATION_CERTIFICATE_PARTS}
+
+
 # The shape of each secret mapping's value, checked by the program once it knows the value is secret.
-SECRET_MAP_VALUES = {WORKLOAD_SECRETS: workload_secrets_value, RUNNER_TOKENS: runner_tokens_value}
+SECRET_MAP_VALUES = {
+    WORKLOAD_SECRETS: workload_secrets_value,
+    RUNNER_TOKENS: runner_tokens_value,
+    FEDERATION_CERTIFICATES: federation_certificates_value,
+}
 
 
 def project_config() -> dict[str, dict[str, Any]]:
@@ -328,7 +374,8 @@ PROJECT_CONFIG_HEADER = (
     PROJECT_CONFIG_MARKER + " (type, default, description; secrets\n"
     "# marked), so `pulumi config` knows them. Generated from fleet/model/stack_settings.py STACK_SETTINGS:\n"
     "# `python -m fleet schema` rewrites it and the tests fail when it is stale. gpu-fleet:magnum,\n"
-    "# gpu-fleet:workloadSecrets and gpu-fleet:runnerTokens are mappings, which the schema cannot type\n"
+    "# gpu-fleet:workloadSecrets, gpu-fleet:runnerTokens and gpu-fleet:federationCertificates are mappings,\n"
+    "# which the schema cannot type\n"
     "# (pulumi/pulumi sdk/go/common/workspace/project.json).\n"
 )
 

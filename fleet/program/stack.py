@@ -10,6 +10,7 @@ import pulumi
 from components.clusters.cluster import GpuCluster
 from components.clusters.magnum import tag_minor
 from components.kubernetes.benchmark import WorkloadJobs
+from components.kubernetes.images import charts_from, missing_chart_archives
 from components.kubernetes.infra import ClusterServices
 from components.kubernetes.kueue_metrics import kueue_metrics_scrape
 from components.kubernetes.multikueue import (
@@ -44,6 +45,14 @@ def check_storage_class(cluster: Cluster, settings: StackSettings, has_default: 
     missing = storage_class_missing(cluster, settings.storage_class, has_default)
     if missing:
         raise InputError([config_problem(f"{CONFIG_NAMESPACE}:storageClass", missing)])
+
+
+def check_chart_cache(settings: StackSettings) -> None:
+    """Refuse a ``gpu-fleet:chartCache`` that lacks an archive of a pinned chart, naming each."""
+    if settings.chart_cache:
+        missing = missing_chart_archives(settings.chart_cache)
+        if missing:
+            raise InputError([config_problem(f"{CONFIG_NAMESPACE}:chartCache", m) for m in missing])
 
 
 # kubernetes-sigs/kueue v0.19.2 README.md: "Requires Kubernetes 1.29 or newer" (its CRDs use selectableFields)
@@ -237,7 +246,9 @@ def main() -> None:
         settings = StackSettings.read()
         policy = Path(settings.policy_file) if settings.policy_file else POLICY_FILE
         fleet = load_fleet_cached(policy, Path(settings.workloads_dir) if settings.workloads_dir else WORKLOADS_DIR)
-        build(fleet, pulumi.get_stack(), settings)
+        check_chart_cache(settings)
+        with charts_from(settings.chart_cache):
+            build(fleet, pulumi.get_stack(), settings)
     except InputError as exc:
         if pulumi.Config(CONFIG_NAMESPACE).get_bool(OFFLINE_PLAN_KEY):
             raise

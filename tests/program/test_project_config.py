@@ -50,7 +50,12 @@ def test_pulumi_yaml_declares_every_setting_it_can_type():
     declared = PROJECT["config"]
     assert declared == project_config()
     mappings = {name for name, s in STACK_SETTINGS.items() if s.declaration() is None}
-    assert mappings == {"magnum", "workloadSecrets", "runnerTokens"}  # the schema has no object type
+    assert mappings == {
+        "magnum",
+        "workloadSecrets",
+        "runnerTokens",
+        "federationCertificates",
+    }  # the schema has no object type
     assert set(declared) == {f"{CONFIG_NAMESPACE}:{name}" for name in STACK_SETTINGS} - {
         f"{CONFIG_NAMESPACE}:{m}" for m in mappings
     }

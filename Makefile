@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: plan test lint validate schema benchmark clean lock mutation screenshot
+.PHONY: plan test lint validate schema benchmark clean lock mutation screenshot receivers test-real
 
 # The venv installs from the hash-locked file: every package and its dependencies at the pinned version with the
 # pinned hashes, or nothing. Edit requirements*.txt or policy/requirements.in, then `make lock`.
@@ -36,6 +36,17 @@ test: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(PY) -m fleet schema --check
 	$(PY) -m pytest -q -n 2
+
+# The real receivers (Pulumi CLI, Kubernetes provider, kube-apiserver, scheduler, controller manager, etcd, KWOK,
+# Kueue, JobSet, Trainer), built with Go from the modules pinned under receivers/ into ~/.cache/gpu-fleet/receivers
+# (GPU_FLEET_RECEIVERS_CACHE): docs/tests.md has the cold and warm build times.
+receivers: $(STAMP)
+	$(PY) -m tests.real.toolchain build
+
+# The real tier: every stack through the real CLI on hollow control planes, in a network namespace with only
+# loopback (tests/real/isolation.py); needs Go, unshare and ip (util-linux, iproute2) and openssl.
+test-real: receivers
+	$(PY) -m tests.real.isolation $(PY) -m pytest -q -n 0 -p no:cacheprovider tests/real
 
 schema: $(STAMP)
 	$(PY) -m fleet schema

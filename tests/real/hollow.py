@@ -182,14 +182,18 @@ class HollowCluster:
         path.write_text(yaml.safe_dump(_kubeconfig(self.server, self._pki.ca, cert, key, user)))
         return path
 
+    def pki(self) -> Pki:
+        """The cluster's certificates (made by ``start``)."""
+        return self._pki
+
     def client_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
         """A kubeconfig for Kubernetes user ``user`` (client certificate) in ``groups``."""
         return self._write_kubeconfig(self.folder / f"{user.replace(':', '-')}.kubeconfig", user, groups)
 
     def _ready(self) -> bool:
         context = ssl.create_default_context(cafile=str(self._pki.ca))
-        context.load_cert_chain(self._pki.folder / "system-masters.crt" if False else self._pki.folder /
-                                f"{ADMIN}.crt", self._pki.folder / f"{ADMIN}.key")  # fmt: skip
+        admin = self._pki.folder / ADMIN.replace(":", "-")
+        context.load_cert_chain(admin.with_suffix(".crt"), admin.with_suffix(".key"))
         with urllib.request.urlopen(f"{self.server}/readyz", context=context, timeout=5) as response:
             return response.status == 200
 
@@ -220,7 +224,14 @@ class HollowCluster:
                 for c in n.get("status", {}).get("conditions", [])
                 if c["type"] == "Ready" and c["status"] == "True"
             }
-            return {n.name for n in specs} <= ready
+            # the node lifecycle controller lifts node.kubernetes.io/not-ready a moment after Ready
+            lifecycle = {
+                n["metadata"]["name"]
+                for n in items
+                for t in n.get("spec", {}).get("taints", [])
+                if t["key"].startswith("node.kubernetes.io/")
+            }
+            return {n.name for n in specs} <= ready - lifecycle
 
         wait_for(f"{self.name}'s {len(specs)} KWOK nodes Ready", all_ready, patience(), self.processes)
 

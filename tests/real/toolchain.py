@@ -109,11 +109,12 @@ def bin_dir(module: Module) -> Path:
     return cache_root() / f"{module.name}-{module.key()}" / "bin"
 
 
-def missing() -> list[str]:
-    """The binaries not built yet for today's go.mod and go.sum."""
+def missing(modules: tuple[str, ...] = ()) -> list[str]:
+    """The binaries not built yet for today's go.mod and go.sum (of the ``modules`` named, or of all)."""
     return [
         f"{module.name}: {binary}"
         for module in MODULES
+        if not modules or module.name in modules
         for binary in module.binaries
         if not (bin_dir(module) / binary).is_file()
     ]

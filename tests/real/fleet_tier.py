@@ -1,0 +1,86 @@
+"""The shipped fleet (or a lab's) on hollow control planes under the real engine: one hollow cluster per stack, each
+stack's config its own stack file plus what stands in for the cloud (``gpu-fleet:standInKubeconfig``), the
+federation certificates of the cluster's own test CA, the chart archives of ``../shared/charts`` and the central
+Grafana's password."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pulumi import automation as auto
+
+from components.kubernetes.gateway import server_name
+from fleet.model.spec import Cluster, Fleet
+from tests.conftest import shared_data
+from tests.real.engine import ROOT, RealEngine
+from tests.real.hollow import HollowCluster, cluster_node_specs
+
+POLICY_PACK = ROOT / "policy"
+
+
+def stack_order(fleet: Fleet) -> list[str]:
+    """The stacks in the order they can come up: those no other stack reads first, then the central cluster (it reads
+    every leaf's federation outputs), then the queues' manager (it reads every worker's)."""
+    manager = fleet.dispatch.manager if fleet.dispatch else None
+
+    def rank(cluster: Cluster) -> tuple[int, str]:
+        return (2 if cluster.name == manager else 1 if cluster.central else 0, cluster.name)
+
+    return [c.name for c in sorted(fleet.clusters.values(), key=rank)]
+
+
+@dataclass
+class StackOnHollow:
+    """One stack of the fleet and the hollow cluster standing in for its cloud's."""
+
+    cluster: Cluster
+    hollow: HollowCluster
+    stack: auto.Stack
+
+
+@dataclass
+class FleetTier:
+    """The fleet's stacks, each on its hollow cluster, under one real engine in ``folder``."""
+
+    fleet: Fleet
+    folder: Path
+    stacks: dict[str, StackOnHollow] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.engine = RealEngine(self.folder / "engine")
+        self.charts = shared_data("GPU_FLEET_CHART_CACHE", "charts", "the pinned Helm charts")
+
+    def on_hollow(self, name: str) -> StackOnHollow:
+        """Stack ``name`` on its hollow cluster, started (with every node of its pools) on first use."""
+        if name in self.stacks:
+            return self.stacks[name]
+        cluster = self.fleet.cluster(name)
+        hollow = HollowCluster(name, self.folder / "clusters" / name)
+        try:
+            hollow.start()
+            hollow.add_nodes(cluster_node_specs(cluster))
+        except BaseException:
+            hollow.stop()
+            raise
+        secret_values = {
+            "gpu-fleet:standInKubeconfig": hollow.kubeconfig.read_text(),
+            "gpu-fleet:grafanaAdminPassword": secrets.token_urlsafe(24),
+            **{
+                f"gpu-fleet:federationCertificates.{part}": pem
+                for part, pem in hollow.pki().federation(server_name(name)).items()
+            },
+        }
+        stack = self.engine.stack(name, plain={"gpu-fleet:chartCache": str(self.charts)}, secrets=secret_values)
+        self.stacks[name] = StackOnHollow(cluster, hollow, stack)
+        return self.stacks[name]
+
+    def stop(self) -> None:
+        """Stop every hollow cluster (each process by its PID)."""
+        for each in self.stacks.values():
+            each.hollow.stop()
+
+    def __iter__(self) -> Iterator[StackOnHollow]:
+        return iter(self.stacks.values())

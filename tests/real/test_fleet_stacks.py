@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from fleet.model.loader import load_fleet
+from tests.e2e.processes import patience, wait_for
+from tests.real.agreement import disagreements
 from tests.real.conftest import require_receivers
 from tests.real.fleet_tier import POLICY_PACK, FleetTier, stack_order
 
@@ -32,3 +34,47 @@ def test_the_real_preview_with_the_policy_pack_passes(tier, name):
     text = "".join(output)
     assert "mandatory" not in text.lower(), text
     assert result.change_summary.get("create", 0) > 0, text
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_the_real_up_succeeds_and_the_api_server_accepts_every_object(tier, name):
+    on = tier.on_hollow(name)
+    output: list[str] = []
+    try:
+        result = on.stack.up(policy_packs=[str(POLICY_PACK)], on_output=output.append, color="never")
+    except Exception as exc:  # the CLI's own account of what failed, and the control plane's logs
+        pytest.fail(f"pulumi up of {name} failed: {exc}\n{''.join(output)[-20000:]}\n{on.hollow.logs()[-6000:]}")
+    assert result.summary.result == "succeeded"
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_the_scheduler_and_the_model_agree_on_every_pod(tier, name):
+    on = tier.on_hollow(name)
+
+    def settled() -> list[dict]:
+        """Every pod once each was bound or tried by the scheduler (None before)."""
+        pods = on.hollow.get("pods", "--all-namespaces")["items"]
+        tried = all(p["spec"].get("nodeName") or p.get("status", {}).get("conditions") for p in pods)
+        return pods if tried else None
+
+    pods = wait_for(f"the scheduler to try every pod of {name}", settled, patience(), on.hollow.processes)
+    found = disagreements(on.cluster, pods, on.hollow.get("nodes")["items"])
+    assert found == [], "\n".join(found)
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_a_second_preview_shows_no_change(tier, name):
+    on = tier.on_hollow(name)
+    output: list[str] = []
+    result = on.stack.preview(on_output=output.append, color="never", diff=True)
+    changes = {op: n for op, n in result.change_summary.items() if op != "same" and n}
+    assert changes == {}, "".join(output)[-20000:]
+
+
+@pytest.mark.parametrize("name", list(reversed(ORDER)))
+def test_destroy_leaves_nothing_of_the_fleet_behind(tier, name):
+    on = tier.on_hollow(name)
+    output: list[str] = []
+    on.stack.destroy(on_output=output.append, color="never")
+    left = on.hollow.kubectl("get", "namespaces", "-l", "app.kubernetes.io/part-of=gpu-fleet", "-o", "name").stdout
+    assert left.strip() == "", left

@@ -68,6 +68,7 @@ class ClusterServices(pulumi.ComponentResource):
         self.queue_role = fleet.dispatch.role(name) if fleet.dispatch else None
         trains = runs_trainer(fleet, cluster)
         namespaces = {ns: fleet_namespace(name, ns, child) for ns in fleet_namespaces(cluster, fleet)}
+        self.namespaces: dict[str, pulumi.Resource] = dict(namespaces)  # the fleet's namespaces here, by name
         # where the GitLab runners and their CI jobs go (None: the cluster has no runner)
         self.ci_namespaces: tuple[pulumi.Output[str], pulumi.Output[str]] | None = (
             (

@@ -338,3 +338,9 @@ def test_each_installer_pins_a_version_and_checks_a_cited_sha256_before_running_
     assert re.search(r"^# source: .+", text, re.MULTILINE), f"{installer.name}: cite where the checksum comes from"
     check = text.index("sha256sum --check --strict")
     assert text.index("curl ") < check < min(text.index(w) for w in ("tar -x", "zipfile -e") if w in text)
+
+
+def test_the_docs_allow_no_instance_wide_gpu_runner():
+    text = (ROOT / "docs" / "runners.md").read_text(encoding="utf-8")
+    assert "project, group or instance runner" not in text
+    assert "never an\ninstance runner" in text or "never an instance runner" in text

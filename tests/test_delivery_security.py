@@ -74,17 +74,26 @@ def test_secrets_are_read_by_the_steps_that_use_them_not_by_the_job():
     (job,) = workflow("pulumi-stack.yml")["jobs"].values()
     assert not [k for k, v in (job.get("env") or {}).items() if "secrets." in str(v)]
     users = [s for s in job["steps"] if any("secrets." in str(v) for v in (s.get("env") or {}).values())]
-    assert {s["name"].split(" ")[0] for s in users} == {"pulumi", "OpenStack"}
+    assert {s["name"].split(" ")[0] for s in users} == {"pulumi", "OpenStack", "preview"}
 
 
-def test_a_preview_is_judged_by_the_base_branchs_policy_pack():
-    (preview,) = [job for _, _, job in stack_calls() if job["with"]["operation"] == "preview"]
-    assert preview["with"]["policy-ref"] == "${{ github.event.pull_request.base.sha }}"
+def test_a_preview_is_judged_by_the_base_branchs_policy_pack_in_a_python_of_its_own():
+    previews = [job for _, _, job in stack_calls() if job["with"]["operation"] == "preview"]
+    assert len(previews) == 2  # at once, and after the approval gate
+    for preview in previews:
+        assert preview["with"]["policy-ref"] == "${{ github.event.pull_request.base.sha }}"
+        assert preview["with"]["ref"] == "${{ github.event.pull_request.head.sha }}"
     (job,) = workflow("pulumi-stack.yml")["jobs"].values()
     base = next(s for s in job["steps"] if s.get("name") == "Policy pack of the base branch")
     assert base["with"]["ref"] == "${{ inputs.policy-ref }}" and base["with"]["path"] == "policy-base"
     pulumi = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@"))
     assert "policy-base/policy" in pulumi["with"]["policyPacks"]
+    # the pack's python3 is a venv of the base branch's pack lock, not the program's .venv the pull request built
+    python = next(s for s in job["steps"] if s.get("name") == "Python of the policy pack")
+    assert python["env"]["LOCK"] == "${{ inputs.policy-ref != '' && 'policy-base/policy/requirements.txt' || '' }}"
+    assert '"$RUNNER_TEMP/pack/bin" >> "$GITHUB_PATH"' in python["run"]
+    program = next(s for s in job["steps"] if str(s.get("name", "")).startswith("Python environment of the program"))
+    assert "GITHUB_PATH" not in program["run"]
     # deploys make images-by-digest mandatory
     assert "DEPLOY_POLICY_CONFIG" in pulumi["with"]["policyPackConfigs"]
     config = json.loads((ROOT / "policy" / "deploy-config.json").read_text(encoding="utf-8"))
@@ -92,6 +101,46 @@ def test_a_preview_is_judged_by_the_base_branchs_policy_pack():
         policy: {"enforcementLevel": "mandatory"}
         for policy in ("images-by-digest", "federation-source-ranges", "api-allow-list")
     }
+
+
+def test_previews_without_a_preview_identity_wait_for_a_maintainer_the_workflow_checks():
+    preview = workflow("preview.yml")
+    assert list(preview[True]) == ["pull_request_target"]  # the base branch's workflow and gate
+    jobs = preview["jobs"]
+    assert (
+        jobs["select"]["with"]["gate-all"]
+        == "${{ github.event.pull_request.head.repo.full_name != github.repository }}"
+    )
+    approval = jobs["approval"]
+    assert approval["environment"] == "preview-approval"
+    (checkout, check) = approval["steps"]
+    assert "ref" not in (checkout.get("with") or {})  # the base branch's code: pull_request_target's checkout
+    assert "python3 -m fleet.tools.delivery.approval" in check["run"]
+    assert "${{ github.event.pull_request.head.sha }}" == check["env"]["HEAD"]
+    assert jobs["preview-approved"]["needs"] == ["select", "approval"]
+    assert "gated" in jobs["preview-approved"]["strategy"]["matrix"]["include"]
+    assert "open" in jobs["preview"]["strategy"]["matrix"]["include"]
+    # no pull request workflow previews: pull-request.yml runs the offline checks only
+    assert list(workflow("pull-request.yml")["jobs"]) == ["offline"]
+
+
+def test_previews_and_drift_checks_never_hold_the_deploy_key():
+    (job,) = workflow("pulumi-stack.yml")["jobs"].values()
+    pulumi = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@"))
+    passphrase = pulumi["env"]["PULUMI_CONFIG_PASSPHRASE"]
+    assert passphrase.strip() == (
+        "${{ inputs.operation == 'up' && secrets.PULUMI_CONFIG_PASSPHRASE || secrets.PREVIEW_CONFIG_PASSPHRASE }}"
+    )
+    assert (
+        pulumi["with"]["cloud-url"]
+        == "${{ inputs.operation == 'up' && vars.PULUMI_BACKEND_URL || vars.PREVIEW_BACKEND_URL }}"
+    )
+    stack_file = next(s for s in job["steps"] if s.get("name") == "preview stack file (no deploy secret)")
+    assert stack_file["if"] == "inputs.operation != 'up'" and "secrets." not in json.dumps(stack_file)
+    # the redacted copy is written by a deploy only
+    copy = next(s for s in job["steps"] if s.get("name") == "preview copy of the stack (secrets redacted)")
+    assert copy["if"] == "inputs.operation == 'up'"
+    assert "preview_state redact" in copy["run"] and "pulumi stack import" in copy["run"]
 
 
 def test_gitlab_deploys_and_previews_use_separate_environments_and_the_target_branchs_pack():
@@ -108,6 +157,7 @@ def test_gitlab_deploys_and_previews_use_separate_environments_and_the_target_br
 def test_images_are_pushed_only_from_the_default_branch_with_protected_credentials():
     (job,) = workflow("images.yml")["jobs"].values()
     assert job["permissions"] == {"contents": "read", "packages": "write"}
+    assert job["environment"] == "fleet-images"  # the registry token is that environment's secret, not the repo's
     assert "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)" in job["if"]
     assert workflow("images.yml").get("permissions") == {"contents": "read"}  # packages: write in that job only
     for name, wf in all_workflows().items():
@@ -138,6 +188,8 @@ def test_every_pip_install_is_hash_locked():
     for line in lines:
         if line.rstrip().endswith("--editable ."):
             assert "--no-deps" in line and "--no-build-isolation" in line, line
+        elif "$LOCK" in line:  # a preview's pack: the base branch's hash-locked pack requirements
+            assert '--require-hashes -r "$LOCK"' in line, line
         else:
             assert "--require-hashes -r requirements-dev.lock" in line, line
 
@@ -286,3 +338,9 @@ def test_each_installer_pins_a_version_and_checks_a_cited_sha256_before_running_
     assert re.search(r"^# source: .+", text, re.MULTILINE), f"{installer.name}: cite where the checksum comes from"
     check = text.index("sha256sum --check --strict")
     assert text.index("curl ") < check < min(text.index(w) for w in ("tar -x", "zipfile -e") if w in text)
+
+
+def test_the_docs_allow_no_instance_wide_gpu_runner():
+    text = (ROOT / "docs" / "runners.md").read_text(encoding="utf-8")
+    assert "project, group or instance runner" not in text
+    assert "never an\ninstance runner" in text or "never an instance runner" in text

@@ -27,6 +27,7 @@ from fleet.model.clouds.eks_iam import (
     NODE_POLICIES,
     assume_role_policy,
     autoscaler_policy,
+    boundary_arn,
     managed_policy_arn,
     partition,
 )
@@ -88,6 +89,11 @@ class EksCluster(GpuCluster):
             opts=pulumi.ResourceOptions(parent=self),
         )
         child = functools.partial(self.child, self.aws_provider)
+        # every role of the stack carries the fleet's boundary: the deploy role may create roles only with it
+        account = aws.get_caller_identity_output(
+            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.aws_provider)
+        ).account_id
+        self.boundary: pulumi.Output[str] = account.apply(lambda a: boundary_arn(self.partition, a))
         vpc, private_subnets, public_subnets = eks_network(cluster, self.settings, child)
         if vpc is not None:
             self.vpc = vpc
@@ -140,7 +146,9 @@ class EksCluster(GpuCluster):
             opts=self.child(self.aws_provider),
         )
         self.issuer_host = pulumi.Output.from_input(issuer).apply(lambda url: str(url).removeprefix("https://"))
-        self.irsa = Irsa(self.cluster.name, self.oidc_provider.arn, self.issuer_host, self.partition, child)
+        self.irsa = Irsa(
+            self.cluster.name, self.oidc_provider.arn, self.issuer_host, self.partition, child, self.boundary
+        )
         self.vpc_cni = vpc_cni(self.irsa, cluster.name)
         self.autoscaler_tags = {
             "k8s.io/cluster-autoscaler/enabled": "true",
@@ -169,7 +177,12 @@ class EksCluster(GpuCluster):
 
     def _role(self, name: str, service: str, managed_policies: list[str]) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
         """An IAM role that ``service`` assumes, and the attachments of its AWS managed policies."""
-        role = aws.iam.Role(name, assume_role_policy=assume_role_policy(service), opts=self.child(self.aws_provider))
+        role = aws.iam.Role(
+            name,
+            assume_role_policy=assume_role_policy(service),
+            permissions_boundary=self.boundary,
+            opts=self.child(self.aws_provider),
+        )
         attachments: list[pulumi.Resource] = [
             aws.iam.RolePolicyAttachment(
                 f"{name}-{slug(policy)}",

@@ -29,6 +29,7 @@ class Irsa:
     issuer_host: pulumi.Input[str]
     partition: str
     child: Callable[..., pulumi.ResourceOptions]
+    boundary: pulumi.Input[str]  # the permissions boundary every role carries (eks_iam.BOUNDARY_NAME)
 
 
 def irsa_role(irsa: Irsa, name: str, namespace: str, service_account: str) -> aws.iam.Role:
@@ -41,6 +42,7 @@ def irsa_role(irsa: Irsa, name: str, namespace: str, service_account: str) -> aw
     return aws.iam.Role(
         name,
         assume_role_policy=pulumi.Output.all(irsa.oidc_provider_arn, irsa.issuer_host).apply(trust),
+        permissions_boundary=irsa.boundary,
         opts=irsa.child(),
     )
 

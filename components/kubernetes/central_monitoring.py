@@ -17,6 +17,10 @@ from fleet.model.spec import Cluster
 # The central Grafana's admin credentials: a Secret the chart reads (grafana 10.1.4 values: admin.existingSecret,
 # admin.userKey, admin.passwordKey).
 GRAFANA_ADMIN_SECRET = "grafana-admin"
+# the central Grafana's Role in monitoring (the release binds it: prometheus_stack.py rbac.useExistingRole): its
+# sidecars read ConfigMaps, never a Secret
+GRAFANA_ROLE = "gpu-fleet-grafana"
+GRAFANA_RULES = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
 GRAFANA_ADMIN_USER = "admin"
 # The central Alertmanager reads its configuration from a Secret the stack writes, so the receiver (webhook URLs,
 # tokens) is that Secret's and the chart's values stay plain for review: alertmanagerSpec.useExistingSecret stops
@@ -103,6 +107,16 @@ def alert_secret(
         metadata={"name": ALERTMANAGER_CONFIG_SECRET, "namespace": namespace},
         type="Opaque",
         string_data={"alertmanager.yaml": text},
+        opts=opts,
+    )
+
+
+def grafana_role(cluster: Cluster, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions) -> None:
+    """The central Grafana's Role: ConfigMaps of the monitoring namespace, read only."""
+    k8s.rbac.v1.Role(
+        f"{cluster.name}-grafana-role",
+        metadata={"name": GRAFANA_ROLE, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "gpu-fleet"}},
+        rules=GRAFANA_RULES,
         opts=opts,
     )
 

@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 
 from components.kubernetes import dashboards
-from components.kubernetes.central_monitoring import alert_secret, grafana_admin
+from components.kubernetes.central_monitoring import alert_secret, grafana_admin, grafana_role
 from components.kubernetes.deployment import FLEET_PART_OF
 from components.kubernetes.federation import federated_selectors, federation_sources
 from components.kubernetes.gateway import FederationEndpoint
@@ -68,6 +68,7 @@ class ClusterServices(pulumi.ComponentResource):
         self.queue_role = fleet.dispatch.role(name) if fleet.dispatch else None
         trains = runs_trainer(fleet, cluster)
         namespaces = {ns: fleet_namespace(name, ns, child) for ns in fleet_namespaces(cluster, fleet)}
+        self.namespaces: dict[str, pulumi.Resource] = dict(namespaces)  # the fleet's namespaces here, by name
         # where the GitLab runners and their CI jobs go (None: the cluster has no runner)
         self.ci_namespaces: tuple[pulumi.Output[str], pulumi.Output[str]] | None = (
             (
@@ -137,6 +138,7 @@ class ClusterServices(pulumi.ComponentResource):
         self.grafana_admin_password: pulumi.Output[str] | None = None
         if cluster.central:
             self.grafana_admin_password = grafana_admin(cluster, settings, monitoring_ns, child)
+            grafana_role(cluster, monitoring_ns, child)
             dashboards.dashboard_config_maps(name, fleet, monitoring_ns, child)
         # the release's roles, with the operator's Secret rights in the monitoring namespace only
         before_release = release_rbac(

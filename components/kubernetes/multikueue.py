@@ -26,14 +26,27 @@ Upstream facts, checked at kubernetes-sigs/kueue v0.19.2 (the version the fleet 
   per worker (create the Workload and the Job, then status), so a worker takes about 1 to 2 new jobs a second from
   the manager: plenty for benchmark jobs, not for thousands at once (docs/queues.md).
 * **Worker identity**: upstream's ``create-multikueue-kubeconfig.sh`` gives a ServiceAccount in ``kueue-system`` a
-  ClusterRole (cluster-wide: the manager watches Workloads and jobs in every namespace, filtered by the
-  ``kueue.x-k8s.io/multikueue-origin`` label, multikueuecluster.go ``establishWatch``) with, for each job kind the
-  manager dispatches, create/delete/get/list/watch and get on its status, plus Workloads (and their status) and
-  read access to ClusterQueues and LocalQueues. The manager watches every job kind its own Kueue integrates that
-  has a MultiKueue adapter, and a watch it may not open fails the connection, so the manager integrates only the
-  kinds the fleet dispatches (``DISPATCHED``: batch Jobs) and the worker's role grants exactly those.
-  Its token is a ``kubernetes.io/service-account-token`` Secret, filled by the token controller (pulumi-kubernetes
-  waits for it: pulumi/pulumi-kubernetes#2048), and leaves the worker's stack only as a secret output.
+  ClusterRole with create/delete/get/list/watch on every dispatched kind in every namespace: a Job in any namespace
+  (``node-agents`` included, privileged) would then run at once. The fleet grants what the manager's code calls
+  (v0.19.2), in the namespace Kueue manages on the workers (``benchmarks``) only: the job adapters ``Get`` and
+  ``Create`` the remote job (pkg/controller/jobs/job/job_multikueue_adapter.go ``SyncJob``; trainjob likewise) and
+  ``Delete`` it (``DeleteRemoteObject``, after a ``Get`` in jobframework/utils.go ``ValidateRemoteObjectOwnership``);
+  the Workload reconciler ``Create``s, ``Get``s, ``Update``s (finalizer, priority) and ``Delete``s the remote
+  Workload and patches its status (admissionchecks/multikueue/workload.go: ``PatchAdmissionStatus`` on eviction on
+  the manager, ``Status().Update`` for the MultiKueueOrchestratedPreemption gate). Cluster-wide it only reads:
+  ``list`` and ``watch`` of Workloads and of each dispatched kind, which it watches in every namespace filtered by the
+  ``kueue.x-k8s.io/multikueue-origin`` label (multikueuecluster.go ``establishWatch``, and the garbage collector's
+  ``List`` of remote Workloads by that label); RBAC cannot narrow a watch by label. Left out: the remote
+  ClusterQueue and LocalQueue reads (only with the alpha gate MultiKueueManagerQuotaAutomation, off), ``patch`` on
+  jobs (``syncElasticJob``, only for jobs annotated elastic, which the fleet never makes) and ``get`` on jobs'
+  status subresource (no adapter calls it). The manager watches every job kind its own Kueue integrates that has a
+  MultiKueue adapter, and a watch it may not open fails the connection, so the manager integrates only the kinds the
+  fleet dispatches (``DISPATCHED``: batch Jobs) and the worker's roles grant exactly those.
+  Its credential is a **bound ServiceAccount token** the operator makes with ``kubectl create token multikueue -n
+  kueue-system --duration ...`` (TokenRequest: it expires, and is never stored in the cluster) and sets as the secret
+  stack setting ``gpu-fleet:multikueueToken``; the program refuses one whose ``exp`` claim has passed or lies more than
+  ``TOKEN_MAX_DAYS`` ahead (``check_token``). No legacy ``kubernetes.io/service-account-token`` Secret (which never
+  expires) is made. The kubeconfig leaves the worker's stack only as a secret output.
 * **Workers** run Kueue with the same namespace and LocalQueue names (setup_multikueue.md: "the worker cluster
   configuration mirrors the one of the manager ... in terms of namespaces and LocalQueues"), one ResourceFlavor per
   pool of the queue's cards, in the queue's card order, whose ``nodeLabels`` and ``tolerations`` Kueue adds to a job's
@@ -45,6 +58,8 @@ Upstream facts, checked at kubernetes-sigs/kueue v0.19.2 (the version the fleet 
 from __future__ import annotations
 
 import base64
+import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,7 +71,7 @@ from components.kubernetes.deployment import FLEET_PART_OF
 from components.kubernetes.network_policy import DNS_PORTS, internet_block, network_policy, ports
 from components.kubernetes.training import KUEUE_API, UNBOUNDED, kueue_cluster_queue
 from fleet.model import pod_contract
-from fleet.model.queues import SPILL_ALL, Dispatch, Queue, pool_capacity, quota
+from fleet.model.queues import SPILL_ALL, WORKER_ACCOUNT, Dispatch, Queue, pool_capacity, quota
 from fleet.model.spec import Cluster, GpuPool
 
 # apis/kueue/v1beta2/multikueue_types.go MultiKueueControllerName
@@ -71,12 +86,15 @@ ROUND_SECONDS = 300
 DISPATCHED = {"batch/job": ("batch", "jobs")}
 TRAINJOBS = {"trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs")}
 # the label a job carries to name its LocalQueue (pkg/controller/constants QueueLabel)
-# the ServiceAccount the manager acts as on a worker, in Kueue's namespace (create-multikueue-kubeconfig.sh uses
-# multikueue-sa in kueue-system)
-WORKER_IDENTITY = "multikueue"
+WORKER_IDENTITY = WORKER_ACCOUNT
+ROLE_NAME = "gpu-fleet-multikueue"
+WATCH_ROLE_NAME = "gpu-fleet-multikueue-watch"
 KUBECONFIG_KEY = "kubeconfig"  # multikueue_types.go: "The config should be stored in the kubeconfig key"
 # the stack output carrying a worker's token kubeconfig to the manager (a secret)
 KUBECONFIG_OUTPUT = "multikueue_kubeconfig"
+# the worker's token, a secret stack setting, and the longest a token may last (a month: rotate it monthly)
+TOKEN_SETTING = "gpu-fleet:multikueueToken"
+TOKEN_MAX_DAYS = 31
 # apis/config/v1beta2 defaults: gcInterval 1m, workerLostTimeout 15m; kept, and written down
 GC_INTERVAL = "1m"
 WORKER_LOST_TIMEOUT = "15m"
@@ -119,27 +137,61 @@ def dispatched_kinds(trainjobs: bool) -> dict[str, tuple[str, str]]:
 
 
 def worker_rules(kinds: Mapping[str, tuple[str, str]] = DISPATCHED) -> list[dict[str, Any]]:
-    """The manager's rights on a worker: upstream's create-multikueue-kubeconfig.sh, for the kinds it dispatches."""
-    rules: list[dict[str, Any]] = []
-    for group, resource in kinds.values():
-        rules.append(
-            {"apiGroups": [group], "resources": [resource], "verbs": ["create", "delete", "get", "list", "watch"]}
-        )
-        rules.append({"apiGroups": [group], "resources": [f"{resource}/status"], "verbs": ["get"]})
+    """The manager's rights on a worker in the namespace Kueue manages there (a Role): what the adapters and the
+    Workload reconciler call (see the module's docstring)."""
+    rules: list[dict[str, Any]] = [
+        {"apiGroups": [group], "resources": [resource], "verbs": ["create", "delete", "get"]}
+        for group, resource in kinds.values()
+    ]
     rules += [
-        {
-            "apiGroups": ["kueue.x-k8s.io"],
-            "resources": ["workloads"],
-            "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"],
-        },
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
-        {
-            "apiGroups": ["kueue.x-k8s.io"],
-            "resources": ["clusterqueues", "localqueues"],
-            "verbs": ["get", "list", "watch"],
-        },
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["create", "delete", "get", "update"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch", "update"]},
     ]
     return rules
+
+
+def worker_watch_rules(kinds: Mapping[str, tuple[str, str]] = DISPATCHED) -> list[dict[str, Any]]:
+    """The manager's cluster-wide rights on a worker (a ClusterRole): ``list`` and ``watch`` of Workloads and of the
+    dispatched kinds, which it watches in every namespace by label, and nothing else."""
+    resources = [("kueue.x-k8s.io", "workloads"), *kinds.values()]
+    return [
+        {"apiGroups": [group], "resources": [resource], "verbs": ["list", "watch"]} for group, resource in resources
+    ]
+
+
+def _claims(token: str) -> dict[str, Any] | None:
+    """The claims of a JWT (its payload, not verified: the API server verifies it), or None when it is not one."""
+    parts = token.strip().split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
+def check_token(token: str, now: float) -> str | None:
+    """What is wrong with a worker token (``gpu-fleet:multikueueToken``) at ``now`` (seconds since the epoch), or None.
+
+    A TokenRequest token is a JWT whose ``exp`` claim says when it expires (kubernetes pkg/serviceaccount/claims.go);
+    a legacy Secret-based token has no ``exp`` and is refused, as is one that has expired or lasts longer than
+    ``TOKEN_MAX_DAYS``. The message never holds the token."""
+    make = (
+        f"make one: kubectl create token {WORKER_IDENTITY} -n kueue-system --duration {TOKEN_MAX_DAYS * 24}h, then "
+        f"pulumi config set --secret {TOKEN_SETTING} <token>"
+    )
+    claims = _claims(token)
+    if claims is None:
+        return f"{TOKEN_SETTING} is not a ServiceAccount token (a JWT): {make}"
+    exp = claims.get("exp")
+    if not isinstance(exp, int | float) or isinstance(exp, bool):
+        return f"{TOKEN_SETTING} never expires (no exp claim: a legacy token?): {make}"
+    if exp <= now:
+        return f"{TOKEN_SETTING} expired {(now - exp) / 86400:.1f} days ago: {make}"
+    if exp - now > TOKEN_MAX_DAYS * 86400:
+        return f"{TOKEN_SETTING} lasts {(exp - now) / 86400:.0f} days, more than {TOKEN_MAX_DAYS}: {make}"
+    return None
 
 
 def cluster_queue_name(queue: Queue) -> str:
@@ -236,8 +288,9 @@ def token_kubeconfig(kubeconfig: str, token: str, name: str) -> str:
 
 
 class QueueWorker(pulumi.ComponentResource):
-    """A worker's side of the queues: the manager's identity (ServiceAccount, ClusterRole, its token and a kubeconfig
-    made from it, a secret), and each of its queues' flavors, ClusterQueue and LocalQueue."""
+    """A worker's side of the queues: the manager's identity (ServiceAccount, a Role in the benchmarks namespace, a
+    ClusterRole of watches, and a kubeconfig made from the operator's token, a secret), and each of its queues'
+    flavors, ClusterQueue and LocalQueue."""
 
     TYPE = "gpufleet:index:QueueWorker"
 
@@ -251,9 +304,13 @@ class QueueWorker(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions,
         sweep_pools: Mapping[str, Sequence[GpuPool]] | None = None,
         kinds: Mapping[str, tuple[str, str]] = DISPATCHED,
+        token: pulumi.Output[str] | None = None,
+        placeholder: str | None = None,
     ):
         """``sweep_pools``: per queue, the sweep pools this worker builds for its sweep points (``QueuedSweeps.
-        sweep_pools_of``); ``kinds``: what the manager dispatches (``dispatched_kinds``)."""
+        sweep_pools_of``); ``kinds``: what the manager dispatches (``dispatched_kinds``); ``token``: the identity's
+        token (``gpu-fleet:multikueueToken``; None: not made yet, no kubeconfig); ``placeholder``: what the offline
+        plan reads for an encrypted value (not checked)."""
         super().__init__(self.TYPE, f"{cluster.name}-queue-worker", None, opts)
         swept = sweep_pools or {}
         child = pulumi.ResourceOptions(parent=self)
@@ -264,34 +321,53 @@ class QueueWorker(pulumi.ComponentResource):
             automount_service_account_token=False,
             opts=child,
         )
-        role = k8s.rbac.v1.ClusterRole(
+        subjects = [{"kind": "ServiceAccount", "name": WORKER_IDENTITY, "namespace": kueue_namespace}]
+        # what it dispatches, in the namespace Kueue manages here only
+        role = k8s.rbac.v1.Role(
             f"{name}-multikueue-role",
-            metadata={"name": "gpu-fleet-multikueue", "labels": FLEET_LABELS},
+            metadata={"name": ROLE_NAME, "namespace": benchmark_namespace, "labels": FLEET_LABELS},
             rules=worker_rules(kinds),
             opts=child,
         )
-        k8s.rbac.v1.ClusterRoleBinding(
+        k8s.rbac.v1.RoleBinding(
             f"{name}-multikueue-binding",
-            metadata={"name": "gpu-fleet-multikueue", "labels": FLEET_LABELS},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata["name"]},
-            subjects=[{"kind": "ServiceAccount", "name": WORKER_IDENTITY, "namespace": kueue_namespace}],
+            metadata={"name": ROLE_NAME, "namespace": benchmark_namespace, "labels": FLEET_LABELS},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata["name"]},
+            subjects=subjects,
             opts=child,
         )
-        token = k8s.core.v1.Secret(
-            f"{name}-multikueue-token",
-            metadata={
-                "name": f"{WORKER_IDENTITY}-token",
-                "namespace": kueue_namespace,
-                "labels": FLEET_LABELS,
-                "annotations": {"kubernetes.io/service-account.name": WORKER_IDENTITY},
-            },
-            type="kubernetes.io/service-account-token",
+        # and its watches, cluster-wide
+        watch = k8s.rbac.v1.ClusterRole(
+            f"{name}-multikueue-watch-role",
+            metadata={"name": WATCH_ROLE_NAME, "labels": FLEET_LABELS},
+            rules=worker_watch_rules(kinds),
+            opts=child,
+        )
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-multikueue-watch-binding",
+            metadata={"name": WATCH_ROLE_NAME, "labels": FLEET_LABELS},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": watch.metadata["name"]},
+            subjects=subjects,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[account]),
         )
-        bearer = token.data.apply(lambda data: base64.b64decode((data or {}).get("token", "")).decode())
-        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
-            pulumi.Output.all(kubeconfig, bearer).apply(lambda v: token_kubeconfig(v[0], v[1], name))
-        )
+        self.kubeconfig: pulumi.Output[str] | None = None
+        if token is None:
+            pulumi.log.warn(
+                f"{name}: {TOKEN_SETTING} is not set: the manager cannot dispatch to this worker. After the first "
+                f"deploy: kubectl create token {WORKER_IDENTITY} -n kueue-system --duration {TOKEN_MAX_DAYS * 24}h, "
+                f"then pulumi config set --secret {TOKEN_SETTING} <token>, and deploy this stack and the manager's"
+            )
+        else:
+
+            def checked(values: list[str]) -> str:
+                config, bearer = values
+                if bearer != placeholder:  # offline the encrypted value cannot be read
+                    problem = check_token(bearer, time.time())
+                    if problem:
+                        raise ValueError(f"{name}: {problem}")
+                return token_kubeconfig(config, bearer, name)
+
+            self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(kubeconfig, token).apply(checked))
         pools = {p.name: p for q in queues for p in (*swept.get(q.name, ()), *q.pools(cluster))}
         flavors = [
             k8s.apiextensions.CustomResource(
@@ -360,7 +436,8 @@ class QueueManager(pulumi.ComponentResource):
                 f"{name}-multikueue-kubeconfig-{worker}",
                 metadata={"name": kubeconfig_secret_name(worker), "namespace": kueue_namespace, "labels": FLEET_LABELS},
                 type="Opaque",
-                string_data={KUBECONFIG_KEY: ref.require_output(KUBECONFIG_OUTPUT)},
+                # empty until the worker's stack has a token (Kueue then marks the cluster inactive)
+                string_data=ref.get_output(KUBECONFIG_OUTPUT).apply(lambda v: {KUBECONFIG_KEY: v} if v else {}),
                 opts=child,
             )
             connected.append(

@@ -13,6 +13,7 @@ dry run (``request.dryRun``; admissionregistration.k8s.io/v1, Kubernetes 1.30 an
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -32,21 +33,41 @@ def user_condition(user: str) -> str:
     return f"request.userInfo.username == {json.dumps(user)}"
 
 
-def preview_access(cluster: str, user: str, opts: pulumi.ResourceOptions) -> None:
-    """Bind the Kubernetes user ``user`` (the preview identity as this cluster names it) to dry runs only."""
+def preview_access(cluster: str, user: str, namespaces: Sequence[str], opts: pulumi.ResourceOptions) -> None:
+    """Bind the Kubernetes user ``user`` (the preview identity as this cluster names it) to dry runs only: the
+    cluster-scoped kinds cluster-wide, the namespaced ones in the fleet's ``namespaces`` only."""
     labels = {"app.kubernetes.io/part-of": "gpu-fleet"}
+    subjects = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
     role = k8s.rbac.v1.ClusterRole(
         f"{cluster}-previewer",
         metadata={"name": NAME, "labels": labels},
-        rules=preview_rights.rules(),
+        rules=preview_rights.rules(cluster_scoped=True),
         opts=opts,
     )
+    namespaced = k8s.rbac.v1.ClusterRole(
+        f"{cluster}-previewer-namespaced",
+        metadata={"name": preview_rights.NAMESPACED_NAME, "labels": labels},
+        rules=preview_rights.rules(cluster_scoped=False),
+        opts=opts,
+    )
+    for namespace in namespaces:
+        k8s.rbac.v1.RoleBinding(
+            f"{cluster}-previewer-{namespace}",
+            metadata={"name": NAME, "namespace": namespace, "labels": labels},
+            role_ref={
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": preview_rights.NAMESPACED_NAME,
+            },
+            subjects=subjects,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespaced])),
+        )
     k8s.rbac.v1.ClusterRoleBinding(
         f"{cluster}-previewer",
         metadata={"name": NAME, "labels": labels},
         # the name itself, not the role's output, so the pack reads it in a preview of a new cluster too
         role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
-        subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        subjects=subjects,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[role])),
     )
     policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.kubernetes import dashboards
-from components.kubernetes.central_monitoring import ALERTMANAGER_CONFIG_REF, GRAFANA_ADMIN_SECRET
+from components.kubernetes.central_monitoring import ALERTMANAGER_CONFIG_REF, GRAFANA_ADMIN_SECRET, GRAFANA_ROLE
 from components.kubernetes.federation import probe_expectations
 from components.kubernetes.images import merged
 from components.kubernetes.namespaces import MONITORING_NS, NODE_AGENTS_NS, fleet_namespaces
@@ -184,9 +184,16 @@ def prometheus_values(
         values["grafana"] = merged(values["grafana"], dashboards.grafana_values(fleet))  # keeps the sidecar's requests
         # Grafana's sidecar reads its dashboards and datasources in the monitoring namespace only, with a Role
         # there (grafana 10.1.4 rbac.namespaced: templates/role.yaml; no ClusterRole reading every Secret), instead
-        # of kube-prometheus-stack's searchNamespace ALL
-        values["grafana"]["rbac"] = {"namespaced": True}
+        # of kube-prometheus-stack's searchNamespace ALL; and ConfigMaps only: the chart's Role gives configmaps AND
+        # secrets whenever a sidecar is on (role.yaml), which would read every leaf's federation key, the alert
+        # receiver and the admin password in monitoring, so the release binds the fleet's own Role instead
+        # (rbac.useExistingRole: rolebinding.yaml names it, role.yaml is skipped) and each sidecar watches ConfigMaps
+        # only (sidecar.<kind>.resource, default "both"); the dashboards and kube-prometheus-stack's datasource are
+        # ConfigMaps (central_monitoring.GRAFANA_ROLE)
+        values["grafana"]["rbac"] = {"namespaced": True, "useExistingRole": GRAFANA_ROLE}
         values["grafana"]["sidecar"]["dashboards"]["searchNamespace"] = MONITORING_NS
+        values["grafana"]["sidecar"]["dashboards"]["resource"] = "configmap"
+        values["grafana"]["sidecar"].setdefault("datasources", {})["resource"] = "configmap"
     if system:
         spec["nodeSelector"] = system
         values["alertmanager"]["alertmanagerSpec"]["nodeSelector"] = system

@@ -15,7 +15,10 @@ the kinds the fleet registers itself, and nothing else:
   ``renderChartManifest``: ``ClientOnly``) and skip the install while previewing; reading a release (its Secret
   ``sh.helm.release.v1.*``, all its values) happens only on refresh or import, which previews do not do;
 * no RBAC or admission objects: dry-running a role needs ``escalate``/``bind`` or the rights it grants, and the
-  admission configuration is what keeps this identity to dry runs; those objects preview from their inputs.
+  admission configuration is what keeps this identity to dry runs; those objects preview from their inputs;
+* nothing outside the fleet's own namespaces: the namespaced kinds are granted by a RoleBinding in each namespace the
+  fleet makes on the cluster (``NAMESPACED``), only the cluster-scoped kinds (``CLUSTER_SCOPED``) cluster-wide, so
+  the identity reads no ConfigMap, Job or Deployment of ``kube-system`` or of anyone else.
 
 Pulumi versions: pulumi-kubernetes at commit 94977969 (2026-07), the provider the pinned CLI 3.272.0 resolves.
 """
@@ -38,16 +41,26 @@ RESOURCES: dict[str, tuple[str, ...]] = {
     "kueue.x-k8s.io": ("clusterqueues", "localqueues", "resourceflavors"),
     "trainer.kubeflow.org": ("trainingruntimes", "trainjobs"),
 }
+# The cluster-scoped ones among them (granted by a ClusterRoleBinding); the rest only in the fleet's namespaces.
+CLUSTER_SCOPED: dict[str, tuple[str, ...]] = {
+    "": ("namespaces",),
+    "kueue.x-k8s.io": ("clusterqueues", "resourceflavors"),
+}
+NAMESPACED_NAME = f"{NAME}-namespaced"
 # Kinds a preview shows from the program's inputs, never by asking the cluster (see the module's docstring).
 CLIENT_SIDE_KINDS = ("Secret", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
-def rules() -> list[dict[str, list[str]]]:
-    """The previewer's ClusterRole rules: one per API group, its resources named, the preview verbs."""
-    return [
-        {"apiGroups": [group], "resources": list(resources), "verbs": list(VERBS)}
-        for group, resources in RESOURCES.items()
-    ]
+def rules(cluster_scoped: bool = True) -> list[dict[str, list[str]]]:
+    """The previewer's ClusterRole rules, one per API group, its resources named, the preview verbs: of the
+    cluster-scoped kinds (``cluster_scoped``), else of the namespaced ones (bound in the fleet's namespaces only)."""
+    out = []
+    for group, resources in RESOURCES.items():
+        scoped = CLUSTER_SCOPED.get(group, ())
+        named = [r for r in resources if (r in scoped) is cluster_scoped]
+        if named:
+            out.append({"apiGroups": [group], "resources": named, "verbs": list(VERBS)})
+    return out
 
 
 def _each(verbs: tuple[str, ...], resource: str, group: str = "", namespace: str = "monitoring") -> list[Request]:
@@ -83,4 +96,8 @@ REFUSED: tuple[Request, ...] = (
     *_each(("delete", "deletecollection"), "namespaces", namespace=""),
     *_each(("delete",), "deployments", "apps"),
     Request("get", path="/logs/"),
+    # reads outside the fleet's namespaces, and cluster-wide reads of namespaced kinds
+    *(Request("get", r, g, namespace="kube-system") for g, r in (("", "configmaps"), ("apps", "deployments"))),
+    *(Request("get", r, g, namespace="default") for g, r in (("batch", "jobs"), ("", "configmaps"))),
+    *(Request("get", r, g) for g, r in (("", "configmaps"), ("batch", "jobs"), ("apps", "deployments"))),
 )

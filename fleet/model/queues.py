@@ -51,6 +51,10 @@ QUEUE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 MAX_WORKERS = 20
 SPILL_ORDERED = "ordered"
 SPILL_ALL = "all"
+# the ServiceAccount the manager acts as on a worker, in Kueue's namespace (upstream's create-multikueue-kubeconfig.sh
+# uses multikueue-sa in kueue-system); its rights: components/kubernetes/multikueue.py, the pack's
+# queue-worker-least-privilege and fleet/model/can_i.yaml
+WORKER_ACCOUNT = "multikueue"
 RESERVED = ("manager", "spill")
 # Kueue's waits (kueue v0.19.2 pkg/metrics/metrics.go), histograms labelled cluster_queue, priority_class and
 # replica_role, whose buckets are 1 s then 2.5 s doubling (generateExponentialBuckets):

@@ -166,6 +166,12 @@ STACK_SETTINGS: dict[str, StackSetting] = {
         StackSetting("alertReceiver", "secret", "the central Alertmanager's receiver (JSON), set with --secret"),
         StackSetting("availabilityZones", "string-list", "zones of the new VPC's subnets", frozenset({"aws"})),
         StackSetting(
+            "multikueueToken",
+            "secret",
+            "a queue worker's token for the manager (kubectl create token multikueue -n kueue-system --duration "
+            "744h; at most 31 days, rotate it)",
+        ),
+        StackSetting(
             FEDERATION_CERTIFICATES,
             "secret-map",
             "the federation gateway's certificates from the site's own CA instead of ones the stack makes, set with "

@@ -94,7 +94,15 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     infra = ClusterServices(cluster, fleet, settings, opts=on_cluster, exporter_values=component.gpu_exporter_values())
     preview = component.preview_user()
     if preview:
-        preview_access(cluster.name, preview, pulumi.ResourceOptions(parent=infra, provider=component.provider))
+        preview_access(
+            cluster.name,
+            preview,
+            list(infra.namespaces),
+            # after the namespaces its RoleBindings live in
+            pulumi.ResourceOptions(
+                parent=infra, provider=component.provider, depends_on=list(infra.namespaces.values())
+            ),
+        )
     sweeps = fleet.sweep_points(cluster)
     # Kueue's Job webhooks (failurePolicy Fail) cover the benchmarks' namespace where it runs (training.py
     # managedJobsNamespaceSelector): a Job created before its webhook answers is refused, so Jobs come after Kueue
@@ -230,8 +238,11 @@ def queues(
             opts,
             sweep_pools={q.name: fleet.queued_sweeps.sweep_pools_of(q.name, cluster.name) for q in queues_here},
             kinds=dispatched_kinds(bool(fleet.queued_points())),
+            token=settings.multikueue_token,
+            placeholder=settings.secret_placeholder,
         )
-        pulumi.export(KUBECONFIG_OUTPUT, worker.kubeconfig)
+        if worker.kubeconfig is not None:
+            pulumi.export(KUBECONFIG_OUTPUT, worker.kubeconfig)
     return None
 
 

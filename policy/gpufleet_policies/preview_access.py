@@ -24,9 +24,12 @@ def _previewers(rbac: Rbac) -> list[str]:
     """The user names the fleet's previewer binding names."""
     users = []
     for kind, binding in rbac.bindings:
-        if kind == "ClusterRoleBinding" and (binding.get("metadata") or {}).get("name") == preview_rights.NAME:
+        if (
+            kind in ("ClusterRoleBinding", "RoleBinding")
+            and (binding.get("metadata") or {}).get("name") == preview_rights.NAME
+        ):
             users += [s.get("name") for s in binding.get("subjects") or [] if s.get("kind") == "User"]
-    return [u for u in users if isinstance(u, str)]
+    return list(dict.fromkeys(u for u in users if isinstance(u, str)))
 
 
 def previewer_problems(objects: list[tuple[str, dict[str, Any]]]) -> list[str]:
@@ -48,7 +51,8 @@ def previewer_problems(objects: list[tuple[str, dict[str, Any]]]) -> list[str]:
                 problems.append(
                     f"{kind} {meta.get('name')!r} binds the preview identity {name!r} to {ref.get('kind')} "
                     f"{ref.get('name')!r}, which this stack does not define, so its rights cannot be checked; bind "
-                    f"the preview identity only to the ClusterRole {preview_rights.NAME!r}"
+                    f"the preview identity only to the ClusterRoles {preview_rights.NAME!r} and "
+                    f"{preview_rights.NAMESPACED_NAME!r}"
                 )
         for binding, _, rule in rbac.grants(user):
             for key in ("apiGroups", "resources", "verbs"):

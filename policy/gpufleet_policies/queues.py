@@ -8,14 +8,17 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
+from fleet.model import can_i, pod_contract
 from fleet.model.pod_contract import is_sweep_cluster_queue
 from fleet.model.queued_sweeps import queue_quota
-from fleet.model.queues import pool_capacity
+from fleet.model.queues import WORKER_ACCOUNT, pool_capacity
+from fleet.model.rbac import RBAC_GROUP, Rbac, User
 
 from .registry import stack_policy
 from .resources import fleet, plain, stack_cluster
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
+RBAC_TYPE = f"kubernetes:{RBAC_GROUP}/v1:"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 
 
@@ -121,3 +124,55 @@ def _validate_queues(args: StackValidationArgs, report: ReportViolation) -> None
     extra = sorted(n for n in set(queues) - {f"queue-{q.name}" for q in mine} if not is_sweep_cluster_queue(n))
     if extra:
         report(f"{stack} has the queue(s) {', '.join(extra)}, for which policy/fleet.yaml does not name it a worker")
+
+
+# the verbs the manager's identity may hold cluster-wide (its watches), and where it may hold the others
+WORKER_WATCH_VERBS = frozenset({"list", "watch"})
+
+
+def worker_identity_problems(objects: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What the queue manager's identity on a worker may do beyond dispatching, over ``(kind, object)`` pairs: a
+    right outside the benchmarks namespace other than ``list``/``watch``, a wildcard, or any refused row of
+    fleet/model/can_i.yaml."""
+    rbac = Rbac.of(objects)
+    user = User.service_account(pod_contract.KUEUE_NAMESPACE, WORKER_ACCOUNT)
+    problems = []
+    for binding, namespace, rule in rbac.grants(user):
+        if any("*" in (rule.get(k) or []) for k in ("apiGroups", "resources", "verbs")) or rule.get("nonResourceURLs"):
+            problems.append(f"{binding} gives the queue manager's identity {user.name!r} a wildcard or a URL rule")
+        elif not namespace and not set(rule.get("verbs") or []) <= WORKER_WATCH_VERBS:
+            extra = sorted(set(rule.get("verbs") or []) - WORKER_WATCH_VERBS)
+            problems.append(
+                f"{binding} gives the queue manager's identity {user.name!r} {extra} on {rule.get('resources')} in "
+                f"every namespace: only list and watch may be cluster-wide; bind the rest with a RoleBinding in "
+                f"{pod_contract.BENCHMARK_NAMESPACE!r} (components/kubernetes/multikueue.py)"
+            )
+        elif namespace and namespace != pod_contract.BENCHMARK_NAMESPACE:
+            problems.append(
+                f"{binding} gives the queue manager's identity {user.name!r} rights in {namespace!r}: Kueue manages "
+                f"only {pod_contract.BENCHMARK_NAMESPACE!r} on a worker"
+            )
+    for question in can_i.load():
+        if question.user == user.name and not question.allowed:
+            granted_by = rbac.why_allowed(user, question.request)
+            if granted_by:
+                problems.append(
+                    f"the queue manager's identity may `{question.request.describe()}` (through {granted_by}); "
+                    "fleet/model/can_i.yaml says it must not"
+                )
+    return problems
+
+
+@stack_policy(
+    "queue-worker-least-privilege",
+    "The queue manager's identity on a worker creates and deletes jobs and Workloads in the benchmarks namespace only, "
+    "only lists and watches cluster-wide, and reads no Secret, creates no pod and holds no wildcard.",
+)
+def _validate_worker_identity(args: StackValidationArgs, report: ReportViolation) -> None:
+    objects = [
+        (r.resource_type.rsplit(":", 1)[-1], plain(r.props) or {})
+        for r in args.resources
+        if r.resource_type.startswith(RBAC_TYPE)
+    ]
+    for problem in worker_identity_problems(objects):
+        report(problem)

@@ -80,6 +80,32 @@ class Process:
         self._log_file.close()
 
 
+def tree_rss_kib(pid: int) -> int:
+    """The resident memory (VmRSS, KiB) of process ``pid`` and all its descendants, summed (Linux /proc): what a
+    container's memory limit sees of them, counting shared pages once per process (so never less)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, grew = {pid}, True
+    while grew:
+        more = {child for child, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    total = 0
+    for member in tree:
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return total
+
+
 def wait_for(what: str, probe: Callable[[], Any], deadline: float, processes: list[Process]) -> Any:
     """Call ``probe`` until it returns something truthy or ``deadline`` (monotonic) passes; fail if a process died."""
     last: Any = None

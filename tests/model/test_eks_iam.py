@@ -44,3 +44,26 @@ def test_the_autoscaler_writes_only_on_its_own_clusters_groups() -> None:
 def test_the_node_role_has_no_cni_policy() -> None:
     """The VPC CNI gets its policy through IRSA, never through the nodes' role."""
     assert eks_iam.CNI_POLICY not in eks_iam.NODE_POLICIES
+
+
+def test_the_deploy_role_shapes_roles_only_with_the_boundary_which_stays():
+    import json
+
+    from fleet.model.clouds.eks_iam import BOUNDARY_ACTIONS, boundary_policy, deploy_iam_statements
+
+    statements = {s["Sid"]: s for s in deploy_iam_statements("aws", "123456789012")}
+    boundary = "arn:aws:iam::123456789012:policy/gpu-fleet-boundary"
+    writes = statements["FleetRolesOnlyWithTheBoundary"]
+    assert {"iam:CreateRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"} <= set(writes["Action"])
+    assert writes["Condition"] == {"StringEquals": {"iam:PermissionsBoundary": boundary}}
+    # no write action is allowed without that condition anywhere else
+    unconditioned = {
+        a for s in statements.values() if s["Effect"] == "Allow" and "Condition" not in s for a in s["Action"]
+    }
+    assert not unconditioned & set(writes["Action"])
+    assert "iam:DeleteRolePermissionsBoundary" in statements["TheBoundaryStays"]["Action"]
+    # the boundary gives no IAM but the ELB service-linked role, no sts, no s3
+    allowed = json.loads(boundary_policy())["Statement"][0]["Action"]
+    assert allowed == BOUNDARY_ACTIONS
+    assert [a for a in allowed if a.startswith("iam:")] == ["iam:CreateServiceLinkedRole"]
+    assert not [a for a in allowed if a.startswith(("sts:", "s3:", "*"))]

@@ -35,3 +35,13 @@ def test_the_types_each_cloud_module_names_are_what_its_component_registers(plan
         assert named <= registered, plan.stack
         seen.add(rules.name)
     assert {name for name, rules in RULES.items() if rules.builds_pools} <= seen
+
+
+def test_every_iam_role_carries_the_boundary(plans, session):
+    roles = [r for r in plans["fix-eks"].registrations if r.type == "aws:iam/role:Role"]
+    assert len(roles) >= 4  # the control plane, the nodes, the VPC CNI, the autoscaler
+    for role in roles:
+        assert role.inputs["permissionsBoundary"] == "arn:aws:iam::123456789012:policy/gpu-fleet-boundary", role.name
+        assert only(check(session, role), "iam-role-boundary") == []
+    del roles[0].inputs["permissionsBoundary"]
+    assert_violation(check(session, roles[0]), "iam-role-boundary", "gpu-fleet-boundary", urn=roles[0].urn)

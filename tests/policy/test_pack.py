@@ -69,6 +69,7 @@ def test_pack_lists_every_policy_with_a_description(session):
         "cluster-protected",
         "ci-runner-placement",
         "preview-identity-least-privilege",
+        "queue-worker-least-privilege",
         "federation-source-ranges",
         "api-allow-list",
     } <= set(policies)

@@ -88,3 +88,39 @@ def test_no_other_cluster_takes_part(queued):
     manager_config.urn = manager_config.urn.replace(fleet.dispatch.manager, outsider)
     regs.append(manager_config)
     assert any("a second manager" in m for m in _findings(session, regs))
+
+
+WORKER_RULE = "queue-worker-least-privilege"
+RBAC = "kubernetes:rbac.authorization.k8s.io/v1:"
+
+
+def _worker_findings(session, regs):
+    return [f.message for f in only(session.analyze_registrations(regs), WORKER_RULE)]
+
+
+def test_the_workers_identity_passes_and_upstreams_cluster_wide_role_is_refused(queued):
+    fleet, plans, session = queued
+    for worker in fleet.dispatch.workers:
+        assert _worker_findings(session, plans[worker].registrations) == [], worker
+    regs = copy.deepcopy(plans["eks-a"].registrations)
+    watch = next(r for r in regs if r.type == RBAC + "ClusterRole" and r.inputs["metadata"]["name"].endswith("-watch"))
+    # upstream's create-multikueue-kubeconfig.sh: create and delete on Jobs in every namespace
+    watch.inputs["rules"].append({"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete"]})
+    (message, *more) = _worker_findings(session, regs)
+    assert "['create', 'delete'] on ['jobs'] in every namespace" in message
+    assert any("`create jobs.batch -n node-agents`" in m for m in more)
+
+
+def test_the_workers_identity_may_not_read_secrets_or_act_elsewhere(queued):
+    _fleet, plans, session = queued
+    regs = copy.deepcopy(plans["eks-a"].registrations)
+    role = next(r for r in regs if r.type == RBAC + "Role" and r.inputs["metadata"]["name"] == "gpu-fleet-multikueue")
+    role.inputs["rules"].append({"apiGroups": [""], "resources": ["secrets", "pods"], "verbs": ["get", "create"]})
+    binding = next(
+        r for r in regs if r.type == RBAC + "RoleBinding" and r.inputs["roleRef"]["name"] == "gpu-fleet-multikueue"
+    )
+    # the Role and its binding moved to the privileged namespace (a RoleBinding grants its own namespace's Role)
+    binding.inputs["metadata"]["namespace"] = role.inputs["metadata"]["namespace"] = "node-agents"
+    found = " | ".join(_worker_findings(session, regs))
+    assert "rights in 'node-agents'" in found
+    assert "`create pods -n node-agents`" in found

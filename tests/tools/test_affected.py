@@ -363,10 +363,10 @@ def test_workload_folder_touches_the_clusters_that_run_it(path: str, expected: l
 def test_matrix_entries_carry_cloud_and_region() -> None:
     s = sel.select_all(sel.load_policy_text(SMALL, "small", FIXTURE_WORKLOADS))
     assert [e.matrix_entry() for e in s.stacks] == [
-        {"stack": "gke-a", "cloud": "gcp", "region": "", "central": False},
-        {"stack": "gke-b", "cloud": "gcp", "region": "", "central": False},
-        {"stack": "eks-a", "cloud": "aws", "region": "us-east-1", "central": False},
-        {"stack": "hub", "cloud": "openstack", "region": "cern", "central": True},
+        {"stack": "gke-a", "cloud": "gcp", "region": "", "central": False, "approval": True},
+        {"stack": "gke-b", "cloud": "gcp", "region": "", "central": False, "approval": True},
+        {"stack": "eks-a", "cloud": "aws", "region": "us-east-1", "central": False, "approval": True},
+        {"stack": "hub", "cloud": "openstack", "region": "cern", "central": True, "approval": True},
     ]
 
 
@@ -377,7 +377,9 @@ def test_json_lines_and_markdown() -> None:
     s = policy_change(edit(SHIPPED, AKS, ""))
     data = json.loads(sel.render(s, "json"))
     assert data["stacks"] == ["cern-main"] and data["leaves"] == [] and data["removed"] == ["aks-eastus"]
-    assert data["central"] == [{"stack": "cern-main", "cloud": "openstack", "region": "cern", "central": True}]
+    assert data["central"] == [
+        {"stack": "cern-main", "cloud": "openstack", "region": "cern", "central": True, "approval": True}
+    ]
     assert data["reasons"]["cern-main"] and data["notes"]
     assert sel.render(s, "lines") == "cern-main\n"
     md = sel.render(s, "markdown")
@@ -597,7 +599,9 @@ def test_cli_over_git(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*args, "--workloads-dir", str(repo / "workloads")]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["stacks"] == ["aks-eastus"]
-    assert data["leaves"] == [{"stack": "aks-eastus", "cloud": "azure", "region": "eastus", "central": False}]
+    assert data["leaves"] == [
+        {"stack": "aks-eastus", "cloud": "azure", "region": "eastus", "central": False, "approval": True}
+    ]
 
 
 def test_git_unrelated_histories_have_no_merge_base(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -88,3 +88,111 @@ def autoscaler_policy(cluster: str) -> str:
             ],
         }
     )
+
+
+# Every IAM role the fleet creates carries this permissions boundary, and the deploy role may create, change or tag a
+# role only with it (``deploy_iam_statements``): a role's effective rights are what both its policies and its
+# boundary allow (AWS IAM User Guide, "Permissions boundaries for IAM entities"), so the deploy role cannot make a
+# role with any policy and assume it. The operator creates the boundary once (docs/delivery.md, AWS).
+BOUNDARY_NAME = "gpu-fleet-boundary"
+# What the fleet's roles use, by service: the control plane (AmazonEKSClusterPolicy: EC2, load balancers, KMS, the
+# ELB service-linked role), the nodes (AmazonEKSWorkerNodePolicy, AmazonEC2ContainerRegistryReadOnly), the VPC CNI
+# (AmazonEKS_CNI_Policy: EC2 network interfaces), the EBS CSI driver (AmazonEBSCSIDriverPolicy: EC2 volumes and
+# snapshots, KMS grants) and the cluster-autoscaler (AUTOSCALER_*). No other IAM action, no sts:AssumeRole, no S3.
+BOUNDARY_ACTIONS = [
+    "autoscaling:*",
+    "ec2:*",
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:DescribeImages",
+    "ecr:DescribeRepositories",
+    "ecr:GetAuthorizationToken",
+    "ecr:GetDownloadUrlForLayer",
+    "ecr:GetRepositoryPolicy",
+    "ecr:ListImages",
+    "eks:Describe*",
+    "eks-auth:AssumeRoleForPodIdentity",
+    "elasticloadbalancing:*",
+    "iam:CreateServiceLinkedRole",
+    "kms:CreateGrant",
+    "kms:Decrypt",
+    "kms:DescribeKey",
+    "kms:Encrypt",
+    "kms:GenerateDataKeyWithoutPlaintext",
+    "kms:ListGrants",
+    "kms:ReEncrypt*",
+    "kms:RevokeGrant",
+]
+# The IAM actions by which the deploy role shapes a role of the fleet's; each only with the boundary
+ROLE_WRITE_ACTIONS = [
+    "iam:AttachRolePolicy",
+    "iam:CreateRole",
+    "iam:DeleteRolePolicy",
+    "iam:DetachRolePolicy",
+    "iam:PutRolePermissionsBoundary",
+    "iam:PutRolePolicy",
+    "iam:TagRole",
+    "iam:UpdateAssumeRolePolicy",
+]
+ROLE_READ_ACTIONS = [
+    "iam:DeleteRole",
+    "iam:GetRole",
+    "iam:GetRolePolicy",
+    "iam:ListAttachedRolePolicies",
+    "iam:ListInstanceProfilesForRole",
+    "iam:ListRolePolicies",
+    "iam:PassRole",
+]
+
+
+def boundary_arn(partition: str, account: str) -> str:
+    """The ARN of the fleet's permissions boundary in ``account``."""
+    return f"arn:{partition}:iam::{account}:policy/{BOUNDARY_NAME}"
+
+
+def boundary_policy() -> str:
+    """The boundary policy's document (``aws iam create-policy --policy-name gpu-fleet-boundary``)."""
+    return json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": BOUNDARY_ACTIONS, "Resource": "*"}]},
+        indent=2,
+    )
+
+
+def deploy_iam_statements(partition: str, account: str) -> list[dict[str, object]]:
+    """The IAM part of the deploy role's policy: roles named ``<cluster>-*`` only, written only with the boundary, and
+    neither the boundary nor a role's boundary removable."""
+    roles = f"arn:{partition}:iam::{account}:role/*-*"
+    boundary = boundary_arn(partition, account)
+    return [
+        {
+            "Sid": "FleetRolesOnlyWithTheBoundary",
+            "Effect": "Allow",
+            "Action": ROLE_WRITE_ACTIONS,
+            "Resource": roles,
+            "Condition": {"StringEquals": {"iam:PermissionsBoundary": boundary}},
+        },
+        {"Sid": "FleetRoles", "Effect": "Allow", "Action": ROLE_READ_ACTIONS, "Resource": roles},
+        {
+            "Sid": "TheBoundaryStays",
+            "Effect": "Deny",
+            "Action": [
+                "iam:CreatePolicyVersion",
+                "iam:DeletePolicy",
+                "iam:DeletePolicyVersion",
+                "iam:DeleteRolePermissionsBoundary",
+                "iam:SetDefaultPolicyVersion",
+            ],
+            "Resource": "*",
+        },
+        {
+            "Sid": "ClusterOidcProviders",
+            "Effect": "Allow",
+            "Action": [
+                "iam:CreateOpenIDConnectProvider",
+                "iam:DeleteOpenIDConnectProvider",
+                "iam:GetOpenIDConnectProvider",
+                "iam:TagOpenIDConnectProvider",
+            ],
+            "Resource": f"arn:{partition}:iam::{account}:oidc-provider/oidc.eks.*",
+        },
+    ]

@@ -78,12 +78,14 @@ def worker_fix(worker: str, reason: str, kubectl: str, kueue_namespace: str) -> 
     secret = f"{kubectl} -n {kueue_namespace} get secret {SECRET_PREFIX}{worker}"
     if reason in (BAD_KUBECONFIG, INSECURE_KUBECONFIG):
         return (
-            f"the manager's kubeconfig Secret of {worker} is missing or unusable ({secret}): `pulumi up` the worker "
-            f"stack {worker} (it exports multikueue_kubeconfig), then the manager's stack"
+            f"the manager's kubeconfig Secret of {worker} is missing or unusable ({secret}): set the worker stack's "
+            f"gpu-fleet:multikueueToken (kubectl create token multikueue -n {kueue_namespace} --duration 744h, on "
+            f"{worker}), `pulumi up` the worker stack {worker} (it exports multikueue_kubeconfig), then the manager's"
         )
     return (
         f"the manager cannot reach {worker}'s API server or its token is refused: check that {worker} is up, that "
-        f"the manager's egress address is in {worker}'s gpu-fleet:apiAllowedCidrs, and the token in {secret}"
+        f"the manager's egress address is in {worker}'s gpu-fleet:apiAllowedCidrs, and the token in {secret} (it "
+        f"expires: renew {worker}'s gpu-fleet:multikueueToken and deploy {worker}, then the manager)"
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from components.kubernetes.central_monitoring import GRAFANA_ROLE
 from fleet.model import preview_rights
 from fleet.model.loader import load_fleet
 from fleet.model.rbac import BINDING_KINDS, ROLE_KINDS, Rbac, Request, User
@@ -196,3 +197,31 @@ ALLOWED_SECRET_READERS = {
     # controller makes the Secrets of the TrainJobs it runs (MPI's SSH keys) in any namespace
     "kubeflow-system/kubeflow-trainer-controller-manager",
 }
+
+
+def test_the_central_grafana_reads_configmaps_and_no_secret(plans, rendered):
+    """Grafana 10.1.4's chart Role gives configmaps and secrets to its sidecars; the fleet binds a Role of its own with
+    ConfigMaps only (components/kubernetes/central_monitoring.py GRAFANA_ROLE), and the sidecars watch ConfigMaps."""
+    centrals = [
+        s
+        for s, p in plans.items()
+        if any(
+            r.inputs.get("metadata", {}).get("name") == GRAFANA_ROLE
+            for r in p.registrations
+            if r.type.endswith(":Role")
+        )
+    ]
+    assert centrals
+    for stack in centrals:
+        rbac = rendered[stack]
+        grafana = User.service_account("monitoring", "kps-grafana")
+        assert rbac.allows(grafana, Request("list", "configmaps", namespace="monitoring")), stack
+        for verb in ("get", "list", "watch"):
+            assert not rbac.allows(grafana, Request(verb, "secrets", namespace="monitoring")), (stack, verb)
+        (release,) = [
+            r.inputs
+            for r in plans[stack].registrations
+            if r.type == "kubernetes:helm.sh/v3:Release" and r.inputs["chart"] == "kube-prometheus-stack"
+        ]
+        sidecar = release["values"]["grafana"]["sidecar"]
+        assert sidecar["dashboards"]["resource"] == sidecar["datasources"]["resource"] == "configmap"

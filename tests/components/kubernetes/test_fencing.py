@@ -12,7 +12,7 @@ import pytest
 from components.kubernetes.benchmark import HOME_DIR
 from components.kubernetes.gateway import GATEWAY_PORT
 from components.kubernetes.prometheus_stack import RELEASE
-from fleet.model import pod_contract, preview_rights
+from fleet.model import can_i, pod_contract, preview_rights
 from fleet.model.loader import load_fleet
 from fleet.model.rbac import Rbac, Request, User
 from fleet.tools.engine.plan import StackPlan, plan_fleet
@@ -257,13 +257,25 @@ def test_the_preview_identity_may_only_dry_run(preview_plans):
         ("eks-p", "gpu-fleet-previewer"),
     ):
         plan = preview_plans[stack]
+        subjects = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
         (binding,) = _not_the_charts(_kind(plan, "ClusterRoleBinding"))
-        assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
-        (role,) = _not_the_charts(_kind(plan, "ClusterRole"))
-        assert binding["roleRef"]["name"] == role["metadata"]["name"] == preview_rights.NAME
-        for rule in role["rules"]:  # every group, resource and verb named
+        assert binding["subjects"] == subjects
+        roles = {r["metadata"]["name"]: r for r in _not_the_charts(_kind(plan, "ClusterRole"))}
+        assert set(roles) == {preview_rights.NAME, preview_rights.NAMESPACED_NAME}
+        assert binding["roleRef"]["name"] == preview_rights.NAME
+        # cluster-wide, only the cluster-scoped kinds; the namespaced ones in the fleet's namespaces, one by one
+        cluster_wide = {r for rule in roles[preview_rights.NAME]["rules"] for r in rule["resources"]}
+        assert cluster_wide == {r for rs in preview_rights.CLUSTER_SCOPED.values() for r in rs}
+        bindings = _not_the_charts(_kind(plan, "RoleBinding"))
+        assert {b["metadata"]["namespace"] for b in bindings} == {
+            n["metadata"]["name"] for n in _kind(plan, "Namespace")
+        }
+        assert all(b["roleRef"]["name"] == preview_rights.NAMESPACED_NAME for b in bindings)
+        assert all(b["subjects"] == subjects for b in bindings)
+        rules = [rule for role in roles.values() for rule in role["rules"]]
+        for rule in rules:  # every group, resource and verb named
             assert "*" not in [*rule["apiGroups"], *rule["resources"], *rule["verbs"]], rule
-        groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
+        groups = {g for rule in rules for g in rule["apiGroups"]}
         # admission policies do not guard their own configuration: the preview identity may not touch it
         assert "admissionregistration.k8s.io" not in groups and "rbac.authorization.k8s.io" not in groups
         (policy,) = _kind(plan, "ValidatingAdmissionPolicy")
@@ -275,7 +287,9 @@ def test_the_preview_identity_may_only_dry_run(preview_plans):
         (policy_binding,) = _kind(plan, "ValidatingAdmissionPolicyBinding")
         assert policy_binding["spec"]["validationActions"] == ["Deny"]
         for r in plan.registrations:  # valid objects of the Kubernetes 1.33 API (VAP is v1 from 1.30)
-            if r.type.endswith((":ClusterRole", ":ClusterRoleBinding", "AdmissionPolicy", "AdmissionPolicyBinding")):
+            if r.type.endswith(
+                (":ClusterRole", ":ClusterRoleBinding", ":RoleBinding", "AdmissionPolicy", "AdmissionPolicyBinding")
+            ):
                 _, api_version, kind = r.type.split(":")
                 kubernetes_validate.validate(
                     {**r.inputs, "apiVersion": api_version, "kind": kind}, "1.33.0", strict=True
@@ -339,3 +353,41 @@ def test_the_preview_identity_may_dry_run_what_the_fleet_registers_and_nothing_e
             assert rbac.allows(user, Request(verb, resource, group, namespace="benchmarks", name="x")), (verb, type_)
     named = {(group, res) for group, resources in preview_rights.RESOURCES.items() for res in resources}
     assert named == wanted
+
+
+def test_the_preview_identity_may_dry_run_each_object_where_the_stack_puts_it(preview_plans):
+    """Each namespaced object a preview dry-runs is in a namespace the previewer is bound in (the fleet's own)."""
+    checked = 0
+    for stack, user in (
+        ("gke-p", "gpu-fleet-preview@proj-1.iam.gserviceaccount.com"),
+        ("eks-p", "gpu-fleet-previewer"),
+    ):
+        plan = preview_plans[stack]
+        rbac = _rendered_rbac(plan)
+        for r in plan.registrations:
+            _, api_version, kind = r.type.split(":")
+            group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+            group = "" if group == "core" else group
+            resource = {"NetworkPolicy": "networkpolicies"}.get(kind, kind.lower() + "s")
+            namespace = (r.inputs.get("metadata") or {}).get("namespace")
+            if resource in preview_rights.RESOURCES.get(group, ()) and namespace:
+                assert rbac.allows(User(user), Request("patch", resource, group, namespace=namespace, name="x")), (
+                    stack,
+                    r.name,
+                )
+                checked += 1
+    assert checked > 10
+
+
+@pytest.mark.parametrize(
+    "question",
+    [q for q in can_i.load() if q.user == "gpu-fleet-preview"],
+    ids=lambda q: f"{q.request.describe()}={q.allowed}",
+)
+def test_the_preview_identity_answers_the_can_i_table(preview_plans, question):
+    """fleet/model/can_i.yaml's preview rows, asked of each preview stack's RBAC under its own user name."""
+    for stack, user in (
+        ("gke-p", "gpu-fleet-preview@proj-1.iam.gserviceaccount.com"),
+        ("eks-p", "gpu-fleet-previewer"),
+    ):
+        assert _rendered_rbac(preview_plans[stack]).allows(User(user), question.request) is question.allowed, stack

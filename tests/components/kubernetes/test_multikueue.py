@@ -6,6 +6,7 @@ kubeconfig carried as a secret stack output, and every MultiKueue object against
 from __future__ import annotations
 
 import base64
+import json
 import textwrap
 
 import pytest
@@ -18,20 +19,28 @@ from components.kubernetes.multikueue import (
     DISPATCHED,
     DISPATCHER_ALL_AT_ONCE,
     DISPATCHER_INCREMENTAL,
+    KUBECONFIG_KEY,
     KUBECONFIG_OUTPUT,
     MULTIKUEUE_CONTROLLER,
+    ROLE_NAME,
+    TOKEN_MAX_DAYS,
+    TOKEN_SETTING,
+    WATCH_ROLE_NAME,
+    WORKER_IDENTITY,
+    check_token,
     cluster_queue_name,
     multikueue_settings,
     token_kubeconfig,
     worker_flavor_name,
     worker_rules,
+    worker_watch_rules,
 )
 from components.kubernetes.network_policy import CREDENTIAL_ADDRESSES
-from components.kubernetes.prometheus_stack import RELEASE as MONITORING_RELEASE
-from fleet.model import pod_contract
+from fleet.model import can_i, pod_contract
 from fleet.model.loader import load_fleet
 from fleet.model.prometheus import SERVICE_ACCOUNT_SCRAPE_CLASS
 from fleet.model.queues import START_WAIT_SERIES, pool_capacity, quota
+from fleet.model.rbac import Rbac
 from fleet.tools.checks.schemas import CRDS_ENV, load_crds, schema_errors
 from fleet.tools.engine.plan import plan_fleet
 from fleet.tools.engine.render import kubernetes_manifest
@@ -40,6 +49,8 @@ from tests.helpers import MAGNUM_SITE, QUEUED, QUEUED_STACKS, by_type, write_pol
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 STACKS = QUEUED_STACKS
 
 
@@ -166,39 +177,35 @@ def test_the_managers_quota_is_what_its_workers_hold(planned):
         assert int(manager_quota) == workers_quota == quota(queue, fleet.clusters) > 0
 
 
-def _not_the_monitoring_releases(registrations):
-    """Leave out the roles the fleet declares for kube-prometheus-stack (components/kubernetes/operator_rbac.py)."""
-    return [r for r in registrations if not r.inputs["metadata"]["name"].startswith(f"{MONITORING_RELEASE}-")]
-
-
 def test_the_managers_identity_on_a_worker_and_its_kubeconfig_a_secret_output(planned):
     fleet, plans = planned
     manager = plans[fleet.dispatch.manager]
     for worker in fleet.dispatch.workers:
         plan = plans[worker]
-        (role,) = _not_the_monitoring_releases(by_type(plan, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"))
-        assert role.inputs["rules"] == worker_rules()
-        granted = {(g, res) for rule in role.inputs["rules"] for g in rule["apiGroups"] for res in rule["resources"]}
-        assert set(DISPATCHED.values()) <= granted  # every kind the manager watches there
-        assert not any("*" in rule["verbs"] or "secrets" in rule["resources"] for rule in role.inputs["rules"])
-        (binding,) = [
-            r
-            for r in by_type(plan, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
-            if r.inputs["roleRef"]["name"] == role.inputs["metadata"]["name"]
-        ]
-        (subject,) = binding.inputs["subjects"]
+        # what it dispatches, in the benchmarks namespace only
+        (role,) = [r.inputs for r in by_type(plan, ROLE) if r.inputs["metadata"]["name"] == ROLE_NAME]
+        assert role["rules"] == worker_rules() and role["metadata"]["namespace"] == pod_contract.BENCHMARK_NAMESPACE
+        (binding,) = [r.inputs for r in by_type(plan, ROLE + "Binding") if r.inputs["roleRef"]["name"] == ROLE_NAME]
+        assert binding["metadata"]["namespace"] == pod_contract.BENCHMARK_NAMESPACE
+        # its watches cluster-wide, nothing more
+        (watch,) = [r.inputs for r in by_type(plan, CLUSTER_ROLE) if r.inputs["metadata"]["name"] == WATCH_ROLE_NAME]
+        assert watch["rules"] == worker_watch_rules()
+        assert {v for rule in watch["rules"] for v in rule["verbs"]} == {"list", "watch"}
+        granted = {(g, res) for rule in role["rules"] for g in rule["apiGroups"] for res in rule["resources"]}
+        assert set(DISPATCHED.values()) <= granted  # every kind the manager dispatches there
+        (subject,) = binding["subjects"]
         (account,) = [
             r
             for r in by_type(plan, "kubernetes:core/v1:ServiceAccount")
             if r.inputs["metadata"]["name"] == subject["name"]
         ]
         assert account.inputs["automountServiceAccountToken"] is False
-        tokens = [
-            r.inputs
+        # no legacy token Secret: the token is the operator's, from gpu-fleet:multikueueToken
+        assert not [
+            r
             for r in by_type(plan, "kubernetes:core/v1:Secret")
             if r.inputs.get("type") == "kubernetes.io/service-account-token"
         ]
-        assert [t["metadata"]["annotations"]["kubernetes.io/service-account.name"] for t in tokens] == [subject["name"]]
         exported = plan.exports[KUBECONFIG_OUTPUT]
         assert rpc.is_rpc_secret(exported)  # a secret stack output, never plain
         config = yaml.safe_load(rpc.unwrap_rpc_secret(exported))
@@ -210,6 +217,65 @@ def test_the_managers_identity_on_a_worker_and_its_kubeconfig_a_secret_output(pl
     referenced = {str(r.inputs["name"]).rsplit("/", 1)[-1] for r in refs}
     assert set(fleet.dispatch.workers) <= referenced
     assert KUBECONFIG_OUTPUT not in manager.exports
+
+
+@pytest.mark.parametrize(
+    "question",
+    [q for q in can_i.load() if q.user.endswith(f":{WORKER_IDENTITY}")],
+    ids=lambda q: q.request.describe(),
+)
+def test_the_worker_identity_answers_the_can_i_table(planned, question):
+    """fleet/model/can_i.yaml, asked of each worker's rendered RBAC: jobs and Workloads in benchmarks only, watches
+    cluster-wide, no Secret, no pod, nothing elsewhere."""
+    fleet, plans = planned
+    for worker in fleet.dispatch.workers:
+        rbac = Rbac.of((r.type.rsplit(":", 1)[-1], r.inputs) for r in plans[worker].registrations)
+        assert rbac.allows(question.who(), question.request) is question.allowed, (worker, question.request.describe())
+
+
+def test_a_worker_without_a_token_warns_and_exports_nothing(tmp_path):
+    stacks = {**STACKS, "eks-a": {}}
+    policy, stack_dir = write_policy(tmp_path, QUEUED, stacks)
+    workloads = tmp_path / "workloads"
+    workloads.mkdir()
+    fleet = load_fleet(policy, workloads)
+    plans = {p.stack: p for p in plan_fleet(fleet, policy, stacks_dir=stack_dir, workloads_dir=workloads)}
+    assert KUBECONFIG_OUTPUT not in plans["eks-a"].exports
+    (warning,) = [f.message for f in plans["eks-a"].findings if TOKEN_SETTING in f.message]
+    assert "kubectl create token multikueue -n kueue-system --duration" in warning
+    # the manager's Secret of that worker is empty until then (Kueue marks the cluster inactive); the others are set
+    secrets = {r.inputs["metadata"]["name"]: r.inputs for r in by_type(plans["control"], "kubernetes:core/v1:Secret")}
+    assert rpc.unwrap_rpc_secret(secrets["multikueue-eks-a"]["stringData"]) == {}
+    assert KUBECONFIG_KEY in rpc.unwrap_rpc_secret(secrets["multikueue-gke-a"]["stringData"])
+
+
+def _jwt(claims: dict) -> str:
+    encode = lambda part: base64.urlsafe_b64encode(json.dumps(part).encode()).decode().rstrip("=")  # noqa: E731
+    return f"{encode({'alg': 'RS256'})}.{encode(claims)}.c2ln"
+
+
+@pytest.mark.parametrize(
+    ("claims", "problem"),
+    [
+        ({"exp": 1_000_000 + 7 * 86400}, None),
+        ({"exp": 1_000_000 + TOKEN_MAX_DAYS * 86400}, None),
+        ({"exp": 1_000_000 + (TOKEN_MAX_DAYS + 1) * 86400}, "more than 31"),
+        ({"exp": 1_000_000 - 86400}, "expired 1.0 days ago"),
+        ({"sub": "system:serviceaccount:kueue-system:multikueue"}, "never expires"),
+        ({"exp": True}, "never expires"),
+    ],
+)
+def test_a_worker_token_must_expire_within_a_month(claims, problem):
+    found = check_token(_jwt(claims), 1_000_000)
+    if problem is None:
+        assert found is None
+    else:
+        assert problem in found and TOKEN_SETTING in found and "kubectl create token" in found
+
+
+def test_a_worker_token_that_is_no_jwt_is_refused_without_echoing_it():
+    found = check_token("not-a-token-s3cret", 0)
+    assert "not a ServiceAccount token" in found and "s3cret" not in found
 
 
 def test_the_manager_may_reach_api_servers_only(planned):

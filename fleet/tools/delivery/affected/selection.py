@@ -89,10 +89,17 @@ class StackEntry:
     region: str
     central: bool
     reasons: tuple[str, ...]
+    approval: bool = True  # its preview waits for a maintainer's approval (``needs_approval``)
 
     def matrix_entry(self) -> dict[str, Any]:
         """The flat entry of a CI matrix (GitHub ``include``)."""
-        return {"stack": self.stack, "cloud": self.cloud, "region": self.region, "central": self.central}
+        return {
+            "stack": self.stack,
+            "cloud": self.cloud,
+            "region": self.region,
+            "central": self.central,
+            "approval": self.approval,
+        }
 
 
 @dataclass(frozen=True)
@@ -407,10 +414,26 @@ def select_all(new: LoadedPolicy, why: str = "every stack requested") -> Selecti
     return _ordered(new.fleet, {name: [why] for name in new.fleet.clusters}, [], [])
 
 
+def needs_approval(fleet: Fleet, cluster: Cluster, stacks_dir: Path = ROOT / "stacks") -> bool:
+    """Whether a pull request's preview of ``cluster`` waits for a maintainer (docs/delivery.md, "Previews"): the
+    central (it reads every leaf's federation credentials), the queues' manager (every worker's kubeconfig) and every
+    stack without a preview identity (``gpu-fleet:previewPrincipal``; Magnum has none), whose preview would use the
+    cluster's admin credentials."""
+    if cluster.central or (fleet.dispatch is not None and fleet.dispatch.manager == cluster.name):
+        return True
+    path = stacks_dir / f"Pulumi.{cluster.name}.yaml"
+    try:
+        data = read_yaml(path).data if path.is_file() else None
+    except InputError:
+        return True
+    config = data.get("config") if isinstance(data, dict) else None
+    return not (isinstance(config, dict) and config.get("gpu-fleet:previewPrincipal"))
+
+
 def _ordered(fleet: Fleet, reasons: dict[str, list[str]], removed: list[str], notes: list[str]) -> Selection:
     order = [c for c in fleet.clusters.values() if not c.central] + [fleet.central]
     stacks = tuple(
-        StackEntry(c.name, c.cloud, c.region or "", c.central, tuple(reasons[c.name]))
+        StackEntry(c.name, c.cloud, c.region or "", c.central, tuple(reasons[c.name]), needs_approval(fleet, c))
         for c in order
         if c.name in reasons
     )

@@ -196,12 +196,35 @@ def worker_flavor_spec(pool: GpuPool) -> dict[str, Any]:
     return {"nodeLabels": dict(pool.node_selector), "tolerations": [t.toleration() for t in pool.pod_tolerations]}
 
 
+# What the offline plan shows for an existing cluster's encrypted kubeconfig (it cannot decrypt it).
+OFFLINE_KUBECONFIG = yaml.safe_dump(
+    {
+        "clusters": [
+            {
+                "name": "offline",
+                "cluster": {"server": "https://offline-plan.invalid", "certificate-authority-data": "b2ZmbGluZS1wbGFu"},
+            }
+        ],
+        "contexts": [{"name": "offline", "context": {"cluster": "offline"}}],
+        "current-context": "offline",
+    }
+)
+
+
 def token_kubeconfig(kubeconfig: str, token: str, name: str) -> str:
     """A kubeconfig for MultiKueue: the server and CA data of ``kubeconfig``'s current cluster, and ``token``.
 
     MultiKueue refuses exec plugins, token files, auth providers, basic auth and CA files (multikueuecluster.go), so
     only a bearer token and CA data go in."""
     config = yaml.safe_load(kubeconfig)
+    if not isinstance(config, dict) or not all(
+        isinstance(config.get(k) or [], list) and all(isinstance(e, dict) for e in config.get(k) or [])
+        for k in ("clusters", "contexts")
+    ):
+        raise ValueError(
+            f"the kubeconfig of {name} is not a kubeconfig (a mapping with clusters and contexts lists): MultiKueue "
+            "needs its server and certificate-authority-data"
+        )
     context = next(
         (c["context"] for c in config.get("contexts", []) if c.get("name") == config.get("current-context")),
         (config.get("contexts") or [{}])[0].get("context", {}),
@@ -251,9 +274,11 @@ class QueueWorker(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions,
         sweep_pools: Mapping[str, Sequence[GpuPool]] | None = None,
         kinds: Mapping[str, tuple[str, str]] = DISPATCHED,
+        secret_placeholder: str | None = None,
     ):
         """``sweep_pools``: per queue, the sweep pools this worker builds for its sweep points (``QueuedSweeps.
-        sweep_pools_of``); ``kinds``: what the manager dispatches (``dispatched_kinds``)."""
+        sweep_pools_of``); ``kinds``: what the manager dispatches (``dispatched_kinds``); ``secret_placeholder``: what
+        the offline plan gives for an encrypted setting (an existing cluster's kubeconfig), then shown by a stand-in."""
         super().__init__(self.TYPE, f"{cluster.name}-queue-worker", None, opts)
         swept = sweep_pools or {}
         child = pulumi.ResourceOptions(parent=self)
@@ -290,7 +315,9 @@ class QueueWorker(pulumi.ComponentResource):
         )
         bearer = token.data.apply(lambda data: base64.b64decode((data or {}).get("token", "")).decode())
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
-            pulumi.Output.all(kubeconfig, bearer).apply(lambda v: token_kubeconfig(v[0], v[1], name))
+            pulumi.Output.all(kubeconfig, bearer).apply(
+                lambda v: token_kubeconfig(OFFLINE_KUBECONFIG if v[0] == secret_placeholder else v[0], v[1], name)
+            )
         )
         pools = {p.name: p for q in queues for p in (*swept.get(q.name, ()), *q.pools(cluster))}
         flavors = [

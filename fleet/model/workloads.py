@@ -38,6 +38,9 @@ class MetricSpec(StrictModel):
     type: Literal["gauge", "counter", "histogram"]
     help: str
     labels: list[str] = []
+    # false for a metric the sample's run does not produce, such as a counter of errors: the checks then do not look
+    # for it in the sample log's metrics (the program must still export it)
+    in_sample: bool = True
 
     @pydantic.field_validator("name")
     @classmethod

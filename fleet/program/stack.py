@@ -221,6 +221,7 @@ def queues(
             opts,
             sweep_pools={q.name: fleet.queued_sweeps.sweep_pools_of(q.name, cluster.name) for q in queues_here},
             kinds=dispatched_kinds(bool(fleet.queued_points())),
+            secret_placeholder=settings.secret_placeholder,
         )
         pulumi.export(KUBECONFIG_OUTPUT, worker.kubeconfig)
     return None

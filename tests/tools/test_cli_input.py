@@ -202,7 +202,10 @@ def test_a_command_that_returns_after_a_ctrl_c_still_ends_as_interrupted(monkeyp
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["validate", "--stack", "x"], "'--stack' is not an option of validate; its options: --help, --policy"),
+        (
+            ["validate", "--stack", "x"],
+            "'--stack' is not an option of validate (did you mean '--stacks-dir'?); its options: --help",
+        ),
         (["plan", "--stakc", "x"], "'--stakc' is not an option of plan (did you mean '--stack'?)"),
         (["plan", "--polic", "p.yaml"], "(did you mean '--policy'?)"),
         (["render", "--ou", "x"], "the following arguments are required: --out"),

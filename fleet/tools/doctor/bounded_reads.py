@@ -34,7 +34,7 @@ def read_bounded(response: Any, limit: int, deadline_s: float, clock: Any = time
         for chunk in response.stream(CHUNK, decode_content=True):
             total += len(chunk)
             if total > limit:
-                raise AnswerError(f"sent more than {limit >> 20} MiB in one answer (an API server's list is smaller)")
+                raise AnswerError(f"sent more than {limit:,} bytes in one answer (an API server's list is smaller)")
             if clock() - start > deadline_s:
                 raise AnswerError(f"did not finish its answer within {deadline_s:g} s (the body kept coming)")
             chunks.append(chunk)

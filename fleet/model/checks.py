@@ -60,6 +60,12 @@ class Checker:
                 self.check_location(cloud, path, settings.region, settings.zone)
                 for card, pool in settings.gpus.items():
                     self.check_card(cloud, path, card, pool, settings.zone)
+                if settings.site_provides and cloud_rules(cloud).builds_pools:
+                    self.report(
+                        (*path, "site_provides"),
+                        f"only for existing clusters: on {cloud} the fleet builds the cluster and installs what it "
+                        "needs; remove site_provides",
+                    )
         if not central:
             self.report(
                 ("clusters",), "no cluster is marked 'central: true': exactly one must hold the central Prometheus"

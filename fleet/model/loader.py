@@ -82,6 +82,7 @@ def _resolve(
                 checkpoint_claim=settings.checkpoint_claim,
                 billing_account=settings.billing_account,
                 registry=spec.registry,
+                site_provides=frozenset(settings.site_provides),
             )
 
     def every_card_of(workload: str) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from kubernetes.client import (
 from kubernetes.client.exceptions import ApiException
 
 from fleet.model import pod_contract
+from fleet.model.node_agents import runs_device_plugin, runs_gpu_exporter
 from fleet.model.spec import Cluster, Fleet
 from fleet.tools.doctor.bounded_reads import AnswerError
 from fleet.tools.doctor.kube_objects import labels_of, named, owner_of
@@ -76,9 +77,9 @@ def read_cluster(api: ApiClient, fleet: Fleet, cluster: Cluster, timeout: float)
         snap.nodes = list(core.list_node(_request_timeout=timeout).items)
         nvidia = [p for p in cluster.pools if p.accelerator.is_nvidia]
         agents = []
-        if any(p.needs_device_plugin for p in nvidia):
+        if runs_device_plugin(cluster):
             agents.append((DEVICE_PLUGIN, DEVICE_PLUGIN_NS))
-        if nvidia:
+        if nvidia and runs_gpu_exporter(cluster):
             agents.append((EXPORTER, NODE_AGENTS_NS))
         for name, namespace in agents:
             selector = f"app.kubernetes.io/instance={name}"

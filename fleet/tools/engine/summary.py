@@ -228,6 +228,11 @@ def render_stack(plan: StackPlan, fleet: Fleet, prices: PriceTable, totals: Stac
                 ]
             )
         lines += _table(rows, indent="  ")
+    elif cluster.pools:  # an existing cluster: the site's nodes of each card, as validate lists them
+        cards = ", ".join(
+            f"{p.card} ({', '.join(f'{k}={v}' for k, v in p.node_selector.items())})" for p in cluster.pools
+        )
+        lines.append(f"  no node pools created: the site's own nodes run the jobs (not priced): {cards}")
     else:
         lines.append("  no node pools: the cluster's own nodes run the jobs (not priced)")
     for p in totals.pool_costs:

@@ -47,6 +47,17 @@ def test_the_reference_page_has_every_key_with_its_default():
     assert "### `runners.clusters.<cluster>.<card>`" in text
 
 
+def test_the_reference_page_has_every_key_of_a_workload_yaml():
+    """README's workload section points at it: every key of workload.yaml, with its meaning."""
+    from fleet.model import workloads
+
+    text = reference.reference_text().split("## A workload's workload.yaml", 1)[1].split("\n## ", 1)[0]
+    for model in (workloads.WorkloadSpec, workloads.MetricSpec, workloads.Headline, workloads.Resources):
+        for key, field in model.model_fields.items():
+            assert f"| `{key}` |" in text and field.description, f"{model.__name__}.{key}"
+    assert "### `metrics[]`" in text and "| `in_sample` | true or false | `true` |" in text
+
+
 def test_schema_writes_every_file_or_none(tmp_path: Path) -> None:
     """docs/ as a link to /dev/full: the write of the last file fails, and the two before it are left as they were."""
     from fleet.model.errors import InputError

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from fleet.model.loader import load_fleet
+from fleet.model.prices import PriceTable
 from fleet.report.costs import approximate, load_prices
 from fleet.tools.cli import main
 from fleet.tools.engine.plan import Finding, StackPlan, plan_fleet
@@ -231,3 +232,15 @@ def test_plan_prints_findings_once_and_ends_with_the_totals_and_json_keeps_its_k
         p["per_hour_at_max"] for s in data["totals"]["stacks"] for p in s["pool_costs"]
     ]
     assert all(a == round(a, 6) for a in amounts if a is not None), amounts
+
+
+def test_the_plan_says_whose_region_each_price_is_when_it_is_not_the_pools(fleet, plans, prices):
+    """The table's prices are the sample's US regions': a fleet in Europe is told whose prices its pools show; with
+    every entry's region the pools' own, nothing is said."""
+    note = render_plan(plans, fleet, prices).rsplit("Prices: ", 1)[1]
+    assert "Each price is the list price of the region its entry names, not the pool's" in note, note
+    for stack in ("plan-gke (europe-west4) at us-central1's", "plan-eks (eu-west-1) at us-east-1's"):
+        assert stack in note, note
+    entries = {key: entry.model_copy(update={"region": ""}) for key, entry in prices.entries.items()}
+    local = PriceTable(prices.file, prices.currency, entries)
+    assert "Each price" not in render_plan(plans, fleet, local).rsplit("Prices: ", 1)[1]

@@ -2,21 +2,28 @@
 # Both create .venv from the requirements files on first use (and again when those files change).
 
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The venv is current when its stamp holds the hash of the files it was installed from: their content decides, not
+# their times (a checkout, a copy or an unpacked archive gives files any time, older or newer than the stamp's).
+VENV_INPUTS := requirements-dev.lock pyproject.toml
+VENV_HASH := $(firstword $(shell cat $(VENV_INPUTS) | sha256sum))
+ifneq ($(shell cat $(STAMP) 2>/dev/null),$(VENV_HASH))
+.PHONY: $(STAMP)
+endif
 
 .PHONY: plan test lint validate schema benchmark clean lock mutation screenshot receivers test-real
 
 # The venv installs from the hash-locked file: every package and its dependencies at the pinned version with the
 # pinned hashes, or nothing. Edit requirements*.txt or policy/requirements.in, then `make lock`.
-$(STAMP): requirements-dev.lock pyproject.toml
+$(STAMP):
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-dev.lock
 	# the project itself, editable, for the `fleet` command (.venv/bin/fleet); the lock above has every dependency
 	# and the setuptools it builds with, so nothing else is fetched
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --editable .
-	touch $@
+	echo $(VENV_HASH) > $@
 
 LOCK := $(PY) -m piptools compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url \
 	--no-emit-find-links

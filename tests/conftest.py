@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -52,7 +53,12 @@ def shared_data(env: str, relative: str, what: str) -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under mutmut (``make mutation``) the policy pack answers in the test process, where mutmut sees it
-    (tests/in_process_pack.py says why)."""
+    (tests/in_process_pack.py says why). A suite started with SIGINT ignored (in the background of a shell script,
+    under nohup, by some CI runners) would hand that on to every command it runs, and the tests that interrupt one
+    would wait for it in vain: Python keeps an ignored SIGINT ignored (no KeyboardInterrupt), and so does exec. With
+    a handler here, the commands start with the default, as from a terminal."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     from tests.in_process_pack import serve_the_pack_in_process, under_mutmut
 
     if under_mutmut():

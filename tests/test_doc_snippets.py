@@ -190,5 +190,5 @@ def test_a_right_snippet_of_each_kind_passes(tmp_path: Path):
     page = _page("<!-- snippet: example tests/fixtures/fleet/fleet.yaml -->", copied)
     assert snippet_problems(page, tmp_path) == []
     assert snippet_problems(_page("<!-- snippet: partial -->", "a: {b: 1}\n"), tmp_path) == []
-    stack = 'config:\n  pulumi:disable-default-providers: ["*"]\n  gcp:project: p\n'
+    stack = 'config:\n  pulumi:disable-default-providers: ["*"]\n  gcp:project: lab-project\n'
     assert snippet_problems(_page("<!-- snippet: stack gcp -->", stack), tmp_path) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,15 @@ def test_every_example_is_a_whole_fleet_to_start_from():
     deletes the examples that place them (README, "Make it your own"), maybe all of them."""
     folders = sorted(p for p in (ROOT / "examples").iterdir() if p.is_dir()) if (ROOT / "examples").is_dir() else []
     assert [f for f in folders if f in EXAMPLES and (f / "stacks").is_dir()] == folders
+
+
+def test_the_readme_names_every_example_without_counting_them():
+    """README "Make it your own" says what each example is: a new example is named there, and no count goes stale."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Make it your own", 1)[1].split("\n## ", 1)[0]
+    unnamed = [e.name for e in EXAMPLES if f"`{e.name}`" not in section]
+    assert not unnamed, f"README.md, Make it your own: the examples {unnamed} are not named"
+    assert not re.search(r"\b(two|three|four|five|six) (complete fleets|shipped ones)", readme)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)

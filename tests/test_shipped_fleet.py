@@ -13,7 +13,9 @@ from pulumi.runtime import rpc
 
 from fleet.model import dashboards, grafana, pod_contract
 from fleet.model.ci_pools import CI_TAINT
+from fleet.model.clouds import cloud_rules
 from fleet.model.loader import POLICY_FILE, load_fleet
+from fleet.model.node_agents import SITE_GPU_AGENTS
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
 from fleet.model.pod_contract import QUEUE_NAME_LABEL
 from fleet.model.pool_view import pool_views, read_pool
@@ -177,24 +179,31 @@ def test_schema_validation_can_fail(plans):
 
 
 def test_every_gpu_pool_keeps_the_fleet_invariants(fleet, plans):
+    """Every pool the fleet creates is the policy's, labelled, tainted and sized as it says; on an existing cluster
+    it creates none (the site's nodes carry the labels and taints: docs/clouds.md, "Existing clusters")."""
     for name, plan in plans.items():
         cluster = fleet.cluster(name)
         # a card's own pool, its sweep pools (told apart by their cards-per-node label) and its CI pool
         gpu_views = [v for v in pool_views(plan.registrations) if v.card]
         views = {(v.card, v.labels.get(CARDS_PER_NODE_LABEL), v.ci): v for v in gpu_views}
-        assert set(views) == {(p.card, p.labels.get(CARDS_PER_NODE_LABEL), p.ci) for p in cluster.all_pools}, name
+        if not cloud_rules(cluster.cloud).builds_pools:
+            assert views == {}, f"{name} is an existing cluster, yet the stack creates the pools {sorted(views)}"
+            continue
+        wanted = {(p.card, p.labels.get(CARDS_PER_NODE_LABEL), p.ci) for p in cluster.all_pools}
+        assert set(views) == wanted, f"{name}: pools created {sorted(views)}, the policy's {sorted(wanted)}"
         for pool in cluster.all_pools:
             view = views[(pool.card, pool.labels.get(CARDS_PER_NODE_LABEL), pool.ci)]
-            assert (view.min_nodes, view.max_nodes) == (pool.min_nodes, pool.max_nodes)
-            assert view.machine_type == pool.machine_type
+            where = f"{name}, pool {pool.name}"
+            assert (view.min_nodes, view.max_nodes) == (pool.min_nodes, pool.max_nodes), where
+            assert view.machine_type == pool.machine_type, where
             if cluster.cloud == "openstack":
-                assert view.min_nodes >= 1  # Magnum cannot scale a GPU group up from zero
+                assert view.min_nodes >= 1, where  # Magnum cannot scale a GPU group up from zero
                 continue
-            assert view.labels["gpu"] == pool.card
-            assert f"{pool.resource}=present:NoSchedule" in view.taints
-            assert view.spot == pool.spot
-            assert view.min_nodes == 0
-            assert (CI_TAINT.as_string() in view.taints) == pool.ci  # only CI pools carry the CI taint
+            assert view.labels["gpu"] == pool.card, where
+            assert f"{pool.resource}=present:NoSchedule" in view.taints, where
+            assert view.spot == pool.spot, where
+            assert view.min_nodes == 0, where
+            assert (CI_TAINT.as_string() in view.taints) == pool.ci, where  # only CI pools carry the CI taint
 
 
 def test_the_node_pools_output_names_every_accelerator_pool_the_stack_creates(fleet, plans):
@@ -221,9 +230,18 @@ def test_every_cluster_gets_the_infra_stack(fleet, plans):
         labels = prom["values"]["prometheus"]["prometheusSpec"]["externalLabels"]
         external.add(json.dumps(labels, sort_keys=True))
         assert prom["values"]["prometheus"]["prometheusSpec"]["podMonitorSelectorNilUsesHelmValues"] is False
-        # the NVIDIA device plugin only where the platform has none (not on GKE)
-        nvidia = any(p.accelerator.is_nvidia for p in cluster.all_pools)
-        assert ("nvidia-device-plugin" in releases) == (nvidia and cluster.cloud in ("aws", "azure", "openstack")), name
+        # the NVIDIA device plugin only where the platform brings none (not on GKE, nor with EKS's Bottlerocket
+        # AMIs) and the site does not run its own (site_provides: gpu_agents); dcgm-exporter on every NVIDIA pool
+        # but where the site runs its own
+        site = SITE_GPU_AGENTS in cluster.site_provides
+        plugin = not site and any(p.needs_device_plugin for p in cluster.all_pools)
+        assert ("nvidia-device-plugin" in releases) == plugin, (
+            f"{name}: the device plugin {'is' if plugin else 'is not'} the fleet's to install"
+        )
+        exporter = not site and any(p.accelerator.is_nvidia for p in cluster.all_pools)
+        assert ("dcgm-exporter" in releases) == exporter, (
+            f"{name}: dcgm-exporter {'is' if exporter else 'is not'} the fleet's to install"
+        )
         if "nvidia-device-plugin" in releases:
             tol = {(t["key"], t["value"]) for t in releases["nvidia-device-plugin"].inputs["values"]["tolerations"]}
             assert ("nvidia.com/gpu", "present") in tol

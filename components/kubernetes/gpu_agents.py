@@ -11,7 +11,12 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.kubernetes.images import helm_release
-from fleet.model.node_agents import DCGM_EXPORTER_RESOURCES, DEVICE_PLUGIN_RESOURCES, runs_device_plugin
+from fleet.model.node_agents import (
+    DCGM_EXPORTER_RESOURCES,
+    DEVICE_PLUGIN_RESOURCES,
+    runs_device_plugin,
+    runs_gpu_exporter,
+)
 from fleet.model.sharing import Sharing
 from fleet.model.spec import Cluster, Fleet
 
@@ -106,7 +111,7 @@ def gpu_node_agents(
             opts,
             registry=cluster.registry,
         )
-    if nvidia_pools:
+    if runs_gpu_exporter(cluster):
         # The chart gives its pods priorityClassName system-node-critical (it cannot be unset: the template
         # defaults an empty value to it; NVIDIA/dcgm-exporter@4.2.3-4.1.1 deployment/templates/daemonset.yaml).
         # GKE admits pods of that class only in namespaces with a matching ResourceQuota (its own is in

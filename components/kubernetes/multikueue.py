@@ -248,12 +248,35 @@ def worker_flavor_spec(pool: GpuPool) -> dict[str, Any]:
     return {"nodeLabels": dict(pool.node_selector), "tolerations": [t.toleration() for t in pool.pod_tolerations]}
 
 
+# What the offline plan shows for an existing cluster's encrypted kubeconfig (it cannot decrypt it).
+OFFLINE_KUBECONFIG = yaml.safe_dump(
+    {
+        "clusters": [
+            {
+                "name": "offline",
+                "cluster": {"server": "https://offline-plan.invalid", "certificate-authority-data": "b2ZmbGluZS1wbGFu"},
+            }
+        ],
+        "contexts": [{"name": "offline", "context": {"cluster": "offline"}}],
+        "current-context": "offline",
+    }
+)
+
+
 def token_kubeconfig(kubeconfig: str, token: str, name: str) -> str:
     """A kubeconfig for MultiKueue: the server and CA data of ``kubeconfig``'s current cluster, and ``token``.
 
     MultiKueue refuses exec plugins, token files, auth providers, basic auth and CA files (multikueuecluster.go), so
     only a bearer token and CA data go in."""
     config = yaml.safe_load(kubeconfig)
+    if not isinstance(config, dict) or not all(
+        isinstance(config.get(k) or [], list) and all(isinstance(e, dict) for e in config.get(k) or [])
+        for k in ("clusters", "contexts")
+    ):
+        raise ValueError(
+            f"the kubeconfig of {name} is not a kubeconfig (a mapping with clusters and contexts lists): MultiKueue "
+            "needs its server and certificate-authority-data"
+        )
     context = next(
         (c["context"] for c in config.get("contexts", []) if c.get("name") == config.get("current-context")),
         (config.get("contexts") or [{}])[0].get("context", {}),
@@ -361,6 +384,8 @@ class QueueWorker(pulumi.ComponentResource):
 
             def checked(values: list[str]) -> str:
                 config, bearer = values
+                if config == placeholder:  # an existing cluster's kubeconfig, encrypted: the offline plan's stand-in
+                    config = OFFLINE_KUBECONFIG
                 if bearer != placeholder:  # offline the encrypted value cannot be read
                     problem = check_token(bearer, time.time())
                     if problem:

@@ -12,7 +12,7 @@ from components.kubernetes.images import merged
 from components.kubernetes.namespaces import MONITORING_NS, NODE_AGENTS_NS, fleet_namespaces
 from fleet.model import accounting, accounting_hours, probe_phases, prometheus
 from fleet.model.clouds import cloud_rules
-from fleet.model.node_agents import NODE_EXPORTER_RESOURCES
+from fleet.model.node_agents import NODE_EXPORTER_RESOURCES, SITE_MONITORING_CRDS, runs_node_exporter
 from fleet.model.spec import Cluster, Fleet
 
 RELEASE = "kps"  # kube-prometheus-stack release name; its Prometheus service is kps-prometheus
@@ -168,6 +168,13 @@ def prometheus_values(
         # its requests are what the model counts on every node (fleet/model/node_agents.py)
         "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS, "resources": NODE_EXPORTER_RESOURCES},
     }
+    # what an existing cluster's site already runs (policy: site_provides): kube-prometheus-stack 79.5.0 installs
+    # neither its node exporter (Chart.yaml: the prometheus-node-exporter dependency's condition nodeExporter.enabled)
+    # nor the operator's CRDs (values.yaml crds.enabled, the crds dependency's condition) then
+    if not runs_node_exporter(cluster):
+        values["nodeExporter"] = {"enabled": False}
+    if SITE_MONITORING_CRDS in cluster.site_provides:
+        values["crds"] = {"enabled": False}
     rules = cloud_rules(cluster.cloud)
     if not rules.control_plane_pods:
         values.update({component: {"enabled": False} for component in HIDDEN_CONTROL_PLANE})

@@ -178,6 +178,10 @@ class Offer(StrictModel):
     # MIG profiles the cloud can partition this card into, each with the instances one card holds
     mig_profiles: dict[str, int] = {}
     mig_source: str = ""
+    # The zones that offer the card, where the cloud offers it in some zones only (a TPU): a pool elsewhere would
+    # never get a node; empty: wherever the cloud is. Only zones checked upstream are listed (zones_source).
+    zones: list[str] = []
+    zones_source: str = ""
 
     @pydantic.model_validator(mode="after")
     def _complete(self) -> Offer:
@@ -187,6 +191,8 @@ class Offer(StrictModel):
             raise ValueError("a retired offer needs retired_on and alternatives")
         if self.mig_profiles and not self.mig_source:
             raise ValueError("mig_profiles need their mig_source")
+        if self.zones and not self.zones_source:
+            raise ValueError("zones need their zones_source")
         counts = [self.count, *(m.count for m in self.machines)]
         if len(set(counts)) != len(counts):
             raise ValueError(f"machines must each hold a different number of cards (counts {counts})")

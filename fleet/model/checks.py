@@ -59,7 +59,13 @@ class Checker:
                     central.append(path)
                 self.check_location(cloud, path, settings.region, settings.zone)
                 for card, pool in settings.gpus.items():
-                    self.check_card(cloud, path, card, pool)
+                    self.check_card(cloud, path, card, pool, settings.zone)
+                if settings.site_provides and cloud_rules(cloud).builds_pools:
+                    self.report(
+                        (*path, "site_provides"),
+                        f"only for existing clusters: on {cloud} the fleet builds the cluster and installs what it "
+                        "needs; remove site_provides",
+                    )
         if not central:
             self.report(
                 ("clusters",), "no cluster is marked 'central: true': exactly one must hold the central Prometheus"
@@ -270,11 +276,16 @@ class Checker:
                 )
         return tuple(warnings)
 
-    def check_card(self, cloud: str, path: tuple[object, ...], card: str, pool: PoolSettings) -> None:
+    def check_card(
+        self, cloud: str, path: tuple[object, ...], card: str, pool: PoolSettings, zone: str | None = None
+    ) -> None:
         where = self.card_path(path, card)
         acc = self.catalogue.accelerators.get(card)
         if acc is None:
-            self.report(where, f"unknown card {card!r}; the catalogue knows: {', '.join(self.catalogue.accelerators)}")
+            known = list(self.catalogue.accelerators)
+            self.report(
+                where, f"unknown card {card!r}{did_you_mean(card, known)}; the catalogue knows: {', '.join(known)}"
+            )
             return
         defaults = self.spec.defaults.gpu_pool
         lo = pool.min_nodes if pool.min_nodes is not None else defaults.min_nodes
@@ -296,6 +307,13 @@ class Checker:
                 where,
                 f"{card} ({acc.model}) was retired on {cloud} on {offer.retired_on} ({offer.note}); "
                 f"use one of: {', '.join(offer.alternatives)}",
+            )
+        elif offer.zones and zone is not None and zone not in offer.zones:
+            self.report(
+                where,
+                f"{card} ({acc.model}) is not offered in {zone}: {cloud} offers it in {', '.join(offer.zones)} "
+                f"({offer.zones_source}); put the cluster in one of them, such as zone: {offer.zones[0]}, or add "
+                "the zone to fleet/model/catalogue.yaml if that page lists it",
             )
         elif pool.sharing is not None:
             self.check_sharing(cloud, where, card, acc, offer, pool)
@@ -361,7 +379,11 @@ class Checker:
                     continue
                 acc = known_cards.get(card)
                 if acc is None:
-                    self.report(where, f"unknown card {card!r}; the catalogue knows: {', '.join(known_cards)}")
+                    self.report(
+                        where,
+                        f"unknown card {card!r}{did_you_mean(card, list(known_cards))}; the catalogue knows: "
+                        f"{', '.join(known_cards)}",
+                    )
                 elif wl and acc.resource not in wl.spec.accelerator_kinds:
                     self.report(
                         where,

@@ -13,7 +13,7 @@ from pathlib import Path
 from fleet.model.billing import workload_accounts
 from fleet.model.catalogue import CLOUDS, Catalogue, load_catalogue
 from fleet.model.checks import Checker
-from fleet.model.errors import InputError, Problem
+from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.placement import placement_problems
 from fleet.model.probes import resolve_probe
 from fleet.model.queued_sweeps import with_queued_sweeps
@@ -26,7 +26,7 @@ from fleet.model.spec_schema import FleetFile
 from fleet.model.sweeps import plan_cluster
 from fleet.model.validation import validate_document
 from fleet.model.workloads import WORKLOADS_DIR, Workload, load_probe_workload, load_workloads
-from fleet.model.yaml_source import read_yaml
+from fleet.model.yaml_source import YamlDocument, read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_FILE = ROOT / "policy" / "fleet.yaml"
@@ -82,6 +82,7 @@ def _resolve(
                 checkpoint_claim=settings.checkpoint_claim,
                 billing_account=settings.billing_account,
                 registry=spec.registry,
+                site_provides=frozenset(settings.site_provides),
             )
 
     def every_card_of(workload: str) -> tuple[str, ...]:
@@ -116,6 +117,33 @@ def _resolve(
     )  # fmt: skip
 
 
+def raw_card_problems(doc: YamlDocument, catalogue: Catalogue, found: list[Problem]) -> list[Problem]:
+    """The unknown card names of the workloads' and clusters' card lists when the file failed its schema (the
+    checker, which needs a whole spec, cannot run), so one run reports them with the schema's problems; those at a
+    place a problem already names are left out."""
+    known = list(catalogue.accelerators)
+    taken = {(p.line, p.path) for p in found}
+    lists: list[tuple[tuple[object, ...], object]] = []
+    data = doc.data if isinstance(doc.data, dict) else {}
+    for name, placement in (data.get("workloads") or {}).items() if isinstance(data.get("workloads"), dict) else ():
+        if isinstance(placement, list):
+            lists.append((("workloads", name), placement))
+        elif isinstance(placement, dict) and isinstance(placement.get("gpus"), list):
+            lists.append((("workloads", name, "gpus"), placement["gpus"]))
+    out = []
+    for path, cards in lists:
+        assert isinstance(cards, list)
+        for i, card in enumerate(cards):
+            if isinstance(card, str) and card != "all" and card not in catalogue.accelerators:
+                problem = doc.problem(
+                    (*path, i),
+                    f"unknown card {card!r}{did_you_mean(card, known)}; the catalogue knows: {', '.join(known)}",
+                )
+                if (problem.line, problem.path) not in taken:
+                    out.append(problem)
+    return out
+
+
 def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_DIR) -> Fleet:
     """Read, check and resolve a policy file; raises ``InputError`` listing every problem.
 
@@ -145,6 +173,8 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
             )
         )
     catalogue = load_catalogue()
+    if spec is None:  # the cross-key rules need a whole spec; the card names are checked anyway, all at once
+        problems.extend(raw_card_problems(doc, catalogue, problems))
     if spec is not None:
         checker = Checker(doc, spec, catalogue, workloads or {})
         checker.check_clusters()

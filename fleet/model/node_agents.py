@@ -47,13 +47,35 @@ DEVICE_PLUGIN = NodeAgent("nvidia-device-plugin", DEVICE_PLUGIN_RESOURCES)
 DCGM_EXPORTER = NodeAgent("dcgm-exporter", DCGM_EXPORTER_RESOURCES)
 
 
+# What an existing cluster's site may run instead of the fleet (policy: site_provides).
+SITE_GPU_AGENTS = "gpu_agents"
+SITE_NODE_EXPORTER = "node_exporter"
+SITE_MONITORING_CRDS = "monitoring_crds"
+
+
 def runs_device_plugin(cluster: Cluster) -> bool:
-    """Whether the fleet installs NVIDIA's device plugin on ``cluster`` (some pool's platform brings none)."""
-    return any(p.needs_device_plugin for p in cluster.all_pools)
+    """Whether the fleet installs NVIDIA's device plugin on ``cluster`` (some pool's platform brings none, and the
+    site does not run its own)."""
+    return SITE_GPU_AGENTS not in cluster.site_provides and any(p.needs_device_plugin for p in cluster.all_pools)
+
+
+def runs_gpu_exporter(cluster: Cluster) -> bool:
+    """Whether the fleet installs dcgm-exporter on ``cluster`` (an NVIDIA pool, and the site runs none of its own)."""
+    return SITE_GPU_AGENTS not in cluster.site_provides and any(p.accelerator.is_nvidia for p in cluster.all_pools)
+
+
+def runs_node_exporter(cluster: Cluster) -> bool:
+    """Whether kube-prometheus-stack's node exporter runs on ``cluster`` (the site runs none of its own)."""
+    return SITE_NODE_EXPORTER not in cluster.site_provides
 
 
 def agents_on(cluster: Cluster, pool: GpuPool | None) -> tuple[NodeAgent, ...]:
     """The fleet's node agents on a node of ``pool`` (None: the system pool)."""
+    exporter = (NODE_EXPORTER,) if runs_node_exporter(cluster) else ()
     if pool is None or not pool.accelerator.is_nvidia:
-        return (NODE_EXPORTER,)
-    return (NODE_EXPORTER, *((DEVICE_PLUGIN,) if runs_device_plugin(cluster) else ()), DCGM_EXPORTER)
+        return exporter
+    return (
+        *exporter,
+        *((DEVICE_PLUGIN,) if runs_device_plugin(cluster) else ()),
+        *((DCGM_EXPORTER,) if runs_gpu_exporter(cluster) else ()),
+    )

@@ -191,6 +191,8 @@ class Cluster:
     registry: str = DEFAULT_REGISTRY
     # the pools of the cards' GitLab CI jobs, one per card with a runner of its own pool (fleet/model/ci_pools.py)
     ci_pools: tuple[GpuPool, ...] = ()
+    # what an existing cluster's site already runs, which the fleet does not install (policy: site_provides)
+    site_provides: frozenset[str] = frozenset()
 
     @property
     def all_pools(self) -> tuple[GpuPool, ...]:

@@ -8,7 +8,7 @@ are known.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 
@@ -186,6 +186,12 @@ class Defaults(StrictModel):
     )
 
 
+# What an existing cluster's site may already run, so that the fleet does not install a second one (docs/clouds.md,
+# "Existing clusters"): the NVIDIA device plugin and dcgm-exporter, kube-prometheus-stack's node exporter, and the
+# Prometheus Operator's CRDs.
+SiteService = Literal["gpu_agents", "node_exporter", "monitoring_crds"]
+
+
 class ClusterSettings(StrictModel):
     """One cluster: where it is, which cards it offers, and its role in the fleet."""
 
@@ -215,6 +221,15 @@ class ClusterSettings(StrictModel):
         default=DEFAULT_BILLING_ACCOUNT,
         pattern=BILLING_ACCOUNT,
         description="The account the cluster's GPU time is billed to (the accounting rules' billing_account label).",
+    )
+    site_provides: list[SiteService] = pydantic.Field(
+        default_factory=list,
+        description=(
+            "Existing clusters only: what the site already runs, which the fleet then does not install: gpu_agents "
+            "(the NVIDIA device plugin and dcgm-exporter, such as the GPU Operator's), node_exporter (a node "
+            "exporter on each node's port 9100), monitoring_crds (the Prometheus Operator's CRDs, of the site's own "
+            'monitoring stack). docs/clouds.md, "Existing clusters".'
+        ),
     )
     checkpoint_claim: str | None = pydantic.Field(
         default=None,

@@ -34,10 +34,28 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class MetricSpec(StrictModel):
     """A metric the workload's mtail programs export."""
 
-    name: str
-    type: Literal["gauge", "counter", "histogram"]
-    help: str
-    labels: list[str] = []
+    name: str = pydantic.Field(
+        description="The metric's name as the mtail program exports it (a counter ends in _total)."
+    )
+    type: Literal["gauge", "counter", "histogram"] = pydantic.Field(
+        description="gauge, counter or histogram, as the program declares it."
+    )
+    help: str = pydantic.Field(description="What it measures, in words (the dashboards show it).")
+    labels: list[str] = pydantic.Field(
+        default_factory=list,
+        description=(
+            "Its labels, as the program's `by` names them (not workload, gpu, cluster or cloud: the fleet sets those)."
+        ),
+    )
+    # false for a metric the sample's run does not produce, such as a counter of errors: the checks then do not look
+    # for it in the sample log's metrics (the program must still export it)
+    in_sample: bool = pydantic.Field(
+        default=True,
+        description=(
+            "false for a metric the sample's run does not produce, such as a counter of "
+            "errors: the checks then do not look for it in the sample log's metrics."
+        ),
+    )
 
     @pydantic.field_validator("name")
     @classmethod
@@ -67,19 +85,26 @@ class MetricSpec(StrictModel):
 class Headline(StrictModel):
     """The one number reports compare across cards, and which way is better."""
 
-    metric: str
-    unit: str
-    higher_is_better: bool = True
-    match: dict[str, str] = {}  # label values that pick the headline series (e.g. a stage)
+    metric: str = pydantic.Field(description="The declared metric the reports compare across cards.")
+    unit: str = pydantic.Field(description="Its unit, as the reports show it (s, events/s).")
+    higher_is_better: bool = pydantic.Field(
+        default=True, description="Whether a higher value is better (throughput) or a lower one (a duration)."
+    )
+    match: dict[str, str] = pydantic.Field(
+        default_factory=dict,
+        description=(
+            "Label values that pick the headline's series, such as a stage; each must appear in the sample log."
+        ),
+    )
 
 
 class Resources(StrictModel):
     """CPU and memory per pod (Kubernetes quantities); the accelerator count is separate."""
 
-    cpu_request: str
-    memory_request: str
-    cpu_limit: str
-    memory_limit: str
+    cpu_request: str = pydantic.Field(description="CPU the pod requests (a Kubernetes quantity such as 500m or 2).")
+    memory_request: str = pydantic.Field(description="Memory the pod requests (such as 8Gi).")
+    cpu_limit: str = pydantic.Field(description="CPU the pod may use at most.")
+    memory_limit: str = pydantic.Field(description="Memory the pod may use at most.")
 
     @pydantic.field_validator("*", mode="before")
     @classmethod
@@ -106,19 +131,21 @@ class Resources(StrictModel):
 class DataVolume(StrictModel):
     """Input data mounted into the workload container."""
 
-    name: str
-    mount_path: str
-    claim_name: str = ""  # an existing PersistentVolumeClaim; empty means a scratch emptyDir
-    size_limit: str = ""
-    read_only: bool = False
+    name: str = pydantic.Field(description="The volume's name in the pod.")
+    mount_path: str = pydantic.Field(description="Where the workload container sees it.")
+    claim_name: str = pydantic.Field(
+        default="", description="An existing PersistentVolumeClaim; empty: a scratch emptyDir."
+    )
+    size_limit: str = pydantic.Field(default="", description="The scratch emptyDir's size limit (such as 10Gi).")
+    read_only: bool = pydantic.Field(default=False, description="Mounted read-only.")
 
 
 class EgressRule(StrictModel):
     """A destination the workload's pods may open connections to: benchmark pods may reach DNS and these only
     (where the cluster enforces NetworkPolicy); the instance metadata address stays out of any range."""
 
-    cidr: str
-    ports: list[int] = pydantic.Field(min_length=1)
+    cidr: str = pydantic.Field(description="A network the pods may connect to, such as 188.184.0.0/16.")
+    ports: list[int] = pydantic.Field(description="Its TCP ports.", min_length=1)
 
     @pydantic.field_validator("cidr")
     @classmethod
@@ -164,47 +191,100 @@ class Distributed(StrictModel):
 class WorkloadSpec(StrictModel):
     """What ``workload.yaml`` holds."""
 
-    name: str
-    description: str
+    name: str = pydantic.Field(description="The workload's name: its folder's, a DNS label of at most 40 characters.")
+    description: str = pydantic.Field(description="What it runs, in words.")
     # The image, named relative to the fleet's registry (the policy's `registry`: pods pull <registry>/<image>); one
     # written with a registry host of its own must lie inside it (fleet.model.registry)
-    image: str
+    image: str = pydantic.Field(
+        description=(
+            "The image, named relative to the policy's registry (pods pull "
+            "<registry>/<image>), pinned by tag or digest."
+        )
+    )
     # Where the image is published when the fleet does not build it: the images workflow copies it, digest
     # unchanged, to `image` in the fleet's registry (as components/kubernetes/images.yaml does for its own).
-    upstream: str = ""
-    command: list[str] = pydantic.Field(min_length=1)
-    args: list[str] = []
-    accelerators: int = pydantic.Field(default=1, ge=1, le=8)
+    upstream: str = pydantic.Field(
+        default="",
+        description=(
+            "Where the image is published when the fleet does not build it, by an exact "
+            "version: the images workflow copies it to `image`."
+        ),
+    )
+    command: list[str] = pydantic.Field(description="The container's command.", min_length=1)
+    args: list[str] = pydantic.Field(default_factory=list, description="Its arguments.")
+    accelerators: int = pydantic.Field(description="Cards each pod asks for.", default=1, ge=1, le=8)
     # The accelerator kinds (Kubernetes extended resources) the workload's code runs on: `all` in the policy means
     # every card of these kinds, and a card of another kind (a TPU for CUDA code) is refused.
-    accelerator_kinds: list[str] = pydantic.Field(default=["nvidia.com/gpu"], min_length=1)
-    resources: Resources
-    env: dict[str, str] = {}
+    accelerator_kinds: list[str] = pydantic.Field(
+        description=("The Kubernetes resources its code runs on: `all` in the policy means every card of these kinds."),
+        default=["nvidia.com/gpu"],
+        min_length=1,
+    )
+    resources: Resources = pydantic.Field(description="CPU and memory per pod.")
+    env: dict[str, str] = pydantic.Field(
+        default_factory=dict, description="Environment variables (never credentials: secret_env)."
+    )
     # What the fleet tells the pod beyond BENCHMARK_LOG, _CLUSTER and _GPU, only when asked (a new variable changes
     # the pod spec, and so the Job's name: every benchmark would run again): `accelerator` sets
     # BENCHMARK_ACCELERATOR (the pool's resource name), `job_name` sets BENCHMARK_JOB_NAME (the Job's name, which for
     # a CronJob's run carries its scheduled minute).
-    fleet_env: list[Literal["accelerator", "job_name"]] = []
+    fleet_env: list[Literal["accelerator", "job_name"]] = pydantic.Field(
+        default_factory=list,
+        description=(
+            "What the fleet tells the pod besides BENCHMARK_LOG, _CLUSTER and _GPU: "
+            "accelerator (BENCHMARK_ACCELERATOR), job_name (BENCHMARK_JOB_NAME)."
+        ),
+    )
     # Environment variables whose values are credentials: they come from the Secret ``<name>-credentials`` in
     # the benchmark namespace (filled from the stack's secret config), never from this committed file.
-    secret_env: list[str] = []
-    timeout_seconds: int = pydantic.Field(ge=60)
-    backoff_limit: int = pydantic.Field(default=1, ge=0, le=6)
+    secret_env: list[str] = pydantic.Field(
+        default_factory=list,
+        description=(
+            "Variables whose values are credentials, read from the Secret <name>-credentials "
+            "each stack makes from its secret config."
+        ),
+    )
+    timeout_seconds: int = pydantic.Field(description="The Job's deadline (activeDeadlineSeconds).", ge=60)
+    backoff_limit: int = pydantic.Field(description="Retries of a failed pod.", default=1, ge=0, le=6)
     # Only for the Jobs a schedule (CronJob) starts; a one-off Job is managed by Pulumi and kept (see benchmark.py).
-    ttl_seconds_after_finished: int = pydantic.Field(default=86400, ge=0)
-    volumes: list[DataVolume] = []
+    ttl_seconds_after_finished: int = pydantic.Field(
+        description="How long a CronJob's finished Jobs are kept (a one-off Job is kept).", default=86400, ge=0
+    )
+    volumes: list[DataVolume] = pydantic.Field(
+        default_factory=list, description="Input data mounted into the container."
+    )
     # The user the workload container runs as: the benchmark namespace enforces the `restricted` Pod Security
     # level, which refuses root. Check the image's USER upstream and that this uid can write where the code does.
-    run_as_user: int = pydantic.Field(default=1000, ge=1)
+    run_as_user: int = pydantic.Field(
+        description=(
+            "The user the container runs as (the benchmarks namespace refuses root); a "
+            "Dockerfile's last USER must be it."
+        ),
+        default=1000,
+        ge=1,
+    )
     # Only for an image that cannot run as non-root: why. Its pods then run as root in the `benchmarks-root`
     # namespace (Pod Security `baseline`), still with every capability dropped and no privilege escalation.
-    needs_root: str = ""
+    needs_root: str = pydantic.Field(
+        default="",
+        description=(
+            "Only for an image that cannot run as non-root: why. Its pods then run in "
+            "benchmarks-root (Pod Security baseline)."
+        ),
+    )
     # Where the pods may connect besides DNS (data downloads, result uploads); none by default.
-    egress: list[EgressRule] = []
-    metrics: list[MetricSpec] = pydantic.Field(min_length=1)
-    headline: Headline
+    egress: list[EgressRule] = pydantic.Field(
+        default_factory=list, description="Where the pods may connect besides DNS; none by default."
+    )
+    metrics: list[MetricSpec] = pydantic.Field(
+        description="Every metric the mtail program (mtail/<name>.mtail) exports.", min_length=1
+    )
+    headline: Headline = pydantic.Field(description="The one number the reports compare across cards.")
     # Set for code that runs as one job over many accelerators and nodes: the policy may then give it a `scale`.
-    distributed: Distributed | None = None
+    distributed: Distributed | None = pydantic.Field(
+        default=None,
+        description=("For code that runs as one job over many accelerators: the policy may then give it a scale."),
+    )
 
     @pydantic.field_validator("name")
     @classmethod

@@ -46,6 +46,12 @@ class YamlDocument:
         return Problem(self.file, self.line_of(path), format_path(path), message)
 
 
+# The tags a safe YAML reader builds (PyYAML's SafeLoader: str, int, float, bool, null, seq, map, timestamp, binary,
+# set, omap, pairs and the merge key); any other (!!python/object/apply:..., !local) is refused, naming it.
+YAML_TAG_PREFIX = "tag:yaml.org,2002:"
+SAFE_TAGS = frozenset(tag for tag in yaml.SafeLoader.yaml_constructors if tag is not None)
+
+
 class _Builder:
     """Turns a composed YAML node tree into plain Python values, recording lines and duplicates."""
 
@@ -72,6 +78,13 @@ class _Builder:
                 node, f"nested more than {MAX_DEPTH} levels deep (an alias inside its own anchor?): flatten it"
             )
         self.lines.setdefault(path, node.start_mark.line + 1)
+        if node.tag not in SAFE_TAGS:
+            shown = node.tag.replace(YAML_TAG_PREFIX, "!!", 1)
+            raise self.refuse(
+                node,
+                f"the YAML tag {shown} is not allowed: the file holds plain values (text, numbers, true/false, "
+                "lists and mappings); remove the tag",
+            )
         if isinstance(node, yaml.MappingNode):
             self.constructor.flatten_mapping(node)
             out: dict[Any, Any] = {}

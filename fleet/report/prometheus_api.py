@@ -107,6 +107,19 @@ class _TooLargeError(Exception):
         self.size = size  # the announced Content-Length, None when the bytes read went past the limit
 
 
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """The standard redirect handling, noting each URL it is sent to (a failure past a redirect names that URL)."""
+
+    def __init__(self, seen: list[str]) -> None:
+        super().__init__()
+        self.seen = seen
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        """The standard redirect; ``newurl`` noted."""
+        self.seen.append(newurl)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 class _Exchange(threading.Thread):
     """One GET in a daemon thread, so the caller can give up at a deadline whatever the socket is doing."""
 
@@ -117,11 +130,18 @@ class _Exchange(threading.Thread):
         self.status: tuple[int, str] | None = None  # an HTTP error status (code, reason); None for 2xx
         self.body = b""
         self.error: BaseException | None = None
+        self.redirects: list[str] = []  # where the server sent the request, in turn
+
+    @property
+    def via(self) -> str:
+        """`` (redirected to URL)`` when the server redirected the request, else empty: what failed is there."""
+        return f" (redirected to {redact_url(self.redirects[-1])})" if self.redirects else ""
 
     def run(self) -> None:
         try:
             try:
-                response = urllib.request.urlopen(self.request, timeout=self.timeout)
+                opener = urllib.request.build_opener(_Redirects(self.redirects))
+                response = opener.open(self.request, timeout=self.timeout)
             except urllib.error.HTTPError as exc:  # the API answers 400/422/503 with a JSON error body
                 response, self.status = exc, (exc.code, str(exc.reason))
             with response:
@@ -189,9 +209,14 @@ class PrometheusClient:
         exchange.join(allowed)
         if exchange.is_alive():
             exchange.cancelled.set()  # the thread stops at its next read; the process need not wait for it
-            raise PrometheusUnreachableError(f"{self.display_url} gave no complete answer to {what} {limit}")
+            raise PrometheusUnreachableError(
+                f"{self.display_url}{exchange.via} gave no complete answer to {what} {limit}"
+            )
         if isinstance(exchange.error, Exception):
-            raise self._failure(exchange.error, what, limit) from None
+            failure = self._failure(exchange.error, what, limit)
+            if exchange.redirects:
+                failure = type(failure)(f"{failure}{exchange.via}")
+            raise failure from None
         if exchange.error is not None:
             raise exchange.error  # KeyboardInterrupt, SystemExit: not a failure of the request
         return exchange
@@ -238,7 +263,7 @@ class PrometheusClient:
                 raise PrometheusQueryError(f"Prometheus refused {what}: {error}")
             code, reason = exchange.status
             raise PrometheusError(
-                f"{where} answered HTTP {code} {_quoted(reason)} for {what}, not the Prometheus API: "
+                f"{where}{exchange.via} answered HTTP {code} {_quoted(reason)} for {what}, not the Prometheus API: "
                 "check the URL (it should be the server's base URL, e.g. http://prometheus:9090)"
             )
         try:

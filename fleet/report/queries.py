@@ -115,6 +115,12 @@ def parse_time(text: str) -> float:
     return moment.timestamp()
 
 
+# The longest window a report asks for: beyond it, the queries planned grow with a window no Prometheus holds
+# (``--since 99999999d`` planned 14 million of them).
+DAY = 86400.0
+MAX_WINDOW_DAYS = 3660
+
+
 def window_from(
     now: float, since: str | None = None, start: str | None = None, end: str | None = None, default: str = "7d"
 ) -> Window:
@@ -127,8 +133,19 @@ def window_from(
         begin, finish = parse_time(start), parse_time(end) if end is not None else now
         if finish <= begin:
             raise ValueError(f"the window is empty: --end ({end or 'now'}) is not after --start ({start})")
+        if finish - begin > MAX_WINDOW_DAYS * DAY:
+            raise ValueError(
+                f"--start {start} to --end {end or 'now'} is {(finish - begin) / DAY:,.0f} days: a report covers at "
+                f"most {MAX_WINDOW_DAYS} days (10 years, longer than a Prometheus keeps), such as --since 180d"
+            )
         return Window(begin, finish)
-    return Window(now - parse_duration(since or default), now)
+    seconds = parse_duration(since or default)
+    if seconds > MAX_WINDOW_DAYS * DAY:
+        raise ValueError(
+            f"--since {since}: a report covers at most {MAX_WINDOW_DAYS}d (10 years, longer than a Prometheus "
+            "keeps), such as --since 180d"
+        )
+    return Window(now - seconds, now)
 
 
 def choose_step(

@@ -83,8 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--policy", type=_path, default=POLICY_FILE, help="policy file (default: policy/fleet.yaml)")
-        p.add_argument("--stacks-dir", type=_path, default=STACKS_DIR, help=argparse.SUPPRESS)
-        p.add_argument("--workloads-dir", type=_path, default=WORKLOADS_DIR, help=argparse.SUPPRESS)
+        p.add_argument(
+            "--stacks-dir", type=_path, default=STACKS_DIR, metavar="DIR", help="the stack files (default: stacks/)"
+        )
+        p.add_argument(
+            "--workloads-dir",
+            type=_path,
+            default=WORKLOADS_DIR,
+            metavar="DIR",
+            help="the workload folders (default: workloads/)",
+        )
 
     p = sub.add_parser("validate", help="check the policy file, catalogue and workloads")
     common(p)

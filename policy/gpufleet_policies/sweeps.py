@@ -212,8 +212,14 @@ def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> N
     resources, stack, cluster = found_stack
     dispatch = fleet().dispatch
     if dispatch is not None and stack == dispatch.manager:
-        _validate_manager_points(resources, stack, report)
-        return
+        # the manager's TrainJobs: the queued sweep points it dispatches, and the sweep points of its own pools (in
+        # their pools' own queues), checked as any sweep cluster's
+        own_job = [r.resource_type == TRAIN_JOB and _in_sweep_queue(r) for r in resources]
+        _validate_manager_points([r for r, own in zip(resources, own_job, strict=True) if not own], stack, report)
+        if not fleet().sweep_points(cluster) and not any(own_job):
+            return
+        trainjob = [r.resource_type == TRAIN_JOB for r in resources]
+        resources = [r for r, own, job in zip(resources, own_job, trainjob, strict=True) if own or not job]
     expected = {(p.workload.name, p.card, p.accelerators) for p in fleet().sweep_points(cluster)}
     found = _found_points(cluster, resources, report)
     _validate_pool_queues(cluster, resources, report)
@@ -241,6 +247,12 @@ def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> N
             report(f"{stack} runs sweep jobs but has no {name} release: nothing would admit or run them")
         if not expected and name in charts and not trains and not (name == "kueue" and queued):
             report(f"{stack} runs no sweep but deploys {name}: remove the release (TrainingOperators)")
+
+
+def _in_sweep_queue(resource: Any) -> bool:
+    """Whether a TrainJob names a pool's own sweep queue (a sweep point of its cluster, not a queued one)."""
+    labels = ((plain(resource.props) or {}).get("metadata") or {}).get("labels") or {}
+    return pod_contract.is_sweep_queue(str(labels.get(pod_contract.QUEUE_NAME_LABEL) or ""))
 
 
 def _validate_manager_points(resources: list[Any], stack: str, report: ReportViolation) -> None:

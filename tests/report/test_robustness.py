@@ -512,3 +512,14 @@ def test_ctrl_c_with_queries_under_way_ends_the_report_at_once(
         "fleet report: stopped by Ctrl-C (exit 130)"
     ], stderr
     assert stdout == "" and not out.exists()
+
+
+def test_a_failure_past_a_redirect_names_where_it_was_sent(
+    serve: Callable[..., FakePrometheus], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first URL answered with a redirect; what failed was the address it sent the request to, so that is named."""
+    elsewhere = serve(lambda path: [http("not here", "404 Not Found")])
+    redirect = serve(lambda path: [http("", "302 Found", headers=f"Location: {elsewhere.url}{path}\r\n")])
+    assert report(redirect.url, tmp_path / "out") == 1
+    line = failure_line(capsys, tmp_path / "out")
+    assert f"(redirected to {elsewhere.url}/api/v1/" in line and "HTTP 404" in line, line

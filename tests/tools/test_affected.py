@@ -658,3 +658,17 @@ def test_the_probes_files_reach_every_stack() -> None:
     files = {str(p.relative_to(ROOT)) for p in PROBE_DIR.rglob("*") if p.is_file() and p.name != "sample.log"}
     assert {"fleet/model/probe/files/probe.sh", "fleet/model/probe/mtail/probe.mtail"} <= files
     assert files - sel.deployed_files() == set()
+
+
+def test_a_base_a_shallow_clone_lacks_says_the_clone_is_shallow(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A single-branch clone of depth 1 has no main at all: not a typo of a branch name, but history to fetch."""
+    clone = tmp_path / "clone"
+    run_git(tmp_path, "clone", "-q", "--depth", "1", repo.as_uri(), str(clone))
+    run_git(clone, "branch", "-q", "-r", "-d", "origin/main")  # what a single-branch CI checkout of a tag holds
+    args = ["affected", "--base", "origin/main", "--repo", str(clone), "--policy", str(clone / "policy" / "fleet.yaml")]
+    assert main([*args, "--workloads-dir", str(clone / "workloads")]) == 2
+    err = capsys.readouterr().err
+    assert "--base origin/main: no branch, tag or commit of that name" in err and "which is a shallow clone" in err
+    assert "git fetch --unshallow origin origin/main" in err and "Traceback" not in err

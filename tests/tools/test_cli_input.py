@@ -202,7 +202,10 @@ def test_a_command_that_returns_after_a_ctrl_c_still_ends_as_interrupted(monkeyp
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["validate", "--stack", "x"], "'--stack' is not an option of validate; its options: --help, --policy"),
+        (
+            ["validate", "--stack", "x"],
+            "'--stack' is not an option of validate (did you mean '--stacks-dir'?); its options: --help",
+        ),
         (["plan", "--stakc", "x"], "'--stakc' is not an option of plan (did you mean '--stack'?)"),
         (["plan", "--polic", "p.yaml"], "(did you mean '--policy'?)"),
         (["render", "--ou", "x"], "the following arguments are required: --out"),
@@ -342,6 +345,7 @@ ALIASES = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{b}: &{b} [{', '.join([f'*{a}'] * 10)}]\n" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
 )
 EKS = "stacks/Pulumi.fix-eks.yaml"
+TRACKER = (FLEET / "workloads" / "tracker" / "workload.yaml").read_text(encoding="utf-8")
 PROVIDERS = '  pulumi:disable-default-providers: ["*"]\n'
 BAD_INPUTS: dict[str, tuple[list[str], dict[str, tuple[str, str] | str | bytes], list[str]]] = {
     "dev-zero-policy": (["validate", "--policy", "/dev/zero"], {}, ["/dev/zero:1: is not a regular file"]),
@@ -479,6 +483,137 @@ BAD_INPUTS: dict[str, tuple[list[str], dict[str, tuple[str, str] | str | bytes],
         ["report", "--prometheus", "http://127.0.0.1:9", "--out", "{fleet}/out", "--concurrency", "many"],
         {},
         ["--concurrency: must be a whole number from 1 to 16, such as 4, not 'many'"],
+    ),
+    # Issue #48's cases: a lab's own fleet and a second corpus of bad inputs
+    "yaml-python-tag": (
+        ["validate"],
+        {"fleet.yaml": ("  tracker: all", "  tracker: !!python/object/apply:os.system [ls]")},
+        ["fleet.yaml:40: the YAML tag !!python/object/apply:os.system is not allowed", "remove the tag"],
+    ),
+    "null-and-misspelt-card-together": (
+        ["validate"],
+        {"fleet.yaml": ("  tracker: all", "  tracker: [t4, ~, a1000]")},
+        [
+            "fleet.yaml:40: workloads.tracker.gpus[1]: expected text",
+            "fleet.yaml:40: workloads.tracker[2]: unknown card 'a1000' (did you mean 'a100'?)",
+        ],
+    ),
+    "cluster-card-misspelt": (
+        ["validate"],
+        {"fleet.yaml": ("        l4: {}", "        l44: {}")},
+        ["fleet.yaml:19: clusters.gcp.fix-gke.gpus.l44: unknown card 'l44' (did you mean 'l4'?)"],
+    ),
+    "tpu-v5e-where-none-is": (
+        ["validate"],
+        {"fleet.yaml": ("        l4: {}\n", "        l4: {}\n        tpu-v5e: {}\n")},
+        [
+            "fleet.yaml:20: clusters.gcp.fix-gke.gpus.tpu-v5e: tpu-v5e (Google Cloud TPU v5e (2x2 slice)) is not "
+            "offered in europe-west4-a: gcp offers it in us-central1-a, ",
+            "such as zone: us-central1-a",
+        ],
+    ),
+    "gcp-project-invalid": (
+        ["validate"],
+        {"stacks/Pulumi.fix-gke.yaml": ("gcp:project: fixture-project", "gcp:project: My_Project")},
+        ["Pulumi.fix-gke.yaml:3: config.gcp:project: 'My_Project' is not a Google Cloud project id", "such as"],
+    ),
+    "azure-subscription-not-a-guid": (
+        ["validate"],
+        {
+            "stacks/Pulumi.fix-aks.yaml": (
+                "subscriptionId: 11111111-2222-3333-4444-555555555555",
+                "subscriptionId: lab-subscription",
+            )
+        },
+        ["Pulumi.fix-aks.yaml:3: config.azure-native:subscriptionId: 'lab-subscription' is not an Azure subscription"],
+    ),
+    "kubeconfig-certificate-not-base64": (
+        ["doctor", "--stack", LEAF, "--kubeconfig", "{fleet}/kubeconfig"],
+        {
+            "kubeconfig": "clusters: [{name: c, cluster: {server: 'https://10.0.0.1', certificate-authority-data: "
+            "'not base64!'}}]\ncontexts: [{name: lab, context: {cluster: c, user: u}}]\ncurrent-context: lab\n"
+            "users: [{name: u, user: {token: t}}]\n"
+        },
+        ["kubeconfig:1: clusters[0].cluster.certificate-authority-data: is not base64", "such as `base64 -w0"],
+    ),
+    "kubeconfig-exec-plugin-missing": (
+        ["doctor", "--stack", LEAF, "--kubeconfig", "{fleet}/kubeconfig"],
+        {
+            "kubeconfig": "clusters: [{name: c, cluster: {server: 'https://10.0.0.1'}}]\n"
+            "contexts: [{name: lab, context: {cluster: c, user: u}}]\ncurrent-context: lab\n"
+            "users:\n- name: u\n  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1beta1, "
+            "command: no-such-auth-plugin}\n"
+        },
+        ["kubeconfig:7: users[0].user.exec.command: the exec plugin 'no-such-auth-plugin' is not installed"],
+    ),
+    "pushed-unknown-image": (
+        ["images", "--pushed", "{fleet}/pushed.json"],
+        {"pushed.json": '{\n "ghcr.io/gpu-fleet/mtial:3.0.8": "sha256:' + "0" * 64 + '"\n}\n'},
+        [
+            "pushed.json:2: ghcr.io/gpu-fleet/mtial:3.0.8: is not an image of the fleet (did you mean "
+            "'ghcr.io/gpu-fleet/mtail:3.0.8'?)"
+        ],
+    ),
+    "pushed-md5-digest": (
+        ["images", "--pushed", "{fleet}/pushed.json"],
+        {"pushed.json": '{"ghcr.io/gpu-fleet/mtail:3.0.8": "md5:d41d8cd98f00b204e9800998ecf8427e"}\n'},
+        ["pushed.json:1: ghcr.io/gpu-fleet/mtail:3.0.8: 'md5:d41d8cd98f00b204e9800998ecf8427e' is not a sha256"],
+    ),
+    "report-since-99999999d": (
+        ["report", "--prometheus", "http://127.0.0.1:9", "--out", "{fleet}/out", "--since", "99999999d"],
+        {},
+        ["--since 99999999d: a report covers at most 3660d", "such as --since 180d"],
+    ),
+    "sample-log-utf-16": (
+        ["validate"],
+        {"workloads/tracker/sample.log": "tracker throughput=1.5\n".encode("utf-16")},
+        ["tracker/sample.log:1: is UTF-16 text, and mtail reads UTF-8 only", "iconv -f UTF-16 -t UTF-8"],
+    ),
+    "sample-log-latin-1": (
+        ["validate"],
+        {"workloads/tracker/sample.log": b"tracker throughput=1.5\ncaf\xe9 ok\n"},
+        ["tracker/sample.log:2: is not UTF-8 (byte 0xe9)", "such as Latin-1", "iconv -f LATIN1 -t UTF-8"],
+    ),
+    "headline-match-never-in-the-sample": (
+        ["validate"],
+        {
+            "workloads/tracker/workload.yaml": TRACKER.replace(
+                "    help: Throughput of the last run.\n",
+                "    help: Throughput of the last run.\n    labels: [device]\n",
+            ).replace("  unit: items/s\n", "  unit: items/s\n  match: {device: gpu9}\n"),
+            "workloads/tracker/mtail/tracker.mtail": (
+                "gauge tracker_throughput\n",
+                "gauge tracker_throughput by device\n",
+            ),
+            "workloads/tracker/sample.log": "tracker throughput=1.5 device=gpu0\n",
+        },
+        ["tracker/workload.yaml:", "headline: match device: 'gpu9' never appears in sample.log"],
+    ),
+    "mtail-program-not-named-after-the-workload": (
+        ["validate"],
+        {"workloads/tracker/mtail/resnet50.mtail": "# the lab's other program\n"},
+        [
+            "tracker/mtail/resnet50.mtail:1: the workload's mtail program is one file named after it, "
+            "mtail/tracker.mtail"
+        ],
+    ),
+    "upstream-moving-tag": (
+        ["validate"],
+        {
+            "workloads/tracker/workload.yaml": (
+                "image: fixture-tracker:1.0.0\n",
+                "image: fixture-tracker:1.0.0\nupstream: docker.io/library/python:latest\n",
+            )
+        },
+        ["tracker/workload.yaml:5: upstream: docker.io/library/python:latest is not an exact version"],
+    ),
+    "dockerfile-unpinned-base-and-root": (
+        ["validate"],
+        {"workloads/tracker/Dockerfile": "FROM python\nRUN pip install tracker\n"},
+        [
+            "tracker/Dockerfile:1: FROM: python has no exact version tag",
+            "tracker/Dockerfile:2: USER: the image runs as root (no USER), its pods as run_as_user 1000",
+        ],
     ),
 }
 

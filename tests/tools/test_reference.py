@@ -45,3 +45,34 @@ def test_the_reference_page_has_every_key_with_its_default():
     assert "| `clusters` |" in text and "required" in text.split("| `clusters` |", 1)[1].split("\n", 1)[0]
     assert "### `clusters.<cloud>.<cluster>.gpus.<card>.sharing`" in text
     assert "### `runners.clusters.<cluster>.<card>`" in text
+
+
+def test_the_reference_page_has_every_key_of_a_workload_yaml():
+    """README's workload section points at it: every key of workload.yaml, with its meaning."""
+    from fleet.model import workloads
+
+    text = reference.reference_text().split("## A workload's workload.yaml", 1)[1].split("\n## ", 1)[0]
+    for model in (workloads.WorkloadSpec, workloads.MetricSpec, workloads.Headline, workloads.Resources):
+        for key, field in model.model_fields.items():
+            assert f"| `{key}` |" in text and field.description, f"{model.__name__}.{key}"
+    assert "### `metrics[]`" in text and "| `in_sample` | true or false | `true` |" in text
+
+
+def test_schema_writes_every_file_or_none(tmp_path: Path) -> None:
+    """docs/ as a link to /dev/full: the write of the last file fails, and the two before it are left as they were."""
+    from fleet.model.errors import InputError
+    from fleet.tools.commands.schema import write_all
+
+    first, second = tmp_path / "fleet.schema.json", tmp_path / "Pulumi.yaml"
+    first.write_text("old schema\n")
+    second.write_text("old project\n")
+    full = tmp_path / "docs"
+    full.symlink_to("/dev/full")
+    with pytest.raises(InputError) as caught:
+        write_all({first: "new schema\n", second: "new project\n", full / "reference.md": "new page\n"})
+    (problem,) = caught.value.problems
+    assert problem.file == str(full / "reference.md") and "nothing was written" in problem.message
+    assert (first.read_text(), second.read_text()) == ("old schema\n", "old project\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Pulumi.yaml", "docs", "fleet.schema.json"]  # no leftovers
+    write_all({first: "new schema\n", second: "new project\n"})
+    assert (first.read_text(), second.read_text()) == ("new schema\n", "new project\n")

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from fleet.model.loader import load_fleet
+from fleet.model.prices import PriceTable
 from fleet.report.costs import approximate, load_prices
 from fleet.tools.cli import main
 from fleet.tools.engine.plan import Finding, StackPlan, plan_fleet
@@ -131,19 +132,25 @@ def _unknown_rows(text: str) -> set[tuple[str, str]]:
 
 
 def test_the_shipped_fleets_machines_are_all_in_the_price_table(planned_fleets):
-    """Every machine the shipped fleet's pools run on (policy/fleet.yaml with the catalogue) has an entry in the price
-    table, and the plan says ``price unknown`` for exactly the pools whose entry has no price (a site's own flavor,
-    a size the source lists without a price in the cluster's region)."""
+    """Every catalogue machine the shipped fleet's pools run on (policy/fleet.yaml with the catalogue) has an entry in
+    the price table, and the plan says ``price unknown`` for exactly the pools it cannot price: an entry without a
+    price (a site's own flavor, a size the source lists without a price in the cluster's region), or a machine the
+    policy chose instead of the catalogue's (``machine_type``), which the table may lack."""
     shipped = next(f for f in planned_fleets if f.name == "sample")
     prices = load_prices()
     without_price = set()
     for stack, plan in shipped.plans.items():
         cluster = shipped.fleet.cluster(stack)
-        accelerator = {p.name: (p.offer.accelerator_type if p.offer else "") for p in cluster.all_pools}
+        pools = {p.name: p for p in cluster.all_pools}
         for row in pool_costs(plan, shipped.fleet, prices):
-            entry = prices.lookup(cluster.cloud, row.machine_type, accelerator.get(row.name, ""))
-            assert entry is not None, f"{stack}: pool {row.name} runs on {row.machine_type}, which prices.yaml lacks"
-            if entry.per_hour(row.spot) is None:
+            pool = pools.get(row.name)
+            offer = pool.offer if pool is not None else None
+            entry = prices.lookup(cluster.cloud, row.machine_type, offer.accelerator_type if offer else "")
+            catalogue = offer is not None and row.machine_type in {m.machine_type for m in offer.sizes()}
+            assert entry is not None or not catalogue, (
+                f"{stack}: pool {row.name} runs on the catalogue's {row.machine_type}, which prices.yaml lacks"
+            )
+            if entry is None or entry.per_hour(row.spot) is None:
                 without_price.add((stack, row.name))
     text = render_plan(list(shipped.plans.values()), shipped.fleet, prices)
     assert _unknown_rows(text) == without_price
@@ -225,3 +232,15 @@ def test_plan_prints_findings_once_and_ends_with_the_totals_and_json_keeps_its_k
         p["per_hour_at_max"] for s in data["totals"]["stacks"] for p in s["pool_costs"]
     ]
     assert all(a == round(a, 6) for a in amounts if a is not None), amounts
+
+
+def test_the_plan_says_whose_region_each_price_is_when_it_is_not_the_pools(fleet, plans, prices):
+    """The table's prices are the sample's US regions': a fleet in Europe is told whose prices its pools show; with
+    every entry's region the pools' own, nothing is said."""
+    note = render_plan(plans, fleet, prices).rsplit("Prices: ", 1)[1]
+    assert "Each price is the list price of the region its entry names, not the pool's" in note, note
+    for stack in ("plan-gke (europe-west4) at us-central1's", "plan-eks (eu-west-1) at us-east-1's"):
+        assert stack in note, note
+    entries = {key: entry.model_copy(update={"region": ""}) for key, entry in prices.entries.items()}
+    local = PriceTable(prices.file, prices.currency, entries)
+    assert "Each price" not in render_plan(plans, fleet, local).rsplit("Prices: ", 1)[1]

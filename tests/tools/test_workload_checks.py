@@ -178,3 +178,59 @@ def test_validate_refuses_a_broken_workload_folder(workloads, capsys):
     assert main([*args, "--workloads-dir", str(workloads)]) == 2
     err = capsys.readouterr().err
     assert "tracker/sample.log:1: missing" in err and "Traceback" not in err
+
+
+def stand_in_mtail(folder: Path, exported: str) -> str:
+    """An executable that answers as mtail does for these checks: ``--compile_only`` succeeds, a one-shot run prints
+    ``exported`` (the Prometheus text mtail would print); the real mtail's behaviour is what the tests above check."""
+    folder = folder / f"stand-in-{len(list(folder.glob('stand-in-*')))}"  # its own path: mtail's runs are cached
+    folder.mkdir()
+    script = folder / "mtail"
+    (folder / "exported.prom").write_text(exported, encoding="utf-8")
+    script.write_text(f'#!/bin/sh\ncase "$*" in *--compile_only*) exit 0;; esac\ncat {folder / "exported.prom"}\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+ERRORS = """\
+  - name: tracker_errors_total
+    type: counter
+    help: Runs that failed (none in the sample's run).
+"""
+
+
+def test_a_metric_the_sample_does_not_produce_is_declared_with_in_sample_false(workloads, tmp_path):
+    """An error counter: the program exports it, the sample's run never counts one; declared ``in_sample: false``
+    it is not looked for in the sample's metrics, otherwise it is, and its absence named with that way out."""
+    spec = workloads / "tracker" / "workload.yaml"
+    text = spec.read_text(encoding="utf-8").replace("headline:", ERRORS + "headline:")
+    program = workloads / "tracker" / "mtail" / "tracker.mtail"
+    program.write_text("counter tracker_errors_total\n" + program.read_text(encoding="utf-8"), encoding="utf-8")
+    mtail = stand_in_mtail(tmp_path, "tracker_throughput 1.5\n")
+    spec.write_text(text, encoding="utf-8")
+    found = [p for p in problems_of(workloads, mtail) if "/tracker/" in p]
+    assert len(found) == 1 and "yields no tracker_errors_total" in found[0] and "in_sample: false" in found[0]
+    spec.write_text(
+        text.replace("(none in the sample's run).\n", "(none in the sample's run).\n    in_sample: false\n")
+    )
+    load_workloads.cache_clear()  # the folder is read again
+    assert [p for p in problems_of(workloads, mtail) if "/tracker/" in p] == []
+
+
+def test_a_headline_match_that_picks_no_series_of_the_sample_is_refused(workloads, tmp_path):
+    spec = workloads / "tracker" / "workload.yaml"
+    spec.write_text(
+        spec.read_text(encoding="utf-8")
+        .replace(
+            "    help: Throughput of the last run.\n", "    help: Throughput of the last run.\n    labels: [device]\n"
+        )
+        .replace("  unit: items/s\n", "  unit: items/s\n  match: {device: gpu1}\n"),
+        encoding="utf-8",
+    )
+    program = workloads / "tracker" / "mtail" / "tracker.mtail"
+    program.write_text(program.read_text().replace("gauge tracker_throughput", "gauge tracker_throughput by device"))
+    (workloads / "tracker" / "sample.log").write_text("tracker throughput=1.5 (gpu1 warming up)\n", encoding="utf-8")
+    found = problems_of(workloads, stand_in_mtail(tmp_path, 'tracker_throughput{device="gpu0"} 1.5\n'))
+    assert any('headline: match device="gpu1" picks no series of tracker_throughput' in p for p in found), found
+    found = problems_of(workloads, stand_in_mtail(tmp_path, 'tracker_throughput{device="gpu1"} 1.5\n'))
+    assert not [p for p in found if "/tracker/" in p], found

@@ -1,18 +1,22 @@
 """Tests of the pyhf workload's own code (files/timed_fit.py, the timing wrapper): they live in the workload's
-folder, so a fleet that drops the workload drops its tests with it."""
+folder, so a fleet that drops the workload drops its tests with it. They read the folder they are in (``HERE``), so a
+copy of the folder under another name tests the copy."""
 
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
-from fleet.model.workloads import FILES_MOUNT, WORKLOADS_DIR, load_workloads
+from fleet.model.workloads import FILES_MOUNT, load_workload
+
+HERE = Path(__file__).resolve().parent
 
 
 def load_timed_fit():
     """The wrapper as a module; it imports pyhf only inside main(), so this works without pyhf."""
-    path = WORKLOADS_DIR / "pyhf" / "files" / "timed_fit.py"
+    path = HERE / "files" / "timed_fit.py"
     spec = importlib.util.spec_from_file_location("timed_fit", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -20,7 +24,7 @@ def load_timed_fit():
 
 
 def test_pyhf_wrapper_is_mounted_where_the_command_runs_it() -> None:
-    workload = load_workloads()["pyhf"]
+    workload = load_workload(HERE)
     assert "timed_fit.py" in workload.files
     assert workload.spec.command == ["python3", f"{FILES_MOUNT}/timed_fit.py"]
     compile(workload.files["timed_fit.py"], "timed_fit.py", "exec")
@@ -32,9 +36,9 @@ def test_pyhf_wrapper_prints_the_line_the_program_parses() -> None:
         "pyhf fit backend=jax duration_seconds=0.4123 cls_obs=0.052301"
     )
     assert timed_fit.fit_line("warmup", "numpy", 7.5, 1.5e-05).startswith("pyhf warmup backend=numpy ")
-    sample = (WORKLOADS_DIR / "pyhf" / "sample.log").read_text(encoding="utf-8")
+    sample = (HERE / "sample.log").read_text(encoding="utf-8")
     fits = [line for line in sample.splitlines() if line.startswith("pyhf fit ")]
-    args = timed_fit.parse_args(load_workloads()["pyhf"].spec.args)
+    args = timed_fit.parse_args(load_workload(HERE).spec.args)
     assert len(fits) == args.fits
     assert args.backend == "jax"
 

@@ -8,6 +8,8 @@ The format is client-go's (k8s.io/client-go tools/clientcmd/api/v1 types.go ``Co
 
 from __future__ import annotations
 
+import base64
+import shutil
 from pathlib import Path
 
 from fleet.model.errors import InputError, Problem, did_you_mean
@@ -76,6 +78,67 @@ def kubeconfig_problems(doc: YamlDocument) -> list[Problem]:
     return problems
 
 
+# The settings whose values are base64 of a PEM file (client-go clientcmd/api/v1 types.go: []byte fields, which JSON
+# and YAML carry as base64).
+BASE64_KEYS = {
+    "clusters": ("certificate-authority-data",),
+    "users": ("client-certificate-data", "client-key-data"),
+}
+
+
+def data_problems(doc: YamlDocument) -> list[Problem]:
+    """The ``*-data`` settings that are not base64 (the client would fail on them with a traceback), and the current
+    context's exec plugin when the machine lacks it (the client would log the failure and go on without credentials,
+    and the doctor blame the network)."""
+    problems: list[Problem] = []
+    contexts = doc.data.get("contexts")
+    current = doc.data.get("current-context")
+    context = (
+        next(
+            (e.get("context") for e in contexts if isinstance(e, dict) and e.get("name") == current),
+            None,
+        )
+        if isinstance(contexts, list)
+        else None
+    )
+    user = context.get("user") if isinstance(context, dict) else None
+    for section, keys in BASE64_KEYS.items():
+        entries = doc.data.get(section)
+        for i, entry in enumerate(entries if isinstance(entries, list) else []):
+            inner = entry.get(SECTIONS[section]) if isinstance(entry, dict) else None
+            if not isinstance(inner, dict):
+                continue
+            for key in keys:
+                value = inner.get(key)
+                if value is None:
+                    continue
+                try:
+                    base64.b64decode(str(value).encode("ascii"), validate=True)
+                    ok = isinstance(value, str)
+                except (ValueError, UnicodeEncodeError):
+                    ok = False
+                if not ok:
+                    problems.append(
+                        doc.problem(
+                            (section, i, SECTIONS[section], key),
+                            "is not base64: give the PEM file's content in base64, such as `base64 -w0 ca.crt` "
+                            "prints (or the file's path under the key without -data)",
+                        )
+                    )
+            command = inner.get("exec", {}).get("command") if isinstance(inner.get("exec"), dict) else None
+            in_use = section == "users" and entry.get("name") == user
+            if in_use and isinstance(command, str) and command and shutil.which(command) is None:
+                problems.append(
+                    doc.problem(
+                        (section, i, "user", "exec", "command"),
+                        f"the exec plugin {command!r} is not installed (not on PATH), so the user has no credentials: "
+                        "install it (GKE: gcloud components install gke-gcloud-auth-plugin; EKS: the aws CLI; AKS: "
+                        "kubelogin), or give a kubeconfig with a token or certificate",
+                    )
+                )
+    return problems
+
+
 def check_kubeconfig(path: Path) -> None:
     """Read the kubeconfig at ``path`` with a bound and check its shape; an ``InputError`` with every problem."""
     try:
@@ -85,5 +148,7 @@ def check_kubeconfig(path: Path) -> None:
     if doc.data is None:
         raise InputError([doc.problem((), f"is empty: expected {EXAMPLE}")])
     problems = kubeconfig_problems(doc)
+    if isinstance(doc.data, dict):
+        problems += data_problems(doc)
     if problems:
         raise InputError(problems)

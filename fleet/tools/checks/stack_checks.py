@@ -8,6 +8,7 @@ text where a secret belongs, and (as warnings) values left from the sample files
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,26 @@ STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt"
 DISABLE_DEFAULT_PROVIDERS = "pulumi:disable-default-providers"
 # Values the sample stack files carry that are nobody's real project or subscription.
 PLACEHOLDERS = {"my-gcp-project", "00000000-0000-0000-0000-000000000000", "changeme", "example", "todo"}
+
+
+# The cloud identifiers a stack file names, by their published shape (a wrong one fails only at `pulumi up`):
+# * gcp:project: "must start with a lowercase letter and can have lowercase ASCII letters, digits or hyphens ...
+#   between 6 and 30 characters" (gcloud reference, `gcloud projects create` PROJECT_ID,
+#   https://cloud.google.com/sdk/gcloud/reference/projects/create), no hyphen last (Resource Manager v3 Project
+#   projectId); a legacy domain-scoped id keeps its `example.com:` prefix;
+# * azure-native:subscriptionId: "a GUID-formatted string (e.g. 00000000-0000-0000-0000-000000000000)" (Azure
+#   PowerShell, IWebsitesIdentity.SubscriptionId, learn.microsoft.com).
+IDENTIFIERS: dict[str, tuple[re.Pattern[str], str]] = {
+    "gcp:project": (
+        re.compile(r"^(?:[a-z0-9.-]+\.[a-z]{2,}:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$"),
+        "a Google Cloud project id: 6 to 30 lowercase letters, digits or hyphens, a letter first and no hyphen last, "
+        "such as my-gpu-fleet-123 (gcloud projects list shows yours)",
+    ),
+    "azure-native:subscriptionId": (
+        re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"),
+        "an Azure subscription id, a GUID such as 6a1c2f3e-4b5d-4e6f-8a9b-0c1d2e3f4a5b (az account list shows yours)",
+    ),
+}
 
 
 @dataclass
@@ -99,6 +120,10 @@ class _StackChecker:
                 self.warn((key,), f"{value!r} is the sample's placeholder: set your own before `pulumi up`")
             if namespace == CONFIG_NAMESPACE:
                 self.check_setting(key, name, value)
+            if key in IDENTIFIERS and not is_secure(value):
+                pattern, expected = IDENTIFIERS[key]
+                if not (isinstance(value, str) and pattern.match(value)):
+                    self.problem((key,), f"{value!r} is not {expected}")
             self.check_location(key, value)
         storage_class = config.get(f"{CONFIG_NAMESPACE}:storageClass")
         missing = storage_class_missing(self.cluster, storage_class, self.has_default)

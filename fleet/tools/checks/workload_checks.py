@@ -83,9 +83,126 @@ def compile_problems(stderr: str, folder: Path) -> list[Problem]:
     return out or [Problem(str(folder), 1, "", f"mtail --compile_only fails: {compile_error(stderr)}")]
 
 
+def program_name_problems(wl: Workload) -> list[Problem]:
+    """The workload's mtail program is one, ``mtail/<workload>.mtail``: mtail names a program by its file in its
+    logs and its own metrics (``prog`` label), so the name says whose it is."""
+    wanted = f"{wl.name}.mtail"
+    return [
+        Problem(
+            str(wl.folder / "mtail" / name),
+            1,
+            "",
+            f"the workload's mtail program is one file named after it, mtail/{wanted}: rename it (or merge it into "
+            f"mtail/{wanted}); mtail names each program by its file in its logs and metrics",
+        )
+        for name in sorted(wl.mtail_programs)
+        if name != wanted
+    ]
+
+
+# An exact version tag of an image (1.2, v1.2.3, 12.4.1-base-ubuntu22.04), not a moving one (latest, demo, 12).
+EXACT_TAG = re.compile(r":v?\d+\.\d+(\.\d+)?(-[\w.-]+)?$")
+FROM_LINE = re.compile(r"^FROM\s+(?:--\S+\s+)*(?P<image>\S+)(?:\s+AS\s+(?P<stage>\S+))?", re.IGNORECASE)
+USER_LINE = re.compile(r"^USER\s+(?P<user>\S+)", re.IGNORECASE)
+REF_ARG = re.compile(r"^ARG (?P<arg>\w+_REF)=(?P<ref>[0-9a-f]{40})$")
+
+
+def _tag_of(image: str) -> str:
+    """The tag of an image reference, its digest left out (``''`` without one)."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return ":" + last.rsplit(":", 1)[1] if ":" in last else ""
+
+
+def upstream_problems(wl: Workload) -> list[Problem]:
+    """The image a workload copies is published under an exact version (a moving tag would copy whatever it points
+    at that day)."""
+    upstream = wl.spec.upstream
+    if not upstream or EXACT_TAG.search(_tag_of(upstream)):
+        return []
+    return [
+        _problem(
+            wl,
+            "upstream",
+            f"{upstream} is not an exact version: name the published image by its version tag, such as "
+            "docker.io/pyhf/cuda:0.6.1-jax-cuda-11.1 (the images workflow records its digest)",
+        )
+    ]
+
+
+def dockerfile_problems(wl: Workload) -> list[Problem]:
+    """A workload built here builds the same image every time and runs as its pods' user: each base image by an
+    exact version tag, an upstream repository fetched by a full commit (``ARG <NAME>_REF=<40 hex digits>`` and
+    ``git fetch ... "${<NAME>_REF}"``), and the last ``USER`` the pods' ``run_as_user`` unless it ``needs_root``."""
+    path = wl.folder / "Dockerfile"
+    if not path.is_file():
+        return []
+    try:
+        lines = read_input_bytes(path, what="Dockerfile").decode("utf-8").splitlines()
+    except (InputError, UnicodeDecodeError) as exc:
+        return exc.problems if isinstance(exc, InputError) else [Problem(str(path), 1, "", "is not UTF-8 text")]
+    problems: list[Problem] = []
+    stages: set[str] = set()
+    users: list[tuple[int, str]] = []
+    refs: list[tuple[int, str]] = []
+    for number, line in enumerate(lines, 1):
+        found = FROM_LINE.match(line.strip())
+        if found:
+            image = found["image"]
+            if image not in stages and image != "scratch" and not EXACT_TAG.search(_tag_of(image)):
+                problems.append(
+                    Problem(
+                        str(path),
+                        number,
+                        "FROM",
+                        f"{image} has no exact version tag: pin the base image, such as "
+                        "FROM nvidia/cuda:12.4.1-base-ubuntu22.04",
+                    )
+                )
+            if found["stage"]:
+                stages.add(found["stage"])
+        user = USER_LINE.match(line.strip())
+        if user:
+            users.append((number, user["user"]))
+        ref = REF_ARG.match(line.strip())
+        if ref:
+            refs.append((number, ref["arg"]))
+    text = "\n".join(lines)
+    if not wl.spec.needs_root:
+        uid = str(wl.spec.run_as_user)
+        if not users or users[-1][1].split(":")[0] != uid:
+            where, said = users[-1] if users else (len(lines) or 1, "root (no USER)")
+            problems.append(
+                Problem(
+                    str(path),
+                    where,
+                    "USER",
+                    f"the image runs as {said}, its pods as run_as_user {uid}: end the Dockerfile with USER "
+                    f"{uid}:{uid} (or set needs_root in workload.yaml, saying why)",
+                )
+            )
+    if re.search(r"\bgit\b[^\n]*\bfetch\b", text):
+        if not refs:
+            problems.append(
+                Problem(
+                    str(path),
+                    1,
+                    "ARG",
+                    "fetches a git repository without a pinned commit: add ARG <NAME>_REF=<the full 40-hex commit> "
+                    'and git fetch origin "${<NAME>_REF}"',
+                )
+            )
+        for number, arg in refs:
+            if not re.search(rf'fetch [^\n]*"\$\{{{arg}\}}"', text):
+                problems.append(
+                    Problem(str(path), number, arg, f'is not what git fetches: git fetch origin "${{{arg}}}"')
+                )
+    return problems
+
+
 def static_problems(wl: Workload) -> list[Problem]:
     """What needs no mtail: the declared metrics are the programs' own, and the sample log is there and whole."""
-    problems = []
+    problems = program_name_problems(wl) + upstream_problems(wl) + dockerfile_problems(wl)
     declared = {(m.name, m.type, tuple(m.labels)) for m in wl.spec.metrics}
     program = set().union(*(mtail_declarations(text) for text in wl.mtail_programs.values()))
     for name, type_, labels in sorted(declared - program):
@@ -104,14 +221,63 @@ def static_problems(wl: Workload) -> list[Problem]:
         text = read_input_bytes(log, MAX_LOG_BYTES, "sample log")
     except InputError as exc:
         return problems + exc.problems
-    if not text.strip():
+    encoding = encoding_problem(text)
+    if encoding is not None:
+        problems.append(Problem(str(log), encoding[0], "", encoding[1]))
+    elif not text.strip():
         problems.append(
             Problem(str(log), 1, "", "is empty: put a real log of the workload's output here (the lines mtail parses)")
         )
     elif not text.endswith(b"\n"):
         line = text.count(b"\n") + 1
         problems.append(Problem(str(log), line, "", "the last line has no newline: mtail never reads it"))
+    else:
+        problems += headline_match_problems(wl, text.decode("utf-8"))
     return problems
+
+
+# Byte-order marks of the UTF-16 and UTF-32 encodings (the Unicode standard, "Byte Order Mark"): the longer first.
+BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def encoding_problem(text: bytes) -> tuple[int, str] | None:
+    """(line, message) when the sample log is not UTF-8 text, which is all mtail reads, naming the encoding it
+    looks like (UTF-16 or UTF-32 by its byte-order mark or NUL bytes, else a one-byte one such as Latin-1)."""
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = text.count(b"\n", 0, exc.start) + 1
+        wide = next((name for bom, name in BOMS if text.startswith(bom)), None)
+        if wide is None and text[:200].count(b"\x00") > len(text[:200]) // 4:
+            wide = "UTF-16"
+        if wide:
+            return 1, f"is {wide} text, and mtail reads UTF-8 only: convert it, such as iconv -f {wide} -t UTF-8"
+        return line, (
+            f"is not UTF-8 (byte 0x{text[exc.start]:02x}), and mtail reads UTF-8 only: it looks like a one-byte "
+            "encoding such as Latin-1; convert it, such as iconv -f LATIN1 -t UTF-8"
+        )
+    return None
+
+
+def headline_match_problems(wl: Workload, text: str) -> list[Problem]:
+    """The headline's ``match`` values each appear in the sample log: a value the log never prints (a misspelt
+    stage) would pick no series, and the reports and dashboards would have no headline."""
+    headline = wl.spec.headline
+    missing = {k: v for k, v in headline.match.items() if not re.search(rf"(?<![\w.-]){re.escape(v)}(?![\w.-])", text)}
+    return [
+        _problem(
+            wl,
+            "headline",
+            f"match {label}: {value!r} never appears in sample.log, so it would pick no series of "
+            f"{headline.metric}: use a value the workload prints there",
+        )
+        for label, value in sorted(missing.items())
+    ]
 
 
 @lru_cache(maxsize=64)
@@ -152,10 +318,32 @@ def mtail_problems(wl: Workload, mtail: str) -> list[Problem]:
         return [Problem(str(wl.sample_log), 1, "", f"mtail --one_shot over the sample fails: {output[:300]}")]
     exported = {m["name"] for m in map(SAMPLE_NAME.match, output.splitlines()) if m}
     # a histogram is exported as its _bucket, _sum and _count series, never under its own name
-    missing = sorted(m.name for m in wl.spec.metrics if not set(series_names(m)) <= exported)
+    missing = sorted(m.name for m in wl.spec.metrics if m.in_sample and not set(series_names(m)) <= exported)
+    problems = []
     if missing:
-        return [Problem(str(wl.sample_log), 1, "", f"yields no {', '.join(missing)}: the sample or the program is off")]
-    return []
+        problems.append(
+            Problem(
+                str(wl.sample_log),
+                1,
+                "",
+                f"yields no {', '.join(missing)}: the sample or the program is off (a metric the run does not "
+                "produce, such as an error counter, is declared with in_sample: false)",
+            )
+        )
+    headline = wl.spec.headline
+    if headline.match and not missing:
+        wanted = [f'{k}="{v}"' for k, v in sorted(headline.match.items())]
+        lines = [line for line in output.splitlines() if line.startswith(headline.metric)]
+        if not any(all(w in line for w in wanted) for line in lines):
+            problems.append(
+                _problem(
+                    wl,
+                    "headline",
+                    f"match {', '.join(wanted)} picks no series of {headline.metric} from the sample log: use label "
+                    "values the program exports",
+                )
+            )
+    return problems
 
 
 def check_workloads(workloads: dict[str, Workload], mtail: str | None = None) -> tuple[list[Problem], list[str]]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import TYPE_CHECKING
 
-from fleet.model.errors import InputError
+from fleet.model.errors import InputError, Problem, did_you_mean
 from fleet.model.input_files import read_input_text, shown_path
 from fleet.model.loader import load_fleet
 from fleet.tools.commands import EXIT_FAILED, EXIT_OK, check_output_file
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 
 def cmd_images(args: argparse.Namespace) -> int:
     """List what the images workflow copies and builds; with --pushed, check the digests it got are recorded."""
-    from fleet.model.errors import Problem
     from fleet.model.workloads import load_workloads
     from fleet.tools.delivery.image_delivery import fleet_image_jobs, job_problems, jobs_json
 
@@ -94,7 +94,39 @@ def cmd_images(args: argparse.Namespace) -> int:
                 )
             ]
         )
+    problems = pushed_problems(jobs, pushed, text, shown_path(args.pushed))
+    if problems:
+        raise InputError(problems)
     return _check_pins(jobs, pushed, record)
+
+
+# An image digest as registries give it (OCI image-spec descriptor.md, "Digests": sha256 is the algorithm every
+# registry supports, 64 lowercase hex digits).
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def pushed_problems(jobs: list[ImageJob], pushed: dict[str, str], text: str, shown: str) -> list[Problem]:
+    """Each entry of the pushed digests that names no image of the fleet or is not a sha256 digest, at its line."""
+    targets = sorted(job.target for job in jobs)
+    problems = []
+    for image, digest in pushed.items():
+        at = text.find(json.dumps(image))
+        line = text.count("\n", 0, at) + 1 if at >= 0 else 1
+        if image not in targets:
+            problems.append(
+                Problem(
+                    shown,
+                    line,
+                    image,
+                    f"is not an image of the fleet{did_you_mean(image, targets)}: expected one `images` lists, such "
+                    f"as {targets[0] if targets else 'registry.example.org/lab/mtail:3.0.8'}",
+                )
+            )
+        if not DIGEST.match(digest):
+            problems.append(
+                Problem(shown, line, image, f"{digest!r} is not a sha256 digest: expected sha256: and 64 hex digits")
+            )
+    return problems
 
 
 def _check_pins(

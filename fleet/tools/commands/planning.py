@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError
 from fleet.model.loader import load_fleet_cached
 from fleet.model.spec import Fleet
@@ -25,10 +26,11 @@ def _summary(fleet: Fleet) -> str:
         f"central: {fleet.central.name}"
     ]
     for c in fleet.clusters.values():
-        cards = (
-            ", ".join(f"{p.card} ({p.min_nodes}-{p.max_nodes}{' spot' if p.spot else ''})" for p in c.pools)
-            or "no cards"
-        )
+        if cloud_rules(c.cloud).builds_pools:
+            sizes = {p.card: f"{p.min_nodes}-{p.max_nodes}{' spot' if p.spot else ''}" for p in c.pools}
+        else:  # the site's nodes, which the fleet neither creates nor sizes (the plan says the same)
+            sizes = {p.card: "the site's nodes" for p in c.pools}
+        cards = ", ".join(f"{card} ({size})" for card, size in sizes.items()) or "no cards"
         lines.append(f"  {c.name:<20} {c.cloud:<9} {c.location:<15} {cards}")
         lines.append(f"  {'':<20} runs {len(fleet.benchmarks(c))} benchmark(s), {len(fleet.probes(c))} pool probe(s)")
         if c.ci_pools:

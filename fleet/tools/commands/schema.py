@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
+from fleet.model.errors import InputError, Problem
 from fleet.model.loader import POLICY_FILE
 from fleet.tools.commands import EXIT_FAILED, EXIT_OK
 
@@ -41,7 +44,31 @@ def cmd_schema(args: argparse.Namespace) -> int:
         for path in stale:
             print(f"{path} is out of date: run python -m fleet schema", file=sys.stderr)
         return EXIT_FAILED if stale else EXIT_OK
-    for path, text in wanted.items():
-        path.write_text(text, encoding="utf-8")
+    write_all(wanted)
+    for path in wanted:
         print(f"wrote {path}")
     return EXIT_OK
+
+
+def write_all(files: dict[Path, str]) -> None:
+    """Write every file or none: each first to a temporary file beside it, then all renamed into place; an
+    ``InputError`` naming the file that could not be written (and its temporary files removed) otherwise."""
+    written: list[tuple[Path, Path]] = []
+    try:
+        for path, text in files.items():
+            handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            written.append((Path(name), path))
+            os.chmod(name, path.stat().st_mode & 0o777 if path.is_file() else 0o644)  # mkstemp's is 0600
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+    except OSError as exc:
+        for temporary, _ in written:
+            temporary.unlink(missing_ok=True)
+        failed = path  # the file being written when it failed
+        raise InputError(
+            [Problem(str(failed), 1, "schema", f"cannot write it ({exc.strerror or exc}): nothing was written")]
+        ) from None
+    for temporary, path in written:
+        os.replace(temporary, path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fleet.model.node_agents import SITE_GPU_AGENTS
 from fleet.model.spec import GpuPool
 from fleet.tools.doctor.context import Context
 from fleet.tools.doctor.kube_objects import pod_ready, pool_nodes
@@ -59,6 +60,8 @@ def agent_rows(ctx: Context) -> list[Row]:
     if not nvidia:
         return []
     rows = []
+    if SITE_GPU_AGENTS in ctx.cluster.site_provides:  # the site's own (the GPU Operator's), not the fleet's to check
+        return [Row("NVIDIA device plugin and dcgm-exporter", "the site's own (site_provides: gpu_agents)")]
     plugin = [p for p in nvidia if p.needs_device_plugin]
     what = f"NVIDIA device plugin ({DEVICE_PLUGIN_NS}/{DEVICE_PLUGIN})"
     if plugin:

@@ -23,7 +23,9 @@ from kubernetes.client import (
 from kubernetes.client.exceptions import ApiException
 
 from fleet.model import pod_contract
+from fleet.model.node_agents import runs_device_plugin, runs_gpu_exporter
 from fleet.model.spec import Cluster, Fleet
+from fleet.tools.doctor.bounded_reads import AnswerError
 from fleet.tools.doctor.kube_objects import labels_of, named, owner_of
 from fleet.tools.doctor.names import (
     DEVICE_PLUGIN,
@@ -54,7 +56,15 @@ class Snapshot:
 
 
 class ApiUnreachableError(Exception):
-    """The API server did not answer, or refused the credentials: the message says which and what to check."""
+    """The API server did not answer, or refused the credentials: the message says which and what to check;
+    ``fix``, when the network is not the likely cause, what to do instead."""
+
+    def __init__(self, message: str, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+NOT_AN_API_SERVER = "check that the kubeconfig's server is the cluster's API server: kubectl get --raw /version"
 
 
 def read_cluster(api: ApiClient, fleet: Fleet, cluster: Cluster, timeout: float) -> Snapshot:
@@ -67,9 +77,9 @@ def read_cluster(api: ApiClient, fleet: Fleet, cluster: Cluster, timeout: float)
         snap.nodes = list(core.list_node(_request_timeout=timeout).items)
         nvidia = [p for p in cluster.pools if p.accelerator.is_nvidia]
         agents = []
-        if any(p.needs_device_plugin for p in nvidia):
+        if runs_device_plugin(cluster):
             agents.append((DEVICE_PLUGIN, DEVICE_PLUGIN_NS))
-        if nvidia:
+        if nvidia and runs_gpu_exporter(cluster):
             agents.append((EXPORTER, NODE_AGENTS_NS))
         for name, namespace in agents:
             selector = f"app.kubernetes.io/instance={name}"
@@ -102,9 +112,24 @@ def read_cluster(api: ApiClient, fleet: Fleet, cluster: Cluster, timeout: float)
                 "get/list on nodes, pods, events, daemonsets, deployments, services, jobs and cronjobs"
             ) from None
         raise ApiUnreachableError(f"the API server at {server} answered {exc.status} {exc.reason}") from None
+    except AnswerError as exc:
+        raise ApiUnreachableError(f"the API server at {server} {exc}", NOT_AN_API_SERVER) from None
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise ApiUnreachableError(f"cannot reach the API server at {server}: {reason}") from None
+    except UnicodeDecodeError as exc:  # the client decodes every answer as UTF-8 (or its charset) first
+        raise ApiUnreachableError(
+            f"the API server at {server} answered bytes that are not text ({exc.reason} at byte {exc.start}): is "
+            "the kubeconfig's server a Kubernetes API server?",
+            NOT_AN_API_SERVER,
+        ) from None
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:  # the client's models refuse the answer's shape
+        said = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ApiUnreachableError(
+            f"the API server at {server} answered something that is not a Kubernetes list ({said}): is the "
+            "kubeconfig's server a Kubernetes API server?",
+            NOT_AN_API_SERVER,
+        ) from None
     snap.jobs = [j for j in snap.jobs if labels_of(j).get(PART_OF) in FLEET_PARTS]
     snap.cronjobs = [c for c in snap.cronjobs if labels_of(c).get(PART_OF) in FLEET_PARTS]
     snap.pods = [p for p in snap.pods if labels_of(p).get(PART_OF) in FLEET_PARTS]

@@ -14,6 +14,7 @@ from fleet.model.loader import load_fleet
 from fleet.model.spec import Cluster, Fleet
 from fleet.tools.doctor.agents import agent_rows
 from fleet.tools.doctor.benchmarks import benchmark_rows
+from fleet.tools.doctor.bounded_reads import bound_answers
 from fleet.tools.doctor.cluster_read import ApiUnreachableError, Snapshot, read_cluster
 from fleet.tools.doctor.context import Context
 from fleet.tools.doctor.gateway import gateway_rows
@@ -22,6 +23,9 @@ from fleet.tools.doctor.pools import pool_rows
 from fleet.tools.doctor.prometheus import prometheus_rows
 from fleet.tools.doctor.queues import queue_rows_for
 from fleet.tools.doctor.table import EXIT_FAILED, Row, exit_status, render_table
+
+# A whole answer of the API server may take this many times --timeout (which bounds each socket read) to arrive.
+ANSWER_DEADLINE_FACTOR = 4
 
 
 def cluster_rows(
@@ -66,7 +70,7 @@ def run(args: Any, out: Any = None, clock: Callable[[], datetime] = utc_now) -> 
     kubectl = kubectl_for_stack(cluster.name, args.kubeconfig)
     title = f"{cluster.name} ({cluster.facts.title}{', central' if cluster.central else ''}), {now:%Y-%m-%d %H:%M} UTC"
     with kubeconfig_file(cluster.name, args.kubeconfig) as path:
-        api = api_client(path)
+        api = bound_answers(api_client(path), ANSWER_DEADLINE_FACTOR * args.timeout)
         try:
             try:
                 snapshot = read_cluster(api, fleet, cluster, args.timeout)
@@ -75,7 +79,8 @@ def run(args: Any, out: Any = None, clock: Callable[[], datetime] = utc_now) -> 
                     "Kubernetes API server",
                     "unreachable",
                     str(exc),
-                    f"check the kubeconfig's server and your network (VPN, the cluster's authorized networks); "
+                    exc.fix
+                    or f"check the kubeconfig's server and your network (VPN, the cluster's authorized networks); "
                     f"{kubectl} get nodes",
                 )
                 print(render_table([row], title), file=out)

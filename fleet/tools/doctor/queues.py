@@ -61,7 +61,12 @@ def read_queues(api: ApiClient, timeout: float) -> QueueObjects:
         return QueueObjects(error=f"{exc.status} {exc.reason}")
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         return QueueObjects(error=str(getattr(exc, "reason", None) or exc))
-    return QueueObjects(list(clusters.get("items", [])), list(workloads.get("items", [])))
+    except ValueError as exc:  # not UTF-8, not JSON
+        return QueueObjects(error=f"the answer is not JSON text ({' '.join(str(exc).split())[:200]})")
+    lists = [found.get("items", []) if isinstance(found, dict) else None for found in (clusters, workloads)]
+    if not all(isinstance(items, list) and all(isinstance(i, dict) for i in items) for items in lists):
+        return QueueObjects(error="the answer is not a Kubernetes list (an object with items)")
+    return QueueObjects(list(lists[0] or []), list(lists[1] or []))
 
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:

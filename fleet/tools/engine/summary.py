@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fleet.model.billing import pool_accounts
+from fleet.model.clouds import cloud_rules
 from fleet.model.clouds.rules import PoolView
 from fleet.model.pool_view import pool_views
 from fleet.model.prices import PriceTable, pool_machine
@@ -228,6 +229,11 @@ def render_stack(plan: StackPlan, fleet: Fleet, prices: PriceTable, totals: Stac
                 ]
             )
         lines += _table(rows, indent="  ")
+    elif cluster.pools:  # an existing cluster: the site's nodes of each card, as validate lists them
+        cards = ", ".join(
+            f"{p.card} ({', '.join(f'{k}={v}' for k, v in p.node_selector.items())})" for p in cluster.pools
+        )
+        lines.append(f"  no node pools created: the site's own nodes run the jobs (not priced): {cards}")
     else:
         lines.append("  no node pools: the cluster's own nodes run the jobs (not priced)")
     for p in totals.pool_costs:
@@ -308,9 +314,34 @@ def render_plan(plans: list[StackPlan], fleet: Fleet, prices: PriceTable, input_
     parts.append(
         f"Prices: {prices.file}, spot for spot pools, else on-demand ({prices.currency}, approximate, dated per "
         "entry); jobs: benchmarks and pool probes. The GPU pools at max are an upper bound: pools scale from their "
-        "minimum."
+        f"minimum.{elsewhere_note(plans, fleet, prices)}"
     )
     return "\n\n".join(parts)
+
+
+def elsewhere_note(plans: list[StackPlan], fleet: Fleet, prices: PriceTable) -> str:
+    """A sentence naming the stacks whose pools are priced with another region's prices (the table holds one region
+    per machine, most of them the US list prices of the sample's regions), or nothing when every price is local."""
+    elsewhere: dict[str, set[str]] = {}
+    for plan in plans:
+        cluster = fleet.cluster(plan.stack)
+        rules = cloud_rules(cluster.cloud)
+        if not rules.builds_pools:
+            continue
+        here = rules.region_of(cluster.region, cluster.zone)
+        for view in pool_views(plan.registrations):
+            pool = _model_pool(cluster, view)
+            accelerator = pool_machine(cluster.cloud, pool).accelerator_type if pool else ""
+            entry = prices.lookup(cluster.cloud, view.machine_type, accelerator) if view.machine_type else None
+            if entry is not None and entry.region and entry.region != here:
+                elsewhere.setdefault(f"{cluster.name} ({here})", set()).add(entry.region)
+    if not elsewhere:
+        return ""
+    said = "; ".join(f"{stack} at {', '.join(sorted(regions))}'s" for stack, regions in sorted(elsewhere.items()))
+    return (
+        f" Each price is the list price of the region its entry names, not the pool's, and prices differ by region: "
+        f"{said}."
+    )
 
 
 def totals_json(plans: list[StackPlan], fleet: Fleet, prices: PriceTable) -> dict[str, Any]:

@@ -301,3 +301,46 @@ def test_each_prometheus_keeps_its_own_retention(tmp_path, leaf, central):
         for plan in plan_fleet(fleet, policy_file, stacks_dir=stacks, workloads_dir=tmp_path / "no-workloads")
     }
     assert retention == {"os-central": central, "gke-leaf": leaf}
+
+
+EXISTING = """\
+clusters:
+  existing:
+    lab:
+      central: true
+      gpus: [a100, v100]
+      site_provides: {provides}
+workloads: {{}}
+"""
+KUBECONFIG = {"gpu-fleet:kubeconfig": {"secure": "v1:c2l0ZQ=="}, "gpu-fleet:storageClass": "local-path"}
+
+
+def _releases(plan: StackPlan) -> dict[str, dict[str, Any]]:
+    return {r.inputs["name"]: r.inputs for r in by_type(plan, "kubernetes:helm.sh/v3:Release")}
+
+
+def test_an_existing_cluster_gets_what_its_site_does_not_run(tmp_path: Path) -> None:
+    """Without site_provides the fleet installs the device plugin, dcgm-exporter, the node exporter and the
+    operator's CRDs there; each the site lists is left to the site (docs/clouds.md, "Existing clusters")."""
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "site").mkdir()
+    bare = _releases(plan_one(tmp_path / "bare", EXISTING.format(provides="[]"), "lab", KUBECONFIG))
+    assert {"nvidia-device-plugin", "dcgm-exporter", "kps"} <= set(bare)
+    assert "nodeExporter" not in bare["kps"]["values"] and "crds" not in bare["kps"]["values"]
+    every = "[gpu_agents, node_exporter, monitoring_crds]"
+    site = _releases(plan_one(tmp_path / "site", EXISTING.format(provides=every), "lab", KUBECONFIG))
+    assert not {"nvidia-device-plugin", "dcgm-exporter"} & set(site)
+    values = site["kps"]["values"]
+    assert values["nodeExporter"] == {"enabled": False} and values["crds"] == {"enabled": False}
+
+
+def test_site_provides_is_for_existing_clusters_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(
+        "clusters:\n  gcp:\n    lab:\n      zone: europe-west4-a\n      central: true\n      gpus: [l4]\n"
+        "      site_provides: [gpu_agents]\nworkloads: {}\n",
+        encoding="utf-8",
+    )
+    assert main(["validate", "--policy", str(policy), "--stacks-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{policy}:7: clusters.gcp.lab.site_provides: only for existing clusters" in err, err

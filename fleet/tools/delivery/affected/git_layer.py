@@ -54,7 +54,7 @@ def merge_base(repo: Path, base: str, head: str | None, *, labels: tuple[str, st
     if proc.returncode == 0 and found:
         return found
     base_label, head_label = labels or (base, head or "HEAD")
-    if git(repo, "rev-parse", "--is-shallow-repository").strip() == "true":
+    if is_shallow(repo):
         why = "this clone is shallow and lacks their common ancestor"
     elif proc.returncode == 1:
         why = "their histories are unrelated, or this clone lacks their common ancestor"
@@ -64,6 +64,11 @@ def merge_base(repo: Path, base: str, head: str | None, *, labels: tuple[str, st
         f"no merge base of {base_label} and {head_label} in {repo}: {why}; fetch the whole history "
         "(git fetch --unshallow; fetch-depth: 0 in actions/checkout, GIT_DEPTH: 0 in GitLab CI) and try again"
     )
+
+
+def is_shallow(repo: Path) -> bool:
+    """Whether ``repo`` is a shallow clone (``git clone --depth``: part of the history only)."""
+    return git(repo, "rev-parse", "--is-shallow-repository").strip() == "true"
 
 
 def resolve(repo: Path, ref: str) -> str | None:
@@ -139,13 +144,21 @@ def select_from_git(
     else:
         new = load_policy_file(policy_file, workloads_dir)
     base_commit = resolve(repo, base)
+    shallow = is_shallow(repo)
     if base_commit is None and not COMMIT_ID.match(base):
+        if shallow:
+            raise GitError(
+                f"--base {base}: no branch, tag or commit of that name in {repo}, which is a shallow clone (git "
+                f"clone --depth) holding little history: fetch it, such as git fetch --unshallow origin {base} "
+                "(fetch-depth: 0 in actions/checkout, GIT_DEPTH: 0 in GitLab CI), and try again"
+            )
         raise GitError(
             f"--base {base}: no branch, tag or commit of that name in {repo}; give one git knows, such as main, "
             "origin/main or a commit id (git branch -a, git tag, git log --oneline)"
         )
     if base_commit is None:
-        return _with_note(select_all(new, f"base {base!r} is not in this clone"), f"every stack: no commit {base!r}")
+        why = f"base {base!r} is not in this clone" + (" (a shallow clone: git fetch --unshallow)" if shallow else "")
+        return _with_note(select_all(new, why), f"every stack: no commit {base!r}")
     start = merge_base(repo, base_commit, head_commit, labels=(base, head or "HEAD"))
     changed = changed_files(repo, start, head_commit)
     with tempfile.TemporaryDirectory(prefix="gpu-fleet-base-") as tmp:

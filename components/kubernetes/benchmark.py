@@ -14,6 +14,10 @@ Pulumi does not wait for benchmark Jobs: with GPU pools at zero a Job may wait m
 and ``pulumi up`` must not block on it. Jobs carry ``pulumi.com/skipAwait: "true"``; follow them with
 kubectl or in Prometheus. Job pod templates are immutable, so a Job's name ends in a hash of its spec:
 a changed benchmark becomes a new Job (Pulumi replaces it) instead of a failed update.
+
+Where the cluster's Kueue queues them (``queue``), the Jobs of a card wait their turn: each Job, and each Job a
+CronJob starts, names the cluster's benchmark LocalQueue, Kueue creates it suspended and resumes it when its pool has
+room (components/kubernetes/benchmark_queue.py, fleet/model/benchmark_queue.py).
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.kubernetes.benchmark_queue import benchmark_queue
 from components.kubernetes.images import image
 from components.kubernetes.network_policy import egress_allow_list
 from components.kubernetes.pod_monitor import pod_monitor
 from components.kubernetes.pod_security import container_security, pod_security
 from fleet.model import pod_contract
-from fleet.model.spec import Cluster, WorkloadJob
+from fleet.model.spec import Cluster, GpuPool, WorkloadJob
 from fleet.model.workloads import FILES_MOUNT, Workload
 
 # The label the API server gives a Job's pod template (kubernetes/api batch/v1 types.go JobNameLabel, from 1.27;
@@ -282,12 +287,15 @@ class WorkloadJobs(pulumi.ComponentResource):
         root_namespace: pulumi.Input[str] | None = None,
         sweeping: Sequence[Workload] = (),
         dispatched: Sequence[Workload] = (),
+        queue: Sequence[GpuPool] = (),
     ):
         """``root_namespace``: where the benchmarks of workloads that need root run (``needs_root``). ``sweeping``: the
         workloads of the cluster's sweep jobs (components/kubernetes/sweeps.py), whose credentials Secret and egress
         policy are made here too, like any benchmark's. ``dispatched``: the workloads whose Jobs the fleet's queues may
         give this worker (MultiKueue copies only the Job): their ConfigMaps, credentials Secret and egress policy are
-        made here, and the PodMonitor scrapes their pods as any benchmark's."""
+        made here, and the PodMonitor scrapes their pods as any benchmark's. ``queue``: the card pools of the
+        cluster's benchmark queue (``benchmark_queue.queued_pools``), whose Kueue then runs the Jobs in turn; none:
+        they all start at once (a cluster whose Kubernetes is too old for Kueue)."""
         super().__init__(self.TYPE, f"{cluster.name}-benchmarks", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.jobs: dict[tuple[str, str], pulumi.Resource] = {}
@@ -317,13 +325,28 @@ class WorkloadJobs(pulumi.ComponentResource):
                 )
         for wl in dispatched:  # the pods of a dispatched Job name the same content-hashed ConfigMaps on every worker
             maps[wl.name] = config_maps(cluster, wl, homes[wl.name], child)
+        self.queued = bool(queue) and bool(workload_jobs)
+        local_queues: list[pulumi.Resource] = []
+        if self.queued:
+            used = {
+                pod_contract.ROOT_BENCHMARK_NAMESPACE
+                if j.workload.spec.needs_root
+                else pod_contract.BENCHMARK_NAMESPACE
+                for j in workload_jobs
+            }
+            places = [(pod_contract.BENCHMARK_NAMESPACE, namespace)]
+            if pod_contract.ROOT_BENCHMARK_NAMESPACE in used and root_namespace is not None:
+                places.append((pod_contract.ROOT_BENCHMARK_NAMESPACE, root_namespace))
+            local_queues = benchmark_queue(cluster, queue, places, child)
         for job in workload_jobs:
             wl = job.workload
             home = homes[wl.name]
             if wl.name not in maps:
                 maps[wl.name] = config_maps(cluster, wl, home, child)
-            secret = [secrets[wl.name]] if wl.name in secrets else None
-            job_opts = pulumi.ResourceOptions(parent=self, depends_on=secret)
+            # a Job naming a LocalQueue that does not exist yet would wait as inadmissible: the queue first
+            job_opts = pulumi.ResourceOptions(
+                parent=self, depends_on=[*([secrets[wl.name]] if wl.name in secrets else []), *local_queues] or None
+            )
             programs_cm, files_cm = maps[wl.name]
             key = (wl.name, job.pool.card)
             self.jobs[key] = self._job(cluster, job, home, programs_cm, files_cm, job_opts)
@@ -396,6 +419,7 @@ class WorkloadJobs(pulumi.ComponentResource):
         spec = job.workload.spec
         labels = pod_labels(cluster, job)
         template = {"metadata": {"labels": labels}, "spec": pod_spec(cluster, job, programs_cm, files_cm)}
+        queue = {pod_contract.QUEUE_NAME_LABEL: pod_contract.BENCHMARK_QUEUE} if self.queued else {}
         job_spec = {
             "backoffLimit": spec.backoff_limit,
             "activeDeadlineSeconds": pod_contract.active_deadline_seconds(spec.timeout_seconds),
@@ -404,13 +428,16 @@ class WorkloadJobs(pulumi.ComponentResource):
         # The Jobs a CronJob starts are Kubernetes' own: they may expire. A Job that Pulumi manages must not:
         # once the TTL controller deleted it, `pulumi up --refresh` would see it gone and create (and run) it again.
         scheduled_spec = {**job_spec, "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished}
-        # the name follows what the object holds: a one-off Job's spec, or the CronJob's template and schedule
-        hashed = [scheduled_spec, job.schedule] if job.schedule else job_spec
+        # the name follows what the object holds: a one-off Job's spec, or the CronJob's template and schedule. A Job's
+        # queue is part of it: Kueue refuses a queue-name label added to a Job that is not suspended, as every Job that
+        # ran is (kueue v0.19.2 pkg/controller/jobframework/validation.go validateUpdateForQueueName), so a Job that
+        # starts queueing is a new Job. A CronJob takes the label in place: only the Jobs it starts next carry it.
+        hashed = [scheduled_spec, job.schedule] if job.schedule else [job_spec, queue] if queue else job_spec
         name = _name(spec.name, job.pool.card, spec_hash(hashed))
         metadata = {
             "name": name,
             "namespace": namespace,
-            "labels": labels,
+            "labels": labels if job.schedule else {**labels, **queue},
             "annotations": {"pulumi.com/skipAwait": "true"},
         }
         resource_name = f"{cluster.name}-{spec.name}-{job.pool.card}"
@@ -425,8 +452,16 @@ class WorkloadJobs(pulumi.ComponentResource):
                     "startingDeadlineSeconds": 3600,
                     "successfulJobsHistoryLimit": 3,
                     "failedJobsHistoryLimit": 3,
-                    "jobTemplate": {"metadata": {"labels": labels}, "spec": scheduled_spec},
+                    # Kueue's webhook suspends each Job the CronJob starts, as it carries the label (kueue v0.19.2
+                    # site/content/en/docs/tasks/run/run_cronjobs.md: the label in jobTemplate.metadata, no suspend)
+                    "jobTemplate": {"metadata": {"labels": {**labels, **queue}}, "spec": scheduled_spec},
                 },
                 opts=opts,
             )
-        return k8s.batch.v1.Job(resource_name, metadata=metadata, spec=job_spec, opts=opts)
+        # Kueue's webhook creates the Job suspended and Kueue resumes it on admission: ``spec.suspend`` is Kueue's, so
+        # Pulumi neither sets it (an update would then suspend a running Job again, or conflict with Kueue's change)
+        # nor diffs it
+        queued = pulumi.ResourceOptions(ignore_changes=["spec.suspend"]) if queue else None
+        return k8s.batch.v1.Job(
+            resource_name, metadata=metadata, spec=job_spec, opts=pulumi.ResourceOptions.merge(opts, queued)
+        )

@@ -32,6 +32,7 @@ from components.kubernetes.namespaces import (
 from components.kubernetes.operator_rbac import release_rbac
 from components.kubernetes.prometheus_stack import PROMETHEUS_URL, RELEASE, prometheus_values
 from components.kubernetes.training import (
+    BATCH_JOB,
     KUEUE_FRAMEWORKS,
     TrainingOperators,
     kueue_configuration,
@@ -58,8 +59,11 @@ class ClusterServices(pulumi.ComponentResource):
         settings: ComponentSettings,
         opts: pulumi.ResourceOptions | None = None,
         exporter_values: dict[str, Any] | None = None,
+        queue_benchmarks: bool = False,
     ):
-        """``exporter_values``: the cloud's own dcgm-exporter values (``GpuCluster.gpu_exporter_values``)."""
+        """``exporter_values``: the cloud's own dcgm-exporter values (``GpuCluster.gpu_exporter_values``);
+        ``queue_benchmarks``: the cluster's Kueue queues its benchmark Jobs (components/kubernetes/benchmark_queue.py),
+        so it runs Kueue even without sweeps or the fleet's queues."""
         super().__init__(self.TYPE, f"{cluster.name}-infra", None, opts)
         child = pulumi.ResourceOptions(parent=self)
         name = cluster.name
@@ -67,7 +71,7 @@ class ClusterServices(pulumi.ComponentResource):
         # the cluster's part in the fleet's queues: manager, worker or none (components/kubernetes/multikueue.py)
         self.queue_role = fleet.dispatch.role(name) if fleet.dispatch else None
         trains = runs_trainer(fleet, cluster)
-        namespaces = {ns: fleet_namespace(name, ns, child) for ns in fleet_namespaces(cluster, fleet)}
+        namespaces = {ns: fleet_namespace(name, ns, child) for ns in fleet_namespaces(cluster, fleet, queue_benchmarks)}
         self.namespaces: dict[str, pulumi.Resource] = dict(namespaces)  # the fleet's namespaces here, by name
         # where the GitLab runners and their CI jobs go (None: the cluster has no runner)
         self.ci_namespaces: tuple[pulumi.Output[str], pulumi.Output[str]] | None = (
@@ -98,12 +102,19 @@ class ClusterServices(pulumi.ComponentResource):
         queued_points = bool(fleet.queued_points()) and self.queue_role is not None
         dispatched = dispatched_kinds(queued_points) if self.queue_role else {}
         runs_trainjobs = bool(sweeps) or (queued_points and self.queue_role == "worker")
-        frameworks = tuple(dict.fromkeys((*(KUEUE_FRAMEWORKS if runs_trainjobs else ()), *dispatched)))
+        # the queued benchmarks are batch Jobs (kueue 0.19.2 integrations.frameworks "batch/job"), in the benchmark
+        # namespaces the cluster has
+        benchmark_jobs = (BATCH_JOB,) if queue_benchmarks else ()
+        frameworks = tuple(dict.fromkeys((*(KUEUE_FRAMEWORKS if runs_trainjobs else ()), *dispatched, *benchmark_jobs)))
+        managed = [pod_contract.BENCHMARK_NAMESPACE]
+        if queue_benchmarks and pod_contract.ROOT_BENCHMARK_NAMESPACE in namespaces:
+            managed.append(pod_contract.ROOT_BENCHMARK_NAMESPACE)
         kueue_config = kueue_configuration(
             frameworks,
             wait_for_pods_ready=bool(sweeps) or self.queue_role == "worker",
             block_admission=runs_trainjobs,
             multikueue=multikueue_settings(fleet.dispatch) if self.queue_role == "manager" and fleet.dispatch else None,
+            namespaces=managed,
         )
         self.kueue_namespace = (
             namespaces[pod_contract.KUEUE_NAMESPACE].metadata["name"]
@@ -126,7 +137,7 @@ class ClusterServices(pulumi.ComponentResource):
                 kueue_config=kueue_config,
             )
             self.kueue = self.training.kueue
-        elif self.queue_role:
+        elif self.queue_role or queue_benchmarks:
             self.kueue = kueue_release(
                 cluster, namespaces[pod_contract.KUEUE_NAMESPACE].metadata["name"], kueue_config, child
             )

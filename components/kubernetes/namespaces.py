@@ -56,10 +56,11 @@ POD_SECURITY = {
 }
 
 
-def fleet_namespaces(cluster: Cluster, fleet: Fleet) -> list[str]:
+def fleet_namespaces(cluster: Cluster, fleet: Fleet, queue_benchmarks: bool = False) -> list[str]:
     """The namespaces the fleet makes on ``cluster``: monitoring, node agents and benchmarks always; the root
     benchmarks' where a workload needs root; the runners' and CI jobs' where a runner runs; Trainer's and Kueue's
-    where Trainer runs (sweeps, queued sweep points), Kueue's where the fleet's queues reach."""
+    where Trainer runs (sweeps, queued sweep points), Kueue's where the fleet's queues reach or the benchmarks queue
+    (``queue_benchmarks``)."""
     wanted = [MONITORING_NS, NODE_AGENTS_NS, pod_contract.BENCHMARK_NAMESPACE]
     if any(b.workload.spec.needs_root for b in fleet.benchmarks(cluster)):
         wanted.append(pod_contract.ROOT_BENCHMARK_NAMESPACE)
@@ -67,7 +68,7 @@ def fleet_namespaces(cluster: Cluster, fleet: Fleet) -> list[str]:
         wanted += [pod_contract.RUNNER_NAMESPACE, pod_contract.CI_JOB_NAMESPACE]
     if runs_trainer(fleet, cluster):
         wanted += [pod_contract.TRAINER_NAMESPACE, pod_contract.KUEUE_NAMESPACE]
-    elif fleet.dispatch and fleet.dispatch.role(cluster.name):
+    elif (fleet.dispatch and fleet.dispatch.role(cluster.name)) or queue_benchmarks:
         wanted.append(pod_contract.KUEUE_NAMESPACE)
     return wanted
 

@@ -30,6 +30,8 @@ from fleet.model.sweeps import SweepPoint
 KUEUE_API = "kueue.x-k8s.io/v1beta2"  # v1beta1 is served but deprecated at 0.19.2 (CRD bases)
 # The frameworks Kueue manages here: TrainJob, and the JobSets it creates (kueue 0.19.2 integrations.frameworks).
 KUEUE_FRAMEWORKS = ("trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset")
+# batch Jobs: the queued benchmarks and the fleet's queued Jobs (kueue 0.19.2 integrations.frameworks)
+BATCH_JOB = "batch/job"
 # The webhook port of all three controllers, which the API server calls (kueue and trainer config webhook.port,
 # jobset templates/controller/deployment.yaml containerPort), and Kueue's visibility API server, which the chart
 # always registers as an APIService (kueue 0.19.2 templates/visibility/apiservice_v1beta{1,2}.yaml, service.yaml;
@@ -41,13 +43,22 @@ KUEUE_VISIBILITY_PORT = 8082
 UNBOUNDED = {"cpu": "10000", "memory": "100Ti"}
 
 
+def namespace_selector(namespaces: Sequence[str]) -> dict[str, Any]:
+    """A label selector of the namespaces named ``namespaces`` (by the name label the API server gives every namespace):
+    ``matchLabels`` for one, ``In`` for several."""
+    if len(namespaces) == 1:
+        return {"matchLabels": {"kubernetes.io/metadata.name": namespaces[0]}}
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}
+
+
 def kueue_cluster_queue(
-    namespace: str, covered: Sequence[str], flavors: Sequence[tuple[str, dict[str, str]]]
+    namespace: str | Sequence[str], covered: Sequence[str], flavors: Sequence[tuple[str, dict[str, str]]]
 ) -> dict[str, Any]:
-    """A Kueue ClusterQueue's spec: the jobs of ``namespace``, first in first out as far as each fits, covering the
-    ``covered`` resources with ``flavors`` in their order, each (flavor name, its quota by resource)."""
+    """A Kueue ClusterQueue's spec: the jobs of ``namespace`` (or of each namespace named), first in first out as far as
+    each fits, covering the ``covered`` resources with ``flavors`` in their order, each (flavor name, its quota by
+    resource)."""
     return {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "namespaceSelector": namespace_selector([namespace] if isinstance(namespace, str) else namespace),
         "queueingStrategy": "BestEffortFIFO",
         "resourceGroups": [
             {
@@ -67,12 +78,14 @@ def kueue_configuration(
     wait_for_pods_ready: bool = True,
     block_admission: bool = True,
     multikueue: dict[str, Any] | None = None,
+    namespaces: Sequence[str] = (pod_contract.BENCHMARK_NAMESPACE,),
 ) -> dict[str, Any]:
     """Kueue's manager configuration (the chart takes it as one YAML string, replacing its default entirely).
 
     ``frameworks``: the job kinds it manages; ``wait_for_pods_ready``: evict and requeue a job whose pods are not all
     running within the scale-up allowance (``block_admission``: admit one job at a time until its pods run, as the
-    sweeps need); ``multikueue``: the MultiKueue section of a queue manager (components/kubernetes/multikueue.py)."""
+    sweeps need); ``multikueue``: the MultiKueue section of a queue manager (components/kubernetes/multikueue.py);
+    ``namespaces``: where the jobs it manages are (the benchmarks', and the root benchmarks' where its Jobs queue)."""
     allowance = f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -81,11 +94,12 @@ def kueue_configuration(
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": WEBHOOK_PORT},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-        # Kueue's Job webhooks (failurePolicy Fail) only where sweep jobs go: the chart takes this selector for them
-        # (kueue 0.19.2 templates/webhook/manifests.yaml), so Jobs elsewhere never wait on Kueue
-        "managedJobsNamespaceSelector": {
-            "matchLabels": {"kubernetes.io/metadata.name": pod_contract.BENCHMARK_NAMESPACE}
-        },
+        # Kueue's Job webhooks (failurePolicy Fail) only where the fleet's jobs go: the chart takes this selector for
+        # them (kueue 0.19.2 templates/webhook/manifests.yaml), so Jobs elsewhere never wait on Kueue. Its reconciler
+        # also ignores a job outside it, queue-name label or not (kueue v0.19.2 pkg/controller/jobframework/
+        # reconciler.go ReconcileGenericJob: "Namespace not opted in for Kueue management"), so a namespace whose
+        # benchmarks queue must be in it
+        "managedJobsNamespaceSelector": namespace_selector(namespaces),
     }
     if wait_for_pods_ready:
         # all workers running within the scale-up allowance, or the job is evicted and requeued (5 times at most); on

@@ -44,6 +44,18 @@ def sweep_cluster_queue(pool_name: str) -> str:
     return f"gpu-fleet-{sweep_queue(pool_name)}"
 
 
+# The benchmarks' own queue on every cluster that runs them (components/kubernetes/benchmark_queue.py): the LocalQueue
+# each benchmark and probe Job names, in each benchmark namespace; its ClusterQueue; a ResourceFlavor per card pool.
+BENCHMARK_QUEUE = "benchmarks"
+BENCHMARK_CLUSTER_QUEUE = "gpu-fleet-benchmarks"
+
+
+def benchmark_flavor(pool_name: str) -> str:
+    """The ResourceFlavor of a card pool in the benchmark queue: ``benchmark-<pool>`` (the sweeps' flavor of the same
+    pool is ``<pool>``, the fleet's queues' ``queue-<pool>``)."""
+    return f"benchmark-{pool_name}"
+
+
 def is_sweep_queue(name: str) -> bool:
     """Whether a LocalQueue (or a queue-name label) is a per-cluster sweep pool's (``sweep_queue``)."""
     return name.startswith(sweep_queue(""))

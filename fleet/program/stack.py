@@ -29,6 +29,7 @@ from components.kubernetes.runners import GitLabRunners
 from components.kubernetes.sweeps import SweepJobs
 from components.kubernetes.training import KUEUE_VISIBILITY_PORT
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
+from fleet.model.benchmark_queue import queued_pools
 from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError
 from fleet.model.loader import POLICY_FILE, load_fleet_cached
@@ -59,14 +60,41 @@ def check_chart_cache(settings: StackSettings) -> None:
 KUEUE_MIN_KUBERNETES = (1, 29)
 
 
-def check_kueue_version(fleet: Fleet, cluster: Cluster, settings: StackSettings) -> None:
-    """Refuse a cluster that runs Kueue (sweeps or the fleet's queues) below Kubernetes 1.29: on Magnum the stack's
-    ``kubeTag`` decides the version, elsewhere the policy's ``kubernetes_version``."""
+def _kubernetes_version(cluster: Cluster, settings: StackSettings) -> tuple[str, dict | None]:
+    """The cluster's Kubernetes version as written (on Magnum the stack's ``kubeTag``, elsewhere the policy's
+    ``kubernetes_version``), and the stack's Magnum settings when they decide it."""
     from_stack = cloud_rules(cluster.cloud).kubernetes_version_from_stack
     magnum = settings.magnum if from_stack and isinstance(settings.magnum, dict) else None
-    text = str(magnum.get("kubeTag", "")) if magnum else cluster.kubernetes_version
-    minor = tag_minor(text)
-    if minor is None or minor >= KUEUE_MIN_KUBERNETES:
+    return (str(magnum.get("kubeTag", "")) if magnum else cluster.kubernetes_version), magnum
+
+
+def kueue_supported(cluster: Cluster, settings: StackSettings) -> bool:
+    """Whether Kueue can run on the cluster: Kubernetes 1.29 or newer (a version that names no minor: assumed)."""
+    minor = tag_minor(_kubernetes_version(cluster, settings)[0])
+    return minor is None or minor >= KUEUE_MIN_KUBERNETES
+
+
+def queues_benchmarks(fleet: Fleet, cluster: Cluster, settings: StackSettings) -> bool:
+    """Whether the cluster's benchmark Jobs wait their turn in its Kueue (fleet/model/benchmark_queue.py): wherever it
+    runs any and Kueue can run. Below Kubernetes 1.29 they start at once, as before, with a warning; sweeps and the
+    fleet's queues are refused there instead (``check_kueue_version``)."""
+    if not fleet.workload_jobs(cluster):
+        return False
+    if kueue_supported(cluster, settings):
+        return True
+    pulumi.log.warn(
+        f"{cluster.name}: its benchmark Jobs all start at once instead of waiting their turn per card: that takes "
+        f"Kueue, which needs Kubernetes 1.29 or newer (kueue v0.19.2), and the cluster runs "
+        f"{_kubernetes_version(cluster, settings)[0]}"
+    )
+    return False
+
+
+def check_kueue_version(fleet: Fleet, cluster: Cluster, settings: StackSettings) -> None:
+    """Refuse a cluster that runs Kueue for sweeps or the fleet's queues below Kubernetes 1.29: on Magnum the stack's
+    ``kubeTag`` decides the version, elsewhere the policy's ``kubernetes_version``."""
+    text, magnum = _kubernetes_version(cluster, settings)
+    if kueue_supported(cluster, settings):
         return
     message = (
         f"{cluster.name} runs Kueue (scaling sweeps or the fleet's queues), which needs Kubernetes 1.29 or newer "
@@ -84,14 +112,24 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     component_class = GpuCluster.for_cloud(cluster.cloud)
     check_storage_class(cluster, settings, component_class.has_default_storage_class(cluster))
     component = component_class(cluster, settings)
-    kueue_runs = bool(fleet.sweep_points(cluster)) or bool(fleet.dispatch and fleet.dispatch.role(cluster.name))
-    if kueue_runs:
+    needs_kueue = bool(fleet.sweep_points(cluster)) or bool(fleet.dispatch and fleet.dispatch.role(cluster.name))
+    if needs_kueue:
         check_kueue_version(fleet, cluster, settings)
+    queue_benchmarks = queues_benchmarks(fleet, cluster, settings)
+    kueue_runs = needs_kueue or queue_benchmarks
+    if kueue_runs:
         # the control plane calls Kueue's and the trainer's webhooks and Kueue's visibility API on their pods: opened
         # (where the cloud's network closes them) before anything in the cluster, which depends on the component
         component.open_to_control_plane("sweep-webhooks", [TRAINING_WEBHOOK_PORT, KUEUE_VISIBILITY_PORT])
     on_cluster = pulumi.ResourceOptions(providers=[component.provider], depends_on=[component])
-    infra = ClusterServices(cluster, fleet, settings, opts=on_cluster, exporter_values=component.gpu_exporter_values())
+    infra = ClusterServices(
+        cluster,
+        fleet,
+        settings,
+        opts=on_cluster,
+        exporter_values=component.gpu_exporter_values(),
+        queue_benchmarks=queue_benchmarks,
+    )
     preview = component.preview_user()
     if preview:
         preview_access(
@@ -135,6 +173,7 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
         opts=pulumi.ResourceOptions(providers=[component.provider], depends_on=[infra.prometheus, *kueue]),
         credentials=settings.workload_secrets,
         root_namespace=infra.root_benchmark_namespace,
+        queue=queued_pools(fleet, cluster) if queue_benchmarks else (),
         sweeping=list({p.workload.name: p.workload for p in sweeps}.values()),
         dispatched=list(
             {

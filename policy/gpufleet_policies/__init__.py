@@ -20,6 +20,7 @@ from . import sharing  # noqa: F401
 from . import preview_access  # noqa: F401
 from . import endpoints  # noqa: F401
 from . import queues  # noqa: F401
+from . import benchmark_queue  # noqa: F401
 
 # isort: on
 from .registry import POLICIES

@@ -9,7 +9,7 @@ from typing import Any
 from pulumi_policy import ReportViolation, StackValidationArgs
 
 from fleet.model import can_i, pod_contract
-from fleet.model.pod_contract import is_sweep_cluster_queue
+from fleet.model.pod_contract import BENCHMARK_CLUSTER_QUEUE, is_sweep_cluster_queue
 from fleet.model.queued_sweeps import queue_quota
 from fleet.model.queues import WORKER_ACCOUNT, pool_capacity
 from fleet.model.rbac import RBAC_GROUP, Rbac, User
@@ -121,7 +121,9 @@ def _validate_queues(args: StackValidationArgs, report: ReportViolation) -> None
                 )
             elif amount != pool_capacity(pool):
                 report(f"the flavor {flavor} of {name} holds {amount}, but its pool holds {pool_capacity(pool)}")
-    extra = sorted(n for n in set(queues) - {f"queue-{q.name}" for q in mine} if not is_sweep_cluster_queue(n))
+    # the sweeps' and the benchmarks' own queues are the cluster's (sweeps.py, benchmark_queue.py check them)
+    own = {f"queue-{q.name}" for q in mine} | {BENCHMARK_CLUSTER_QUEUE}
+    extra = sorted(n for n in set(queues) - own if not is_sweep_cluster_queue(n))
     if extra:
         report(f"{stack} has the queue(s) {', '.join(extra)}, for which policy/fleet.yaml does not name it a worker")
 

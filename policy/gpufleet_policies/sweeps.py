@@ -242,6 +242,13 @@ def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> N
     }
     queued = fleet().dispatch is not None and fleet().dispatch.role(stack) is not None  # type: ignore[union-attr]
     trains = runs_trainer(fleet(), cluster)  # also a worker of queues that dispatch sweep points
+    # Kueue also runs where the benchmarks wait their turn (benchmark_queue.py)
+    queued = queued or any(
+        r.resource_type.startswith(KUEUE)
+        and r.resource_type.endswith(":ClusterQueue")
+        and ((plain(r.props) or {}).get("metadata") or {}).get("name") == pod_contract.BENCHMARK_CLUSTER_QUEUE
+        for r in resources
+    )
     for name in OPERATOR_CHARTS:
         if (expected or trains) and name not in charts:
             report(f"{stack} runs sweep jobs but has no {name} release: nothing would admit or run them")

@@ -32,9 +32,7 @@ def _unschedulable_reason(pod: Mapping[str, Any]) -> str:
     return ""
 
 
-def disagreements(
-    cluster: Cluster, pods: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]
-) -> list[str]:
+def disagreements(cluster: Cluster, pods: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]) -> list[str]:
     """Every pod of ``pods`` (API objects) on which the scheduler and the model part, in words; ``nodes`` are the
     cluster's Node objects, each annotated with its pool."""
     model = {node.pool: node for node in placement.cluster_nodes(cluster)}

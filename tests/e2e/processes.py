@@ -53,11 +53,11 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
 class Process:
     """A child process whose stdout and stderr go to ``log``."""
 
-    def __init__(self, args: list[str], log: Path, cwd: Path | None = None):
+    def __init__(self, args: list[str], log: Path, cwd: Path | None = None, env: dict[str, str] | None = None):
         self.args = args
         self.log = log
         self._log_file = log.open("wb")
-        self.proc = subprocess.Popen(args, stdout=self._log_file, stderr=subprocess.STDOUT, cwd=cwd)
+        self.proc = subprocess.Popen(args, stdout=self._log_file, stderr=subprocess.STDOUT, cwd=cwd, env=env)
 
     def alive(self) -> bool:
         """Whether the process is still running."""

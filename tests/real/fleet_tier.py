@@ -15,6 +15,7 @@ from pulumi import automation as auto
 from components.kubernetes.gateway import server_name
 from fleet.model.spec import Cluster, Fleet
 from tests.conftest import shared_data
+from tests.real.controllers import RealControllers
 from tests.real.engine import ROOT, RealEngine
 from tests.real.hollow import HollowCluster, cluster_node_specs
 
@@ -39,6 +40,7 @@ class StackOnHollow:
     cluster: Cluster
     hollow: HollowCluster
     stack: auto.Stack
+    controllers: RealControllers
 
 
 @dataclass
@@ -59,10 +61,13 @@ class FleetTier:
             return self.stacks[name]
         cluster = self.fleet.cluster(name)
         hollow = HollowCluster(name, self.folder / "clusters" / name)
+        controllers = RealControllers(hollow, index=len(self.stacks) + 1)
         try:
             hollow.start()
             hollow.add_nodes(cluster_node_specs(cluster))
+            controllers.start()
         except BaseException:
+            controllers.stop()
             hollow.stop()
             raise
         secret_values = {
@@ -74,12 +79,13 @@ class FleetTier:
             },
         }
         stack = self.engine.stack(name, plain={"gpu-fleet:chartCache": str(self.charts)}, secrets=secret_values)
-        self.stacks[name] = StackOnHollow(cluster, hollow, stack)
+        self.stacks[name] = StackOnHollow(cluster, hollow, stack, controllers)
         return self.stacks[name]
 
     def stop(self) -> None:
         """Stop every hollow cluster (each process by its PID)."""
         for each in self.stacks.values():
+            each.controllers.stop()
             each.hollow.stop()
 
     def __iter__(self) -> Iterator[StackOnHollow]:

@@ -27,6 +27,7 @@ from fleet.model import placement
 from fleet.model.spec import Cluster
 from tests.e2e.processes import Process, free_port, patience, wait_for
 from tests.real import toolchain
+from tests.real.controllers import kwok_exclusion
 from tests.real.pki import Pki
 
 SERVICE_RANGE = "10.96.0.0/16"
@@ -166,11 +167,21 @@ class HollowCluster:
             "--controllers", "*,-nodeipam,-cloud-node-lifecycle",
         ])  # fmt: skip
         self._run("kwok", [
-            "--kubeconfig", str(self.kubeconfig), "--config", str(STAGES),
+            "--kubeconfig", str(self.kubeconfig), "--config", str(self._stages()),
             "--manage-all-nodes=false", f"--manage-nodes-with-label-selector={KWOK_LABEL[0]}={KWOK_LABEL[1]}",
             "--server-address", f"127.0.0.1:{free_port()}", "--node-lease-duration-seconds", "40",
         ])  # fmt: skip
         return self
+
+    def _stages(self) -> Path:
+        """KWOK's stages (``STAGES``), the pods of the real controllers left out of the one that runs pods."""
+        stages = list(yaml.safe_load_all(STAGES.read_text()))
+        for stage in stages:
+            if stage["metadata"]["name"] == "gpu-fleet-pod-running":
+                stage["spec"]["selector"]["matchExpressions"].append(kwok_exclusion())
+        path = self.folder / "kwok-stages.yaml"
+        path.write_text(yaml.safe_dump_all(stages))
+        return path
 
     def _run(self, binary: str, args: list[str]) -> Process:
         process = Process([str(toolchain.binary(binary)), *args], self.folder / f"{binary}.log")

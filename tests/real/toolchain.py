@@ -30,6 +30,7 @@ RECEIVERS = ROOT / "receivers"
 KUBERNETES_PROVIDER_VERSION = "4.25.0"
 PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 PROVIDER_VERSION_VAR = f"{PROVIDER_MODULE}/pkg/version.Version"
+PULUMI_VERSION_VAR = "github.com/pulumi/pulumi/sdk/v3/go/common/version.Version"
 PROVIDER_MAIN = RECEIVERS / "pulumi-kubernetes" / "cmd" / "pulumi-resource-kubernetes"
 
 # Bumped when the recipe below changes in a way that changes the binaries.
@@ -68,6 +69,28 @@ class Module:
         return digest.hexdigest()[:16]
 
 
+def required_version(module: str, path: str) -> str:
+    """The version ``receivers/<module>/go.mod`` requires of module ``path``."""
+    text = (RECEIVERS / module / "go.mod").read_text()
+    found = re.search(rf"^\s*(?:require\s+)?{re.escape(path)} (v\S+)", text, re.MULTILINE)
+    if not found:
+        raise SystemExit(f"{RECEIVERS / module / 'go.mod'}: requires no {path}")
+    return found.group(1)
+
+
+def _kubernetes_version_flags() -> tuple[str, ...]:
+    """What Kubernetes' own build (hack/lib/version.sh kube::version::ldflags) stamps into its binaries: without it
+    they report v0.0.0-master, and clients that compare the server's version (the Kubernetes provider among them)
+    take it for an old one."""
+    version = required_version("kubernetes", "k8s.io/kubernetes")
+    major, minor = version.removeprefix("v").split(".")[:2]
+    flags = []
+    for package in ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version"):
+        flags += [f"-X {package}.gitVersion={version}", f"-X {package}.gitMajor={major}"]
+        flags += [f"-X {package}.gitMinor={minor}", f"-X {package}.gitTreeState=clean"]
+    return tuple(flags)
+
+
 MODULES = (
     Module(
         "kubernetes",
@@ -84,8 +107,16 @@ MODULES = (
             "trainer-controller-manager",
         ),
         renames={"server": "etcd"},
+        ldflags=_kubernetes_version_flags(),
     ),
-    Module("pulumi", packages=("tool",), binaries=("pulumi",)),
+    Module(
+        "pulumi",
+        packages=("tool",),
+        binaries=("pulumi",),
+        # as Pulumi's packagers stamp it (nixpkgs pulumi ldflags, -X .../go/common/version.Version): `pulumi version`
+        # prints it, and plugins compare against it
+        ldflags=(f"-X {PULUMI_VERSION_VAR}={required_version('pulumi', 'github.com/pulumi/pulumi/pkg/v3')}",),
+    ),
     Module(
         "pulumi-kubernetes",
         packages=("./cmd/pulumi-resource-kubernetes",),

@@ -189,9 +189,12 @@ def kueue_flavor(pod: dict, flavors: list[tuple[str, dict[str, str]]]) -> str | 
     for name, labels in flavors:
         keys = set(labels)
         spec: dict = {"nodeSelector": {k: v for k, v in (pod.get("nodeSelector") or {}).items() if k in keys}}
-        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        required = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or {}  # fmt: skip
+        terms = required.get("nodeSelectorTerms") or []
         kept = [{"matchExpressions": [e for e in t["matchExpressions"] if e["key"] in keys]} for t in terms]
-        if all(t["matchExpressions"] for t in kept):
+        if kept and all(t["matchExpressions"] for t in kept):
             spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": kept}}}  # fmt: skip
         if selector_matches(spec, labels):

@@ -11,7 +11,8 @@ from fleet.model import pod_contract
 from fleet.model.loader import load_fleet
 from fleet.tools.engine.analyzer import PolicyPackSession
 from fleet.tools.engine.plan import plan_fleet
-from tests.components.kubernetes.test_benchmark_queue import POLICY, STACKS
+from tests.helpers import BENCHMARK_QUEUE_POLICY as POLICY
+from tests.helpers import BENCHMARK_QUEUE_STACKS as STACKS
 from tests.helpers import FIXTURE_WORKLOADS, write_policy
 from tests.policy.support import only
 

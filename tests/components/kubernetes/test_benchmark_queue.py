@@ -13,38 +13,10 @@ from fleet.model import pod_contract
 from fleet.model.benchmark_queue import flavor_quota
 from fleet.model.loader import load_fleet
 from fleet.tools.engine.plan import StackPlan, plan_fleet
-from tests.helpers import FIXTURE_WORKLOADS, MAGNUM_SITE, by_type, kueue_flavor, write_policy
+from tests.helpers import BENCHMARK_QUEUE_POLICY as POLICY
+from tests.helpers import BENCHMARK_QUEUE_STACKS as STACKS
+from tests.helpers import FIXTURE_WORKLOADS, by_type, kueue_flavor, write_policy
 
-# A benchmark-only GKE cluster (no sweep, no queue) with a card of two per machine and TPUs, an AKS cluster sharing its
-# T4s by time-slicing, and a Magnum cluster on Kubernetes 1.28 (MAGNUM_SITE), too old for Kueue.
-POLICY = """
-defaults:
-  gpu_pool: {max_nodes: 2}
-  probe: {schedule: "17 4 * * *"}
-clusters:
-  gcp:
-    gke-bench:
-      zone: us-central1-a
-      central: true
-      gpus: {t4: {max_nodes: 3}, l4: {}, tpu-v5e: {max_nodes: 1}}
-  azure:
-    aks-bench:
-      region: eastus
-      gpus: {t4: {sharing: {time_slicing: 2}}}
-  openstack:
-    cern-old:
-      region: cern
-      gpus: {t4: {probe: true}}
-workloads:
-  tracker: all
-  fitter: {gpus: [t4], schedule: "0 3 * * 1"}
-  uploader: {gpus: [l4]}
-"""
-STACKS = {
-    "gke-bench": {"gcp:project": "bench-project"},
-    "aks-bench": {"azure-native:subscriptionId": "11111111-2222-3333-4444-555555555555"},
-    "cern-old": {"openstack:cloud": "site", "gpu-fleet:magnum": MAGNUM_SITE},
-}
 JOB = "kubernetes:batch/v1:Job"
 CRONJOB = "kubernetes:batch/v1:CronJob"
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"

@@ -135,6 +135,39 @@ QUEUED_STACKS = {
 }
 
 
+# The fleet of the benchmark queue tests (tests/components/kubernetes/ and tests/policy/test_benchmark_queue.py):
+# a GKE cluster that only benchmarks (no sweep, no queue) on T4s, L4s and TPUs, an AKS cluster sharing its
+# T4s by time-slicing, and a Magnum cluster on Kubernetes 1.28 (MAGNUM_SITE), too old for Kueue.
+BENCHMARK_QUEUE_POLICY = """
+defaults:
+  gpu_pool: {max_nodes: 2}
+  probe: {schedule: "17 4 * * *"}
+clusters:
+  gcp:
+    gke-bench:
+      zone: us-central1-a
+      central: true
+      gpus: {t4: {max_nodes: 3}, l4: {}, tpu-v5e: {max_nodes: 1}}
+  azure:
+    aks-bench:
+      region: eastus
+      gpus: {t4: {sharing: {time_slicing: 2}}}
+  openstack:
+    cern-old:
+      region: cern
+      gpus: {t4: {probe: true}}
+workloads:
+  tracker: all
+  fitter: {gpus: [t4], schedule: "0 3 * * 1"}
+  uploader: {gpus: [l4]}
+"""
+BENCHMARK_QUEUE_STACKS = {
+    "gke-bench": {"gcp:project": "bench-project"},
+    "aks-bench": {"azure-native:subscriptionId": "11111111-2222-3333-4444-555555555555"},
+    "cern-old": {"openstack:cloud": "site", "gpu-fleet:magnum": MAGNUM_SITE},
+}
+
+
 # Workloads of QUEUED: tracker (tests/fixtures/fleet) on every card of the gpu queue, loader (the fixture uploader,
 # with credentials and egress, without root) on its T4s, and fitter per cluster (a CronJob) on the T4s.
 QUEUED_TRACKER = """\
@@ -191,9 +224,12 @@ def kueue_flavor(pod: dict, flavors: list[tuple[str, dict[str, str]]]) -> str | 
     for name, labels in flavors:
         keys = set(labels)
         spec: dict = {"nodeSelector": {k: v for k, v in (pod.get("nodeSelector") or {}).items() if k in keys}}
-        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        required = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or {}  # fmt: skip
+        terms = required.get("nodeSelectorTerms") or []
         kept = [{"matchExpressions": [e for e in t["matchExpressions"] if e["key"] in keys]} for t in terms]
-        if all(t["matchExpressions"] for t in kept):
+        if kept and all(t["matchExpressions"] for t in kept):
             spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": kept}}}  # fmt: skip
         if selector_matches(spec, labels):

@@ -212,6 +212,12 @@ def check_queues(
                 f"queue name {name!r} must be a DNS-1123 label (lower-case letters, digits and '-', a letter first), "
                 "as Kueue's queue objects are named after it; example: gpu",
             )
+        if name == pod_contract.BENCHMARK_QUEUE:
+            report(
+                (name,),
+                f"{name!r} is taken by the benchmarks' own LocalQueue on every cluster that runs them "
+                "(fleet/model/benchmark_queue.py): pick another name",
+            )
         if name == pod_contract.SWEEP_QUEUE or pod_contract.is_sweep_queue(name):
             report(
                 (name,),

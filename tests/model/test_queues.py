@@ -135,3 +135,6 @@ def test_the_shape_is_checked_with_lines(tmp_path, capsys):
     # the per-cluster sweeps' LocalQueues are sweeps-<pool>: a queue of that name would take a pool's points
     bad(tmp_path, capsys, QUEUED.replace("  tpu: {", "  sweeps-gpu-l4: {"),
         "queues.sweeps-gpu-l4: 'sweeps-gpu-l4' is taken by the scaling sweeps' own LocalQueues")  # fmt: skip
+    # every cluster that runs benchmarks has the LocalQueue benchmarks (fleet/model/benchmark_queue.py)
+    bad(tmp_path, capsys, QUEUED.replace("  tpu: {", "  benchmarks: {"),
+        "queues.benchmarks: 'benchmarks' is taken by the benchmarks' own LocalQueue")  # fmt: skip

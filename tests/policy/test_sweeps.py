@@ -30,11 +30,11 @@ def test_the_fixture_sweep_is_planned_and_passes(plans, session):
     assert len(of_type(regs, TRAIN_JOB)) == len(points) == 3
     findings = session.analyze_registrations(copy.deepcopy(regs))
     assert not [f for f in findings if f.level == "mandatory"], [(f.policy, f.message) for f in findings]
-    # no sweep elsewhere: no operator there either
+    # no sweep elsewhere: no training operator there either; Kueue only for the benchmarks' own queue
     assert not of_type(plans["fix-eks"].registrations, TRAIN_JOB)
-    assert not {"kueue", "kubeflow-trainer"} & {
-        r.inputs["name"] for r in of_type(plans["fix-eks"].registrations, RELEASE)
-    }
+    releases = {r.inputs["name"] for r in of_type(plans["fix-eks"].registrations, RELEASE)}
+    assert "kubeflow-trainer" not in releases and "kueue" in releases
+    assert [r for r in plans["fix-eks"].registrations if r.name == "fix-eks-benchmark-cluster-queue"]
 
 
 def test_a_trainjob_outside_the_queue_is_refused(plans, session):
@@ -108,7 +108,9 @@ def test_operators_exactly_where_sweeps_run(plans, session):
     regs = copy.deepcopy(plans["fix-gke"].registrations)
     regs = [r for r in regs if not (r.type == RELEASE and r.inputs["name"] == "kueue")]
     assert_violation(only(session.analyze_registrations(regs), SET), SET, "fix-gke runs sweep jobs but has no kueue")
-    regs = copy.deepcopy(plans["fix-eks"].registrations)
+    # a cluster without sweeps, queues or the benchmark queue has no use for Kueue
+    regs = [r for r in copy.deepcopy(plans["fix-eks"].registrations) if r.inputs.get("kind") != "ClusterQueue"]
+    regs = [r for r in regs if not (r.type == RELEASE and r.inputs["name"] == "kueue")]
     kueue = copy.deepcopy(
         next(r for r in of_type(plans["fix-gke"].registrations, RELEASE) if r.inputs["name"] == "kueue")
     )

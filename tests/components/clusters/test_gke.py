@@ -150,6 +150,11 @@ workloads:
 """
 
 
+# POLICY without its pools' probes: nothing on the cluster for Kueue to queue
+BARE = POLICY.replace("t4: {}", "t4: {probe: false}").replace("spot: false}", "spot: false, probe: false}")
+BARE = BARE.replace("{max_nodes: 1}", "{max_nodes: 1, probe: false}")
+
+
 def test_a_private_cluster_that_runs_sweeps_lets_its_control_plane_reach_the_webhooks(tmp_path):
     workloads = FIXTURES / "fleet" / "workloads"
     private = {**CONFIG, "gpu-fleet:privateApiEndpoint": True}
@@ -162,12 +167,13 @@ def test_a_private_cluster_that_runs_sweeps_lets_its_control_plane_reach_the_web
             SWEEP_POLICY,
             {**CONFIG, "gpu-fleet:publicNodes": True},
         ),  # a public control plane reaches every port
-        ("unswept", POLICY, private),  # no Kueue, no webhook to reach
+        ("unswept", POLICY, private),  # Kueue for its benchmark queue (the pools' probes): the same rule
+        ("bare", BARE, private),  # no benchmark, probe or sweep: no Kueue, no webhook to reach
     ):
         (tmp_path / name).mkdir()
         plans[name] = plan_one(tmp_path / name, policy, "gke-test", config, workloads_dir=workloads)
-    assert not by_type(plans["public"], FIREWALL) and not by_type(plans["unswept"], FIREWALL)
-    assert len(by_type(plans["default"], FIREWALL)) == 1
+    assert not by_type(plans["public"], FIREWALL) and not by_type(plans["bare"], FIREWALL)
+    assert len(by_type(plans["default"], FIREWALL)) == len(by_type(plans["unswept"], FIREWALL)) == 1
     (rule,) = by_type(plans["swept"], FIREWALL)
     inputs = rule.inputs
     assert inputs["direction"] == "INGRESS" and inputs["sourceRanges"] == [MASTER_CIDR]

@@ -171,7 +171,8 @@ def test_trainer_and_kueue_are_pinned_and_only_where_a_sweep_runs(gke, tmp_path)
     assert trainer["jobset"]["install"] is True
     config = yaml.safe_load(releases["kueue"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
-    assert config["integrations"]["frameworks"] == list(KUEUE_FRAMEWORKS)
+    # and batch Jobs: the cluster's benchmarks wait their turn in its Kueue too (test_benchmark_queue.py)
+    assert config["integrations"]["frameworks"] == [*KUEUE_FRAMEWORKS, "batch/job"]
     wait = config["waitForPodsReady"]
     assert wait["blockAdmission"] is True and wait["timeout"] == f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
     plain = plan_one(
@@ -181,8 +182,11 @@ def test_trainer_and_kueue_are_pinned_and_only_where_a_sweep_runs(gke, tmp_path)
         AWS,
         workloads_dir=FIXTURE_WORKLOADS,
     )
-    assert not {"kubeflow-trainer", "kueue"} & {r.inputs["name"] for r in by_type(plain, RELEASE)}
-    assert not by_type(plain, TRAINJOB)
+    # no training operator; Kueue for the benchmarks' own queue alone, managing batch Jobs only
+    releases = {r.inputs["name"]: r.inputs for r in by_type(plain, RELEASE)}
+    assert "kubeflow-trainer" not in releases and not by_type(plain, TRAINJOB)
+    config = yaml.safe_load(releases["kueue"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["integrations"]["frameworks"] == ["batch/job"] and "waitForPodsReady" not in config
 
 
 def test_a_trainjob_whose_queue_changes_is_a_new_job(gke, tmp_path, monkeypatch):
@@ -205,6 +209,7 @@ def test_the_queue_caps_each_pool_at_what_it_holds(gke):
     flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_type(gke, KUEUE + "ResourceFlavor")}
     assert flavors["gpu-l4-x8"] == {"nodeLabels": {"gpu": "l4", CARDS_PER_NODE_LABEL: "8"}}
     queues = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_type(gke, KUEUE + "ClusterQueue")}
+    del queues[pod_contract.BENCHMARK_CLUSTER_QUEUE]  # the benchmarks' own (test_benchmark_queue.py)
     quota = {}
     for name, spec in queues.items():
         (group,) = spec["resourceGroups"]
@@ -216,6 +221,7 @@ def test_the_queue_caps_each_pool_at_what_it_holds(gke):
     assert quota["gpu-l4"]["nvidia.com/gpu"] == "2"  # the card pool: max_nodes 2 of one card
     assert quota["gpu-tpu-v5e"]["google.com/tpu"] == "8"
     local = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_type(gke, KUEUE + "LocalQueue")}
+    del local[pod_contract.BENCHMARK_QUEUE]
     assert local == {pod_contract.sweep_queue(f): {"clusterQueue": pod_contract.sweep_cluster_queue(f)} for f in quota}
 
 

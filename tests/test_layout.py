@@ -160,8 +160,9 @@ TESTED_PACKAGES = {
     "components/kubernetes": "components/kubernetes",
     "policy": "policy/gpufleet_policies",
 }
-# Folders of tests/ that mirror no package: whole-repository tests at the top, real tools on rendered output, data.
-UNMIRRORED = {"e2e", "fixtures"}
+# Folders of tests/ that mirror no package: whole-repository tests at the top, real tools on rendered output, the real
+# receivers (tests/real, docs/tests.md), data.
+UNMIRRORED = {"e2e", "real", "fixtures"}
 
 
 def test_tests_are_laid_out_like_the_code():

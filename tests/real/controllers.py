@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.processes import Process
+from tests.e2e.processes import Process, patience
 from tests.real import toolchain
 
 CONTROLLERS_FILE = Path(__file__).with_name("controllers.yaml")
@@ -178,7 +178,7 @@ class RealControllers:
 
     def _wait_serving(self, process: Process, ip: str, spec: dict[str, Any]) -> None:
         ports = [p["containerPort"] for c in spec["containers"] for p in c.get("ports", []) if "webhook" in p["name"]]
-        deadline = time.monotonic() + 300
+        deadline = patience()
         while ports and time.monotonic() < deadline and process.alive():
             with socket.socket() as sock:
                 sock.settimeout(2)

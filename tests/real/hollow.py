@@ -251,7 +251,7 @@ class HollowCluster:
         for process in reversed(self.processes):
             if process.alive():
                 os.kill(process.proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
+        deadline = patience()  # SIGTERM first; a process that outlives it is killed
         for process in reversed(self.processes):
             try:
                 process.proc.wait(timeout=max(0.1, deadline - time.monotonic()))

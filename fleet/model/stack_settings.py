@@ -76,8 +76,11 @@ class StackSetting:
     def declaration(self) -> dict[str, Any] | None:
         """This setting as Pulumi.yaml declares project config (pulumi/pulumi sdk/go/common/workspace/project.json:
         a type of string, integer, boolean or array, arrays with `items`, an optional default, description and
-        secret), or None for a mapping, which that schema cannot type."""
-        if self.kind not in PULUMI_TYPES:
+        secret), or None for a mapping, which that schema cannot type, and for a setting without a default: the CLI
+        requires every key of the project's own namespace that Pulumi.yaml declares without one (pulumi/pulumi
+        pkg/v3 v3.274.0 workspace/config.go, "Stack '...' is missing configuration values"), and ours are
+        optional (found by the real tier: every stack's preview failed so)."""
+        if self.kind not in PULUMI_TYPES or self.default is None:
             return None
         where = f" ({', '.join(sorted(self.clouds))} clusters)" if self.clouds else ""
         out: dict[str, Any] = {"type": PULUMI_TYPES[self.kind], "description": f"{self.description}{where}"}
@@ -379,10 +382,10 @@ PROJECT_CONFIG_MARKER = "# Every gpu-fleet:* stack setting Pulumi's project sche
 PROJECT_CONFIG_HEADER = (
     PROJECT_CONFIG_MARKER + " (type, default, description; secrets\n"
     "# marked), so `pulumi config` knows them. Generated from fleet/model/stack_settings.py STACK_SETTINGS:\n"
-    "# `python -m fleet schema` rewrites it and the tests fail when it is stale. gpu-fleet:magnum,\n"
-    "# gpu-fleet:workloadSecrets, gpu-fleet:runnerTokens and gpu-fleet:federationCertificates are mappings,\n"
-    "# which the schema cannot type\n"
-    "# (pulumi/pulumi sdk/go/common/workspace/project.json).\n"
+    "# `python -m fleet schema` rewrites it and the tests fail when it is stale. Only the settings with a\n"
+    "# default: the CLI requires every gpu-fleet:* key declared here without one (pulumi/pulumi pkg/v3\n"
+    "# workspace/config.go), and the others are optional; mappings (gpu-fleet:magnum, ...) the schema\n"
+    "# cannot type (pulumi/pulumi sdk/go/common/workspace/project.json). docs/reference.md lists them all.\n"
 )
 
 

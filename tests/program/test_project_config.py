@@ -11,6 +11,7 @@ import yaml
 
 from fleet.model.stack_settings import (
     CONFIG_NAMESPACE,
+    PULUMI_TYPES,
     STACK_SETTINGS,
     StackSetting,
     project_config,
@@ -46,19 +47,26 @@ def valid_value(declared: dict[str, Any], value: Any) -> bool:
     return isinstance(value, list) and all(valid_value(declared["items"], item) for item in value)
 
 
-def test_pulumi_yaml_declares_every_setting_it_can_type():
+def missing_required(project: dict[str, Any], stack_config: dict[str, Any]) -> list[str]:
+    """The keys the Pulumi CLI refuses a stack for: declared in the project's own namespace with neither a default
+    nor a value, and not set by the stack (pulumi/pulumi pkg/v3 v3.274.0 workspace/config.go
+    validateStackConfigAndApplyProjectConfig, "Stack '...' is missing configuration values")."""
+    return sorted(
+        key
+        for key, declared in (project.get("config") or {}).items()
+        if key.split(":", 1)[0] == project["name"]
+        and "default" not in declared
+        and "value" not in declared
+        and key not in stack_config
+    )
+
+
+def test_pulumi_yaml_declares_every_setting_with_a_default_it_can_type():
     declared = PROJECT["config"]
     assert declared == project_config()
-    mappings = {name for name, s in STACK_SETTINGS.items() if s.declaration() is None}
-    assert mappings == {
-        "magnum",
-        "workloadSecrets",
-        "runnerTokens",
-        "federationCertificates",
-    }  # the schema has no object type
-    assert set(declared) == {f"{CONFIG_NAMESPACE}:{name}" for name in STACK_SETTINGS} - {
-        f"{CONFIG_NAMESPACE}:{m}" for m in mappings
-    }
+    typed = {n for n, s in STACK_SETTINGS.items() if s.kind in PULUMI_TYPES and s.default is not None}
+    assert set(declared) == {f"{CONFIG_NAMESPACE}:{name}" for name in typed}
+    assert {"stackReferencePrefix", "protect"} <= typed
     for key, declaration in declared.items():
         assert key.startswith(f"{PROJECT['name']}:"), key  # only project keys may declare a type
         assert set(declaration) <= DECLARATION_KEYS and declaration["type"] in SIMPLE_TYPES, key
@@ -69,10 +77,11 @@ def test_pulumi_yaml_declares_every_setting_it_can_type():
             assert valid_value(declaration, declaration["default"]), key
 
 
-def test_secrets_are_declared_secret():
-    for name, setting in STACK_SETTINGS.items():
-        if setting.kind == "secret":
-            assert PROJECT["config"][f"{CONFIG_NAMESPACE}:{name}"]["secret"] is True, name
+def test_the_cli_finds_no_required_setting_missing_in_a_stack_with_none_set():
+    assert missing_required(PROJECT, {}) == []
+    required = {"name": "p", "config": {"p:token": {"type": "string"}, "p:tier": {"type": "string", "default": "x"}}}
+    assert missing_required(required, {}) == ["p:token"]  # the rule itself, as the CLI applies it
+    assert missing_required(required, {"p:token": "t"}) == []
 
 
 @pytest.mark.parametrize("stack_file", STACK_FILES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -3,10 +3,11 @@
 
 The Python language host (``pulumi-language-python``) is not served by this machine's Go module proxy, so the CLI
 runs the program the way Pulumi's Automation API runs an inline program: the SDK serves the language protocol from
-this process (``pulumi.automation``, ``--client``) and the CLI drives it exactly as it drives a language host. The
-policy pack runs as the CLI runs a Python pack when no language plugin answers for it: the
-``pulumi-analyzer-policy-python`` command on PATH, given the engine's address and the pack's folder (pulumi/pulumi
-sdk/go/common/resource/plugin/analyzer_plugin.go), here a two-line launcher of ``python -m pulumi.policy``.
+this process (``pulumi.automation``, ``--client``) and the CLI drives it exactly as it drives a language host. A
+policy pack folder, too, the CLI 3.274 runs only through its language's plugin; given an executable instead, it runs
+that as a binary analyzer plugin with the engine's address (pulumi/pulumi pkg/v3 v3.274.0
+resource/plugin/analyzer_plugin.go NewPolicyAnalyzer), so ``policy_pack`` is a two-line launcher that runs the pack
+folder with ``python -m pulumi.policy`` (the SDK's own policy runner), which serves the analyzer protocol.
 
 Each stack's config starts as the fleet's own stack file, copied: the committed files are never written.
 """
@@ -26,6 +27,7 @@ from tests.real import toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "gpu-fleet"
+POLICY_PACK = ROOT / "policy"
 PASSPHRASE = "the real tier's own, for its temporary stacks"
 #: How the program names another stack (gpu-fleet:stackReferencePrefix): a local backend's organization is this.
 STACK_REFERENCE_PREFIX = f"organization/{PROJECT}"
@@ -53,9 +55,11 @@ class RealEngine:
         self.launchers = self.folder / "bin"
         for folder in (self.home, self.state, self.launchers):
             folder.mkdir(parents=True, exist_ok=True)
-        analyzer = self.launchers / "pulumi-analyzer-policy-python"
-        analyzer.write_text(f'#!/bin/sh\nexec "{sys.executable}" -u -m pulumi.policy "$@"\n')
-        analyzer.chmod(0o755)
+        self.policy_pack = self.launchers / "gpu-fleet-policy-pack"
+        self.policy_pack.write_text(
+            f'#!/bin/sh\ncd "{POLICY_PACK}" && exec "{sys.executable}" -u -m pulumi.policy "$1" .\n'
+        )
+        self.policy_pack.chmod(0o755)
 
     def env(self) -> dict[str, str]:
         """The CLI's environment: the built receivers first on PATH, no plugin downloads, no update check."""

@@ -16,10 +16,8 @@ from components.kubernetes.gateway import server_name
 from fleet.model.spec import Cluster, Fleet
 from tests.conftest import shared_data
 from tests.real.controllers import RealControllers
-from tests.real.engine import ROOT, RealEngine
+from tests.real.engine import RealEngine
 from tests.real.hollow import HollowCluster, cluster_node_specs
-
-POLICY_PACK = ROOT / "policy"
 
 
 def stack_order(fleet: Fleet) -> list[str]:
@@ -41,6 +39,7 @@ class StackOnHollow:
     hollow: HollowCluster
     stack: auto.Stack
     controllers: RealControllers
+    engine: RealEngine
 
 
 @dataclass
@@ -79,7 +78,7 @@ class FleetTier:
             },
         }
         stack = self.engine.stack(name, plain={"gpu-fleet:chartCache": str(self.charts)}, secrets=secret_values)
-        self.stacks[name] = StackOnHollow(cluster, hollow, stack, controllers)
+        self.stacks[name] = StackOnHollow(cluster, hollow, stack, controllers, self.engine)
         return self.stacks[name]
 
     def stop(self) -> None:

@@ -13,7 +13,7 @@ from fleet.model.queues import WORKER_ACCOUNT
 from tests.e2e.processes import patience, wait_for
 from tests.real.agreement import disagreements
 from tests.real.conftest import require_receivers
-from tests.real.fleet_tier import POLICY_PACK, FleetTier, stack_order
+from tests.real.fleet_tier import FleetTier, stack_order
 
 FLEET = load_fleet()
 ORDER = stack_order(FLEET)
@@ -34,7 +34,7 @@ def tier(tmp_path_factory):
 def test_the_real_preview_with_the_policy_pack_passes(tier, name):
     on = tier.on_hollow(name)
     output: list[str] = []
-    result = on.stack.preview(policy_packs=[str(POLICY_PACK)], on_output=output.append, color="never")
+    result = on.stack.preview(policy_packs=[str(on.engine.policy_pack)], on_output=output.append, color="never")
     text = "".join(output)
     assert "mandatory" not in text.lower(), text
     assert result.change_summary.get("create", 0) > 0, text
@@ -44,7 +44,7 @@ def up(on) -> None:
     """``pulumi up`` with the pack; a failure shows the CLI's output and the ends of the control plane's logs."""
     output: list[str] = []
     try:
-        result = on.stack.up(policy_packs=[str(POLICY_PACK)], on_output=output.append, color="never")
+        result = on.stack.up(policy_packs=[str(on.engine.policy_pack)], on_output=output.append, color="never")
     except Exception as exc:  # the CLI's own account of what failed, and the control plane's logs
         logs = on.hollow.logs()[-8000:]
         pytest.fail(f"pulumi up of {on.cluster.name} failed: {exc}\n{''.join(output)[-20000:]}\n{logs}")

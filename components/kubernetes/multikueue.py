@@ -68,7 +68,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.kubernetes.deployment import FLEET_PART_OF
-from components.kubernetes.network_policy import DNS_PORTS, internet_block, network_policy, ports
+from components.kubernetes.network_policy import dns_egress, internet_block, network_policy, ports
 from components.kubernetes.training import KUEUE_API, UNBOUNDED, kueue_cluster_queue
 from fleet.model import pod_contract
 from fleet.model.queues import SPILL_ALL, WORKER_ACCOUNT, Dispatch, Queue, pool_capacity, quota
@@ -501,8 +501,8 @@ class QueueManager(pulumi.ComponentResource):
                 spec={"clusterQueue": queue_name},
                 opts=child,
             )
-        # Kueue's controller reaches the workers' API servers (and its own) and nothing else: DNS, then 443 and 6443
-        # anywhere but the instance metadata address; the endpoints' addresses are the clouds' to give
+        # Kueue's controller reaches the workers' API servers (and its own) and nothing else: the cluster's DNS, then
+        # 443 and 6443 anywhere but the credentials addresses; the endpoints' addresses are the clouds' to give
         network_policy(
             f"{name}-kueue-egress",
             "kueue-egress",
@@ -511,7 +511,7 @@ class QueueManager(pulumi.ComponentResource):
                 "podSelector": {},
                 "policyTypes": ["Egress"],
                 "egress": [
-                    {"ports": DNS_PORTS},
+                    dns_egress(),  # the cluster's DNS pods, not port 53 of any address
                     {"to": [{"ipBlock": internet_block("0.0.0.0/0")}], "ports": ports(*API_SERVER_PORTS)},
                 ],
             },

@@ -15,7 +15,9 @@ runs past the client's ``deadline`` (one instant for all of them), and an answer
 refused as soon as its ``Content-Length`` or the bytes read so far say so, without reading the rest.
 
 Credentials in the URL (``http://user:password@host:9090``) are sent as HTTP basic authentication, never along a
-redirect, and never shown: :attr:`PrometheusClient.display_url` and every message carry ``***@`` instead.
+redirect, and never shown: :attr:`PrometheusClient.display_url` and every message carry ``***@`` instead. A
+redirect is followed only within the server's own origin (scheme, host and port): one to another host is refused,
+so the report never uses another server's answers as the Prometheus it was given.
 
 A range query is refused here, before it is sent, when it would exceed Prometheus' limit of 11,000 points
 per series (the server would answer 400 "exceeded maximum resolution").
@@ -107,6 +109,31 @@ class _TooLargeError(Exception):
         self.size = size  # the announced Content-Length, None when the bytes read went past the limit
 
 
+class _OtherOriginError(Exception):
+    def __init__(self, target: str):
+        super().__init__(target)
+        self.target = target
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or default
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect within the request's origin only (RFC 6454: scheme, host, port)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        target = urllib.parse.urljoin(req.full_url, newurl)
+        if _origin(target) != _origin(req.full_url):
+            raise _OtherOriginError(target)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_SameOriginRedirects)
+
+
 class _Exchange(threading.Thread):
     """One GET in a daemon thread, so the caller can give up at a deadline whatever the socket is doing."""
 
@@ -121,7 +148,7 @@ class _Exchange(threading.Thread):
     def run(self) -> None:
         try:
             try:
-                response = urllib.request.urlopen(self.request, timeout=self.timeout)
+                response = _OPENER.open(self.request, timeout=self.timeout)
             except urllib.error.HTTPError as exc:  # the API answers 400/422/503 with a JSON error body
                 response, self.status = exc, (exc.code, str(exc.reason))
             with response:
@@ -200,6 +227,11 @@ class PrometheusClient:
         """The error to raise for what went wrong in an exchange."""
         at = self.display_url
         reason = getattr(error, "reason", error)  # urllib wraps what went wrong while connecting
+        if isinstance(error, _OtherOriginError):
+            return PrometheusError(
+                f"{at} redirected {what} to another server, {redact_url(error.target)}: refused (the report reads "
+                "only the Prometheus it is given); pass that server's base URL if it is the right one"
+            )
         if isinstance(error, _TooLargeError):
             size = (
                 f"announced {error.size:,} bytes"

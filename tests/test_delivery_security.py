@@ -150,6 +150,13 @@ def test_gitlab_deploys_and_previews_use_separate_environments_and_the_target_br
         assert ci[job]["environment"] == {"name": "fleet-preview/$STACK", "action": "prepare"}
     preview = "\n".join(ci[".stack-preview"]["script"])
     assert 'git worktree add --detach policy-base "$POLICY_BASE_SHA"' in preview
+    assert "--require-hashes -r policy-base/policy/requirements.txt" in preview  # the pack's own Python
+    # previews and drift checks run against the redacted copies under the preview key; deploys write them
+    for job in (".stack-preview", ".stack-drift"):
+        assert ci[job]["variables"]["PREVIEW_COPY"] == "true"
+    copy = "\n".join(ci[".stack"]["before_script"])
+    assert 'PULUMI_CONFIG_PASSPHRASE="${PREVIEW_CONFIG_PASSPHRASE:-}"' in copy and "preview_state config" in copy
+    assert "preview_state redact" in "\n".join(ci[".stack-up"]["script"])
     assert '--policy-pack "$pack"' in preview
     assert "--policy-pack-config policy/deploy-config.json" in " ".join(ci[".stack-up"]["script"])
 
@@ -188,8 +195,11 @@ def test_every_pip_install_is_hash_locked():
     for line in lines:
         if line.rstrip().endswith("--editable ."):
             assert "--no-deps" in line and "--no-build-isolation" in line, line
-        elif "$LOCK" in line:  # a preview's pack: the base branch's hash-locked pack requirements
-            assert '--require-hashes -r "$LOCK"' in line, line
+        elif "$LOCK" in line or "policy-base/" in line:  # a preview's pack: the base branch's hash-locked pack lock
+            assert (
+                '--require-hashes -r "$LOCK"' in line
+                or "--require-hashes -r policy-base/policy/requirements.txt" in line
+            )
         else:
             assert "--require-hashes -r requirements-dev.lock" in line, line
 

@@ -82,14 +82,23 @@ class GpuCluster(pulumi.ComponentResource, abc.ABC):
         )
 
     def _warn_open_endpoint(self, cluster: Cluster) -> None:
-        """Warn when the API endpoint this component creates accepts every address."""
-        if self.CONTROLS_API_ACCESS and not self.settings.api_allowed_cidrs and not self.settings.private_api_endpoint:
-            pulumi.log.warn(
-                f"{cluster.name}: the Kubernetes API endpoint accepts connections from any address (sign-in "
-                "still required): set the ranges of the people and CI runners that run kubectl and pulumi with "
-                f"pulumi config set --stack {cluster.name} --path 'gpu-fleet:apiAllowedCidrs[0]' <CIDR>"
-                + (", or gpu-fleet:privateApiEndpoint true" if cloud_rules(self.CLOUD).private_api_endpoint else "")
-            )
+        """Warn when the API endpoint this component creates admits every address, or none from outside."""
+        settings = self.settings
+        closes = cloud_rules(self.CLOUD).closes_api_by_default
+        if self.CONTROLS_API_ACCESS and not settings.api_allowed_cidrs and not settings.private_api_endpoint:
+            if closes and not settings.open_api_endpoint:
+                pulumi.log.warn(
+                    f"{cluster.name}: the Kubernetes API endpoint admits no outside address (no "
+                    "gpu-fleet:apiAllowedCidrs): kubectl and pulumi must run inside the cluster's network; set their "
+                    f"ranges with pulumi config set --stack {cluster.name} --path 'gpu-fleet:apiAllowedCidrs[0]' <CIDR>"
+                )
+            else:
+                pulumi.log.warn(
+                    f"{cluster.name}: the Kubernetes API endpoint accepts connections from any address (sign-in "
+                    "still required): set the ranges of the people and CI runners that run kubectl and pulumi with "
+                    f"pulumi config set --stack {cluster.name} --path 'gpu-fleet:apiAllowedCidrs[0]' <CIDR>"
+                    + (", or gpu-fleet:privateApiEndpoint true" if cloud_rules(self.CLOUD).private_api_endpoint else "")
+                )
 
     @abc.abstractmethod
     def _build(self, cluster: Cluster) -> tuple[pulumi.Input[str], dict[str, pulumi.Resource], pulumi.Input[str]]:

@@ -118,7 +118,10 @@ class EksCluster(GpuCluster):
             deletion_window_in_days=30,
             opts=self.protected(self.aws_provider),
         )
-        private = self.settings.private_api_endpoint
+        # the public endpoint only for listed ranges, or when the stack opens it (gpu-fleet:openApiEndpoint): by
+        # default the API is reachable from inside the VPC only (EKS's own default is public to 0.0.0.0/0)
+        settings = self.settings
+        private = settings.private_api_endpoint or not (settings.api_allowed_cidrs or settings.open_api_endpoint)
         vpc_config: dict[str, Any] = {
             "subnet_ids": [*private_subnets, *public_subnets],
             "endpoint_private_access": True,

@@ -204,7 +204,9 @@ class GkeCluster(GpuCluster):
         this one is (cloud.google.com/kubernetes-engine/docs/how-to/legacy/network-isolation)."""
         settings = self.settings
         access: dict[str, Any] = {}
-        if settings.api_allowed_cidrs or settings.private_api_endpoint:
+        # authorised networks always, but for a stack that opens its endpoint (gpu-fleet:openApiEndpoint): with no
+        # range listed, only the cluster's own network reaches the API (Google's public ranges excluded too)
+        if settings.api_allowed_cidrs or settings.private_api_endpoint or not settings.open_api_endpoint:
             access["master_authorized_networks_config"] = {
                 "cidr_blocks": [
                     {"cidr_block": c, "display_name": "gpu-fleet:apiAllowedCidrs"} for c in settings.api_allowed_cidrs

@@ -57,8 +57,6 @@ Upstream facts, checked at kubernetes-sigs/kueue v0.19.2 (the version the fleet 
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -68,9 +66,10 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.kubernetes.deployment import FLEET_PART_OF
-from components.kubernetes.network_policy import DNS_PORTS, internet_block, network_policy, ports
+from components.kubernetes.network_policy import dns_egress, internet_block, network_policy, ports
 from components.kubernetes.training import KUEUE_API, UNBOUNDED, kueue_cluster_queue
 from fleet.model import pod_contract
+from fleet.model.queue_token import TOKEN_MAX_DAYS, TOKEN_SETTING, check_token
 from fleet.model.queues import SPILL_ALL, WORKER_ACCOUNT, Dispatch, Queue, pool_capacity, quota
 from fleet.model.spec import Cluster, GpuPool
 
@@ -92,9 +91,6 @@ WATCH_ROLE_NAME = "gpu-fleet-multikueue-watch"
 KUBECONFIG_KEY = "kubeconfig"  # multikueue_types.go: "The config should be stored in the kubeconfig key"
 # the stack output carrying a worker's token kubeconfig to the manager (a secret)
 KUBECONFIG_OUTPUT = "multikueue_kubeconfig"
-# the worker's token, a secret stack setting, and the longest a token may last (a month: rotate it monthly)
-TOKEN_SETTING = "gpu-fleet:multikueueToken"
-TOKEN_MAX_DAYS = 31
 # apis/config/v1beta2 defaults: gcInterval 1m, workerLostTimeout 15m; kept, and written down
 GC_INTERVAL = "1m"
 WORKER_LOST_TIMEOUT = "15m"
@@ -157,41 +153,6 @@ def worker_watch_rules(kinds: Mapping[str, tuple[str, str]] = DISPATCHED) -> lis
     return [
         {"apiGroups": [group], "resources": [resource], "verbs": ["list", "watch"]} for group, resource in resources
     ]
-
-
-def _claims(token: str) -> dict[str, Any] | None:
-    """The claims of a JWT (its payload, not verified: the API server verifies it), or None when it is not one."""
-    parts = token.strip().split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return claims if isinstance(claims, dict) else None
-
-
-def check_token(token: str, now: float) -> str | None:
-    """What is wrong with a worker token (``gpu-fleet:multikueueToken``) at ``now`` (seconds since the epoch), or None.
-
-    A TokenRequest token is a JWT whose ``exp`` claim says when it expires (kubernetes pkg/serviceaccount/claims.go);
-    a legacy Secret-based token has no ``exp`` and is refused, as is one that has expired or lasts longer than
-    ``TOKEN_MAX_DAYS``. The message never holds the token."""
-    make = (
-        f"make one: kubectl create token {WORKER_IDENTITY} -n kueue-system --duration {TOKEN_MAX_DAYS * 24}h, then "
-        f"pulumi config set --secret {TOKEN_SETTING} <token>"
-    )
-    claims = _claims(token)
-    if claims is None:
-        return f"{TOKEN_SETTING} is not a ServiceAccount token (a JWT): {make}"
-    exp = claims.get("exp")
-    if not isinstance(exp, int | float) or isinstance(exp, bool):
-        return f"{TOKEN_SETTING} never expires (no exp claim: a legacy token?): {make}"
-    if exp <= now:
-        return f"{TOKEN_SETTING} expired {(now - exp) / 86400:.1f} days ago: {make}"
-    if exp - now > TOKEN_MAX_DAYS * 86400:
-        return f"{TOKEN_SETTING} lasts {(exp - now) / 86400:.0f} days, more than {TOKEN_MAX_DAYS}: {make}"
-    return None
 
 
 def cluster_queue_name(queue: Queue) -> str:
@@ -526,8 +487,8 @@ class QueueManager(pulumi.ComponentResource):
                 spec={"clusterQueue": queue_name},
                 opts=child,
             )
-        # Kueue's controller reaches the workers' API servers (and its own) and nothing else: DNS, then 443 and 6443
-        # anywhere but the instance metadata address; the endpoints' addresses are the clouds' to give
+        # Kueue's controller reaches the workers' API servers (and its own) and nothing else: the cluster's DNS, then
+        # 443 and 6443 anywhere but the credentials addresses; the endpoints' addresses are the clouds' to give
         network_policy(
             f"{name}-kueue-egress",
             "kueue-egress",
@@ -536,7 +497,7 @@ class QueueManager(pulumi.ComponentResource):
                 "podSelector": {},
                 "policyTypes": ["Egress"],
                 "egress": [
-                    {"ports": DNS_PORTS},
+                    dns_egress(),  # the cluster's DNS pods, not port 53 of any address
                     {"to": [{"ipBlock": internet_block("0.0.0.0/0")}], "ports": ports(*API_SERVER_PORTS)},
                 ],
             },

@@ -18,13 +18,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from fleet.model import pod_contract
+
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 METADATA_ADDRESS = ipaddress.ip_network("169.254.169.254/32")
-# Where the clouds hand out credentials, besides 169.254.169.254 (every cloud's instance metadata): the ECS/EKS
-# container credentials endpoint 169.254.170.2 (AWS docs, "Task IAM role", AWS_CONTAINER_CREDENTIALS_RELATIVE_URI)
-# and Azure's WireServer 168.63.129.16 (Microsoft Learn, "What is IP address 168.63.129.16?"). No egress rule
-# of the fleet ever reaches them.
-CREDENTIAL_ADDRESSES = ("169.254.169.254/32", "169.254.170.2/32", "168.63.129.16/32")
+# Where the clouds hand out credentials (fleet/model/pod_contract.py, with its sources): no egress rule of the fleet
+# ever reaches them.
+CREDENTIAL_ADDRESSES = pod_contract.CREDENTIAL_ADDRESSES
 # Addresses that are never "the internet" for a pod: the private ranges (RFC 1918) and the shared address space
 # (RFC 6598) the clouds take the clusters' node, pod and service ranges from, and link-local (RFC 3927, which
 # holds the metadata addresses). A CI job's HTTPS egress excludes them, so it reaches neither the cluster's pods,

@@ -23,6 +23,11 @@ PROBE_METRICS = (
     "gpufleet_probe_success",
     "gpufleet_probe_last_run_timestamp_seconds",
 )
+# Where the clouds hand out credentials, besides 169.254.169.254 (every cloud's instance metadata): the ECS/EKS
+# container credentials endpoint 169.254.170.2 (AWS docs, "Task IAM role", AWS_CONTAINER_CREDENTIALS_RELATIVE_URI)
+# and Azure's WireServer 168.63.129.16 (Microsoft Learn, "What is IP address 168.63.129.16?"). No egress rule of the
+# fleet reaches them (the pack's namespace-default-deny-egress).
+CREDENTIAL_ADDRESSES = ("169.254.169.254/32", "169.254.170.2/32", "168.63.129.16/32")
 BENCHMARK_NAMESPACE = "benchmarks"
 # The training operator and the gang admission of the scaling sweeps (components/kubernetes/training.py), only on
 # clusters that run a sweep; and the LocalQueue their jobs name (label kueue.x-k8s.io/queue-name).

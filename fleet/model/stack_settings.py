@@ -132,6 +132,14 @@ STACK_SETTINGS: dict[str, StackSetting] = {
             ranges_of=API_RANGES,
         ),
         StackSetting(
+            "openApiEndpoint",
+            "bool",
+            "without apiAllowedCidrs, an API endpoint open to every address (closed by default where the cloud can "
+            "close it: EKS private, GKE no authorised network; a deploy refuses it)",
+            _CLOUDS_WITH_API_ENDPOINT,
+            default=False,
+        ),
+        StackSetting(
             "privateApiEndpoint",
             "bool",
             "an API endpoint inside the network only",

@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 import datetime
+import html
+import re
 
 from fleet.report.costs import approximate
 
 MISSING = "—"
+# What turns text into Markdown or HTML in report.md (CommonMark: emphasis, code spans, links and images, raw HTML,
+# table cells): label values come from Prometheus and are escaped, so a hostile label writes no link, image or tag.
+_MARKDOWN = re.compile(r"([\\`*_\[\]|~])")
+_PROSE = re.compile(r"([\\*_\[\]|~])")  # prose of the report's own keeps its code spans
+
+
+def md_text(text: str) -> str:
+    """``text`` as literal Markdown: HTML characters as entities, Markdown's own backslash-escaped, one line."""
+    return _MARKDOWN.sub(r"\\\1", html.escape(" ".join(str(text).split()), quote=False))
+
+
+def md_prose(text: str) -> str:
+    """A note of the report's own with label values in it: as ``md_text`` but its code spans kept (a backtick in a
+    label value then only ends a code span; it opens no link or tag)."""
+    return _PROSE.sub(r"\\\1", html.escape(" ".join(str(text).split()), quote=False))
 
 
 def utc(seconds: float) -> str:

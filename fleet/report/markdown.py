@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.report.formatting import span, utc
+from fleet.report.formatting import md_prose, md_text, span, utc
 from fleet.report.method import METHOD, SUMMARY_NOTE
 from fleet.report.model import Report
 from fleet.report.summary import summary_facts, summary_header, summary_rows
@@ -23,7 +23,7 @@ def _markdown_table(header: list[str], rows: list[list[str]], numeric: range | N
     """A Markdown table; the ``numeric`` columns (default: from the fifth on) are right-aligned."""
 
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(md_text(c) for c in cells) + " |"
 
     numeric = numeric if numeric is not None else range(4, len(header))
     align = ["---:" if i in numeric else "---" for i in range(len(header))]
@@ -46,20 +46,20 @@ def render_markdown(report: Report, images: dict[str, dict[str, str]]) -> str:
     rows = summary_rows(report)
     if rows:
         out += [_markdown_table(summary_header(currency), rows, numeric=range(5, 6)), "", SUMMARY_NOTE, ""]
-    out += [f"- {fact}" for fact in summary_facts(report)] + [""]
+    out += [f"- {md_prose(fact)}" for fact in summary_facts(report)] + [""]
     for section in report.sections:
         wl = section.workload
         headline = f"Headline: `{headline_series(wl)}`, {headline_direction(wl)}."
         out += [f"## {wl.name}", "", wl.spec.description.strip(), "", headline, ""]
         if not section.has_data:
-            out += [f"**No data** in this window: {section.no_data}.", ""]
+            out += [f"**No data** in this window: {md_prose(section.no_data)}.", ""]
             continue
         files = images.get(wl.name, {})
         for kind, alt in (("bars", "per card"), ("series", "over time")):
             if kind in files:
                 out += [f"![{wl.name}: {wl.spec.headline.metric} {alt}]({files[kind]})", ""]
         out += [_markdown_table(table_header(section, currency), table_rows(section)), ""]
-        out += [f"- {note}" for note in section_notes(section, currency)] + [""]
+        out += [f"- {md_prose(note)}" for note in section_notes(section, currency)] + [""]
     for name, title, header, rows, empty in sweep_sections(report):
         out += [f"## {title}", ""]
         if rows and "sweep" in images.get(name, {}):

@@ -15,7 +15,9 @@ runs past the client's ``deadline`` (one instant for all of them), and an answer
 refused as soon as its ``Content-Length`` or the bytes read so far say so, without reading the rest.
 
 Credentials in the URL (``http://user:password@host:9090``) are sent as HTTP basic authentication, never along a
-redirect, and never shown: :attr:`PrometheusClient.display_url` and every message carry ``***@`` instead.
+redirect, and never shown: :attr:`PrometheusClient.display_url` and every message carry ``***@`` instead. A
+redirect is followed only within the server's own origin (scheme, host and port): one to another host is refused,
+so the report never uses another server's answers as the Prometheus it was given.
 
 A range query is refused here, before it is sent, when it would exceed Prometheus' limit of 11,000 points
 per series (the server would answer 400 "exceeded maximum resolution").
@@ -107,15 +109,31 @@ class _TooLargeError(Exception):
         self.size = size  # the announced Content-Length, None when the bytes read went past the limit
 
 
-class _Redirects(urllib.request.HTTPRedirectHandler):
-    """The standard redirect handling, noting each URL it is sent to (a failure past a redirect names that URL)."""
+class _OtherOriginError(Exception):
+    def __init__(self, target: str):
+        super().__init__(target)
+        self.target = target
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or default
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect within the request's origin only (RFC 6454: scheme, host, port), noting each URL it is
+    sent to (a failure past a redirect names that URL)."""
 
     def __init__(self, seen: list[str]) -> None:
         super().__init__()
         self.seen = seen
 
     def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
-        """The standard redirect; ``newurl`` noted."""
+        """The standard redirect within the origin; ``_OtherOriginError`` for another origin; ``newurl`` noted."""
+        target = urllib.parse.urljoin(req.full_url, newurl)
+        if _origin(target) != _origin(req.full_url):
+            raise _OtherOriginError(target)
         self.seen.append(newurl)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
@@ -140,7 +158,7 @@ class _Exchange(threading.Thread):
     def run(self) -> None:
         try:
             try:
-                opener = urllib.request.build_opener(_Redirects(self.redirects))
+                opener = urllib.request.build_opener(_SameOriginRedirects(self.redirects))
                 response = opener.open(self.request, timeout=self.timeout)
             except urllib.error.HTTPError as exc:  # the API answers 400/422/503 with a JSON error body
                 response, self.status = exc, (exc.code, str(exc.reason))
@@ -225,6 +243,11 @@ class PrometheusClient:
         """The error to raise for what went wrong in an exchange."""
         at = self.display_url
         reason = getattr(error, "reason", error)  # urllib wraps what went wrong while connecting
+        if isinstance(error, _OtherOriginError):
+            return PrometheusError(
+                f"{at} redirected {what} to another server, {redact_url(error.target)}: refused (the report reads "
+                "only the Prometheus it is given); pass that server's base URL if it is the right one"
+            )
         if isinstance(error, _TooLargeError):
             size = (
                 f"announced {error.size:,} bytes"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from fleet.model import pod_contract
+from fleet.model.pod_contract import CREDENTIAL_ADDRESSES
 
 from .registry import resource_policy, stack_policy
 from .resources import plain
@@ -73,6 +75,65 @@ def _validate_default_deny(args: StackValidationArgs, report: ReportViolation) -
             f"namespace {ns!r} has no default-deny ingress NetworkPolicy: add one with podSelector {{}} and "
             "policyTypes [Ingress] (components/kubernetes/network_policy.py default_deny_ingress), then allow what is "
             "needed"
+        )
+
+
+def _is_default_deny_egress(props: dict[str, Any]) -> bool:
+    spec = props.get("spec") or {}
+    return spec.get("podSelector") == {} and "Egress" in (spec.get("policyTypes") or [])
+
+
+def _opens_a_credentials_address(props: dict[str, Any]) -> list[str]:
+    """The ipBlocks of a NetworkPolicy's egress that contain a cloud's credentials address without excepting it."""
+    found = []
+    for rule in (props.get("spec") or {}).get("egress") or []:
+        peers = rule.get("to")
+        if not peers:  # no `to`: every address, metadata included
+            found.append("a rule with no `to` (every address)")
+            continue
+        for peer in peers:
+            block = peer.get("ipBlock") or {}
+            try:
+                network = ipaddress.ip_network(str(block.get("cidr")))
+            except ValueError:
+                continue
+            excepted = [ipaddress.ip_network(str(e), strict=False) for e in block.get("except") or []]
+            for address in CREDENTIAL_ADDRESSES:
+                credentials = ipaddress.ip_network(address)
+                if credentials.subnet_of(network) and not any(
+                    e.version == credentials.version and credentials.subnet_of(e) for e in excepted
+                ):
+                    found.append(f"{block.get('cidr')} without excepting {address}")
+    return found
+
+
+@stack_policy(
+    "namespace-default-deny-egress",
+    "Every namespace the stack creates denies egress by default (a NetworkPolicy with an empty pod selector and "
+    "policyTypes Egress) and no egress rule reaches a cloud's instance metadata or credentials address.",
+)
+def _validate_default_deny_egress(args: StackValidationArgs, report: ReportViolation) -> None:
+    namespaces: set[str] = set()
+    denied: set[str] = set()
+    for r in args.resources:
+        props = plain(r.props)
+        metadata = props.get("metadata") or {}
+        if r.resource_type == "kubernetes:core/v1:Namespace":
+            namespaces.add(metadata.get("name") or r.name)
+        elif r.resource_type == "kubernetes:networking.k8s.io/v1:NetworkPolicy":
+            if _is_default_deny_egress(props):
+                denied.add(metadata.get("namespace") or "")
+            for problem in _opens_a_credentials_address(props):
+                if "Egress" in ((props.get("spec") or {}).get("policyTypes") or []):
+                    report(
+                        f"NetworkPolicy {metadata.get('name')!r} in {metadata.get('namespace')!r} lets pods reach a "
+                        f"credentials address: {problem} (components/kubernetes/network_policy.py internet_block)"
+                    )
+    for ns in sorted(namespaces - denied):
+        report(
+            f"namespace {ns!r} has no default-deny egress NetworkPolicy: add one with podSelector {{}} and "
+            "policyTypes [Egress] and its allow-list (components/kubernetes/namespace_network_policies.py "
+            "egress_allow_lists)"
         )
 
 

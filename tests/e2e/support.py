@@ -3,6 +3,7 @@ the central alert rules (``rule_tests``), and mtail's one-shot runs with the par
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import struct
@@ -293,7 +294,9 @@ def markdown_tables(text: str) -> dict[str, list[dict[str, str]]]:
         if line.startswith("## "):
             section, header = line[3:].strip(), None
         elif line.startswith("| ") and section:
-            cells = [c.strip() for c in line.strip()[1:-1].split(" | ")]
+            # the cells as read: Markdown's escapes and HTML entities undone (fleet/report/formatting.py)
+            raw = re.split(r"(?<!\\) \| ", line.strip()[1:-1])
+            cells = [html.unescape(re.sub(r"\\(.)", r"\1", c.strip())) for c in raw]
             if header is None:
                 header = cells
             elif not set(cells[0]) <= set("-: "):

@@ -96,6 +96,38 @@ def test_images_built_here_run_as_the_pods_user_from_an_exactly_pinned_base(name
             assert re.search(rf'fetch [^\n]*"\$\{{{arg}\}}"', dockerfile), f"{name}: fetch ${{{arg}}}"
 
 
+# Bases by tag only, each with its reason (docs/security.md, "Workload images"): NVIDIA publishes no digest of its
+# CUDA tags that could be checked upstream (no repo-info record as Docker's official images have).
+TAG_ONLY_BASES = {
+    "nvidia/cuda:12.4.1-base-ubuntu22.04",
+    "nvidia/cuda:12.4.1-devel-ubuntu22.04",
+    "nvidia/cuda:12.4.1-runtime-ubuntu22.04",
+}
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_images_built_here_take_bases_by_digest_and_packages_by_hash(name: str) -> None:
+    """Every base by digest but the named CUDA ones; every pip install from a hash-locked file of the workload's
+    folder (the build context), whose every line pins one version with its SHA-256 (issue 44)."""
+    folder = load_workloads()[name].folder
+    dockerfile = (folder / "Dockerfile").read_text(encoding="utf-8")
+    for base in re.findall(r"^FROM\s+(\S+)", dockerfile, flags=re.MULTILINE):
+        image, digest = split_digest(base)
+        assert digest or image in TAG_ONLY_BASES, f"{name}: {base} is neither by digest nor a named exception"
+    installs = re.findall(r"pip3? install[^\n]*", dockerfile)
+    for line in installs:
+        if "--no-deps -e /opt/" in line:  # the upstream checkout itself, fetched by a full commit
+            continue
+        files = re.findall(r"--require-hashes (?:--no-deps --no-build-isolation )?-r /tmp/(\S+)", line)
+        assert files, f"{name}: {line!r} is not a hash-locked install"
+        for file in files:
+            assert f"COPY {file}" in dockerfile or re.search(rf"COPY [^\n]*\b{re.escape(file)}\b", dockerfile)
+            text = (folder / file).read_text(encoding="utf-8")
+            pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\\n    --hash=sha256:([0-9a-f]{64})$", text, re.MULTILINE)
+            entries = [line for line in text.splitlines() if line and not line.startswith(("#", " "))]
+            assert pins and len(pins) == len(entries), f"{name}/{file}: every entry pinned with its hash"
+
+
 def test_no_workload_image_is_copied_from_a_moving_tag() -> None:
     """A workload either builds its image here or copies an upstream image by an exact version (a digest once the
     images workflow recorded it): never a moving tag such as ``latest`` or ``demo``."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from fleet.model.clouds import RULES, cloud_rules
@@ -43,5 +45,6 @@ def test_every_iam_role_carries_the_boundary(plans, session):
     for role in roles:
         assert role.inputs["permissionsBoundary"] == "arn:aws:iam::123456789012:policy/gpu-fleet-boundary", role.name
         assert only(check(session, role), "iam-role-boundary") == []
-    del roles[0].inputs["permissionsBoundary"]
-    assert_violation(check(session, roles[0]), "iam-role-boundary", "gpu-fleet-boundary", urn=roles[0].urn)
+    bare = copy.deepcopy(roles[0])  # the plans are shared: change a copy
+    del bare.inputs["permissionsBoundary"]
+    assert_violation(check(session, bare), "iam-role-boundary", "gpu-fleet-boundary", urn=bare.urn)

@@ -124,3 +124,31 @@ def test_a_default_deny_ingress_policy(session, spec):
 def test_no_default_deny_ingress(session, spec, namespace):
     findings = session.analyze_registrations(tools_stack(spec, namespace))
     assert_violation(findings, "namespace-default-deny-ingress", "namespace 'tools'", "podSelector {}", "Ingress")
+
+
+def test_every_namespace_denies_egress_by_default_and_never_opens_a_credentials_address(plans, session):
+    rule = "namespace-default-deny-egress"
+    stack = plans["fix-gke"].registrations
+    assert not only(session.analyze_registrations(list(stack)), rule)
+    changed = copy.deepcopy(list(stack))
+    changed = [
+        r
+        for r in changed
+        if not (
+            r.type == NETWORK_POLICY
+            and r.inputs["metadata"]["name"] == "default-deny-egress"
+            and r.inputs["metadata"]["namespace"] == "kueue-system"
+        )
+    ]
+    monitoring = next(
+        r
+        for r in changed
+        if r.type == NETWORK_POLICY
+        and r.inputs["metadata"]["name"] == "default-deny-egress"
+        and r.inputs["metadata"]["namespace"] == "monitoring"
+    )
+    monitoring.inputs["spec"]["egress"].append({"to": [{"ipBlock": {"cidr": "169.254.0.0/16"}}]})
+    findings = only(session.analyze_registrations(changed), rule)
+    messages = " | ".join(f.message for f in findings)
+    assert "namespace 'kueue-system' has no default-deny egress" in messages
+    assert "169.254.0.0/16 without excepting 169.254.169.254/32" in messages

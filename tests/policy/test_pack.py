@@ -65,6 +65,8 @@ def test_pack_lists_every_policy_with_a_description(session):
         "images-by-digest",
         "namespace-pod-security",
         "namespace-default-deny-ingress",
+        "namespace-default-deny-egress",
+        "iam-role-boundary",
         "benchmark-set-matches-policy",
         "cluster-protected",
         "ci-runner-placement",

@@ -427,12 +427,34 @@ def test_credentials_are_not_shown_when_the_request_fails(
     assert PASSWORD not in line and USER not in line
 
 
-def test_credentials_never_follow_a_redirect(serve: Callable[..., FakePrometheus], tmp_path: Path) -> None:
+def test_a_redirect_to_another_server_is_refused_and_takes_no_credentials(
+    serve: Callable[..., FakePrometheus], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another origin (here another port) is another server: its answers are never the report's (issue 44)."""
     elsewhere = serve(healthy())
     redirect = serve(lambda path: [http("", "302 Found", headers=f"Location: {elsewhere.url}{path}\r\n")])
-    report(redirect.url.replace("http://", f"http://{USER}:{PASSWORD}@"), tmp_path / "out")
+    assert report(redirect.url.replace("http://", f"http://{USER}:{PASSWORD}@"), tmp_path / "out") == 1
+    err = capsys.readouterr().err
+    assert "to another server" in err and "refused" in err
+    assert PASSWORD not in err and "Traceback" not in err
     assert redirect.requests and all("authorization" in headers for _, headers in redirect.requests)
-    assert elsewhere.requests and not any("authorization" in headers for _, headers in elsewhere.requests)
+    assert not elsewhere.requests
+
+
+def test_a_redirect_within_the_server_is_followed_without_credentials(
+    serve: Callable[..., FakePrometheus], tmp_path: Path
+) -> None:
+    answer = healthy()
+
+    def moved(path: str) -> Reply:
+        if path.startswith("/moved/"):
+            return answer(path[len("/moved") :])
+        return [http("", "301 Moved Permanently", headers=f"Location: /moved{path}\r\n")]
+
+    server = serve(moved)
+    assert report(server.url.replace("http://", f"http://{USER}:{PASSWORD}@"), tmp_path / "out") == 0
+    moved_requests = [headers for path, headers in server.requests if path.startswith("/moved/")]
+    assert moved_requests and not any("authorization" in headers for headers in moved_requests)
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ and probe numbers, and counts (runs, CI jobs) rendered as whole numbers wherever
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fleet.model.workloads import load_workloads
@@ -121,3 +123,29 @@ def test_counts_are_whole_numbers(value, shown):
 def test_ci_job_counts_are_whole_in_the_table():
     (row,) = runner_table_rows([RunnerRow("c0", "aws", "card0", 4.07, 0.96, 30.0)])
     assert row[3:5] == ["4", "1"]
+
+
+HOSTILE = "t4](https://evil.example) <img src=x onerror=alert(1)> **x** `y` |z"
+
+
+def test_label_values_write_no_markdown_or_html_into_report_md():
+    """A hostile Prometheus's label values (card, cluster) are text in report.md: no link, image, tag, emphasis, code
+    or extra table cell (index.html escapes them too)."""
+    name = next(iter(WORKLOADS))
+    section = section_of(name, [5.0, 3.0], [2.0, 2.0])
+    section.rows[0].gpu = HOSTILE
+    section.rows[1].cluster = HOSTILE
+    section.rows[1].gpu_utilization = None  # its card and cluster go into a note too
+    text = render_markdown(report_of([section]), {})
+    # unescaped, they would be a link or emphasis (a backtick may still make a code span in a note: literal text)
+    for raw in (r"\]\(https://evil", r"\*\*x"):
+        assert not re.search(r"(?<!\\)" + raw, text), raw
+    assert "<img" not in text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text and "\\](https://evil.example)" in text
+    # every table row still has as many cells as its header
+    for block in text.split("\n\n"):
+        lines = [line for line in block.splitlines() if line.startswith("| ")]
+        widths = {len(re.split(r"(?<!\\) \| ", line)) for line in lines}
+        assert len(widths) <= 1, block
+    page = render_html(report_of([section]), {})
+    assert "<img src=x" not in page

@@ -99,11 +99,9 @@ def test_no_secret_reaches_the_disk(rendered: Path) -> None:
     assert secrets
     for path in secrets:
         secret = _yaml(path)
-        if secret.get("type") == "kubernetes.io/service-account-token":
-            # the token controller fills it in the cluster (the queues' worker identity): nothing of ours inside
-            assert "stringData" not in secret and "data" not in secret, path
-            continue
         data = secret["stringData"]
+        if not data and "-multikueue-kubeconfig-" in path.name:
+            continue  # the manager's Secret of a worker whose stack has no gpu-fleet:multikueueToken yet: empty
         assert data and set(data.values()) == {"[secret]"}, path
 
 

@@ -25,6 +25,7 @@ class Eks(CloudRules):
     """EKS: regional clusters, sweep pools, the fleet's own cluster-autoscaler."""
 
     name = "aws"
+    closes_api_by_default = True  # no listed range: a private endpoint only
     region_example = "us-east-1"
     stack_location_keys = {"aws:region": "region"}
     sweep_pools = True

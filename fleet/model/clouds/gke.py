@@ -16,6 +16,7 @@ class Gke(CloudRules):
     """GKE: zonal or regional clusters, sweep pools, GKE's own autoscaler in the control plane."""
 
     name = "gcp"
+    closes_api_by_default = True  # no listed range: authorised networks with none
     region_example = "us-central1"
     zonal = True
     stack_location_keys = {"gcp:region": "region", "gcp:zone": "zone"}
@@ -54,10 +55,17 @@ class Gke(CloudRules):
         )  # fmt: skip
 
     def api_open(self, inputs: dict[str, Any]) -> bool:
-        """A public endpoint (no ``enablePrivateEndpoint``) without master authorized networks, or with 0.0.0.0/0."""
+        """A public endpoint (no ``enablePrivateEndpoint``) without master authorized networks, or with 0.0.0.0/0, or
+        open to Google's public ranges. Authorised networks with no range admit no outside address (GKE docs,
+        "Add authorized networks for control plane access")."""
         private = (inputs.get("privateClusterConfig") or {}).get("enablePrivateEndpoint") is True
-        networks = (inputs.get("masterAuthorizedNetworksConfig") or {}).get("cidrBlocks") or []
-        return not private and open_to_all([b.get("cidrBlock") for b in networks])
+        config = inputs.get("masterAuthorizedNetworksConfig")
+        if private:
+            return False
+        if not isinstance(config, dict):
+            return True
+        blocks = [b.get("cidrBlock") for b in config.get("cidrBlocks") or []]
+        return config.get("gcpPublicCidrsAccessEnabled") is True or (bool(blocks) and open_to_all(blocks))
 
     def declared_sharing(self, inputs: dict[str, Any]) -> str | None:
         """The guest accelerator's sharing: ``time-slicing-N`` (time-sharing, N clients per GPU), ``mig-PROFILE``

@@ -95,6 +95,10 @@ class CloudRules:
     kubernetes_version_from_stack: bool = False
     #: the API endpoint can be made private (gpu-fleet:privateApiEndpoint)
     private_api_endpoint: bool = True
+    #: its component closes the API endpoint when the stack lists no range (EKS: private only; GKE: authorised
+    #: networks with none); AKS and Magnum cannot express "no address" (an empty allow-list admits every one), so
+    #: their open default is refused at deploy (the pack's api-allow-list, mandatory) unless ranges are set
+    closes_api_by_default: bool = False
     #: the engine type of its cluster ("" where the fleet builds none)
     cluster_type: str = ""
     #: the engine type of the resource that says who reaches the cluster's API endpoint ("" where the fleet builds none)

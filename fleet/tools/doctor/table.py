@@ -3,10 +3,21 @@ status they give."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+# What a cluster's answers may carry that a terminal acts on: escape sequences (CSI such as colours or cursor moves,
+# OSC such as window titles and hyperlinks, and any other ESC pair; ECMA-48), then any other C0 or C1 control
+# character and the bidirectional overrides that reorder what is shown (Unicode TR9 explicit formatting)
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` as the doctor prints it: escape sequences removed, any other control character a space."""
+    return _CONTROLS.sub(" ", _ESCAPES.sub("", str(text)))
 
 
 @dataclass(frozen=True)
@@ -27,9 +38,11 @@ class Row:
 
 
 def render_table(rows: Sequence[Row], title: str = "") -> str:
-    """One table: CHECK, STATUS, STATE; a problem row is followed by its problem and likely fix, indented."""
+    """One table: CHECK, STATUS, STATE; a problem row is followed by its problem and likely fix, indented. What the
+    cluster answered is printed without its control characters (``printable``)."""
+    rows = [Row(*(printable(v) for v in (r.what, r.state, r.problem, r.fix)), skipped=r.skipped) for r in rows]
     width = min(max([len("CHECK"), *(len(r.what) for r in rows)]), 60)
-    lines = [title] if title else []
+    lines = [printable(title)] if title else []
     lines.append(f"{'CHECK':<{width}}  {'STATUS':<6}  STATE")
     pad = " " * 4
     for row in rows:

@@ -323,8 +323,18 @@ def test_api_endpoint_allow_list_and_private_endpoint(tmp_path):
     (cluster,) = by_type(private, "aws:eks/cluster:Cluster")
     assert cluster.inputs["vpcConfig"]["endpointPublicAccess"] is False
     assert cluster.inputs["vpcConfig"]["endpointPrivateAccess"] is True
-    # without either, the plan says the endpoint is open to any address
-    assert [f for f in plan_one(tmp_path, POLICY, "eks-test").findings if "apiAllowedCidrs" in f.message]
+    # without either, the endpoint is private (EKS's own default is public to 0.0.0.0/0), and the plan says so
+    (tmp_path / "d").mkdir()
+    default = plan_one(tmp_path / "d", POLICY, "eks-test")
+    (cluster,) = by_type(default, "aws:eks/cluster:Cluster")
+    assert cluster.inputs["vpcConfig"]["endpointPublicAccess"] is False
+    assert [f for f in default.findings if "admits no outside address" in f.message]
+    # opened only when the stack says so
+    opened = plan_one(tmp_path, POLICY, "eks-test", {"gpu-fleet:openApiEndpoint": True})
+    (cluster,) = by_type(opened, "aws:eks/cluster:Cluster")
+    assert cluster.inputs["vpcConfig"]["endpointPublicAccess"] is True
+    assert "publicAccessCidrs" not in cluster.inputs["vpcConfig"]
+    assert [f for f in opened.findings if "accepts connections from any address" in f.message]
 
 
 def test_a_runner_gets_a_ci_node_group_whose_asg_carries_the_ci_label_and_taint(tmp_path):

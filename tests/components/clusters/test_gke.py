@@ -111,8 +111,16 @@ def test_hardening_node_account_dataplane_v2_and_secrets_key(tmp_path):
         agent.inputs["member"] == "serviceAccount:service-123456789012@container-engine-robot.iam.gserviceaccount.com"
     )
     assert agent.inputs["role"] == "roles/cloudkms.cryptoKeyEncrypterDecrypter"
-    assert "masterAuthorizedNetworksConfig" not in cluster  # not set: open, with a warning
-    assert [f for f in plan.findings if "gpu-fleet:apiAllowedCidrs" in f.message]
+    # no range listed: authorised networks with none, no outside address reaches the API (issue 44); a warning says so
+    assert cluster["masterAuthorizedNetworksConfig"] == {"cidrBlocks": [], "gcpPublicCidrsAccessEnabled": False}
+    assert [f for f in plan.findings if "admits no outside address" in f.message]
+
+
+def test_an_api_endpoint_open_to_every_address_only_when_the_stack_says_so(tmp_path):
+    opened = plan_one(tmp_path, POLICY, "gke-test", {**CONFIG, "gpu-fleet:openApiEndpoint": True})
+    cluster = one(opened, "gcp:container/cluster:Cluster", "gke-test").inputs
+    assert "masterAuthorizedNetworksConfig" not in cluster
+    assert [f for f in opened.findings if "accepts connections from any address" in f.message]
 
 
 def test_api_allow_list_and_private_endpoint(tmp_path):

@@ -11,6 +11,7 @@ import pytest
 
 from components.kubernetes.benchmark import HOME_DIR
 from components.kubernetes.gateway import GATEWAY_PORT
+from components.kubernetes.network_policy import CREDENTIAL_ADDRESSES, dns_egress
 from components.kubernetes.prometheus_stack import RELEASE
 from fleet.model import can_i, pod_contract, preview_rights
 from fleet.model.loader import load_fleet
@@ -107,6 +108,31 @@ def test_every_fleet_namespace_denies_ingress_by_default(leaf, central):
         for ns in namespaces(plan):
             deny = policies(plan, ns)["default-deny-ingress"]
             assert deny == {"podSelector": {}, "policyTypes": ["Ingress"]}, ns
+
+
+def test_every_fleet_namespace_denies_egress_by_default_and_no_pod_reaches_a_credentials_address(leaf, central):
+    """Issue 44: monitoring, node-agents, kubeflow-system, ci-runners and kueue-system had no egress policy."""
+    for plan in (leaf, central):
+        for ns in namespaces(plan):
+            deny = policies(plan, ns)["default-deny-egress"]
+            assert deny["podSelector"] == {} and deny["policyTypes"] == ["Egress"], ns
+            rules = [rule for spec in policies(plan, ns).values() for rule in spec.get("egress", [])]
+            assert rules and all("to" in rule or rule == dns_egress() for rule in rules), ns  # no rule open to all
+            for rule in rules:
+                for peer in rule.get("to", []):
+                    block = peer.get("ipBlock")
+                    if block is None:
+                        continue
+                    network = ipaddress.ip_network(block["cidr"])
+                    excepted = [ipaddress.ip_network(e) for e in block.get("except", [])]
+                    for address in CREDENTIAL_ADDRESSES:
+                        credentials = ipaddress.ip_network(address)
+                        if credentials.subnet_of(network):
+                            assert any(credentials.subnet_of(e) for e in excepted), (ns, block)
+    # the node agents and the controllers reach the API server and DNS only
+    assert [r.get("ports") for r in policies(leaf, "node-agents")["default-deny-egress"]["egress"][1:]] == [
+        [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]
+    ]
 
 
 def test_only_the_gateway_is_open_to_the_outside_and_only_on_its_port(leaf, central):

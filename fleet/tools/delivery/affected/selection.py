@@ -63,7 +63,8 @@ NOT_DEPLOYED = (
 )
 # Inside workloads/<w>/: files that are test data or image sources, not read by the program (the loader reads
 # workload.yaml, mtail/*.mtail and files/*).
-WORKLOAD_NOT_DEPLOYED = ("sample.log", "Dockerfile", "*.md", "test_*.py")  # test_*.py: tests of its own code
+# test_*.py: tests of its own code; requirements*.txt: the image's hash-locked packages (built, not deployed)
+WORKLOAD_NOT_DEPLOYED = ("sample.log", "Dockerfile", "requirements*.txt", "*.md", "test_*.py")
 # Monitoring keys only one side uses (components/kubernetes/prometheus_stack.py, federation.py); any other key
 # reaches every cluster.
 LEAF_ONLY_MONITORING = ("leaf_retention",)

@@ -95,7 +95,8 @@ def kueue_configuration(
     ``frameworks``: the job kinds it manages; ``wait_for_pods_ready``: evict and requeue a job whose pods are not all
     running within the scale-up allowance (``block_admission``: admit nothing anywhere while one admitted job's pods
     are not all running; off, see the module's docstring); ``multikueue``: the MultiKueue section of a queue manager
-    (components/kubernetes/multikueue.py); ``namespaces``: where the jobs it manages are (the benchmarks', and the root benchmarks' where its Jobs queue)."""
+    (components/kubernetes/multikueue.py); ``namespaces``: where the jobs it manages are (the benchmarks', and the root
+    benchmarks' where its Jobs queue)."""
     allowance = f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",

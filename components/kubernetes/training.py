@@ -114,7 +114,8 @@ def kueue_configuration(
     }
     if wait_for_pods_ready:
         # all workers running within the scale-up allowance, or the job is evicted and requeued (5 times at most); on
-        # a MultiKueue worker the eviction sends the job back to the manager, which offers it to the next cluster
+        # a MultiKueue worker the eviction sends the job back to the manager, which dispatches it again from the
+        # queue's first cluster (the eviction clears its nomination: kueue v0.19.2 pkg/workload/evict/evict.go)
         config["waitForPodsReady"] = {
             "timeout": allowance,
             "recoveryTimeout": allowance,

@@ -125,10 +125,12 @@ queues:
 
 # The stack files of QUEUED (Kueue needs Kubernetes 1.29 or newer: fleet/program/stack.py check_kueue_version).
 QUEUED_SITE = {**MAGNUM_SITE, "kubeTag": "v1.31.5-rancher1", "autoscalerTag": "v1.31.5"}  # the same minors
+# The manager's: a Job's managedBy needs Kubernetes 1.32 (fleet/model/queues.py MANAGED_BY_MIN_KUBERNETES).
+MANAGER_SITE = {**MAGNUM_SITE, "kubeTag": "v1.32.6-rancher1", "autoscalerTag": "v1.32.7"}
 # Each worker has the manager's token (gpu-fleet:multikueueToken), encrypted: the offline plan reads a placeholder.
 WORKER_TOKEN = {"gpu-fleet:multikueueToken": {"secure": "v1:dG9rZW4="}}
 QUEUED_STACKS = {
-    "control": {"openstack:cloud": "site", "gpu-fleet:storageClass": "standard", "gpu-fleet:magnum": QUEUED_SITE},
+    "control": {"openstack:cloud": "site", "gpu-fleet:storageClass": "standard", "gpu-fleet:magnum": MANAGER_SITE},
     "cern-gpu": {"openstack:cloud": "site", "gpu-fleet:magnum": QUEUED_SITE, **WORKER_TOKEN},
     "gke-a": {"gcp:project": "fixture-project", **WORKER_TOKEN},
     "eks-a": {**WORKER_TOKEN},

@@ -97,8 +97,9 @@ class ClusterServices(pulumi.ComponentResource):
                 benchmark_limits(f"{name}-{suffix}", cluster, namespaces[ns].metadata["name"], child)
         # Kueue where sweeps run or the fleet's queues reach (None elsewhere): the sweeps' TrainJobs and JobSets, the
         # dispatched batch Jobs on a queue's manager and workers; a worker evicts a job whose pods do not all run in
-        # time, and the manager gives it to the next cluster. Queued sweep points: the manager dispatches TrainJobs
-        # too, and each worker runs them as a sweep cluster does (TrainJob and JobSet, one admission at a time)
+        # time, and the manager dispatches it again (from the queue's first cluster: docs/queues.md). Queued sweep
+        # points: the manager dispatches TrainJobs too, and each worker runs them as a sweep cluster does (TrainJob
+        # and JobSet)
         queued_points = bool(fleet.queued_points()) and self.queue_role is not None
         dispatched = dispatched_kinds(queued_points) if self.queue_role else {}
         runs_trainjobs = bool(sweeps) or (queued_points and self.queue_role == "worker")
@@ -112,7 +113,6 @@ class ClusterServices(pulumi.ComponentResource):
         kueue_config = kueue_configuration(
             frameworks,
             wait_for_pods_ready=bool(sweeps) or self.queue_role == "worker",
-            block_admission=runs_trainjobs,
             multikueue=multikueue_settings(fleet.dispatch) if self.queue_role == "manager" and fleet.dispatch else None,
             namespaces=managed,
         )

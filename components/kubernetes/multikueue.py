@@ -51,8 +51,8 @@ Upstream facts, checked at kubernetes-sigs/kueue v0.19.2 (the version the fleet 
   configuration mirrors the one of the manager ... in terms of namespaces and LocalQueues"), one ResourceFlavor per
   pool of the queue's cards, in the queue's card order, whose ``nodeLabels`` and ``tolerations`` Kueue adds to a job's
   pods when it admits them there, so a job submitted once runs on whichever cloud's pool without naming it; and
-  ``waitForPodsReady``, which evicts a job whose pods are not running in time, and the manager then dispatches it
-  again (feature ``MultiKueueRedoAdmissionOnEvictionInWorker``, GA and locked on in 0.19).
+  ``waitForPodsReady``, which evicts a job whose pods are not running in time; the manager dispatches it again from
+  the first cluster (``MultiKueueRedoAdmissionOnEvictionInWorker``, GA; evict.go ``resetClusterNomination``).
 """
 
 from __future__ import annotations

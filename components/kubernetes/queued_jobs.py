@@ -33,6 +33,10 @@ from fleet.model import pod_contract
 from fleet.model.queues import QueuedJob
 from fleet.model.spec import Cluster, GpuPool, WorkloadJob
 
+# the fields of a queued Job that Kueue writes on the manager, which Pulumi neither sets nor diffs (as the queued
+# TrainJobs' own, components/kubernetes/queued_sweeps.py)
+KUEUE_WRITES = ("spec.suspend", "spec.managedBy")
+
 
 def queued_labels(job: QueuedJob) -> dict[str, str]:
     """The pod labels of a queued Job: those the PodMonitor selects and copies (``workload``, ``gpu``); ``cluster`` and
@@ -131,6 +135,9 @@ class QueuedJobs(pulumi.ComponentResource):
                 f"{manager.name}-{job.queue.name}-{wl.name}-{job.card}",
                 metadata={**metadata, "namespace": namespace},
                 spec=spec,
-                opts=pulumi.ResourceOptions(parent=self),
+                # Kueue's Job webhook on the manager writes both (job_webhook.go ``Default``: suspend, and managedBy
+                # kueue.x-k8s.io/multikueue); a refresh must not undo them, and a Job's managedBy is immutable
+                # (kubernetes pkg/apis/batch/validation ValidateJobSpecUpdate)
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=list(KUEUE_WRITES)),
             )
         self.register_outputs({"jobs": {f"{w}/{c}": j.metadata["name"] for (w, c), j in self.jobs.items()}})

@@ -6,9 +6,17 @@
   operator is kept on a release branch and Kueue deprecates its TFJob integration (docs/design/scaling-sweeps.md).
 - **Kueue** 0.19.2 admits a job only when its quota fits all of its pods, and with ``waitForPodsReady`` evicts and
   requeues a job whose pods are not all running within the scale-up allowance, so a job's workers start together or
-  not at all; ``blockAdmission`` admits one job at a time until its pods are ready, so two half-started jobs never
-  hold each other's nodes. The quota of each sweep pool is what the pool can hold at most (``max_nodes`` machines),
-  so the sweep's points queue and run one after another when a pool is too small for all at once.
+  not at all. The quota of each sweep pool is what the pool can hold at most (``max_nodes`` machines), so the
+  sweep's points queue and run one after another when a pool is too small for all at once.
+- ``blockAdmission`` is **off** (``BLOCK_ADMISSION``): it is one switch for the whole Kueue, and with it the scheduler
+  admits nothing, in any ClusterQueue, while any admitted workload of any ClusterQueue is not PodsReady (kueue v0.19.2
+  pkg/cache/scheduler/cache.go ``podsReadyForAllAdmittedWorkloads``, pkg/scheduler/scheduler.go; apis/config/v1beta2
+  ``WaitForPodsReady.BlockAdmission``, default false): one queued Job waiting for a spot node from zero stopped every
+  sweep, benchmark and queued job of its cluster for up to the allowance. What it guarded against, two half-started
+  gangs holding each other's nodes, cannot happen within one ClusterQueue (its quota is what the pool holds at its
+  maximum, so what it admits fits the pool at its maximum); it can where the pool cannot reach its maximum (a
+  stock-out) or two ClusterQueues count one pool (docs/queues.md), and there ``waitForPodsReady`` evicts the jobs
+  whose pods are not all running after the allowance and requeues them with a backoff.
 - Kueue's ProvisioningRequest admission check is not used: on GKE it needs queued-provisioning (flex-start) node
   pools, which take no Spot VMs, and EKS and AKS have no managed ProvisioningRequest support (docs/sweeps.md).
 """
@@ -41,6 +49,8 @@ KUEUE_VISIBILITY_PORT = 8082
 # Kueue gates the sweep jobs by accelerators; CPU and memory must be covered too (a request of a resource the
 # ClusterQueue does not cover is not admitted), with quotas no sweep pool reaches: the nodes bound them.
 UNBOUNDED = {"cpu": "10000", "memory": "100Ti"}
+# waitForPodsReady.blockAdmission, off everywhere (the module's docstring)
+BLOCK_ADMISSION = False
 
 
 def namespace_selector(namespaces: Sequence[str]) -> dict[str, Any]:
@@ -76,16 +86,17 @@ def kueue_configuration(
     frameworks: Sequence[str] = KUEUE_FRAMEWORKS,
     *,
     wait_for_pods_ready: bool = True,
-    block_admission: bool = True,
+    block_admission: bool = BLOCK_ADMISSION,
     multikueue: dict[str, Any] | None = None,
     namespaces: Sequence[str] = (pod_contract.BENCHMARK_NAMESPACE,),
 ) -> dict[str, Any]:
     """Kueue's manager configuration (the chart takes it as one YAML string, replacing its default entirely).
 
     ``frameworks``: the job kinds it manages; ``wait_for_pods_ready``: evict and requeue a job whose pods are not all
-    running within the scale-up allowance (``block_admission``: admit one job at a time until its pods run, as the
-    sweeps need); ``multikueue``: the MultiKueue section of a queue manager (components/kubernetes/multikueue.py);
-    ``namespaces``: where the jobs it manages are (the benchmarks', and the root benchmarks' where its Jobs queue)."""
+    running within the scale-up allowance (``block_admission``: admit nothing anywhere while one admitted job's pods
+    are not all running; off, see the module's docstring); ``multikueue``: the MultiKueue section of a queue manager
+    (components/kubernetes/multikueue.py); ``namespaces``: where the jobs it manages are (the benchmarks', and the root
+    benchmarks' where its Jobs queue)."""
     allowance = f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -103,7 +114,8 @@ def kueue_configuration(
     }
     if wait_for_pods_ready:
         # all workers running within the scale-up allowance, or the job is evicted and requeued (5 times at most); on
-        # a MultiKueue worker the eviction sends the job back to the manager, which offers it to the next cluster
+        # a MultiKueue worker the eviction sends the job back to the manager, which dispatches it again from the
+        # queue's first cluster (the eviction clears its nomination: kueue v0.19.2 pkg/workload/evict/evict.go)
         config["waitForPodsReady"] = {
             "timeout": allowance,
             "recoveryTimeout": allowance,

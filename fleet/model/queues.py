@@ -65,6 +65,18 @@ RESERVED = ("manager", "spill")
 #   (running), observed once per workload by the job reconciler only where ``waitForPodsReady`` is on
 #   (pkg/controller/jobframework/reconciler.go), which every worker sets; 14 buckets, the last finite 10240 s.
 #   The workers' leaves scrape it and the central federates it, so the report reads it per worker.
+# The manager dispatches batch Jobs by their ``spec.managedBy: kueue.x-k8s.io/multikueue``, which Kueue's Job webhook
+# sets there (kueue v0.19.2 pkg/controller/jobframework/defaults.go ApplyDefaultForManagedBy) and MultiKueue's check
+# requires, else it rejects the workload: "The owner is not managed by Kueue: Expecting spec.managedBy to be ..."
+# (pkg/controller/admissionchecks/multikueue/workload.go, pkg/controller/jobs/job/job_multikueue_adapter.go
+# IsJobManagedByKueue). The Job's field is the feature gate JobManagedBy of kube-apiserver and kube-controller-manager
+# (KEP-4368, kubernetes/enhancements keps/sig-apps/4368-support-managed-by-for-batch-jobs/kep.yaml: alpha 1.30, beta
+# 1.32, stable 1.35; kubernetes v1.36.3 pkg/features/kube_features.go: alpha and off in 1.30, beta and on in 1.32, GA
+# and locked on in 1.35); with the gate off the API server drops it on create (pkg/registry/batch/job/strategy.go
+# PrepareForCreate), so a manager below 1.32 dispatches no Job. A TrainJob's (and a JobSet's) managedBy is a field of
+# its CRD (kubeflow/trainer v2.3.0 pkg/apis/trainer/v1alpha1/trainjob_types.go; jobset v0.12.0 jobset_types.go), which
+# no gate drops: they need nothing more.
+MANAGED_BY_MIN_KUBERNETES = (1, 32)
 ADMISSION_WAIT_METRIC = "kueue_admission_wait_time_seconds"
 START_WAIT_METRIC = "kueue_admitted_until_ready_wait_time_seconds"
 START_WAIT_SERIES = tuple(f"{START_WAIT_METRIC}_{part}" for part in ("bucket", "sum", "count"))
@@ -444,3 +456,17 @@ def check_queued_workloads(
                 f"{', '.join(allowed) or 'none'}): allow one of them, or name another queue"
             )
     return problems
+
+
+def managed_by_problem(manager: str, minor: tuple[int, int] | None, written: str) -> str | None:
+    """Why the queues' manager, running Kubernetes ``minor`` (as ``written``: a version or a Magnum kubeTag), cannot
+    dispatch batch Jobs (``MANAGED_BY_MIN_KUBERNETES``), or None (a version that names no minor: assumed able)."""
+    if minor is None or minor >= MANAGED_BY_MIN_KUBERNETES:
+        return None
+    need = ".".join(map(str, MANAGED_BY_MIN_KUBERNETES))
+    return (
+        f"{manager} is the queues' manager, and Kubernetes {'.'.join(map(str, minor))} ({written}) drops a Job's "
+        f"spec.managedBy (feature gate JobManagedBy, KEP-4368: on by default from {need}), so Kueue's MultiKueue "
+        'check rejects every Job submitted to a queue ("The owner is not managed by Kueue") and none leaves the '
+        f"manager: run Kubernetes {need} or newer there"
+    )

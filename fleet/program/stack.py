@@ -34,6 +34,7 @@ from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError
 from fleet.model.loader import POLICY_FILE, load_fleet_cached
 from fleet.model.queued_sweeps import queue_quota
+from fleet.model.queues import managed_by_problem
 from fleet.model.spec import Cluster, Fleet, pool_resource_name
 from fleet.model.stack_settings import storage_class_missing
 from fleet.model.workloads import WORKLOADS_DIR
@@ -106,6 +107,19 @@ def check_kueue_version(fleet: Fleet, cluster: Cluster, settings: StackSettings)
     raise InputError([read_yaml(fleet.file).problem(where, f"{message}: raise kubernetes_version")])
 
 
+def check_manager_version(fleet: Fleet, cluster: Cluster, settings: StackSettings) -> None:
+    """Refuse a queues' manager whose Kubernetes drops a Job's ``managedBy`` (fleet/model/queues.py
+    ``managed_by_problem``; ``validate`` says the same, fleet/tools/checks/stack_checks.py)."""
+    text, magnum = _kubernetes_version(cluster, settings)
+    problem = managed_by_problem(cluster.name, tag_minor(text), text)
+    if problem is None:
+        return
+    if magnum:
+        raise InputError([config_problem(f"{CONFIG_NAMESPACE}:magnum", f"{problem}: set a newer kubeTag", "kubeTag")])
+    where = ("clusters", cluster.cloud, cluster.name, "kubernetes_version")
+    raise InputError([read_yaml(fleet.file).problem(where, f"{problem}: raise kubernetes_version")])
+
+
 def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     """Declare every resource of the stack ``stack`` (a cluster name) and export its outputs."""
     cluster = fleet.cluster(stack)
@@ -115,6 +129,8 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     needs_kueue = bool(fleet.sweep_points(cluster)) or bool(fleet.dispatch and fleet.dispatch.role(cluster.name))
     if needs_kueue:
         check_kueue_version(fleet, cluster, settings)
+    if fleet.dispatch is not None and fleet.dispatch.manager == cluster.name:
+        check_manager_version(fleet, cluster, settings)
     queue_benchmarks = queues_benchmarks(fleet, cluster, settings)
     kueue_runs = needs_kueue or queue_benchmarks
     if kueue_runs:

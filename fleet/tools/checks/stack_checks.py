@@ -15,6 +15,7 @@ from typing import Any
 
 from fleet.model.clouds import cloud_rules
 from fleet.model.errors import InputError, Problem, did_you_mean
+from fleet.model.queues import managed_by_problem
 from fleet.model.spec import Cluster, Fleet
 from fleet.model.stack_settings import (
     CONFIG_NAMESPACE,
@@ -28,6 +29,12 @@ from fleet.model.stack_settings import (
 from fleet.model.yaml_source import YamlDocument, read_yaml
 from fleet.program.stack_config import is_secure, malformed_secure, plain_leaves, stack_file, stack_names
 
+# What a Magnum manager below Kubernetes 1.32 is told to set (fleet/model/queues.py MANAGED_BY_MIN_KUBERNETES): a
+# published hyperkube tag of 1.32 (rancher/hyperkube pull request 411 "[v1.32] Add Kubernetes version v1.32.6",
+# merged 2025-06-27; the image is pushed to Docker Hub on tag, rancher/hyperkube README) and a cluster-autoscaler of the
+# same minor (components/kubernetes/images.yaml autoscaler_images "1.32"), which autoscaler_minor_problem requires.
+MANAGER_KUBE_TAG = "v1.32.6-rancher1"
+MANAGER_AUTOSCALER_TAG = "v1.32.7"
 # Keys a cloud's component cannot do without (they have no sensible default).
 REQUIRED: dict[str, tuple[str, ...]] = {
     "gcp": ("gcp:project",),
@@ -214,4 +221,37 @@ def check_stacks(fleet: Fleet, stacks_dir: Path) -> StackReport:
             continue
         has_default = GpuCluster.for_cloud(cluster.cloud).has_default_storage_class(cluster)
         _StackChecker(cluster, doc, has_default, report).run()
+        if fleet.dispatch is not None and cluster.name == fleet.dispatch.manager:
+            report.problems.extend(check_manager_kubernetes(fleet, cluster, doc))
     return report
+
+
+def check_manager_kubernetes(fleet: Fleet, cluster: Cluster, doc: YamlDocument) -> list[Problem]:
+    """The queues' manager runs a Kubernetes that keeps a Job's ``managedBy`` (``managed_by_problem``): located at the
+    stack file's ``kubeTag`` on Magnum, else at the policy's ``kubernetes_version`` the cluster takes."""
+    from components.clusters.magnum import tag_minor
+    from fleet.model.spec_schema import DEFAULT_KUBERNETES_VERSION
+
+    if cloud_rules(cluster.cloud).kubernetes_version_from_stack:
+        config = doc.data.get("config") if isinstance(doc.data, dict) else None
+        magnum = config.get(f"{CONFIG_NAMESPACE}:magnum") if isinstance(config, dict) else None
+        tag = magnum.get("kubeTag") if isinstance(magnum, dict) else None
+        if not isinstance(tag, str):  # missing: the Magnum settings' own check says so
+            return []
+        problem = managed_by_problem(cluster.name, tag_minor(tag), f"kubeTag {tag}")
+        fix = (
+            f"set a newer kubeTag, such as kubeTag: {MANAGER_KUBE_TAG} with autoscalerTag: {MANAGER_AUTOSCALER_TAG} "
+            "(the autoscaler's minor is the cluster's), a tag your Magnum driver can pull"
+        )
+        where_tag = ("config", f"{CONFIG_NAMESPACE}:magnum", "kubeTag")
+        return [doc.problem(where_tag, f"{problem}: {fix}")] if problem else []
+    version = cluster.kubernetes_version
+    problem = managed_by_problem(cluster.name, tag_minor(version), f"kubernetes_version {version}")
+    if not problem:
+        return []
+    policy = read_yaml(fleet.file)
+    own = (((policy.data or {}).get("clusters") or {}).get(cluster.cloud) or {}).get(cluster.name) or {}
+    where: tuple[object, ...] = ("defaults", "kubernetes_version")
+    if isinstance(own, dict) and "kubernetes_version" in own:
+        where = ("clusters", cluster.cloud, cluster.name, "kubernetes_version")
+    return [policy.problem(where, f'{problem}: raise kubernetes_version, such as "{DEFAULT_KUBERNETES_VERSION}"')]

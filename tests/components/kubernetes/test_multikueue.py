@@ -152,7 +152,9 @@ def test_each_worker_has_its_queues_flavors_of_its_own_pools_and_gives_stuck_job
         config = _kueue_config(plan)
         assert "batch/job" in config["integrations"]["frameworks"]
         assert config["waitForPodsReady"]["timeout"] == f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
-        assert config["waitForPodsReady"]["blockAdmission"] is bool(fleet.sweep_points(cluster))
+        # never blockAdmission: it would stop every ClusterQueue of the worker while one job waits for a node
+        # (kueue v0.19.2 pkg/cache/scheduler/cache.go podsReadyForAllAdmittedWorkloads)
+        assert config["waitForPodsReady"]["blockAdmission"] is False
         assert "multiKueue" not in config
     # a cluster that is no worker gets none of it
     others = set(fleet.clusters) - set(dispatch.workers) - {dispatch.manager}

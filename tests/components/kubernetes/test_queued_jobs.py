@@ -109,3 +109,15 @@ def test_per_cluster_workloads_stay_per_cluster(planned):
         cron = {r.inputs["metadata"]["labels"]["workload"] for r in by_type(plans[name], CRONJOB)
                 if r.inputs["metadata"]["labels"].get("workload") in fleet.placements}  # fmt: skip
         assert cron == {b.workload.name for b in fleet.benchmarks(cluster) if b.schedule}
+
+
+def test_the_manager_does_not_diff_what_kueue_writes_on_a_queued_job(planned):
+    # Kueue's Job webhook on the manager suspends the Job and sets spec.managedBy (kueue v0.19.2
+    # pkg/controller/jobs/job/job_webhook.go Default); managedBy is immutable (kubernetes v1.36.3
+    # pkg/apis/batch/validation ValidateJobSpecUpdate): a refresh that tried to undo either would fail or rerun it
+    fleet, plans = planned
+    jobs = by_type(plans[fleet.dispatch.manager], JOB)
+    assert jobs
+    for job in jobs:
+        assert {"spec.suspend", "spec.managedBy"} <= set(job.ignore_changes), job.name
+        assert "suspend" not in job.inputs["spec"] and "managedBy" not in job.inputs["spec"]

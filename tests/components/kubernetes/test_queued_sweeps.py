@@ -124,7 +124,7 @@ def test_every_worker_holds_the_managers_runtime_of_its_points_and_runs_no_train
         assert {"trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset", "batch/job"} <= set(
             config["integrations"]["frameworks"]
         )
-        assert config["waitForPodsReady"]["blockAdmission"] is bool(held)
+        assert config["waitForPodsReady"]["blockAdmission"] is False  # training.py BLOCK_ADMISSION
         # the manager's rights there cover TrainJobs as they cover Jobs: made in benchmarks, watched everywhere
         granted = {
             (r.type.rsplit(":", 1)[-1], g, res)

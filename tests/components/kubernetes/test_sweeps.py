@@ -174,7 +174,7 @@ def test_trainer_and_kueue_are_pinned_and_only_where_a_sweep_runs(gke, tmp_path)
     # and batch Jobs: the cluster's benchmarks wait their turn in its Kueue too (test_benchmark_queue.py)
     assert config["integrations"]["frameworks"] == [*KUEUE_FRAMEWORKS, "batch/job"]
     wait = config["waitForPodsReady"]
-    assert wait["blockAdmission"] is True and wait["timeout"] == f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
+    assert wait["blockAdmission"] is False and wait["timeout"] == f"{pod_contract.SCALE_UP_ALLOWANCE_SECONDS // 60}m"
     plain = plan_one(
         tmp_path,
         POLICY.replace("central: true", "central: false").replace("eks-sweep:", "eks-sweep:\n      central: true"),

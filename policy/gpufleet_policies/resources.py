@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pulumi_policy import ResourceValidationArgs
+from pulumi_policy.proxy import UnknownValueError
 
 from fleet.model.loader import POLICY_FILE, load_fleet_cached
 from fleet.model.spec import Cluster, Fleet
@@ -41,13 +42,29 @@ def cluster_of(urn: str) -> Cluster | None:
 
 
 def plain(value: Any) -> Any:
-    """Property proxies as plain dicts/lists, whole numbers as int (numbers cross the wire as doubles)."""
+    """Property proxies as plain dicts/lists, whole numbers as int (numbers cross the wire as doubles), and what a
+    preview cannot know yet left out (a resource's ``status``, an output of a resource still to be created): the
+    proxy raises ``UnknownValueError`` on reading such a value, and a policy that read the whole resource would not run
+    at all during previews ("can't run policy ... during preview", seen on the real engine), so it runs on what is
+    known and again at deploy on everything."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if hasattr(value, "items"):
-        return {k: plain(v) for k, v in value.items()}
+    if hasattr(value, "keys"):
+        out = {}
+        for key in value.keys():
+            try:
+                out[key] = plain(value[key])
+            except UnknownValueError:
+                continue
+        return out
     if isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and not isinstance(value, (str, bytes))):
-        return [plain(v) for v in value]
+        items = []
+        for index in range(len(value)):
+            try:
+                items.append(plain(value[index]))
+            except UnknownValueError:
+                continue
+        return items
     return value
 
 

@@ -198,6 +198,21 @@ class Offer(StrictModel):
             raise ValueError(f"machines must each hold a different number of cards (counts {counts})")
         return self
 
+    def zone_problem(self, card: str, cloud: str, zone: str) -> tuple[bool, str] | None:
+        """(refused, message) when ``zone`` is not among the zones that offer the card: refused where the zones of
+        its region were read, a warning elsewhere (the catalogue lists only zones checked upstream); None if it is."""
+        if not self.zones or zone in self.zones:
+            return None
+        region = zone.rsplit("-", 1)[0]
+        read = region in {z.rsplit("-", 1)[0] for z in self.zones}
+        said = f"{cloud} offers {card} in {', '.join(self.zones)} ({self.zones_source})"
+        if read:
+            return True, f"{card} is not offered in {zone}: {said}; use one of them, such as zone: {self.zones[0]}"
+        return False, (
+            f"{card} may not be offered in {zone}: {said}, and no zone of {region} was read; check that page, and "
+            "add the zone to fleet/model/catalogue.yaml if it lists it"
+        )
+
     def sizes(self) -> list[Machine]:
         """Every machine of this card on this cloud, the offer's own first, then by card count."""
         own = Machine(machine_type=self.machine_type, count=self.count, source=self.source)

@@ -265,3 +265,15 @@ def test_through_the_command_line(tmp_path):
         "nothing was planned or deployed",
     ):
         assert fragment in run.stderr, run.stderr
+
+
+def test_a_tpu_zone_is_refused_where_its_region_was_read_and_questioned_elsewhere():
+    """The catalogue lists the zones Cloud TPU gives for v5e in the regions read: another zone of those regions is
+    refused; a zone of a region not read is a warning naming the page to check, not a refusal."""
+    offer = load_catalogue().accelerators["tpu-v5e"].offers["gcp"]
+    assert offer.zones and offer.zone_problem("tpu-v5e", "gcp", offer.zones[0]) is None
+    refused, message = offer.zone_problem("tpu-v5e", "gcp", "us-central1-b")
+    assert refused and "tpu-v5e is not offered in us-central1-b" in message and "us-central1-a" in message
+    refused, message = offer.zone_problem("tpu-v5e", "gcp", "europe-west4-a")
+    assert not refused and "no zone of europe-west4 was read" in message and "TPU regions and zones" in message
+    assert load_catalogue().accelerators["t4"].offers["gcp"].zone_problem("t4", "gcp", "europe-west4-a") is None

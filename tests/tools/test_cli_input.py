@@ -505,10 +505,15 @@ BAD_INPUTS: dict[str, tuple[list[str], dict[str, tuple[str, str] | str | bytes],
     ),
     "tpu-v5e-where-none-is": (
         ["validate"],
-        {"fleet.yaml": ("        l4: {}\n", "        l4: {}\n        tpu-v5e: {}\n")},
+        {
+            "fleet.yaml": (
+                "zone: europe-west4-a\n      gpus:\n",
+                "zone: us-central1-b\n      gpus:\n        tpu-v5e: {}\n",
+            )
+        },
         [
-            "fleet.yaml:20: clusters.gcp.fix-gke.gpus.tpu-v5e: tpu-v5e (Google Cloud TPU v5e (2x2 slice)) is not "
-            "offered in europe-west4-a: gcp offers it in us-central1-a, ",
+            "fleet.yaml:18: clusters.gcp.fix-gke.gpus.tpu-v5e: tpu-v5e is not offered in us-central1-b: gcp offers "
+            "tpu-v5e in us-central1-a, ",
             "such as zone: us-central1-a",
         ],
     ),

@@ -13,7 +13,7 @@ import pytest
 
 from fleet.model.errors import InputError
 from fleet.model.workloads import WORKLOADS_DIR, load_workloads
-from fleet.tools.checks.workload_checks import mtail_declarations
+from fleet.tools.checks.workload_checks import dockerfile_problems, mtail_declarations, upstream_problems
 from fleet.tools.delivery.image_delivery import split_digest
 
 # Every workload folder of the repository (a folder with a workload.yaml), whatever a team keeps or adds.
@@ -79,32 +79,16 @@ BUILT = sorted(n for n in NAMES if (WORKLOADS_DIR / n / "Dockerfile").is_file())
 @pytest.mark.parametrize("name", BUILT)
 def test_images_built_here_run_as_the_pods_user_from_an_exactly_pinned_base(name: str) -> None:
     """A workload built from its Dockerfile runs as the unprivileged user its pods set (``run_as_user``), unless it
-    says why it needs root; every base image has an exact version tag (and a digest where one was found); an
-    upstream repository fetched by git is fetched by a full commit."""
-    workload = load_workloads()[name]
-    dockerfile = (workload.folder / "Dockerfile").read_text(encoding="utf-8")
-    for base in re.findall(r"^FROM\s+(\S+)", dockerfile, flags=re.MULTILINE):
-        image, _ = split_digest(base)
-        assert re.search(r":v?\d+\.\d+(\.\d+)?(-[\w.-]+)?$", image), f"{name}: {base} has no exact version tag"
-    users = re.findall(r"^USER\s+(\S+)", dockerfile, flags=re.MULTILINE)
-    if not workload.spec.needs_root:
-        assert users and users[-1].split(":")[0] == str(workload.spec.run_as_user), (name, users)
-    if "git " in dockerfile and "fetch" in dockerfile:
-        refs = re.findall(r"^ARG (\w+_REF)=([0-9a-f]{40})$", dockerfile, flags=re.MULTILINE)
-        assert refs, f"{name}: pin the upstream repository to a full commit"
-        for arg, _ in refs:  # fetched by that commit, whose hash git checks every object against
-            assert re.search(rf'fetch [^\n]*"\$\{{{arg}\}}"', dockerfile), f"{name}: fetch ${{{arg}}}"
+    says why it needs root; every base image has an exact version tag; an upstream repository fetched by git is
+    fetched by a full commit: validate's rules (workload_checks.dockerfile_problems), which a team's folder meets."""
+    assert dockerfile_problems(load_workloads()[name]) == []
 
 
 def test_no_workload_image_is_copied_from_a_moving_tag() -> None:
     """A workload either builds its image here or copies an upstream image by an exact version (a digest once the
-    images workflow recorded it): never a moving tag such as ``latest`` or ``demo``."""
+    images workflow recorded it): never a moving tag such as ``latest`` or ``demo`` (validate's rule)."""
     for name, workload in load_workloads().items():
-        upstream = workload.spec.upstream
-        if upstream:
-            image, _ = split_digest(upstream)
-            tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else ""
-            assert re.search(r"\d+\.\d+", tag), f"{name}: upstream {upstream} is not an exact version"
+        assert upstream_problems(workload) == [], name
 
 
 # --- broken workload.yaml: every problem named by file, line and key ---------------------------------------

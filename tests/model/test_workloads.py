@@ -294,3 +294,43 @@ def test_a_symbolic_link_for_a_whole_folder_is_refused(tmp_path: Path, sub: str)
         load_workloads(tmp_path)
     [problem] = caught.value.problems
     assert problem.file == str(path.parent / sub) and "symbolic link" in problem.message
+
+
+def test_a_copied_workload_keeps_its_tests_and_they_do_not_collide(tmp_path: Path) -> None:
+    """README "Adding a workload": a shipped folder copied and renamed (folder, name:, mtail program) keeps its test
+    files' names; with the repository's pytest settings both folders' tests run, each on its own folder (they failed
+    with "import file mismatch" when two files of one name were imported as the same module)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    shipped = sorted(p for p in WORKLOADS_DIR.iterdir() if list(p.glob("test_*.py")))
+    if not shipped:
+        pytest.skip("no workload folder carries tests of its own")
+    original = shipped[0]
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(original, tmp_path / "workloads" / original.name, ignore=shutil.ignore_patterns("__pycache__"))
+    copy = tmp_path / "workloads" / "lab-copy"
+    shutil.copytree(original, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = copy / "workload.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace(f"name: {original.name}\n", "name: lab-copy\n"))
+    (copy / "mtail" / f"{original.name}.mtail").rename(copy / "mtail" / "lab-copy.mtail")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "PYTHONPATH": str(ROOT)}
+
+    def passed(*folders: str) -> int:
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *folders],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert run.returncode == 0 and "import file mismatch" not in run.stdout, run.stdout[-3000:] + run.stderr
+        return int(re.search(r"(\d+) passed", run.stdout)[1])
+
+    alone = passed(f"workloads/{original.name}")
+    assert alone and passed("workloads") == 2 * alone

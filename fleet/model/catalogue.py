@@ -198,19 +198,18 @@ class Offer(StrictModel):
             raise ValueError(f"machines must each hold a different number of cards (counts {counts})")
         return self
 
-    def zone_problem(self, card: str, cloud: str, zone: str) -> tuple[bool, str] | None:
-        """(refused, message) when ``zone`` is not among the zones that offer the card: refused where the zones of
-        its region were read, a warning elsewhere (the catalogue lists only zones checked upstream); None if it is."""
+    def zone_warning(self, card: str, cloud: str, zone: str) -> str | None:
+        """Why ``zone`` may give the card no node: it is not among the zones that offer it (the catalogue lists only
+        those read upstream, with zones_source); None if it is, or the card is offered in every zone."""
         if not self.zones or zone in self.zones:
             return None
         region = zone.rsplit("-", 1)[0]
         read = region in {z.rsplit("-", 1)[0] for z in self.zones}
-        said = f"{cloud} offers {card} in {', '.join(self.zones)} ({self.zones_source})"
-        if read:
-            return True, f"{card} is not offered in {zone}: {said}; use one of them, such as zone: {self.zones[0]}"
-        return False, (
-            f"{card} may not be offered in {zone}: {said}, and no zone of {region} was read; check that page, and "
-            "add the zone to fleet/model/catalogue.yaml if it lists it"
+        why = "not among them" if read else f"in {region}, whose zones were not read"
+        return (
+            f"{card} is offered in {', '.join(self.zones)} ({self.zones_source}); {zone} is {why}: a pool there "
+            f"may never get a node. Use one of them, such as zone: {self.zones[0]}, or, if that page lists {zone}, "
+            "add it to fleet/model/catalogue.yaml"
         )
 
     def sizes(self) -> list[Machine]:

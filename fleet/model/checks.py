@@ -312,10 +312,10 @@ class Checker:
                 f"{card} ({acc.model}) was retired on {cloud} on {offer.retired_on} ({offer.note}); "
                 f"use one of: {', '.join(offer.alternatives)}",
             )
-        elif zone is not None and (found := offer.zone_problem(card, cloud, zone)) is not None:
-            (self.report if found[0] else self.warn)(where, found[1])
         elif pool.sharing is not None:
             self.check_sharing(cloud, where, card, acc, offer, pool)
+        if offer is not None and zone is not None and (found := offer.zone_warning(card, cloud, zone)):
+            self.warn(where, found)  # a warning: the catalogue lists only the zones read upstream
 
     def check_sharing(
         self, cloud: str, where: tuple[object, ...], card: str, acc: Accelerator, offer: Offer, pool: PoolSettings

@@ -503,20 +503,6 @@ BAD_INPUTS: dict[str, tuple[list[str], dict[str, tuple[str, str] | str | bytes],
         {"fleet.yaml": ("        l4: {}", "        l44: {}")},
         ["fleet.yaml:19: clusters.gcp.fix-gke.gpus.l44: unknown card 'l44' (did you mean 'l4'?)"],
     ),
-    "tpu-v5e-where-none-is": (
-        ["validate"],
-        {
-            "fleet.yaml": (
-                "zone: europe-west4-a\n      gpus:\n",
-                "zone: us-central1-b\n      gpus:\n        tpu-v5e: {}\n",
-            )
-        },
-        [
-            "fleet.yaml:18: clusters.gcp.fix-gke.gpus.tpu-v5e: tpu-v5e is not offered in us-central1-b: gcp offers "
-            "tpu-v5e in us-central1-a, ",
-            "such as zone: us-central1-a",
-        ],
-    ),
     "gcp-project-invalid": (
         ["validate"],
         {"stacks/Pulumi.fix-gke.yaml": ("gcp:project: fixture-project", "gcp:project: My_Project")},

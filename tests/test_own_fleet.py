@@ -6,8 +6,8 @@ a pool on a machine the price table lacks, its own workloads (gemm, with a sampl
 lab-fit, the shipped pyhf copied and renamed with its test file), GitLab runners, a scaling sweep, billing accounts,
 and queues whose manager also runs runners and a sweep of its own. Here it is checked to stay that, to validate and
 plan with every image from its registry, and the tests that read the shipped policy/fleet.yaml, stacks/ and
-workloads/ are run on a copy of the repository that holds it instead (tests/own_fleet.py). CI runs the whole suite on that copy too
-(.ci/run), which catches a test welded to the sample wherever it reads it.
+workloads/ are run on a copy of the repository that holds it instead (tests/own_fleet.py). CI runs the whole suite on
+that copy too (.ci/run), which catches a test welded to the sample wherever it reads it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """A team's own fleet keeps the suite green with no edit under tests/ (README, "Make it your own").
 
 tests/fixtures/ownfleet is a lab's fleet with nothing of the sample's: its own registry, a GKE central, EKS and AKS
-with other cards, a time-sliced and a MIG pool, its own workloads (gemm, with a sample log recorded by running it),
-GitLab runners, a scaling sweep and billing accounts. Here it is checked to stay that, to validate and plan with
-every image from its registry, and the tests that read the shipped policy/fleet.yaml, stacks/ and workloads/ are run
-on a copy of the repository that holds it instead (tests/own_fleet.py). CI runs the whole suite on that copy too
-(.ci/run), which catches a test welded to the sample wherever it reads it.
+with other cards, an existing GPU cluster of its own (with what its site already runs), a time-sliced and a MIG pool,
+a pool on a machine the price table lacks, its own workloads (gemm, with a sample log recorded by running it, and
+lab-fit, the shipped pyhf copied and renamed with its test file), GitLab runners, a scaling sweep, billing accounts,
+and queues whose manager also runs runners and a sweep of its own. Here it is checked to stay that, to validate and
+plan with every image from its registry, and the tests that read the shipped policy/fleet.yaml, stacks/ and
+workloads/ are run on a copy of the repository that holds it instead (tests/own_fleet.py). CI runs the whole suite on
+that copy too (.ci/run), which catches a test welded to the sample wherever it reads it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 
 from fleet.model.loader import POLICY_FILE, load_fleet
+from fleet.model.prices import load_prices
 from fleet.model.spec import Fleet
 from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.cli import main
@@ -69,13 +72,27 @@ def test_the_lab_fleet_has_nothing_of_the_sample(lab: Fleet, shipped: Fleet) -> 
 
 
 def test_the_lab_fleet_covers_what_a_team_uses(lab: Fleet) -> None:
-    assert lab.central.cloud == "gcp" and {c.cloud for c in lab.clusters.values()} == {"gcp", "aws", "azure"}
+    clouds = {c.cloud for c in lab.clusters.values()}
+    assert lab.central.cloud == "gcp" and clouds == {"gcp", "aws", "azure", "existing"}
     sharing = {p.sharing.kind for c in lab.clusters.values() for p in c.pools if p.sharing}
     assert sharing == {"time-slicing", "mig"}
     assert any(lab.runners_of(c) for c in lab.clusters.values())
     assert any(lab.sweep_points(c) for c in lab.clusters.values())
     accounts = {c.billing_account for c in lab.clusters.values()} | set(lab.billing_accounts.values())
     assert len(accounts) >= 3
+    # the moves README "Make it your own" describes: an existing GPU cluster with what its site runs, a workload
+    # copied from a shipped one and renamed (its test file keeps its name), a machine the price table lacks, its own
+    # queues whose manager also runs runners and a sweep
+    existing = next(c for c in lab.clusters.values() if c.cloud == "existing")
+    assert existing.pools and existing.site_provides
+    copied = lab.workloads["lab-fit"]
+    assert (copied.folder / "test_pyhf_wrapper.py").is_file() and sorted(copied.mtail_programs) == ["lab-fit.mtail"]
+    prices = load_prices()
+    assert any(prices.lookup(c.cloud, p.machine_type) is None for c in lab.clusters.values() for p in c.pools), (
+        "a pool on a machine the price table lacks"
+    )
+    assert lab.dispatch is not None and lab.sweep_points(lab.cluster(lab.dispatch.manager))
+    assert lab.runners_of(lab.cluster(lab.dispatch.manager))
     gemm = lab.workloads["gemm"]
     assert gemm.sample_log.read_text(encoding="utf-8").count("gemm run ") == 9  # recorded: 3 sizes x 3 products
 

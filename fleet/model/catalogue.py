@@ -198,6 +198,20 @@ class Offer(StrictModel):
             raise ValueError(f"machines must each hold a different number of cards (counts {counts})")
         return self
 
+    def zone_warning(self, card: str, cloud: str, zone: str) -> str | None:
+        """Why ``zone`` may give the card no node: it is not among the zones that offer it (the catalogue lists only
+        those read upstream, with zones_source); None if it is, or the card is offered in every zone."""
+        if not self.zones or zone in self.zones:
+            return None
+        region = zone.rsplit("-", 1)[0]
+        read = region in {z.rsplit("-", 1)[0] for z in self.zones}
+        why = "not among them" if read else f"in {region}, whose zones were not read"
+        return (
+            f"{card} is offered in {', '.join(self.zones)} ({self.zones_source}); {zone} is {why}: a pool there "
+            f"may never get a node. Use one of them, such as zone: {self.zones[0]}, or, if that page lists {zone}, "
+            "add it to fleet/model/catalogue.yaml"
+        )
+
     def sizes(self) -> list[Machine]:
         """Every machine of this card on this cloud, the offer's own first, then by card count."""
         own = Machine(machine_type=self.machine_type, count=self.count, source=self.source)

@@ -29,9 +29,13 @@ class Checker:
     def __init__(self, doc: YamlDocument, spec: FleetFile, catalogue: Catalogue, workloads: dict[str, Workload]):
         self.doc, self.spec, self.catalogue, self.workloads = doc, spec, catalogue, workloads
         self.problems: list[Problem] = []
+        self.early_warnings: list[str] = []  # found while checking, shown with warnings()
 
     def report(self, path: tuple[object, ...], message: str) -> None:
         self.problems.append(self.doc.problem(path, message))
+
+    def warn(self, path: tuple[object, ...], message: str) -> None:
+        self.early_warnings.append(str(self.doc.problem(path, message)))
 
     def card_path(self, cluster_path: tuple[object, ...], card: str) -> tuple[object, ...]:
         """Key path of a card whether the cluster lists cards or maps them to settings."""
@@ -308,15 +312,10 @@ class Checker:
                 f"{card} ({acc.model}) was retired on {cloud} on {offer.retired_on} ({offer.note}); "
                 f"use one of: {', '.join(offer.alternatives)}",
             )
-        elif offer.zones and zone is not None and zone not in offer.zones:
-            self.report(
-                where,
-                f"{card} ({acc.model}) is not offered in {zone}: {cloud} offers it in {', '.join(offer.zones)} "
-                f"({offer.zones_source}); put the cluster in one of them, such as zone: {offer.zones[0]}, or add "
-                "the zone to fleet/model/catalogue.yaml if that page lists it",
-            )
         elif pool.sharing is not None:
             self.check_sharing(cloud, where, card, acc, offer, pool)
+        if offer is not None and zone is not None and (found := offer.zone_warning(card, cloud, zone)):
+            self.warn(where, found)  # a warning: the catalogue lists only the zones read upstream
 
     def check_sharing(
         self, cloud: str, where: tuple[object, ...], card: str, acc: Accelerator, offer: Offer, pool: PoolSettings
@@ -424,7 +423,7 @@ class Checker:
         """Placements no cluster can run, runners whose jobs cannot all run at once: allowed, but most likely a
         mistake."""
         offered = {card for clusters in self.spec.clusters.values() for c in clusters.values() for card in c.gpus}
-        found = [
+        found = [*self.early_warnings] + [
             str(self.doc.problem(("workloads", name), f"no cluster offers any of its cards ({', '.join(cards)})"))
             for name, cards in fleet.placements.items()
             if not set(cards) & offered

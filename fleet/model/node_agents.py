@@ -15,7 +15,7 @@ plugin) hold some of the node too and are not counted: docs/placement.md says to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from fleet.model.spec import Cluster, GpuPool
@@ -47,10 +47,18 @@ DEVICE_PLUGIN = NodeAgent("nvidia-device-plugin", DEVICE_PLUGIN_RESOURCES)
 DCGM_EXPORTER = NodeAgent("dcgm-exporter", DCGM_EXPORTER_RESOURCES)
 
 
-# What an existing cluster's site may run instead of the fleet (policy: site_provides).
+# What an existing cluster's site may already run, which the fleet then does not install (policy: site_provides;
+# docs/clouds.md, "Existing clusters").
 SITE_GPU_AGENTS = "gpu_agents"
 SITE_NODE_EXPORTER = "node_exporter"
 SITE_MONITORING_CRDS = "monitoring_crds"
+SiteService = Literal["gpu_agents", "node_exporter", "monitoring_crds"]
+SITE_PROVIDES = (
+    "Existing clusters only: what the site already runs, which the fleet then does not install: gpu_agents (the "
+    "NVIDIA device plugin and dcgm-exporter, such as the GPU Operator's), node_exporter (a node exporter on each "
+    "node's port 9100), monitoring_crds (the Prometheus Operator's CRDs, of the site's own monitoring stack). "
+    'docs/clouds.md, "Existing clusters".'
+)
 
 
 def runs_device_plugin(cluster: Cluster) -> bool:

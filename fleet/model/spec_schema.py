@@ -8,11 +8,12 @@ are known.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 import pydantic
 
 from fleet.model.catalogue import Cloud
+from fleet.model.node_agents import SITE_PROVIDES, SiteService
 from fleet.model.quantity import parse_quantity
 from fleet.model.queues import QueuesSettings
 from fleet.model.registry import DEFAULT_REGISTRY, registry_problem
@@ -186,12 +187,6 @@ class Defaults(StrictModel):
     )
 
 
-# What an existing cluster's site may already run, so that the fleet does not install a second one (docs/clouds.md,
-# "Existing clusters"): the NVIDIA device plugin and dcgm-exporter, kube-prometheus-stack's node exporter, and the
-# Prometheus Operator's CRDs.
-SiteService = Literal["gpu_agents", "node_exporter", "monitoring_crds"]
-
-
 class ClusterSettings(StrictModel):
     """One cluster: where it is, which cards it offers, and its role in the fleet."""
 
@@ -222,15 +217,7 @@ class ClusterSettings(StrictModel):
         pattern=BILLING_ACCOUNT,
         description="The account the cluster's GPU time is billed to (the accounting rules' billing_account label).",
     )
-    site_provides: list[SiteService] = pydantic.Field(
-        default_factory=list,
-        description=(
-            "Existing clusters only: what the site already runs, which the fleet then does not install: gpu_agents "
-            "(the NVIDIA device plugin and dcgm-exporter, such as the GPU Operator's), node_exporter (a node "
-            "exporter on each node's port 9100), monitoring_crds (the Prometheus Operator's CRDs, of the site's own "
-            'monitoring stack). docs/clouds.md, "Existing clusters".'
-        ),
-    )
+    site_provides: list[SiteService] = pydantic.Field(default_factory=list, description=SITE_PROVIDES)
     checkpoint_claim: str | None = pydantic.Field(
         default=None,
         pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",

@@ -265,3 +265,28 @@ def test_through_the_command_line(tmp_path):
         "nothing was planned or deployed",
     ):
         assert fragment in run.stderr, run.stderr
+
+
+def test_a_tpu_zone_that_does_not_offer_it_is_a_warning_naming_the_zones_that_do(tmp_path, capsys):
+    """The catalogue lists the zones Cloud TPU gives for v5e (those read): a pool elsewhere is planned, with a warning
+    naming them and the page (a zone the page lists but the catalogue lacks must stay possible)."""
+    offer = load_catalogue().accelerators["tpu-v5e"].offers["gcp"]
+    assert offer.zones and offer.zone_warning("tpu-v5e", "gcp", offer.zones[0]) is None
+    said = offer.zone_warning("tpu-v5e", "gcp", "us-central1-b")
+    assert "us-central1-b is not among them" in said and "such as zone: us-central1-a" in said
+    said = offer.zone_warning("tpu-v5e", "gcp", "europe-west4-a")
+    assert "europe-west4, whose zones were not read" in said and "TPU regions and zones" in said
+    assert load_catalogue().accelerators["t4"].offers["gcp"].zone_warning("t4", "gcp", "europe-west4-a") is None
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(
+        "clusters:\n  gcp:\n    lab:\n      zone: us-central1-b\n      central: true\n      gpus: [tpu-v5e]\n"
+        "workloads: {}\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.lab.yaml").write_text(
+        'config:\n  pulumi:disable-default-providers: ["*"]\n  gcp:project: lab-project\n', encoding="utf-8"
+    )
+    assert main(["validate", "--policy", str(policy), "--stacks-dir", str(tmp_path / "stacks")]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {policy}:6: clusters.gcp.lab.gpus[0]: tpu-v5e is offered in us-central1-a" in err, err

@@ -13,7 +13,7 @@ import pytest
 
 from fleet.model.errors import InputError
 from fleet.model.workloads import WORKLOADS_DIR, load_workloads
-from fleet.tools.checks.workload_checks import mtail_declarations
+from fleet.tools.checks.workload_checks import dockerfile_problems, mtail_declarations, upstream_problems
 from fleet.tools.delivery.image_delivery import split_digest
 
 # Every workload folder of the repository (a folder with a workload.yaml), whatever a team keeps or adds.
@@ -79,21 +79,9 @@ BUILT = sorted(n for n in NAMES if (WORKLOADS_DIR / n / "Dockerfile").is_file())
 @pytest.mark.parametrize("name", BUILT)
 def test_images_built_here_run_as_the_pods_user_from_an_exactly_pinned_base(name: str) -> None:
     """A workload built from its Dockerfile runs as the unprivileged user its pods set (``run_as_user``), unless it
-    says why it needs root; every base image has an exact version tag (and a digest where one was found); an
-    upstream repository fetched by git is fetched by a full commit."""
-    workload = load_workloads()[name]
-    dockerfile = (workload.folder / "Dockerfile").read_text(encoding="utf-8")
-    for base in re.findall(r"^FROM\s+(\S+)", dockerfile, flags=re.MULTILINE):
-        image, _ = split_digest(base)
-        assert re.search(r":v?\d+\.\d+(\.\d+)?(-[\w.-]+)?$", image), f"{name}: {base} has no exact version tag"
-    users = re.findall(r"^USER\s+(\S+)", dockerfile, flags=re.MULTILINE)
-    if not workload.spec.needs_root:
-        assert users and users[-1].split(":")[0] == str(workload.spec.run_as_user), (name, users)
-    if "git " in dockerfile and "fetch" in dockerfile:
-        refs = re.findall(r"^ARG (\w+_REF)=([0-9a-f]{40})$", dockerfile, flags=re.MULTILINE)
-        assert refs, f"{name}: pin the upstream repository to a full commit"
-        for arg, _ in refs:  # fetched by that commit, whose hash git checks every object against
-            assert re.search(rf'fetch [^\n]*"\$\{{{arg}\}}"', dockerfile), f"{name}: fetch ${{{arg}}}"
+    says why it needs root; every base image has an exact version tag; an upstream repository fetched by git is
+    fetched by a full commit: validate's rules (workload_checks.dockerfile_problems), which a team's folder meets."""
+    assert dockerfile_problems(load_workloads()[name]) == []
 
 
 # Bases by tag only, each with its reason (docs/security.md, "Workload images"): NVIDIA publishes no digest of its
@@ -130,13 +118,9 @@ def test_images_built_here_take_bases_by_digest_and_packages_by_hash(name: str) 
 
 def test_no_workload_image_is_copied_from_a_moving_tag() -> None:
     """A workload either builds its image here or copies an upstream image by an exact version (a digest once the
-    images workflow recorded it): never a moving tag such as ``latest`` or ``demo``."""
+    images workflow recorded it): never a moving tag such as ``latest`` or ``demo`` (validate's rule)."""
     for name, workload in load_workloads().items():
-        upstream = workload.spec.upstream
-        if upstream:
-            image, _ = split_digest(upstream)
-            tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else ""
-            assert re.search(r"\d+\.\d+", tag), f"{name}: upstream {upstream} is not an exact version"
+        assert upstream_problems(workload) == [], name
 
 
 # --- broken workload.yaml: every problem named by file, line and key ---------------------------------------
@@ -342,3 +326,43 @@ def test_a_symbolic_link_for_a_whole_folder_is_refused(tmp_path: Path, sub: str)
         load_workloads(tmp_path)
     [problem] = caught.value.problems
     assert problem.file == str(path.parent / sub) and "symbolic link" in problem.message
+
+
+def test_a_copied_workload_keeps_its_tests_and_they_do_not_collide(tmp_path: Path) -> None:
+    """README "Adding a workload": a shipped folder copied and renamed (folder, name:, mtail program) keeps its test
+    files' names; with the repository's pytest settings both folders' tests run, each on its own folder (they failed
+    with "import file mismatch" when two files of one name were imported as the same module)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    shipped = sorted(p for p in WORKLOADS_DIR.iterdir() if list(p.glob("test_*.py")))
+    if not shipped:
+        pytest.skip("no workload folder carries tests of its own")
+    original = shipped[0]
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(original, tmp_path / "workloads" / original.name, ignore=shutil.ignore_patterns("__pycache__"))
+    copy = tmp_path / "workloads" / "lab-copy"
+    shutil.copytree(original, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = copy / "workload.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace(f"name: {original.name}\n", "name: lab-copy\n"))
+    (copy / "mtail" / f"{original.name}.mtail").rename(copy / "mtail" / "lab-copy.mtail")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "PYTHONPATH": str(ROOT)}
+
+    def passed(*folders: str) -> int:
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *folders],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert run.returncode == 0 and "import file mismatch" not in run.stdout, run.stdout[-3000:] + run.stderr
+        return int(re.search(r"(\d+) passed", run.stdout)[1])
+
+    alone = passed(f"workloads/{original.name}")
+    assert alone and passed("workloads") == 2 * alone

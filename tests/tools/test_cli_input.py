@@ -503,15 +503,6 @@ BAD_INPUTS: dict[str, tuple[list[str], dict[str, tuple[str, str] | str | bytes],
         {"fleet.yaml": ("        l4: {}", "        l44: {}")},
         ["fleet.yaml:19: clusters.gcp.fix-gke.gpus.l44: unknown card 'l44' (did you mean 'l4'?)"],
     ),
-    "tpu-v5e-where-none-is": (
-        ["validate"],
-        {"fleet.yaml": ("        l4: {}\n", "        l4: {}\n        tpu-v5e: {}\n")},
-        [
-            "fleet.yaml:20: clusters.gcp.fix-gke.gpus.tpu-v5e: tpu-v5e (Google Cloud TPU v5e (2x2 slice)) is not "
-            "offered in europe-west4-a: gcp offers it in us-central1-a, ",
-            "such as zone: us-central1-a",
-        ],
-    ),
     "gcp-project-invalid": (
         ["validate"],
         {"stacks/Pulumi.fix-gke.yaml": ("gcp:project: fixture-project", "gcp:project: My_Project")},

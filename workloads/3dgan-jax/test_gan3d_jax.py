@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fleet.model.workloads import FILES_MOUNT, WORKLOADS_DIR, load_workloads
+from fleet.model.workloads import FILES_MOUNT, load_workload
 
-HERE = WORKLOADS_DIR / "3dgan-jax"
+HERE = Path(__file__).resolve().parent  # the folder it is in: a copy under another name tests the copy
 
 
 def load_script():
@@ -27,7 +27,7 @@ def load_script():
 
 
 def test_the_script_is_mounted_where_the_command_runs_it() -> None:
-    workload = load_workloads()["3dgan-jax"]
+    workload = load_workload(HERE)
     assert "gan3d_jax.py" in workload.files
     assert workload.spec.command == ["python3", f"{FILES_MOUNT}/gan3d_jax.py"]
 
@@ -39,7 +39,7 @@ def test_an_epoch_line_carries_what_the_mtail_program_reads() -> None:
     )
     timing = "gan3d-jax epoch epoch=2 seconds=4.8123 steps=8 d_loss=1.5000 g_loss=2.0000"
     assert text == f"{timing} accelerators=4 worker=1 attempt=0"
-    program = (HERE / "mtail" / "3dgan-jax.mtail").read_text(encoding="utf-8")
+    program = (HERE / "mtail" / f"{HERE.name}.mtail").read_text(encoding="utf-8")
     assert "accelerators=(?P<accelerators>" in program and "attempt=(?P<attempt>" in program
 
 
@@ -92,7 +92,7 @@ def test_a_checkpoint_round_trips_and_is_replaced_atomically(tmp_path: Path) -> 
 
 
 def test_the_sample_log_is_a_multi_worker_run_with_a_restart() -> None:
-    text = load_workloads()["3dgan-jax"].sample_log.read_text(encoding="utf-8")
+    text = load_workload(HERE).sample_log.read_text(encoding="utf-8")
     starts = re.findall(
         r"^gan3d-jax start processes=(\d+) .* accelerators=(\d+) worker=(\d+) attempt=(\d+)$", text, re.M
     )

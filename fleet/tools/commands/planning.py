@@ -32,6 +32,13 @@ def _summary(fleet: Fleet) -> str:
             sizes = {p.card: "the site's nodes" for p in c.pools}
         cards = ", ".join(f"{card} ({size})" for card, size in sizes.items()) or "no cards"
         lines.append(f"  {c.name:<20} {c.cloud:<9} {c.location:<15} {cards}")
+        if c.pools and not cloud_rules(c.cloud).builds_pools:  # what the site provides (docs/clouds.md)
+            nodes = "; ".join(
+                f"{', '.join(f'{k}={v}' for k, v in p.node_selector.items())} and "
+                f"{', '.join(t.as_string() for t in p.taints)}"
+                for p in c.pools
+            )
+            lines.append(f"  {'':<20} the site labels and taints its nodes: {nodes} (docs/clouds.md)")
         lines.append(f"  {'':<20} runs {len(fleet.benchmarks(c))} benchmark(s), {len(fleet.probes(c))} pool probe(s)")
         if c.ci_pools:
             ci = ", ".join(f"{p.name} ({p.min_nodes}-{p.max_nodes})" for p in c.ci_pools)

@@ -344,3 +344,31 @@ def test_site_provides_is_for_existing_clusters_only(tmp_path: Path, capsys: pyt
     assert main(["validate", "--policy", str(policy), "--stacks-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"{policy}:7: clusters.gcp.lab.site_provides: only for existing clusters" in err, err
+
+
+def test_validate_and_plan_say_the_same_of_an_existing_clusters_nodes(tmp_path: Path, capsys) -> None:
+    """Both list its cards as the site's nodes (neither sizes nor prices them), and validate says what the site puts
+    on them; before, validate showed "a100 (0-2 spot)" pools where the plan said there were none."""
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text(EXISTING.format(provides="[]"), encoding="utf-8")
+    (tmp_path / "stacks").mkdir()
+    stack = {"config": {"pulumi:disable-default-providers": ["*"], **KUBECONFIG}}
+    (tmp_path / "stacks" / "Pulumi.lab.yaml").write_text(yaml.safe_dump(stack), encoding="utf-8")
+    (tmp_path / "workloads").mkdir()
+    args = [
+        "--policy",
+        str(policy),
+        "--stacks-dir",
+        str(tmp_path / "stacks"),
+        "--workloads-dir",
+        str(tmp_path / "workloads"),
+    ]
+    assert main(["validate", *args]) == 0
+    out = capsys.readouterr().out
+    assert "a100 (the site's nodes), v100 (the site's nodes)" in out and "spot" not in out
+    assert "the site labels and taints its nodes: gpu=a100 and nvidia.com/gpu=present:NoSchedule" in out
+    assert main(["plan", "--no-policy-pack", *args]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "no node pools created: the site's own nodes run the jobs (not priced): a100 (gpu=a100), v100 (gpu=v100)" in out
+    )

@@ -7,10 +7,12 @@ import re
 from typing import Any
 
 import pytest
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
 from fleet.model.loader import load_fleet
 from fleet.tools.engine.analyzer import PolicyPackSession, analyze_plans
 from fleet.tools.engine.plan import plan_fleet
+from policy.gpufleet_policies.resources import plain
 from tests.in_process_pack import InProcessPackSession, under_mutmut
 from tests.policy.support import PLAN_ARGS, POLICY, SHIPPED, WORKLOADS, issue_job_spec, raw_job
 
@@ -163,3 +165,12 @@ def test_plan_fails_a_program_that_runs_a_workload_on_a_card_the_policy_forbids(
 def test_plan_of_the_unbroken_stack_passes(capsys: pytest.CaptureFixture[str]) -> None:
     status, output = _broken_plan(capsys, "fix-gke")
     assert status == 0 and "0 mandatory violation(s)" in output, output
+
+
+def test_a_policy_reads_what_a_preview_knows_and_not_what_it_cannot():
+    # the engine sends a value a preview cannot know as this sentinel (pulumi_policy/proxy.py)
+    unknown = UNKNOWN_STRING_VALUE
+    props = unknown_checking_proxy(
+        {"spec": {"replicas": 1.0, "names": ["a", unknown]}, "status": unknown, "metadata": {"namespace": unknown}}
+    )
+    assert plain(props) == {"spec": {"replicas": 1, "names": ["a"]}, "metadata": {}}

@@ -14,8 +14,7 @@ from fleet.model.benchmark_queue import flavor_quota, queued_pools
 from .benchmark_pods import JOB_TYPES
 from .queues import KUEUE
 from .registry import stack_policy
-from .resources import fleet, plain, stack_cluster
-from .sweeps import HELM_RELEASE
+from .resources import fleet, plain, release_charts, stack_cluster
 
 
 def _kind(resources: list[Any], kind: str) -> list[dict[str, Any]]:
@@ -114,10 +113,6 @@ def _validate_benchmark_queue(args: StackValidationArgs, report: ReportViolation
         report(
             f"{stack} has no LocalQueue {pod_contract.BENCHMARK_QUEUE} in {ns}: its benchmarks there would never start"
         )
-    charts = {
-        str((plain(r.props) or {}).get("chart", "")).rsplit("/", 1)[-1]
-        for r in resources
-        if r.resource_type == HELM_RELEASE
-    }
+    charts = release_charts(resources)
     if "kueue" not in charts:
         report(f"{stack} queues its benchmarks but has no kueue release: nothing would admit them")

@@ -19,9 +19,7 @@ from fleet.model.ci_pools import CI_TAINT
 from fleet.model.quantity import parse_quantity
 
 from .registry import resource_policy
-from .resources import cluster_of, fleet, plain, pod_of, subject
-
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+from .resources import HELM_RELEASE, cluster_of, fleet, plain, pod_of, release_chart, subject
 
 
 def _requested(patches: list[dict[str, Any]], resource: str) -> int:
@@ -130,7 +128,7 @@ def _validate_runner(args: ResourceValidationArgs, report: ReportViolation) -> N
             report(problem)
         return
     props = plain(args.props)
-    if props.get("chart") != pod_contract.RUNNER_CHART:
+    if release_chart(props) != pod_contract.RUNNER_CHART:
         return
     values = props.get("values") or {}
     card = (values.get("podLabels") or {}).get("gpu", "")

@@ -9,11 +9,10 @@ from typing import Any
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from .registry import ADVISORY, resource_policy
-from .resources import all_containers, plain, pod_of, subject
+from .resources import HELM_RELEASE, all_containers, plain, pod_of, subject
 
 # name[:tag]@sha256:<64 hex>, as the images workflow records it (the readable tag kept beside the digest).
 DIGEST_REF = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def release_images(values: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:

@@ -8,6 +8,7 @@ the policy file named by the ``GPU_FLEET_POLICY`` environment variable (default 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,24 @@ def plain(value: Any) -> Any:
     return value
 
 
+# A chart archive as `helm pull` names it: <chart>-<version>.tgz (gpu-fleet:chartCache, components/kubernetes/images.py)
+_ARCHIVE = re.compile(r"^(?P<name>.+?)-v?\d+(?:\.\d+)*(?:[-+][\w.]+)?\.tgz$")
+
+
+def release_chart(props: Any) -> str:
+    """The chart a Helm release installs, by name, however the release names it: ``kueue``, ``oci://.../kueue`` or
+    a chart cache's archive ``.../kueue-0.19.2.tgz``."""
+    chart = str((plain(props) or {}).get("chart", "")).rsplit("/", 1)[-1]
+    archive = _ARCHIVE.match(chart)
+    return archive.group("name") if archive else chart
+
+
+def release_charts(resources: Any) -> set[str]:
+    """The charts of every Helm release among a stack's ``resources`` (``release_chart``)."""
+    return {release_chart(r.props) for r in resources if r.resource_type == HELM_RELEASE}
+
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 TRAINING_RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 TRAIN_JOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
 # The pod-bearing kinds and where their pod template is (the CronJob's inside its job template; a list index picks

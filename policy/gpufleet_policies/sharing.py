@@ -19,9 +19,8 @@ from fleet.model.spec import pool_resource_name
 
 from .gpu_pools import policy_pool
 from .registry import resource_policy
-from .resources import cluster_of, plain
+from .resources import HELM_RELEASE, cluster_of, plain, release_chart
 
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 RESOURCES_TAG = f"{NODE_TEMPLATE}/resources/"
 
 
@@ -52,7 +51,7 @@ def _validate_pool_sharing(args: ResourceValidationArgs, report: ReportViolation
 )
 def _validate_plugin_sharing(args: ResourceValidationArgs, report: ReportViolation) -> None:
     props = plain(args.props)
-    if args.resource_type != HELM_RELEASE or str(props.get("chart", "")).rsplit("/", 1)[-1] != "nvidia-device-plugin":
+    if args.resource_type != HELM_RELEASE or release_chart(props) != "nvidia-device-plugin":
         return
     cluster = cluster_of(args.urn)
     if cluster is None:

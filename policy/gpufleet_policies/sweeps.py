@@ -19,17 +19,8 @@ from fleet.model.spec import Cluster
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 
 from .registry import resource_policy, stack_policy
-from .resources import (
-    TRAIN_JOB,
-    TRAINING_RUNTIME,
-    fleet,
-    plain,
-    pod_template,
-    stack_cluster,
-    stack_of,
-)
+from .resources import TRAIN_JOB, TRAINING_RUNTIME, fleet, plain, pod_template, release_charts, stack_cluster, stack_of
 
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 KUEUE = "kubernetes:kueue.x-k8s.io/"
 OPERATOR_CHARTS = ("kubeflow-trainer", "kueue")
 
@@ -235,11 +226,7 @@ def _validate_sweep_set(args: StackValidationArgs, report: ReportViolation) -> N
             f"on {stack}; remove it or add the point to the workload's scale",
             found[key].urn,
         )
-    charts = {
-        str((plain(r.props) or {}).get("chart", "")).rsplit("/", 1)[-1]
-        for r in resources
-        if r.resource_type == HELM_RELEASE
-    }
+    charts = release_charts(resources)
     queued = fleet().dispatch is not None and fleet().dispatch.role(stack) is not None  # type: ignore[union-attr]
     trains = runs_trainer(fleet(), cluster)  # also a worker of queues that dispatch sweep points
     # Kueue also runs where the benchmarks wait their turn (benchmark_queue.py)
@@ -295,10 +282,6 @@ def _validate_manager_points(resources: list[Any], stack: str, report: ReportVio
             f"the policy file sweeps {name} through queue {expected[name].queue.name}, but the manager {stack} has no "
             "TrainJob for it; create them with QueuedSweepJobs(fleet.queued_points())"
         )
-    charts = {
-        str((plain(r.props) or {}).get("chart", "")).rsplit("/", 1)[-1]
-        for r in resources
-        if r.resource_type == HELM_RELEASE
-    }
+    charts = release_charts(resources)
     if expected and "kubeflow-trainer" not in charts:
         report(f"{stack} dispatches queued sweep points but has no kubeflow-trainer release (TrainJob's CRDs)")

@@ -12,7 +12,7 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 from fleet.model.loader import load_fleet
 from fleet.tools.engine.analyzer import PolicyPackSession, analyze_plans
 from fleet.tools.engine.plan import plan_fleet
-from policy.gpufleet_policies.resources import plain
+from policy.gpufleet_policies.resources import plain, release_chart
 from tests.in_process_pack import InProcessPackSession, under_mutmut
 from tests.policy.support import PLAN_ARGS, POLICY, SHIPPED, WORKLOADS, issue_job_spec, raw_job
 
@@ -174,3 +174,12 @@ def test_a_policy_reads_what_a_preview_knows_and_not_what_it_cannot():
         {"spec": {"replicas": 1.0, "names": ["a", unknown]}, "status": unknown, "metadata": {"namespace": unknown}}
     )
     assert plain(props) == {"spec": {"replicas": 1, "names": ["a"]}, "metadata": {}}
+
+
+@pytest.mark.parametrize(
+    "chart",
+    ["kueue", "oci://ghcr.io/x/kueue", "/charts/kueue-0.19.2.tgz", "kueue-v0.19.2.tgz", "/c/kueue-1.0.0-rc.1.tgz"],
+)
+def test_a_release_names_its_chart_whether_from_a_repository_or_a_chart_cache(chart):
+    assert release_chart({"chart": chart}) == "kueue"
+    assert release_chart({"chart": "/c/kube-prometheus-stack-79.5.0.tgz"}) == "kube-prometheus-stack"

@@ -35,6 +35,9 @@ SERVICE_RANGE = "10.96.0.0/16"
 KWOK_LABEL = ("gpu-fleet.io/hollow-node", "kwok")
 STAGES = Path(__file__).with_name("kwok-stages.yaml")
 ADMIN = "gpu-fleet-admin"
+#: How long a process has to exit after SIGTERM before it is killed: nothing is checked on it, so no test depends on
+#: it; it only keeps a stuck process from holding the tier (kube-apiserver drains its watches first).
+STOP_GRACE_S = 30.0
 
 
 @dataclass
@@ -251,11 +254,12 @@ class HollowCluster:
         for process in reversed(self.processes):
             if process.alive():
                 os.kill(process.proc.pid, signal.SIGTERM)
-        deadline = patience()  # SIGTERM first; a process that outlives it is killed
+        deadline = time.monotonic() + STOP_GRACE_S
         for process in reversed(self.processes):
             try:
                 process.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                print(f"{process.log.name}: still running {STOP_GRACE_S:g} s after SIGTERM, killed", flush=True)
                 os.kill(process.proc.pid, signal.SIGKILL)
             process.stop()
         self.processes.clear()

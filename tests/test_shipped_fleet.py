@@ -17,7 +17,7 @@ from fleet.model.clouds import cloud_rules
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.model.node_agents import SITE_GPU_AGENTS
 from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
-from fleet.model.pod_contract import QUEUE_NAME_LABEL
+from fleet.model.pod_contract import BENCHMARK_QUEUE, QUEUE_NAME_LABEL
 from fleet.model.pool_view import pool_views, read_pool
 from fleet.model.spec import pool_resource_name
 from fleet.model.sweeps import CARDS_PER_NODE_LABEL
@@ -48,8 +48,9 @@ def queued_jobs_on(fleet, name):
 
 
 def is_queued(reg) -> bool:
-    """Whether a Job is a queued workload's (labelled with its queue: declared on the manager, run by a worker)."""
-    return QUEUE_NAME_LABEL in reg.inputs["metadata"]["labels"]
+    """Whether a Job is a queued workload's (labelled with its fleet queue: declared on the manager, run by a
+    worker), not a benchmark waiting its turn in its own cluster's queue (pod_contract.BENCHMARK_QUEUE)."""
+    return reg.inputs["metadata"]["labels"].get(QUEUE_NAME_LABEL, BENCHMARK_QUEUE) != BENCHMARK_QUEUE
 
 
 def job_spec(reg):

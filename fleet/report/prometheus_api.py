@@ -134,7 +134,7 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         target = urllib.parse.urljoin(req.full_url, newurl)
         if _origin(target) != _origin(req.full_url):
             raise _OtherOriginError(target)
-        self.seen.append(newurl)
+        self.seen.append(target)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 

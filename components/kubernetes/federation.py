@@ -41,6 +41,25 @@ def probe_expectations(fleet: Fleet) -> list[prometheus.ProbeExpectation]:
     ]
 
 
+class LeafNotDeployedError(Exception):
+    """A leaf whose stack has not been deployed yet, so the central cannot learn how to reach it."""
+
+
+def leaf_output(ref: pulumi.StackReference, leaf: str, central: str, name: str) -> pulumi.Output[Any]:
+    """Output ``name`` of the leaf's stack; a leaf not deployed yet (the real CLI's StackReference has no such output,
+    and ``require_output`` says only ``KeyError: 'federation_ca'``) fails saying which stack to deploy first."""
+
+    def present(value: Any) -> Any:
+        if value is None:
+            raise LeafNotDeployedError(
+                f"{central} federates {leaf}, whose stack has no output {name}: deploy it first "
+                f"(pulumi up --stack {leaf}), then {central}"
+            )
+        return value
+
+    return ref.get_output(name).apply(present)
+
+
 def federation_sources(
     cluster: Cluster,
     fleet: Fleet,
@@ -62,9 +81,9 @@ def federation_sources(
             metadata={"name": secret_name, "namespace": namespace},
             type="Opaque",
             string_data={
-                "ca.crt": ref.require_output("federation_ca"),
-                "tls.crt": ref.require_output("federation_client_cert"),
-                "tls.key": ref.require_output("federation_client_key"),
+                "ca.crt": leaf_output(ref, leaf.name, cluster.name, "federation_ca"),
+                "tls.crt": leaf_output(ref, leaf.name, cluster.name, "federation_client_cert"),
+                "tls.key": leaf_output(ref, leaf.name, cluster.name, "federation_client_key"),
             },
             opts=child,
         )
@@ -86,7 +105,7 @@ def federation_sources(
                 target, selectors, interval=interval, timeout=prometheus.federation_timeout(interval)
             )
 
-        jobs.append(ref.require_output("federation_address").apply(job))
+        jobs.append(leaf_output(ref, leaf.name, cluster.name, "federation_address").apply(job))
     # The list itself, not Output.all(*jobs): all() would unwrap every job deeply again, one Output per
     # nested value (tens of thousands in a large fleet); the engine resolves each job where it stands.
     return jobs, secrets

@@ -30,9 +30,13 @@ CONTROLLERS_FILE = Path(__file__).with_name("controllers.yaml")
 NAME_LABEL = "app.kubernetes.io/name"
 SERVICE_ACCOUNT_DIR = "/run/secrets/kubernetes.io/serviceaccount"  # /var/run is /run on Debian and its kin
 # As the pod's own mounts would: a /tmp and /run of its own, its service account's files where client-go looks.
+# (the pod's files, under the tier's temporary folder, are copied into /run before /tmp is covered)
+POD_CONFIG = "/run/gpu-fleet/config.yaml"
 _AS_IN_ITS_POD = (
-    "set -e; mount -t tmpfs tmpfs /tmp; mount -t tmpfs tmpfs /run; "
-    f'mkdir -p {SERVICE_ACCOUNT_DIR}; cp "$GPU_FLEET_POD_FILES"/sa/* {SERVICE_ACCOUNT_DIR}/; exec "$@"'
+    f"set -e; mount -t tmpfs tmpfs /run; mkdir -p {SERVICE_ACCOUNT_DIR} /run/gpu-fleet; "
+    f'cp "$GPU_FLEET_POD_FILES"/sa/* {SERVICE_ACCOUNT_DIR}/; '
+    f'if [ -f "$GPU_FLEET_POD_FILES/config.yaml" ]; then cp "$GPU_FLEET_POD_FILES/config.yaml" {POD_CONFIG}; fi; '
+    'mount -t tmpfs tmpfs /tmp; exec "$@"'
 )
 
 
@@ -145,9 +149,8 @@ class RealControllers:
             if arg.startswith("--config="):
                 path = arg.split("=", 1)[1]
                 text = self._mounted_file(namespace, spec, container, path)
-                config = files / "config.yaml"
-                config.write_text(rewritten_config(text, controller.config, ip))
-                arg = f"--config={config}"
+                (files / "config.yaml").write_text(rewritten_config(text, controller.config, ip))
+                arg = f"--config={POD_CONFIG}"
             args.append(arg)
         env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "GPU_FLEET_POD_FILES": str(files)}
         host, port = self.hollow.server.removeprefix("https://").rsplit(":", 1)

@@ -12,6 +12,7 @@ with that address, so that the endpoints the API server calls for webhooks and t
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
@@ -79,6 +80,7 @@ def rewritten_config(text: str, settings: dict[str, Any], ip: str) -> str:
 class _Running:
     uid: str
     process: Process
+    pod: dict[str, Any]
 
 
 @dataclass
@@ -113,6 +115,8 @@ class RealControllers:
                 pods = self.hollow.get("pods", "--all-namespaces", "-l", f"{NAME_LABEL} in ({names})")["items"]
                 for pod in pods:
                     self._run(pod)
+                for running in self.running.values():
+                    self._sync_secret_volumes(running)
             except Exception as exc:  # kept, and reported by the tier's checks
                 self.problems.append(f"{type(exc).__name__}: {exc}")
                 if len(self.problems) > 50:
@@ -129,9 +133,9 @@ class RealControllers:
         self._addresses += 1
         ip = f"127.{self.index}.{self._addresses}.1"
         process = self._start(controller, pod, ip)
-        self.running[controller.name] = _Running(meta["uid"], process)
+        self.running[controller.name] = _Running(meta["uid"], process, pod)
         self.hollow.processes.append(process)
-        self._wait_serving(process, ip, spec)
+        self._wait_serving(self.running[controller.name], ip, spec)
         self._mark_ready(pod, ip)
 
     def _start(self, controller: Controller, pod: dict[str, Any], ip: str) -> Process:
@@ -179,15 +183,45 @@ class RealControllers:
                 return str(source["data"][key])
         raise AssertionError(f"no volume of the pod holds {path}")
 
-    def _wait_serving(self, process: Process, ip: str, spec: dict[str, Any]) -> None:
+    def _sync_secret_volumes(self, running: _Running) -> None:
+        """What the kubelet does for a pod's Secret volumes: their keys as files at the mount path, kept current (a
+        controller's certificate rotator writes its serving certificate into a Secret and waits for the files)."""
+        pid, pod = running.process.proc.pid, running.pod
+        if not running.process.alive():
+            return
+        volumes = {v["name"]: v["secret"]["secretName"] for v in pod["spec"].get("volumes", []) if "secret" in v}
+        for container in pod["spec"]["containers"]:
+            for mount in container.get("volumeMounts", []):
+                if mount["name"] not in volumes:
+                    continue
+                found = self.hollow.kubectl(
+                    "get", "secret", volumes[mount["name"]], "-n", pod["metadata"]["namespace"], "-o", "json",
+                    check=False,
+                )  # fmt: skip
+                if found.returncode != 0:
+                    continue
+                target = Path(f"/proc/{pid}/root") / mount["mountPath"].lstrip("/")
+                for key, value in (json.loads(found.stdout).get("data") or {}).items():
+                    content = base64.b64decode(value)
+                    path = target / key
+                    try:
+                        if not path.is_file() or path.read_bytes() != content:
+                            path.parent.mkdir(parents=True, exist_ok=True)
+                            path.write_bytes(content)
+                    except OSError:
+                        return  # the process is gone, or its /tmp not mounted yet: the next round
+
+    def _wait_serving(self, running: _Running, ip: str, spec: dict[str, Any]) -> None:
+        process = running.process
         ports = [p["containerPort"] for c in spec["containers"] for p in c.get("ports", []) if "webhook" in p["name"]]
         deadline = patience()
         while ports and time.monotonic() < deadline and process.alive():
+            self._sync_secret_volumes(running)
             with socket.socket() as sock:
                 sock.settimeout(2)
                 if sock.connect_ex((ip, ports[0])) == 0:
                     return
-            time.sleep(0.2)
+            time.sleep(0.5)
         if not process.alive() or ports:
             raise AssertionError(f"{process.log.name} did not serve on {ip}:{ports}\n{process.logs()}")
 

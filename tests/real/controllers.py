@@ -5,9 +5,10 @@ an address nothing answers on. Instead KWOK leaves these pods alone (``hollow.ST
 ``app.kubernetes.io/name`` excluded) and ``RealControllers`` watches for them: for each bound pod it starts the
 controller's binary (``receivers/kubernetes``) as the pod would run (its container's args and env; its service
 account's token, the cluster CA and the namespace under /var/run/secrets/kubernetes.io/serviceaccount; a /tmp and
-/run of its own, ``unshare --mount``), its config file rewritten to bind every server to a loopback address of the
-pod's own (``controllers.yaml``), waits until its webhook port answers there, then marks the pod Running and Ready
-with that address, so that the endpoints the API server calls for webhooks and the visibility API lead to it.
+/run of its own, ``unshare --mount``), its config file rewritten to bind every server to an address of the pod's own
+on the namespace's lo (``controllers.yaml``), waits until its webhook port answers there, then marks the pod Running
+and Ready with that address, so that the endpoints the API server calls for webhooks and the visibility API lead to
+it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +29,8 @@ import yaml
 from tests.e2e.processes import Process, patience
 from tests.real import toolchain
 
+# The first two octets of the real controllers' pod addresses (10.200.<cluster>.<controller>), put on the tier's lo.
+POD_ADDRESSES = "10.200"
 CONTROLLERS_FILE = Path(__file__).with_name("controllers.yaml")
 NAME_LABEL = "app.kubernetes.io/name"
 SERVICE_ACCOUNT_DIR = "/run/secrets/kubernetes.io/serviceaccount"  # /var/run is /run on Debian and its kin
@@ -86,7 +90,7 @@ class _Running:
 @dataclass
 class RealControllers:
     """Runs the real controllers of one hollow cluster (``hollow``, a ``tests.real.hollow.HollowCluster``) while
-    started; ``index`` gives its pods addresses of their own (127.<index>.<n>.1)."""
+    started; ``index`` gives its pods addresses of their own (10.200.<index>.<n>, on the namespace's lo)."""
 
     hollow: Any
     index: int
@@ -131,7 +135,10 @@ class RealControllers:
         if running:  # a new pod of the controller (a rollout): the old one goes
             running.process.stop()
         self._addresses += 1
-        ip = f"127.{self.index}.{self._addresses}.1"
+        # an address of the namespace's lo, outside KWOK's pod range and the service range: the API server reaches it
+        # through the Service's endpoints, which refuse loopback (127.0.0.0/8) addresses
+        ip = f"{POD_ADDRESSES}.{self.index}.{self._addresses}"
+        subprocess.run(["ip", "addr", "add", f"{ip}/32", "dev", "lo"], check=True, capture_output=True)
         process = self._start(controller, pod, ip)
         self.running[controller.name] = _Running(meta["uid"], process, pod)
         self.hollow.processes.append(process)

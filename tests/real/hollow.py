@@ -35,6 +35,7 @@ SERVICE_RANGE = "10.96.0.0/16"
 KWOK_LABEL = ("gpu-fleet.io/hollow-node", "kwok")
 STAGES = Path(__file__).with_name("kwok-stages.yaml")
 ADMIN = "gpu-fleet-admin"
+FRONT_PROXY = "front-proxy-client"
 #: How long a process has to exit after SIGTERM before it is killed: nothing is checked on it, so no test depends on
 #: it; it only keeps a stuck process from holding the tier (kube-apiserver drains its watches first).
 STOP_GRACE_S = 30.0
@@ -141,6 +142,7 @@ class HollowCluster:
             "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
         ])  # fmt: skip
         p = pki.folder
+        front_proxy = pki.client(FRONT_PROXY, FRONT_PROXY)
         self._run("kube-apiserver", [
             "--etcd-servers", etcd, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
             "--secure-port", str(api_port), "--tls-cert-file", str(p / "apiserver.crt"),
@@ -149,6 +151,11 @@ class HollowCluster:
             "--service-account-issuer", "https://kubernetes.default.svc", "--service-cluster-ip-range", SERVICE_RANGE,
             "--authorization-mode", "Node,RBAC", "--allow-privileged=true", "--enable-aggregator-routing=true",
             "--endpoint-reconciler-type", "none", "--profiling=false",
+            # the aggregation layer's front proxy, which an aggregated API (Kueue's visibility API) authenticates
+            "--requestheader-client-ca-file", str(pki.ca), "--requestheader-allowed-names", FRONT_PROXY,
+            "--requestheader-username-headers", "X-Remote-User", "--requestheader-group-headers", "X-Remote-Group",
+            "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+            "--proxy-client-cert-file", str(front_proxy[0]), "--proxy-client-key-file", str(front_proxy[1]),
         ])  # fmt: skip
         self._write_kubeconfig(self.kubeconfig, ADMIN, ("system:masters",))
         wait_for(f"{self.name}'s API server", self._ready, patience(), self.processes)

@@ -47,17 +47,20 @@ class LeafNotDeployedError(Exception):
 
 def leaf_output(ref: pulumi.StackReference, leaf: str, central: str, name: str) -> pulumi.Output[Any]:
     """Output ``name`` of the leaf's stack; a leaf not deployed yet (the real CLI's StackReference has no such output,
-    and ``require_output`` says only ``KeyError: 'federation_ca'``) fails saying which stack to deploy first."""
+    and ``require_output`` says only ``KeyError: 'federation_ca'``) fails saying which stack to deploy first. An
+    output that is there keeps its secrecy; whether it is there is no secret."""
+    there = pulumi.Output.unsecret(ref.outputs.apply(lambda outputs: name in (outputs or {})))
 
-    def present(value: Any) -> Any:
-        if value is None:
+    def present(args: list[Any]) -> Any:
+        value, found = args
+        if not found:
             raise LeafNotDeployedError(
                 f"{central} federates {leaf}, whose stack has no output {name}: deploy it first "
                 f"(pulumi up --stack {leaf}), then {central}"
             )
         return value
 
-    return ref.get_output(name).apply(present)
+    return pulumi.Output.all(ref.get_output(name), there).apply(present)
 
 
 def federation_sources(

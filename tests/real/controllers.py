@@ -31,6 +31,8 @@ from tests.real import toolchain
 
 # The first two octets of the real controllers' pod addresses (10.200.<cluster>.<controller>), put on the tier's lo.
 POD_ADDRESSES = "10.200"
+# ... and of the load balancers the tier gives Services of type LoadBalancer, as a cloud would (10.201.<cluster>.<n>).
+LOAD_BALANCER_ADDRESSES = "10.201"
 CONTROLLERS_FILE = Path(__file__).with_name("controllers.yaml")
 NAME_LABEL = "app.kubernetes.io/name"
 SERVICE_ACCOUNT_DIR = "/run/secrets/kubernetes.io/serviceaccount"  # /var/run is /run on Debian and its kin
@@ -121,6 +123,7 @@ class RealControllers:
                     self._run(pod)
                 for running in self.running.values():
                     self._sync_secret_volumes(running)
+                self._assign_load_balancers()
             except Exception as exc:  # kept, and reported by the tier's checks
                 self.problems.append(f"{type(exc).__name__}: {exc}")
                 if len(self.problems) > 50:
@@ -189,6 +192,25 @@ class RealControllers:
                 source = self.hollow.get("configmap", volume["configMap"]["name"], "-n", namespace)
                 return str(source["data"][key])
         raise AssertionError(f"no volume of the pod holds {path}")
+
+    def _assign_load_balancers(self) -> None:
+        """What the cloud's load-balancer controller does for a Service of type LoadBalancer: an ingress address in
+        its status (the Kubernetes provider waits for one before it calls the Service created). The address is one
+        of the namespace's lo (``LOAD_BALANCER_ADDRESSES``), so nothing leaves the machine."""
+        services = self.hollow.get("services", "--all-namespaces")["items"]
+        for service in services:
+            if service["spec"].get("type") != "LoadBalancer" or service.get("status", {}).get("loadBalancer", {}).get(
+                "ingress"
+            ):
+                continue
+            self._addresses += 1
+            ip = f"{LOAD_BALANCER_ADDRESSES}.{self.index}.{self._addresses}"
+            subprocess.run(["ip", "addr", "add", f"{ip}/32", "dev", "lo"], check=True, capture_output=True)
+            meta = service["metadata"]
+            self.hollow.kubectl(
+                "patch", "service", meta["name"], "-n", meta["namespace"], "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}),
+            )  # fmt: skip
 
     def _sync_secret_volumes(self, running: _Running) -> None:
         """What the kubelet does for a pod's Secret volumes: their keys as files at the mount path, kept current (a

@@ -7,6 +7,7 @@ import pytest
 from pulumi import automation as auto
 
 from components.kubernetes.multikueue import TOKEN_MAX_DAYS, TOKEN_SETTING
+from fleet.model import can_i
 from fleet.model.loader import load_fleet
 from fleet.model.pod_contract import KUEUE_NAMESPACE
 from fleet.model.queues import WORKER_ACCOUNT
@@ -101,6 +102,24 @@ def test_the_scheduler_and_the_model_agree_on_every_pod(tier, name):
     pods = wait_for(f"the scheduler to try every pod of {name}", settled, patience(), on.hollow.processes)
     found = disagreements(on.cluster, pods, on.hollow.get("nodes")["items"])
     assert found == [], "\n".join(found)
+
+
+WORKERS = [n for n in ORDER if FLEET.dispatch and FLEET.dispatch.role(n) == "worker"]
+WORKER_USER = f"system:serviceaccount:{KUEUE_NAMESPACE}:{WORKER_ACCOUNT}"
+
+
+@pytest.mark.parametrize("name", WORKERS)
+def test_the_queue_managers_identity_on_a_worker_has_exactly_what_the_table_says(tier, name):
+    """fleet/model/can_i.yaml asked of the worker's real API server with `kubectl auth can-i --as`, as docs/security.md
+    promises: Jobs and Workloads in the benchmarks namespace, list and watch elsewhere, no Secret, no pod."""
+    on = tier.on_hollow(name)
+    wrong = []
+    for question in (q for q in can_i.load() if q.user == WORKER_USER):
+        asked = on.hollow.kubectl(*question.kubectl()[1:], check=False)
+        answer = asked.stdout.strip()
+        if answer not in ("yes", "no") or (answer == "yes") != question.allowed:
+            wrong.append(f"{' '.join(question.kubectl())}: {answer or asked.stderr.strip()}, not {question.allowed}")
+    assert wrong == [], "\n".join(wrong)
 
 
 @pytest.mark.parametrize("name", ORDER)

@@ -38,7 +38,7 @@ ADMIN = "gpu-fleet-admin"
 FRONT_PROXY = "front-proxy-client"
 #: How long a process has to exit after SIGTERM before it is killed: nothing is checked on it, so no test depends on
 #: it; it only keeps a stuck process from holding the tier (kube-apiserver drains its watches first).
-STOP_GRACE_S = 30.0
+STOP_GRACE_S = 10.0
 
 
 @dataclass

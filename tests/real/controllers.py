@@ -31,6 +31,8 @@ from tests.real import toolchain
 
 # The first two octets of the real controllers' pod addresses (10.200.<cluster>.<controller>), put on the tier's lo.
 POD_ADDRESSES = "10.200"
+# How often a controller that exited is started again for the same pod before the tier gives up on it.
+MAX_RESTARTS = 5
 # ... and of the load balancers the tier gives Services of type LoadBalancer, as a cloud would (10.201.<cluster>.<n>).
 LOAD_BALANCER_ADDRESSES = "10.201"
 CONTROLLERS_FILE = Path(__file__).with_name("controllers.yaml")
@@ -87,6 +89,8 @@ class _Running:
     uid: str
     process: Process
     pod: dict[str, Any]
+    ip: str
+    restarts: int = 0
 
 
 @dataclass
@@ -110,9 +114,11 @@ class RealControllers:
         return self
 
     def stop(self) -> None:
-        """Stop watching (the processes are the hollow cluster's, stopped with it)."""
+        """Stop watching, then every controller started here (by its PID); before the cluster itself."""
         self._stop.set()
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=60)
+        for running in self.running.values():
+            running.process.stop()
 
     def _watch(self) -> None:
         names = ",".join(c.pod_name for c in controllers())
@@ -133,7 +139,18 @@ class RealControllers:
         meta, spec = pod["metadata"], pod["spec"]
         controller = next(c for c in controllers() if c.pod_name == meta["labels"][NAME_LABEL])
         running = self.running.get(controller.name)
-        if not spec.get("nodeName") or meta.get("deletionTimestamp") or (running and running.uid == meta["uid"]):
+        if not spec.get("nodeName") or meta.get("deletionTimestamp"):
+            return
+        if running and running.uid == meta["uid"]:
+            if running.process.alive() or running.restarts >= MAX_RESTARTS:
+                return
+            # as the kubelet restarts a container that exited (restartPolicy Always): a controller that started
+            # before its certificate Secret was filled exits, and comes up once it is
+            running.restarts += 1
+            running.process.stop()  # its log closed
+            running.process = self._start(controller, pod, running.ip)
+            if self._wait_serving(running, running.ip, spec):
+                self._mark_ready(pod, running.ip)
             return
         if running:  # a new pod of the controller (a rollout): the old one goes
             running.process.stop()
@@ -143,10 +160,9 @@ class RealControllers:
         ip = f"{POD_ADDRESSES}.{self.index}.{self._addresses}"
         subprocess.run(["ip", "addr", "add", f"{ip}/32", "dev", "lo"], check=True, capture_output=True)
         process = self._start(controller, pod, ip)
-        self.running[controller.name] = _Running(meta["uid"], process, pod)
-        self.hollow.processes.append(process)
-        self._wait_serving(self.running[controller.name], ip, spec)
-        self._mark_ready(pod, ip)
+        self.running[controller.name] = _Running(meta["uid"], process, pod, ip)
+        if self._wait_serving(self.running[controller.name], ip, spec):
+            self._mark_ready(pod, ip)
 
     def _start(self, controller: Controller, pod: dict[str, Any], ip: str) -> Process:
         meta, spec = pod["metadata"], pod["spec"]
@@ -240,7 +256,8 @@ class RealControllers:
                     except OSError:
                         return  # the process is gone, or its /tmp not mounted yet: the next round
 
-    def _wait_serving(self, running: _Running, ip: str, spec: dict[str, Any]) -> None:
+    def _wait_serving(self, running: _Running, ip: str, spec: dict[str, Any]) -> bool:
+        """Whether the controller serves its webhook port at ``ip`` (False: it exited, to be started again)."""
         process = running.process
         ports = [p["containerPort"] for c in spec["containers"] for p in c.get("ports", []) if "webhook" in p["name"]]
         deadline = patience()
@@ -249,10 +266,13 @@ class RealControllers:
             with socket.socket() as sock:
                 sock.settimeout(2)
                 if sock.connect_ex((ip, ports[0])) == 0:
-                    return
+                    return True
             time.sleep(0.5)
-        if not process.alive() or ports:
+        if process.alive() and ports:
             raise AssertionError(f"{process.log.name} did not serve on {ip}:{ports}\n{process.logs()}")
+        if not process.alive() and running.restarts >= MAX_RESTARTS:
+            raise AssertionError(f"{process.log.name} exited {MAX_RESTARTS + 1} times\n{process.logs()}")
+        return process.alive()
 
     def _mark_ready(self, pod: dict[str, Any], ip: str) -> None:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

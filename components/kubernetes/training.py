@@ -48,7 +48,9 @@ WEBHOOK_PORT = 9443
 KUEUE_VISIBILITY_PORT = 8082
 # Kueue gates the sweep jobs by accelerators; CPU and memory must be covered too (a request of a resource the
 # ClusterQueue does not cover is not admitted), with quotas no sweep pool reaches: the nodes bound them.
-UNBOUNDED = {"cpu": "10000", "memory": "100Ti"}
+# In the API server's canonical form (apimachinery resource.Quantity: 10000 is stored as "10k"): written "10000", the
+# manager's ClusterQueues showed a change in every preview after up (found by the real tier's idle second preview).
+UNBOUNDED = {"cpu": "10k", "memory": "100Ti"}
 # waitForPodsReady.blockAdmission, off everywhere (the module's docstring)
 BLOCK_ADMISSION = False
 

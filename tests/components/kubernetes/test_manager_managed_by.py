@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from fleet.model.errors import InputError
+from fleet.model.loader import load_fleet
 from fleet.model.queues import MANAGED_BY_MIN_KUBERNETES, managed_by_problem
 from fleet.tools.cli import main
 from fleet.tools.engine.plan import plan_stack
@@ -59,6 +60,8 @@ def test_a_magnum_manager_below_1_32_is_refused_at_its_kube_tag(tmp_path, capsys
 
 def test_a_managed_manager_below_1_32_is_refused_at_its_kubernetes_version(tmp_path, capsys):
     example = REPO / "examples" / "queued-clouds"
+    if not example.is_dir():  # a team's own fleet deletes the examples that place the sample's workloads (README)
+        pytest.skip("examples/queued-clouds is not in this checkout")
     shutil.copytree(example, tmp_path / "fleet")
     policy = tmp_path / "fleet" / "fleet.yaml"
     text = policy.read_text(encoding="utf-8")
@@ -74,8 +77,11 @@ def test_a_managed_manager_below_1_32_is_refused_at_its_kubernetes_version(tmp_p
 
 
 def test_the_shipped_manager_runs_kubernetes_1_32_with_its_autoscaler():
-    config = yaml.safe_load((REPO / "stacks" / "Pulumi.cern-control.yaml").read_text(encoding="utf-8"))["config"]
-    magnum = config["gpu-fleet:magnum"]
+    fleet = load_fleet()
+    if fleet.dispatch is None or fleet.clusters[fleet.dispatch.manager].cloud != "openstack":
+        return  # the fleet's manager takes its version from the policy, which validate holds to 1.32
+    stack = REPO / "stacks" / f"Pulumi.{fleet.dispatch.manager}.yaml"
+    magnum = yaml.safe_load(stack.read_text(encoding="utf-8"))["config"]["gpu-fleet:magnum"]
     assert magnum["kubeTag"].startswith("v1.32.") and magnum["autoscalerTag"].startswith("v1.32.")
     images = yaml.safe_load((REPO / "components" / "kubernetes" / "images.yaml").read_text(encoding="utf-8"))
     assert magnum["autoscalerTag"] in images["magnum_autoscaler_images"]

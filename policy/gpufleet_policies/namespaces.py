@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
@@ -55,22 +56,35 @@ def _is_default_deny_ingress(props: dict[str, Any]) -> bool:
     )
 
 
+def _namespaces_without(
+    args: StackValidationArgs,
+    is_default: Callable[[dict[str, Any]], bool],
+    visit: Callable[[dict[str, Any]], None] | None = None,
+) -> list[str]:
+    """The namespaces the stack creates that no NetworkPolicy recognised by ``is_default`` covers, sorted; ``visit``
+    sees every NetworkPolicy's properties on the way."""
+    namespaces: set[str] = set()
+    covered: set[str] = set()
+    for r in args.resources:
+        props = plain(r.props)
+        metadata = props.get("metadata") or {}
+        if r.resource_type == "kubernetes:core/v1:Namespace":
+            namespaces.add(metadata.get("name") or r.name)
+        elif r.resource_type == "kubernetes:networking.k8s.io/v1:NetworkPolicy":
+            if is_default(props):
+                covered.add(metadata.get("namespace") or "")
+            if visit is not None:
+                visit(props)
+    return sorted(namespaces - covered)
+
+
 @stack_policy(
     "namespace-default-deny-ingress",
     "Every namespace the stack creates denies ingress by default (a NetworkPolicy with an empty pod "
     "selector and no ingress rule).",
 )
 def _validate_default_deny(args: StackValidationArgs, report: ReportViolation) -> None:
-    namespaces: set[str] = set()
-    denied: set[str] = set()
-    for r in args.resources:
-        props = plain(r.props)
-        metadata = props.get("metadata") or {}
-        if r.resource_type == "kubernetes:core/v1:Namespace":
-            namespaces.add(metadata.get("name") or r.name)
-        elif r.resource_type == "kubernetes:networking.k8s.io/v1:NetworkPolicy" and _is_default_deny_ingress(props):
-            denied.add(metadata.get("namespace") or "")
-    for ns in sorted(namespaces - denied):
+    for ns in _namespaces_without(args, _is_default_deny_ingress):
         report(
             f"namespace {ns!r} has no default-deny ingress NetworkPolicy: add one with podSelector {{}} and "
             "policyTypes [Ingress] (components/kubernetes/network_policy.py default_deny_ingress), then allow what is "
@@ -113,23 +127,17 @@ def _opens_a_credentials_address(props: dict[str, Any]) -> list[str]:
     "policyTypes Egress) and no egress rule reaches a cloud's instance metadata or credentials address.",
 )
 def _validate_default_deny_egress(args: StackValidationArgs, report: ReportViolation) -> None:
-    namespaces: set[str] = set()
-    denied: set[str] = set()
-    for r in args.resources:
-        props = plain(r.props)
+
+    def credentials(props: dict[str, Any]) -> None:
         metadata = props.get("metadata") or {}
-        if r.resource_type == "kubernetes:core/v1:Namespace":
-            namespaces.add(metadata.get("name") or r.name)
-        elif r.resource_type == "kubernetes:networking.k8s.io/v1:NetworkPolicy":
-            if _is_default_deny_egress(props):
-                denied.add(metadata.get("namespace") or "")
-            for problem in _opens_a_credentials_address(props):
-                if "Egress" in ((props.get("spec") or {}).get("policyTypes") or []):
-                    report(
-                        f"NetworkPolicy {metadata.get('name')!r} in {metadata.get('namespace')!r} lets pods reach a "
-                        f"credentials address: {problem} (components/kubernetes/network_policy.py internet_block)"
-                    )
-    for ns in sorted(namespaces - denied):
+        for problem in _opens_a_credentials_address(props):
+            if "Egress" in ((props.get("spec") or {}).get("policyTypes") or []):
+                report(
+                    f"NetworkPolicy {metadata.get('name')!r} in {metadata.get('namespace')!r} lets pods reach a "
+                    f"credentials address: {problem} (components/kubernetes/network_policy.py internet_block)"
+                )
+
+    for ns in _namespaces_without(args, _is_default_deny_egress, credentials):
         report(
             f"namespace {ns!r} has no default-deny egress NetworkPolicy: add one with podSelector {{}} and "
             "policyTypes [Egress] and its allow-list (components/kubernetes/namespace_network_policies.py "

@@ -81,7 +81,10 @@ def preview_access(cluster: str, user: str, namespaces: Sequence[str], opts: pul
                         "apiGroups": ["*"],
                         "apiVersions": ["*"],
                         "operations": ["CREATE", "UPDATE", "DELETE", "CONNECT"],
-                        "resources": ["*", "*/*"],
+                        # every resource and subresource; alone, as the API server requires ("if '*/*' is present,
+                        # must not specify other resources": kubernetes v1.36.3 pkg/apis/admissionregistration/
+                        # validation/validation.go; "*/*" matches a resource itself too, apiserver rules.go Matcher)
+                        "resources": ["*/*"],
                     }
                 ]
             },

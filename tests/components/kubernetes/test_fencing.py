@@ -283,6 +283,7 @@ def test_the_preview_identity_may_only_dry_run(preview_plans):
         ("eks-p", "gpu-fleet-previewer"),
     ):
         plan = preview_plans[stack]
+        assert plan.exports["preview_user"] == user  # what `kubectl auth can-i --as` asks as (docs/security.md)
         subjects = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
         (binding,) = _not_the_charts(_kind(plan, "ClusterRoleBinding"))
         assert binding["subjects"] == subjects
@@ -310,6 +311,10 @@ def test_the_preview_identity_may_only_dry_run(preview_plans):
         ]
         assert policy["spec"]["validations"][0]["expression"] == "has(request.dryRun) && request.dryRun == true"
         assert policy["spec"]["failurePolicy"] == "Fail"
+        # every write of every kind, "*/*" alone: the real API server refused ["*", "*/*"] (found by the real tier;
+        # kubernetes v1.36.3 admissionregistration validation "if '*/*' is present, must not specify other resources")
+        (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+        assert rule["resources"] == ["*/*"] and rule["apiGroups"] == ["*"] and rule["apiVersions"] == ["*"]
         (policy_binding,) = _kind(plan, "ValidatingAdmissionPolicyBinding")
         assert policy_binding["spec"]["validationActions"] == ["Deny"]
         for r in plan.registrations:  # valid objects of the Kubernetes 1.33 API (VAP is v1 from 1.30)
@@ -327,6 +332,7 @@ def test_the_preview_identity_may_only_dry_run(preview_plans):
 
 
 def test_no_preview_access_unless_the_stack_names_the_identity(leaf):
+    assert "preview_user" not in leaf.exports
     assert not _kind(leaf, "ValidatingAdmissionPolicy") and not _not_the_charts(_kind(leaf, "ClusterRoleBinding"))
 
 

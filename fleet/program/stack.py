@@ -241,6 +241,8 @@ def build(fleet: Fleet, stack: str, settings: StackSettings) -> GpuCluster:
     pulumi.export("central", cluster.central)
     pulumi.export("node_pools", {pool.key: pool_resource_name(cluster, pool) for pool in cluster.all_pools})
     pulumi.export("kubeconfig", component.kubeconfig)
+    if preview:  # the Kubernetes user the pull-request preview identity has here (docs/security.md)
+        pulumi.export("preview_user", preview)
     if cluster.central:
         pulumi.export("grafana_admin_password", infra.grafana_admin_password)
     if infra.federation is not None:

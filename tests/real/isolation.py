@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,24 @@ def _unshare_command() -> list[str]:
     return [unshare, *user, "--net", "--"]
 
 
+def _run_forwarding_termination(command: list[str], env: dict[str, str]) -> int:
+    """Run ``command`` (which becomes the tier's pytest by exec) and wait for it; a SIGTERM or SIGHUP sent to this
+    process (a CI job cancelled, ``kill`` of the make) is passed on as SIGINT, so pytest runs its finalizers and stops
+    every control plane by its PID instead of being left behind."""
+    child = subprocess.Popen(command, env=env)
+
+    def forward(signum: int, frame: object) -> None:
+        child.send_signal(signal.SIGINT)
+
+    for each in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(each, forward)
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:  # Ctrl-C reached the child too (same process group): wait for its finalizers
+            continue
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command in ``argv`` inside a new loopback-only network namespace; its exit status."""
     command = list(sys.argv[1:] if argv is None else argv)
@@ -52,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("_GPU_FLEET_IN_NEW_NETNS") != "1":
         env = {**os.environ, "_GPU_FLEET_IN_NEW_NETNS": "1"}
         inner = [sys.executable, "-m", "tests.real.isolation", *command]
-        return subprocess.run([*_unshare_command(), *inner], env=env).returncode
+        return _run_forwarding_termination([*_unshare_command(), *inner], env)
     ip = shutil.which("ip") or "/usr/sbin/ip"
     subprocess.run([ip, "link", "set", "lo", "up"], check=True)
     if not only_loopback():

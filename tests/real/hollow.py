@@ -66,9 +66,9 @@ class NodeSpec:
         }
 
 
-def _quantities(resources: Mapping[str, int] | None) -> dict[str, str]:
-    if resources is None:  # a site flavor whose size the catalogue does not know: a large node
-        return {"cpu": "64", "memory": "256Gi", "pods": "110"}
+def _quantities(resources: Mapping[str, int] | None, accelerators: Mapping[str, int]) -> dict[str, str]:
+    if resources is None:  # a site flavor whose size the catalogue does not know: a large node with its pool's cards
+        return {"cpu": "64", "memory": "256Gi", "pods": "110", **{k: str(v) for k, v in accelerators.items()}}
     out = {}
     for name, value in resources.items():
         if name == "cpu":
@@ -78,21 +78,43 @@ def _quantities(resources: Mapping[str, int] | None) -> dict[str, str]:
     return out
 
 
-def _node_spec(node: placement.Node, index: int, cluster: Cluster) -> NodeSpec:
+def _node_spec(node: placement.Node, index: int, cluster: Cluster, accelerators: Mapping[str, int]) -> NodeSpec:
+    """``accelerators``: what the node's pool advertises of its cards (the device plugin's resource, units per node),
+    which a node of unknown size gets too (the catalogue's allocatable has them otherwise)."""
     taints = [{"key": t.key, "value": t.value, "effect": t.effect} if t.value else {"key": t.key, "effect": t.effect}
               for t in node.taints]  # fmt: skip
     return NodeSpec(f"{cluster.name}-{node.pool}-{index}", node.pool, dict(node.labels), taints,
-                    _quantities(node.allocatable))  # fmt: skip
+                    _quantities(node.allocatable, accelerators))  # fmt: skip
+
+
+# The API server's audit policy (audit.k8s.io/v1, kubernetes v1.36.3 staging/src/k8s.io/apiserver/pkg/apis/audit/
+# v1/types.go): nothing of the admin (system:masters: the tier itself, KWOK), the control plane's components, nodes
+# and service accounts (the controllers); the request line and the answer (level Metadata) of every other user, once
+# answered (every stage but ResponseComplete omitted).
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted", "Panic"],
+    "rules": [
+        {
+            "level": "None",
+            "userGroups": ["system:masters", "system:nodes", "system:serviceaccounts"],
+        },
+        {"level": "None", "users": ["system:kube-scheduler", "system:kube-controller-manager", "system:apiserver"]},
+        {"level": "Metadata"},
+    ],
+}
 
 
 def cluster_node_specs(cluster: Cluster) -> list[NodeSpec]:
     """Every node of ``cluster`` at its pools' maximum: the system pool's and each accelerator pool's, each with the
     labels and taints its cloud gives it and the allocatable of its machine (``fleet.model.placement``)."""
     nodes = [placement.system_node(cluster)] * max(cluster.system_pool.max_nodes, 1)
-    specs = [_node_spec(node, i, cluster) for i, node in enumerate(nodes)]
+    specs = [_node_spec(node, i, cluster, {}) for i, node in enumerate(nodes)]
     for pool in cluster.all_pools:
         node = placement.pool_node(cluster, pool)
-        specs += [_node_spec(node, i, cluster) for i in range(pool.max_nodes)]
+        cards = {pool.resource: pool.units_per_node}
+        specs += [_node_spec(node, i, cluster, cards) for i in range(pool.max_nodes)]
     return specs
 
 
@@ -156,6 +178,8 @@ class HollowCluster:
             "--requestheader-username-headers", "X-Remote-User", "--requestheader-group-headers", "X-Remote-Group",
             "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
             "--proxy-client-cert-file", str(front_proxy[0]), "--proxy-client-key-file", str(front_proxy[1]),
+            "--audit-policy-file", str(self._audit_policy()), "--audit-log-path", str(self.audit_log),
+            "--audit-log-format", "json", "--audit-log-mode", "blocking",
         ])  # fmt: skip
         self._write_kubeconfig(self.kubeconfig, ADMIN, ("system:masters",))
         wait_for(f"{self.name}'s API server", self._ready, patience(), self.processes)
@@ -182,6 +206,25 @@ class HollowCluster:
             "--server-address", f"127.0.0.1:{free_port()}", "--node-lease-duration-seconds", "40",
         ])  # fmt: skip
         return self
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log: one JSON event per request of a user that is not the cluster's own."""
+        return self.folder / "audit.log"
+
+    def _audit_policy(self) -> Path:
+        """Who the audit log follows (``AUDIT_POLICY``): every user but the admin, the control plane, nodes and
+        service accounts, i.e. the identities the tests act as (the preview identity's requests and their answers)."""
+        path = self.folder / "audit-policy.yaml"
+        path.write_text(yaml.safe_dump(AUDIT_POLICY))
+        return path
+
+    def audited(self, user: str) -> list[dict[str, Any]]:
+        """The audit log's events of ``user``, each answered (stage ResponseComplete), in order."""
+        if not self.audit_log.is_file():
+            return []
+        events = [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
+        return [e for e in events if e.get("user", {}).get("username") == user]
 
     def _stages(self) -> Path:
         """KWOK's stages (``STAGES``), the pods of the real controllers left out of the one that runs pods."""

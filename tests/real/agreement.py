@@ -3,7 +3,8 @@ kube-scheduler did with the pods a stack really runs on a hollow cluster.
 
 For every pod the scheduler bound, the model must admit it on a node of that pool (labels, taints, and the room an
 empty node leaves after the node agents); for every pod it could not bind, the model must not admit it anywhere
-either, unless the scheduler's reason is room that other pods hold (a Job waiting for a card another one has).
+either, unless the scheduler's reason is room that other pods hold (a Job waiting for a card another one has): an
+empty node of the pool must hold it.
 A DaemonSet's pods are placed per node by their controller (a ``matchFields`` affinity on the node's name), so only
 their binding is checked.
 """
@@ -32,7 +33,7 @@ def _unschedulable_reason(pod: Mapping[str, Any]) -> str:
     return ""
 
 
-def disagreements(cluster: Cluster, pods: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+def disagreements(cluster: Cluster, pods: Iterable[Mapping[str, Any]], nodes: list[Mapping[str, Any]]) -> list[str]:
     """Every pod of ``pods`` (API objects) on which the scheduler and the model part, in words; ``nodes`` are the
     cluster's Node objects, each annotated with its pool."""
     model = {node.pool: node for node in placement.cluster_nodes(cluster)}
@@ -52,6 +53,19 @@ def disagreements(cluster: Cluster, pods: Iterable[Mapping[str, Any]], nodes: It
         reason = _unschedulable_reason(pod)
         if not reason:
             continue  # not tried yet
-        if admitted and "Insufficient" not in reason and "Too many pods" not in reason:
+        if not admitted:
+            continue
+        if "Insufficient" not in reason and "Too many pods" not in reason:
             out.append(f"{name}: the model admits it on {', '.join(admitted)}, the scheduler did not: {reason}")
+        elif not any(_holds(spec, n) for n in nodes if pool_of.get(n["metadata"]["name"]) in admitted):
+            # room is excused only when other pods hold it: an empty node of the pool must hold the pod
+            out.append(f"{name}: the model admits it on {', '.join(admitted)}, no node of it could ever: {reason}")
     return out
+
+
+def _holds(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """Whether the Node object ``node``'s allocatable, empty, holds the requests of the pod spec ``spec``."""
+    allocatable = node.get("status", {}).get("allocatable", {})
+    have = {name: placement.container_requests({"resources": {"requests": {name: value}}})[name]
+            for name, value in allocatable.items()}  # fmt: skip
+    return all(have.get(name, 0) >= amount for name, amount in placement.pod_requests(spec).items() if amount)

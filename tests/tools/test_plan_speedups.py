@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from pulumi import _types
+from pulumi import resource as sdk_resource
 from pulumi.runtime import resource as runtime_resource
 
 import fleet.tools.engine.plan as fleet_plan
@@ -140,13 +141,20 @@ def test_stack_trace_defers_to_the_sdk_under_a_traceback_limit(monkeypatch: pyte
     assert fast == stock
 
 
+def _sdk_functions() -> list[Any]:
+    return [getattr(_types, n) for n in sdk_speedups.MEMOIZED_TYPE_FUNCTIONS] + [
+        runtime_resource._get_stack_trace,
+        sdk_resource.collapse_alias_to_urn,
+    ]
+
+
 def test_faster_sdk_restores_the_sdk_even_on_error() -> None:
-    before = [getattr(_types, n) for n in sdk_speedups.MEMOIZED_TYPE_FUNCTIONS] + [runtime_resource._get_stack_trace]
+    before = _sdk_functions()
     with pytest.raises(RuntimeError), sdk_speedups.faster_sdk():
         assert runtime_resource._get_stack_trace is sdk_speedups.stack_trace
+        assert sdk_resource.collapse_alias_to_urn is sdk_speedups.alias_urn_when_read
         raise RuntimeError("boom")
-    after = [getattr(_types, n) for n in sdk_speedups.MEMOIZED_TYPE_FUNCTIONS] + [runtime_resource._get_stack_trace]
-    assert after == before
+    assert _sdk_functions() == before
 
 
 def _output_waves(stack: str, monkeypatch: pytest.MonkeyPatch, dispatch: bool) -> int:

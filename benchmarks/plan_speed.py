@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import contextvars
 import gc
 import json
 import math
 import platform
-import re
 import resource
 import shutil
 import statistics
@@ -35,272 +33,23 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
-from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime import rpc, settings
-from pulumi.runtime.stack import run_in_stack
-from pulumi.runtime.sync_await import _sync_await
 
 import fleet.model.loader as fleet_policy
 import fleet.tools.engine.plan as fleet_plan
-from fleet.model.catalogue import load_catalogue
-from fleet.model.spec import Fleet
-from fleet.model.workloads import WORKLOADS_DIR, Workload, load_workload
-from fleet.tools.engine.mock_engine import Registration
-from fleet.tools.engine.plan import PROJECT, StackPlan, dispatched, plan_fleet, plan_runtime
-
-#: Zones the synthetic clusters cycle through (the policy does not check zone availability per card).
-GCP_ZONES = (
-    "us-central1-a",
-    "us-central1-b",
-    "us-central1-c",
-    "us-central1-f",
-    "us-east1-c",
-    "us-east4-a",
-    "europe-west4-a",
-    "europe-west4-b",
-    "asia-east1-c",
-    "asia-northeast1-a",
+from benchmarks.plan_floor import run_floor
+from benchmarks.plan_render import render
+from benchmarks.synthetic_fleet import (
+    CLOUD_NAMES,
+    SyntheticFleet,
+    _real_workloads,
+    cloud_cards,
+    cloud_sdk,
+    generate_fleet,
 )
-#: Regions of the other clouds, each in the catalogue's ``locations`` of its cloud (the model checks them).
-AWS_REGIONS = ("us-east-1", "eu-west-1", "us-west-2")
-AZURE_REGIONS = ("eastus", "westeurope", "westus2")
-#: Clouds a synthetic fleet may mix (``--clouds``), with the cluster name prefix of each.
-CLOUD_PREFIXES = {"gcp": "gke", "aws": "eks", "azure": "aks", "openstack": "magnum", "existing": "existing"}
-#: The typed provider SDK each cloud's clusters are declared with (its version is reported).
-CLOUD_SDKS = {"gcp": "pulumi_gcp", "aws": "pulumi_aws", "azure": "pulumi_azure_native", "openstack": "pulumi_openstack"}
-#: Stack settings every synthetic stack has.
-STACK_CONFIG = {
-    "pulumi:disable-default-providers": ["*"],
-    "gpu-fleet:stackReferencePrefix": "organization/gpu-fleet",
-    "gpu-fleet:federationSourceRanges": ["10.20.0.0/16"],
-}
-#: What each cloud's stack needs beyond that, as tests/fixtures/fleet/stacks and stacks/ set it: the GCP project, the
-#: Azure subscription, the Magnum site settings and the central volume's class (Magnum and existing clusters have no
-#: default StorageClass), the existing cluster's kubeconfig (an encrypted placeholder the offline plan never decrypts).
-CLOUD_STACK_CONFIG: dict[str, dict[str, Any]] = {
-    "gcp": {"gcp:project": "bench-project"},
-    "aws": {},
-    "azure": {"azure-native:subscriptionId": "11111111-2222-3333-4444-555555555555"},
-    "openstack": {
-        "openstack:cloud": "bench-site",
-        "gpu-fleet:storageClass": "standard",
-        "gpu-fleet:magnum": {
-            "image": "fedora-coreos-40",
-            "keypair": "bench",
-            "externalNetwork": "ext-net",
-            "masterFlavor": "m2.medium",
-            "kubeTag": "v1.31.5-rancher1",
-            "autoscalerTag": "v1.31.5",  # the autoscaler's minor is the cluster's, as stacks/Pulumi.cern-main.yaml
-            "autoscalerImage": "registry.k8s.io/autoscaling/cluster-autoscaler",
-        },
-    },
-    "existing": {
-        "gpu-fleet:storageClass": "standard",
-        "gpu-fleet:kubeconfig": {"secure": "v1:YmVuY2gta3ViZWNvbmZpZw=="},
-    },
-}
-MONITORING = {
-    "scrape_interval": "30s",
-    "federation_interval": "60s",
-    "leaf_retention": "7d",
-    "central_retention": "180d",
-    "central_storage": "100Gi",
-}
+from fleet.model.spec import Fleet
+from fleet.tools.engine.plan import StackPlan, plan_fleet
+
 TARGET_RATIO = 1.5
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The synthetic fleet
-# --------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SyntheticFleet:
-    """Files of a generated fleet: the policy, one stack file per cluster, the workload folders."""
-
-    root: Path
-    policy_file: Path
-    stacks_dir: Path
-    workloads_dir: Path
-    clusters: tuple[str, ...]
-    cards: tuple[str, ...]  # every card of the fleet, first cloud's first
-    workloads: tuple[str, ...]
-    workload_source: str  # "copied from workloads/<names>" or "minimal"
-    clouds: tuple[str, ...] = ("gcp",)  # the clouds the clusters cycle over, in order
-    cards_by_cloud: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the cards of each cloud's clusters
-
-
-def cloud_cards(cloud: str) -> list[str]:
-    """Cards a synthetic cluster of ``cloud`` may offer, in catalogue order: those the catalogue offers there today;
-    on an existing cluster (whose nodes the fleet does not create) every NVIDIA card some cloud offers today."""
-    catalogue = load_catalogue()
-    if cloud != "existing":
-        return catalogue.available_on(cloud)
-    offered = {card for other in CLOUD_PREFIXES if other != "existing" for card in catalogue.available_on(other)}
-    return [card for card, acc in catalogue.accelerators.items() if acc.is_nvidia and card in offered]
-
-
-def _location(cloud: str, index: int) -> dict[str, str]:
-    """Where the ``index``-th synthetic cluster of ``cloud`` is (policy: zone or region; none for an existing one)."""
-    if cloud == "gcp":
-        return {"zone": GCP_ZONES[index % len(GCP_ZONES)]}
-    if cloud == "aws":
-        return {"region": AWS_REGIONS[index % len(AWS_REGIONS)]}
-    if cloud == "azure":
-        return {"region": AZURE_REGIONS[index % len(AZURE_REGIONS)]}
-    if cloud == "openstack":
-        return {"region": "bench-site"}
-    return {}
-
-
-def _real_workloads() -> list[Workload]:
-    """The shipped workload folders that load cleanly (another change may have one half-edited)."""
-    out = []
-    if WORKLOADS_DIR.is_dir():
-        for folder in sorted(p for p in WORKLOADS_DIR.iterdir() if (p / "workload.yaml").is_file()):
-            try:
-                out.append(load_workload(folder))
-            except Exception:
-                continue
-    return out
-
-
-def _metric_prefix(name: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9_]", "_", name) + "_"
-
-
-def _copy_workload(src: Workload, dst: Path, name: str) -> None:
-    """Copy a real workload folder under a new name; metric names get a per-copy prefix so copies never clash."""
-    shutil.copytree(src.folder, dst)
-    data = yaml.safe_load((dst / "workload.yaml").read_text(encoding="utf-8"))
-    prefix = _metric_prefix(name)
-    renames = {m["name"]: prefix + m["name"] for m in data.get("metrics", [])}
-    data["name"] = name
-    for metric in data.get("metrics", []):
-        metric["name"] = renames[metric["name"]]
-    if "headline" in data and data["headline"].get("metric") in renames:
-        data["headline"]["metric"] = renames[data["headline"]["metric"]]
-    (dst / "workload.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    if renames:
-        pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(renames, key=len, reverse=True)) + r")\b")
-        for program in (dst / "mtail").glob("*.mtail"):
-            text = program.read_text(encoding="utf-8")
-            program.write_text(pattern.sub(lambda m: renames[m.group(1)], text), encoding="utf-8")
-
-
-def _minimal_workload(dst: Path, name: str) -> None:
-    """A minimal valid workload folder (fleet/model/workloads.py): workload.yaml, one mtail program, a sample log."""
-    metric = _metric_prefix(name) + "ops_total"
-    spec = {
-        "name": name,
-        "description": "synthetic benchmark workload",
-        "image": "busybox:1.36",
-        "command": ["sh", "-c", "echo ops=1"],
-        "accelerators": 1,
-        "resources": {"cpu_request": "1", "memory_request": "1Gi", "cpu_limit": "2", "memory_limit": "2Gi"},
-        "timeout_seconds": 600,
-        "metrics": [{"name": metric, "type": "counter", "help": "Operations done.", "labels": []}],
-        "headline": {"metric": metric, "unit": "ops"},
-    }
-    (dst / "mtail").mkdir(parents=True)
-    (dst / "workload.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-    (dst / "mtail" / f"{name}.mtail").write_text(
-        f"counter {metric}\n\n/^ops=(?P<n>\\d+)$/ {{\n  {metric} += $n\n}}\n", encoding="utf-8"
-    )
-    (dst / "sample.log").write_text("ops=1\nops=2\n", encoding="utf-8")
-
-
-def _write_workloads(workloads_dir: Path, count: int) -> tuple[list[str], str]:
-    workloads_dir.mkdir(parents=True, exist_ok=True)
-    real = _real_workloads()
-    names = []
-    for i in range(count):
-        if real:
-            src = real[i % len(real)]
-            name = f"w{i:02d}-{src.name}"[:40].rstrip("-")
-            dst = workloads_dir / name
-            try:
-                _copy_workload(src, dst, name)
-                load_workload(dst)
-            except Exception:
-                shutil.rmtree(dst, ignore_errors=True)
-                name = f"w{i:02d}-synthetic"
-                _minimal_workload(workloads_dir / name, name)
-        else:
-            name = f"w{i:02d}-synthetic"
-            _minimal_workload(workloads_dir / name, name)
-        names.append(name)
-    source = f"copied from workloads/{{{','.join(w.name for w in real)}}}" if real else "minimal"
-    return names, source
-
-
-def generate_fleet(
-    root: Path, clusters: int, cards: int, workloads: int, clouds: Sequence[str] = ("gcp",)
-) -> SyntheticFleet:
-    """Write a policy with ``clusters`` clusters cycling over ``clouds`` (the first one central), each offering the
-    first ``cards`` cards of its cloud (fewer where the cloud offers fewer), one stack file per cluster with the
-    settings its cloud needs, and ``workloads`` workload folders placed on ``all`` cards."""
-    if clusters < 1:
-        raise ValueError("at least one cluster")
-    unknown = [c for c in clouds if c not in CLOUD_PREFIXES]
-    if not clouds or unknown:
-        raise ValueError(f"--clouds takes {', '.join(CLOUD_PREFIXES)} (got {', '.join(clouds) or 'none'})")
-    offered = {cloud: cloud_cards(cloud) for cloud in clouds}
-    most = max(len(v) for v in offered.values())
-    if not 1 <= cards <= most:
-        listed = "; ".join(f"{cloud} offers {', '.join(v)}" for cloud, v in offered.items())
-        raise ValueError(f"--cards must be 1..{most} ({listed})")
-    chosen = {cloud: tuple(v[:cards]) for cloud, v in offered.items()}
-    root.mkdir(parents=True, exist_ok=True)
-    workloads_dir = root / "workloads"
-    workload_names, source = _write_workloads(workloads_dir, workloads)
-    placed = [(i, clouds[i % len(clouds)]) for i in range(clusters)]
-    names = [f"{CLOUD_PREFIXES[cloud]}-bench-{i:04d}" for i, cloud in placed]
-    by_cloud: dict[str, dict[str, Any]] = {}
-    for (i, cloud), name in zip(placed, names, strict=True):
-        settings_: dict[str, Any] = {**_location(cloud, i // len(clouds)), "gpus": list(chosen[cloud])}
-        if i == 0:
-            settings_["central"] = True
-            settings_["description"] = "synthetic central cluster"
-        by_cloud.setdefault(cloud, {})[name] = settings_
-    policy = {
-        "defaults": {
-            "gpu_pool": {"min_nodes": 0, "max_nodes": 2, "spot": True},
-            "system_pool": {"min_nodes": 1, "max_nodes": 3},
-            "kubernetes_version": "1.33",
-        },
-        "monitoring": dict(MONITORING),
-        "clusters": by_cloud,
-        "workloads": dict.fromkeys(workload_names, "all"),
-    }
-    policy_file = root / "fleet.yaml"
-    policy_file.write_text(
-        "# synthetic fleet written by benchmarks/plan_speed.py\n" + yaml.safe_dump(policy, sort_keys=False),
-        encoding="utf-8",
-    )
-    stacks_dir = root / "stacks"
-    stacks_dir.mkdir(exist_ok=True)
-    for (_, cloud), name in zip(placed, names, strict=True):
-        config = {**STACK_CONFIG, **CLOUD_STACK_CONFIG[cloud]}
-        (stacks_dir / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}), encoding="utf-8")
-    return SyntheticFleet(
-        root,
-        policy_file.resolve(),
-        stacks_dir,
-        workloads_dir,
-        tuple(names),
-        tuple(dict.fromkeys(card for cloud in clouds for card in chosen[cloud])),
-        tuple(workload_names),
-        source,
-        tuple(clouds),
-        chosen,
-    )
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The plan (the real code path)
-# --------------------------------------------------------------------------------------------------------------
 
 
 def _fresh_process_caches() -> None:
@@ -391,129 +140,6 @@ def measure_memory(synthetic: SyntheticFleet, fleet: Fleet) -> dict[str, Any]:
 def _maxrss_kib() -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss // 1024 if sys.platform == "darwin" else rss  # bytes on macOS, KiB on Linux
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The floor: the same resources, bare, under the stock mock engine
-# --------------------------------------------------------------------------------------------------------------
-
-
-class EchoMocks(pulumi.runtime.Mocks):
-    """The least a mock can do: a resource's outputs are its inputs; no invoke is expected."""
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        return f"{args.name}-id", args.inputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return {}
-
-
-def _bare(value: Any) -> Any:
-    """A recorded input value as a program would pass it: secrets as ``Output.secret``, the rest plain."""
-    if rpc.is_rpc_secret(value):
-        return pulumi.Output.secret(_bare(rpc.unwrap_rpc_secret(value)))
-    if isinstance(value, dict):
-        return {k: _bare(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_bare(v) for v in value]
-    return value
-
-
-PROVIDER_PREFIX = "pulumi:providers:"
-STACK_REFERENCE = "pulumi:pulumi:StackReference"
-
-
-def _parents_first(registrations: Sequence[Registration]) -> list[Registration]:
-    """``registrations`` (in URN order, as a plan lists them) reordered so that a resource's parent and provider
-    come before it, as a program must declare them."""
-    by_urn = {r.urn: r for r in registrations}
-    ordered: list[Registration] = []
-    placed: set[str] = set()
-
-    def place(reg: Registration) -> None:
-        if reg.urn in placed:
-            return
-        placed.add(reg.urn)
-        for needed in (reg.parent, reg.provider.rsplit("::", 1)[0] if reg.provider else ""):
-            if needed in by_urn:
-                place(by_urn[needed])
-        ordered.append(reg)
-
-    for reg in registrations:
-        place(reg)
-    return ordered
-
-
-def _register_bare(registrations: Sequence[Registration], exports: dict[str, Any]) -> None:
-    """Declare every recorded resource again with the generic SDK classes, each after its parent and provider."""
-    by_urn: dict[str, pulumi.Resource] = {}
-    for reg in _parents_first(registrations):
-        provider = by_urn.get(reg.provider.rsplit("::", 1)[0]) if reg.provider else None
-        opts = pulumi.ResourceOptions(
-            parent=by_urn.get(reg.parent),  # None for the stack's direct children: the root stack
-            provider=provider,  # type: ignore[arg-type]
-            protect=reg.protect or None,
-            ignore_changes=reg.ignore_changes or None,
-            # A StackReference is read, not registered (ReadResource with its stack name as the id).
-            id=reg.inputs.get("name", reg.name) if reg.type == STACK_REFERENCE else None,
-        )
-        props = _bare(reg.inputs)
-        res: pulumi.Resource
-        if reg.type.startswith(PROVIDER_PREFIX):
-            res = pulumi.ProviderResource(reg.type[len(PROVIDER_PREFIX) :], reg.name, props, opts)
-        elif reg.custom:
-            res = pulumi.CustomResource(reg.type, reg.name, props, opts)
-        else:
-            component = pulumi.ComponentResource(reg.type, reg.name, props, opts)
-            component.register_outputs({})
-            res = component
-        by_urn[reg.urn] = res
-    for key, value in exports.items():
-        pulumi.export(key, _bare(value))
-
-
-def replay_bare(stack: str, plan: StackPlan) -> tuple[float, set[str]]:
-    """Register ``plan``'s resources bare in a fresh context, set up as ``fleet.plan.plan_stack`` does;
-    the wall time and the URNs the engine received."""
-    mocks = EchoMocks()
-    monitor = pulumi_mocks.MockMonitor(mocks)
-
-    def run() -> None:
-        settings.ROOT.set(monitor)  # type: ignore[arg-type]
-        pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
-        settings.ROOT.set(None)
-        _sync_await(run_in_stack(dispatched(lambda: _register_bare(plan.registrations, plan.exports))))
-
-    started = time.perf_counter()
-    contextvars.copy_context().run(run)
-    elapsed = time.perf_counter() - started
-    return elapsed, set(monitor.resources)
-
-
-def run_floor(plans: Sequence[StackPlan], tuned: bool = False) -> tuple[list[float], float]:
-    """The floor of every stack; per-stack seconds and the wall time of all of them.
-
-    ``tuned`` replays under the plan's own process settings (``fleet.plan.plan_runtime``: the raised collector
-    threshold and the SDK stand-ins); by default the stock interpreter and SDK, as a bare Pulumi program runs.
-    Fails if the bare replay did not reach the engine with exactly the plan's URNs (then it would not be the
-    same resources).
-    """
-    seconds = []
-    started = time.perf_counter()
-    with plan_runtime() if tuned else contextlib.nullcontext():
-        for plan in plans:
-            elapsed, urns = replay_bare(plan.stack, plan)
-            expected = {r.urn for r in plan.registrations}
-            if urns != expected:
-                missing, extra = sorted(expected - urns)[:3], sorted(urns - expected)[:3]
-                raise RuntimeError(f"floor of {plan.stack} registered other URNs: missing {missing}, extra {extra}")
-            seconds.append(elapsed)
-    return seconds, time.perf_counter() - started
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Measuring one size, and the trend over sizes
-# --------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -694,11 +320,6 @@ def linearity(results: Sequence[SizeResult], key: str = "plan_seconds") -> dict[
     }
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Running and reporting
-# --------------------------------------------------------------------------------------------------------------
-
-
 def warm_up(workdir: Path, cards: int, workloads: int, clouds: Sequence[str] = ("gcp",)) -> float:
     """Plan a fleet of one cluster per cloud (at least 2) once, untimed, so imports (pulumi_gcp, pulumi_aws,
     pulumi_kubernetes...) and first-call costs are not charged to the first measured size; returns how long that
@@ -758,7 +379,7 @@ def run_benchmark(
         "environment": {
             "python": platform.python_version(),
             "pulumi": pulumi.__version__ if hasattr(pulumi, "__version__") else _dist_version("pulumi"),
-            **{sdk: _dist_version(sdk) for cloud in clouds if (sdk := CLOUD_SDKS.get(cloud))},
+            **{sdk: _dist_version(sdk) for cloud in clouds if (sdk := cloud_sdk(cloud))},
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
         },
@@ -792,137 +413,6 @@ def _dist_version(name: str) -> str:
         return "?"
 
 
-def _mib(n: int | None) -> str:
-    return "-" if n is None else f"{n / 2**20:.1f}"
-
-
-def render(report: dict[str, Any], stack_rows: int | None = None) -> str:
-    """The human-readable tables."""
-    p = report["parameters"]
-    env = report["environment"]
-    clouds = p.get("clouds", ["gcp"])
-    if clouds == ["gcp"]:
-        fleet_line = f"{p['clusters']} GKE clusters x {p['cards']} cards ({', '.join(p['card_names'])})"
-    else:
-        by_cloud = "; ".join(f"{cloud}: {', '.join(cards)}" for cloud, cards in p["card_names_by_cloud"].items())
-        fleet_line = (
-            f"{p['clusters']} clusters cycling over {', '.join(clouds)} x up to {p['cards']} cards ({by_cloud})"
-        )
-    sdks = ", ".join(f"{k} {v}" for k, v in env.items() if k.startswith("pulumi_"))
-    lines = [
-        f"gpu-fleet plan benchmark: {fleet_line} x {p['workloads']} workloads ({p['workload_source']})",
-        f"python {env['python']}, pulumi {env['pulumi']}, {sdks}, {env['platform']}",
-        f"times: {p['timing']}; warm-up (imports) {report['warm_up_seconds']:.2f} s, not counted",
-        "",
-        "Per size (plan = plan_fleet wall time; floor = the same resources registered bare under the stock mocks;",
-        " floor tuned = that floor under the plan's own process settings: GC threshold and SDK stand-ins)",
-        f"{'clusters':>8} {'stacks':>6} {'resources':>9} {'plan s':>8} {'floor s':>8} {'ratio':>6} "
-        f"{'floor tuned s':>13} {'ratio tuned':>11} "
-        f"{'ms/stack':>9} {'us/res':>7} {'floor us/res':>12} {'outside s':>9} {'load s':>7} "
-        f"{'py peak MiB':>11} {'maxrss MiB':>10}",
-    ]
-    for s in report["sizes"]:
-        mem = s["memory"]
-        lines.append(
-            f"{s['clusters']:>8} {s['stacks']:>6} {s['resources']:>9} {s['plan_seconds']:>8.3f} "
-            f"{s['floor_seconds']:>8.3f} {s['ratio']:>6.2f} {s['floor_tuned_seconds']:>13.3f} "
-            f"{s['ratio_tuned']:>11.2f} {s['plan_ms_per_stack']:>9.2f} "
-            f"{s['plan_us_per_resource']:>7.0f} {s['floor_us_per_resource']:>12.0f} "
-            f"{s['plan_outside_stacks_seconds']:>9.3f} {s['policy_load_seconds']:>7.3f} "
-            f"{_mib(mem.get('tracemalloc_peak_bytes')):>11} "
-            f"{_mib(mem['maxrss_kib'] * 1024) if 'maxrss_kib' in mem else '-':>10}"
-        )
-    lines += [
-        "",
-        "Central stack vs the others (StackPlan.seconds; the central one has a StackReference + Secret per leaf)",
-        f"{'clusters':>8} {'central res':>11} {'plan ms':>8} {'floor ms':>8} {'ratio':>6} "
-        f"{'leaf median plan ms':>19} {'floor ms':>8} {'ratio':>6}",
-    ]
-    for s in report["sizes"]:
-        leaf_plan, leaf_floor = s["leaf_plan_ms_median"], s["leaf_floor_ms_median"]
-        leaf = (
-            f"{leaf_plan:>19.1f} {leaf_floor:>8.1f} {leaf_plan / leaf_floor:>6.2f}"
-            if leaf_plan is not None and leaf_floor
-            else f"{'-':>19} {'-':>8} {'-':>6}"
-        )
-        lines.append(
-            f"{s['clusters']:>8} {s['central_resources']:>11} {1e3 * s['central_plan_seconds']:>8.1f} "
-            f"{1e3 * s['central_floor_seconds']:>8.1f} {s['central_plan_seconds'] / s['central_floor_seconds']:>6.2f} "
-            + leaf
-        )
-    lines.append("")
-    lines.append("Growth with fleet size (least squares over the sizes; exponent 1.0 = linear, 2.0 = quadratic)")
-    for name, fit in report["linearity"].items():
-        if "exponent" not in fit:
-            lines.append(f"  {name:<17} {fit['note']}")
-            continue
-        lines.append(
-            f"  {name:<17} t = {fit['intercept_seconds']:.3f} s"
-            f" + {1e6 * fit['seconds_per_resource']:.0f} us x resources"
-            f" (R^2 {fit['r_squared']:.4f}), exponent {fit['exponent']:.3f}, "
-            f"time/resource largest/smallest {fit['per_resource_growth']:.2f}"
-        )
-    ratio = report["ratio"]
-    lines += [
-        "",
-        f"Ratio plan/floor at full size: {ratio['full_size']:.2f}   over all sizes: {ratio['all_sizes']:.2f}   "
-        f"(target <= {ratio['target']}: {'met' if ratio['within_target'] else 'NOT met'})",
-        f"Ratio plan/floor tuned (the floor given the plan's GC threshold and SDK stand-ins too): "
-        f"{ratio['full_size_tuned']:.2f} at full size, {ratio['all_sizes_tuned']:.2f} over all sizes "
-        f"(target <= {ratio['target']}: {'met' if ratio['within_target_tuned'] else 'NOT met'})",
-    ]
-    full = next(s for s in report["sizes"] if s["clusters"] == p["clusters"])
-    rows = full["per_stack"]
-    if len(clouds) > 1:
-        lines += ["", *_per_cloud_lines(rows)]
-    shown = rows if stack_rows is None else rows[:stack_rows]
-    lines += [
-        "",
-        f"Per stack at full size ({len(rows)} stacks; plan = StackPlan.seconds, min over repeats; "
-        "py peak = tracemalloc peak above the stack's start; maxrss = process high-water mark after it)",
-        f"{'stack':<20} {'res':>4} {'plan ms':>8} {'floor ms':>8} {'ratio':>6} {'py peak MiB':>11} "
-        f"{'retained KiB':>12} {'maxrss MiB':>10}",
-    ]
-    for r in shown:
-        retained = "-" if r["py_retained_bytes"] is None else f"{r['py_retained_bytes'] / 1024:.0f}"
-        maxrss = "-" if r["maxrss_kib"] is None else f"{r['maxrss_kib'] / 1024:.1f}"
-        lines.append(
-            f"{r['stack']:<20} {r['resources']:>4} {1e3 * r['plan_seconds']:>8.2f} {1e3 * r['floor_seconds']:>8.2f} "
-            f"{r['ratio']:>6.2f} {_mib(r['py_peak_bytes']):>11} {retained:>12} {maxrss:>10}"
-        )
-    if len(shown) < len(rows):
-        lines.append(f"... {len(rows) - len(shown)} more stack(s) in --json")
-    return "\n".join(lines)
-
-
-def stack_cloud(stack: str) -> str:
-    """The cloud of a synthetic stack, from the name ``generate_fleet`` gave it (``<prefix>-bench-NNNN``)."""
-    prefix = stack.split("-bench-", 1)[0]
-    return next((cloud for cloud, p in CLOUD_PREFIXES.items() if p == prefix), "?")
-
-
-def _per_cloud_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """The full size's stacks summed per cloud: where a mixed fleet's plan time over the floor comes from."""
-    lines = [
-        "Per cloud at full size (sums over the cloud's stacks of the per-stack best times; central stack included)",
-        f"{'cloud':<10} {'stacks':>6} {'res/stack':>9} {'plan ms/stack':>13} {'floor ms/stack':>14} {'ratio':>6} "
-        f"{'extra ms/stack':>14} {'share of extra':>14}",
-    ]
-    by_cloud: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_cloud.setdefault(stack_cloud(row["stack"]), []).append(row)
-    extra_total = sum(r["plan_seconds"] - r["floor_seconds"] for r in rows)
-    for cloud, group in by_cloud.items():
-        n = len(group)
-        plan, floor = sum(r["plan_seconds"] for r in group), sum(r["floor_seconds"] for r in group)
-        share = f"{100 * (plan - floor) / extra_total:.0f}%" if extra_total > 0 else "-"
-        lines.append(
-            f"{cloud:<10} {n:>6} {sum(r['resources'] for r in group) / n:>9.0f} {1e3 * plan / n:>13.1f} "
-            f"{1e3 * floor / n:>14.1f} {plan / floor:>6.2f} {1e3 * (plan - floor) / n:>14.1f} {share:>14}"
-        )
-    return lines
-
-
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(s) for s in text.split(",") if s.strip()]
@@ -935,10 +425,10 @@ def _sizes(text: str) -> list[int]:
 
 def _clouds(text: str) -> list[str]:
     clouds = [c.strip() for c in text.split(",") if c.strip()]
-    unknown = [c for c in clouds if c not in CLOUD_PREFIXES]
+    unknown = [c for c in clouds if c not in CLOUD_NAMES]
     if not clouds or unknown:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: expected a comma-separated list of {', '.join(CLOUD_PREFIXES)}, e.g. gcp,aws,azure"
+            f"{text!r}: expected a comma-separated list of {', '.join(CLOUD_NAMES)}, e.g. gcp,aws,azure"
         )
     return clouds
 
@@ -952,7 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_clouds,
         default=["gcp"],
         help=f"clouds the clusters cycle over, the first one's first cluster central: any of "
-        f"{','.join(CLOUD_PREFIXES)} (default gcp: a GKE-only fleet)",
+        f"{','.join(CLOUD_NAMES)} (default gcp: a GKE-only fleet)",
     )
     parser.add_argument(
         "--cards", type=int, default=8, help="cards per cluster, capped at what its cloud offers (default 8)"

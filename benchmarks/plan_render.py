@@ -90,6 +90,7 @@ def render(report: dict[str, Any], stack_rows: int | None = None) -> str:
         f"{ratio['full_size_tuned']:.2f} at full size, {ratio['all_sizes_tuned']:.2f} over all sizes "
         f"(target <= {ratio['target']}: {'met' if ratio['within_target_tuned'] else 'NOT met'})",
     ]
+    lines += shipped_lines(report)
     full = next(s for s in report["sizes"] if s["clusters"] == p["clusters"])
     rows = full["per_stack"]
     if len(clouds) > 1:
@@ -112,6 +113,19 @@ def render(report: dict[str, Any], stack_rows: int | None = None) -> str:
     if len(shown) < len(rows):
         lines.append(f"... {len(rows) - len(shown)} more stack(s) in --json")
     return "\n".join(lines)
+
+
+def shipped_lines(report: dict[str, Any]) -> list[str]:
+    """The shipped fleet's line (``--shipped``), after a blank one; none without it."""
+    shipped = report.get("shipped")
+    if not shipped:
+        return []
+    return [
+        "",
+        f"Shipped fleet (policy/fleet.yaml): {shipped['stacks']} stacks, {shipped['resources']} resources, plan "
+        f"{shipped['plan_seconds']:.3f} s, floor {shipped['floor_seconds']:.3f} s, ratio {shipped['ratio']:.2f} "
+        f"(tuned floor {shipped['floor_tuned_seconds']:.3f} s, ratio {shipped['ratio_tuned']:.2f})",
+    ]
 
 
 def _per_cloud_lines(rows: Sequence[dict[str, Any]]) -> list[str]:

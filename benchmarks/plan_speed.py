@@ -36,6 +36,7 @@ import pulumi
 
 import fleet.model.loader as fleet_policy
 import fleet.tools.engine.plan as fleet_plan
+from benchmarks.growth import linearity
 from benchmarks.plan_floor import run_floor
 from benchmarks.plan_render import render
 from benchmarks.synthetic_fleet import (
@@ -47,8 +48,11 @@ from benchmarks.synthetic_fleet import (
     generate_fleet,
 )
 from fleet.model.spec import Fleet
+from fleet.model.workloads import WORKLOADS_DIR
+from fleet.program.stack_config import STACKS_DIR
 from fleet.tools.engine.plan import StackPlan, plan_fleet
 
+ROOT = Path(__file__).resolve().parent.parent
 TARGET_RATIO = 1.5
 
 
@@ -201,8 +205,33 @@ def measure_size(
     clouds: Sequence[str] = ("gcp",),
 ) -> SizeResult:
     """Generate a fleet of ``clusters`` clusters (cycling over ``clouds``) under ``root`` and measure plan, floor
-    (and memory)."""
+    (and memory) with ``measure_fleet``; the generated files are removed afterwards."""
     synthetic = generate_fleet(root, clusters, cards, workloads, clouds)
+    try:
+        return measure_fleet(synthetic, cards, workloads, repeat, memory)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def shipped_fleet() -> SyntheticFleet:
+    """The shipped fleet (policy/fleet.yaml, stacks/, workloads/) in the shape ``measure_fleet`` takes."""
+    fleet = fleet_policy.load_fleet(fleet_policy.POLICY_FILE)
+    return SyntheticFleet(
+        ROOT,
+        fleet_policy.POLICY_FILE,
+        STACKS_DIR,
+        WORKLOADS_DIR,
+        tuple(fleet.clusters),
+        tuple(dict.fromkeys(p.card for c in fleet.clusters.values() for p in c.pools)),
+        tuple(fleet.workloads),
+        "workloads/",
+        tuple(dict.fromkeys(c.cloud for c in fleet.clusters.values())),
+    )
+
+
+def measure_fleet(synthetic: SyntheticFleet, cards: int, workloads: int, repeat: int, memory: bool) -> SizeResult:
+    """Plan ``synthetic`` and replay its floor ``repeat`` times, plan and floor in turn (and memory once more)."""
+    clusters = len(synthetic.clusters)
     fleet, load_seconds = load_policy(synthetic)
     best_plan: tuple[float, list[StackPlan]] | None = None
     plan_runs, floor_runs, floor_tuned_runs = [], [], []
@@ -249,7 +278,6 @@ def measure_size(
         for row in rows:
             m = by_stack[row.stack]
             row.py_peak_bytes, row.py_retained_bytes, row.maxrss_kib = m.peak_above_start, m.retained, m.maxrss_kib
-    shutil.rmtree(root, ignore_errors=True)
     return SizeResult(
         clusters=clusters,
         cards=cards,
@@ -283,43 +311,6 @@ def measure_size(
     )
 
 
-def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float]:
-    """Least squares ``y = a + b x``: (a, b, r squared)."""
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    syy = sum((y - my) ** 2 for y in ys)
-    b = sxy / sxx if sxx else 0.0
-    a = my - b * mx
-    r2 = (sxy * sxy) / (sxx * syy) if sxx and syy else 1.0
-    return a, b, r2
-
-
-def linearity(results: Sequence[SizeResult], key: str = "plan_seconds") -> dict[str, Any]:
-    """How ``key`` (a time) grows with the number of resources over the sizes measured.
-
-    ``exponent`` is the slope of log(time) over log(resources): 1.0 is linear, 2.0 quadratic.
-    ``per_resource_growth`` is time per resource at the largest size over the smallest (1.0 = linear).
-    """
-    if len(results) < 2:
-        return {"sizes": len(results), "note": "one size only: nothing to fit"}
-    xs = [float(r.resources) for r in results]
-    ys = [float(getattr(r, key)) for r in results]
-    a, b, r2 = _fit(xs, ys)
-    _, exponent, _ = _fit([math.log(x) for x in xs], [math.log(y) for y in ys])
-    small, large = min(results, key=lambda r: r.resources), max(results, key=lambda r: r.resources)
-    growth = (getattr(large, key) / large.resources) / (getattr(small, key) / small.resources)
-    return {
-        "sizes": len(results),
-        "intercept_seconds": a,
-        "seconds_per_resource": b,
-        "r_squared": r2,
-        "exponent": exponent,
-        "per_resource_growth": growth,
-    }
-
-
 def warm_up(workdir: Path, cards: int, workloads: int, clouds: Sequence[str] = ("gcp",)) -> float:
     """Plan a fleet of one cluster per cloud (at least 2) once, untimed, so imports (pulumi_gcp, pulumi_aws,
     pulumi_kubernetes...) and first-call costs are not charged to the first measured size; returns how long that
@@ -343,9 +334,10 @@ def run_benchmark(
     memory: bool = True,
     log: Callable[[str], None] = lambda _msg: None,
     clouds: Sequence[str] = ("gcp",),
+    shipped: bool = False,
 ) -> dict[str, Any]:
-    """Measure every size (``clusters`` included, cycling over ``clouds``) and return all figures as plain data (the
-    ``--json`` form)."""
+    """Measure every size (``clusters`` included, cycling over ``clouds``), and with ``shipped`` the shipped fleet too;
+    return all figures as plain data (the ``--json`` form)."""
     all_sizes = sorted({*sizes, clusters})
     with tempfile.TemporaryDirectory(prefix="gpu-fleet-bench-") as tmp:
         workdir = Path(tmp)
@@ -358,6 +350,11 @@ def run_benchmark(
                 f" ({repeat} repeat(s))..."
             )
             results.append(measure_size(workdir / f"fleet-{n}", n, cards, workloads, repeat, memory, clouds))
+    shipped_result = None
+    if shipped:
+        log(f"measuring the shipped fleet ({repeat} repeat(s))...")
+        ours = shipped_fleet()
+        shipped_result = measure_fleet(ours, len(ours.cards), len(ours.workloads), repeat, memory)
     full = next(r for r in results if r.clusters == clusters)
     real = [w.name for w in _real_workloads()]
     source = "none" if not workloads else f"copies of workloads/{{{','.join(real)}}}" if real else "minimal"
@@ -385,6 +382,7 @@ def run_benchmark(
         },
         "warm_up_seconds": warm,
         "sizes": [asdict(r) for r in results],
+        "shipped": asdict(shipped_result) if shipped_result else None,
         "linearity": {
             "plan": linearity(results, "plan_seconds"),
             "plan_stacks_only": linearity(results, "plan_stack_sum_seconds"),
@@ -456,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per size; the best is kept (default 3)")
     parser.add_argument("--no-memory", action="store_true", help="skip the extra tracemalloc run per size")
+    parser.add_argument("--shipped", action="store_true", help="measure the shipped fleet (policy/fleet.yaml) too")
     parser.add_argument("--stack-rows", type=int, default=None, help="show only this many per-stack rows")
     parser.add_argument("--json", type=Path, help="write every figure as JSON to this file")
     parser.add_argument(
@@ -484,6 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         not args.no_memory,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
         clouds=args.clouds,
+        shipped=args.shipped,
     )
     print(render(report, args.stack_rows))
     if args.json:

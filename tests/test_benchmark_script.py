@@ -6,11 +6,12 @@ Not a timed test: it checks the shape of the report, never how fast anything was
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
-from benchmarks import plan_floor, plan_render, plan_speed, synthetic_fleet
+from benchmarks import plan_floor, plan_render, plan_speed, preview_speed, synthetic_fleet
 from fleet.model.loader import load_fleet
 
 
@@ -98,3 +99,22 @@ def test_clouds_option_refuses_an_unknown_cloud() -> None:
     with pytest.raises(SystemExit):
         plan_speed.build_parser().parse_args(["--clouds", "gcp,ibm"])
     assert plan_speed.build_parser().parse_args(["--clouds", "aws,azure"]).clouds == ["aws", "azure"]
+
+
+def test_the_shipped_fleet_is_measured_against_its_own_floor() -> None:
+    """``--shipped``: the shipped fleet planned and replayed bare (the floor's URNs checked), its row in the tables."""
+    ours = plan_speed.shipped_fleet()
+    result = plan_speed.measure_fleet(ours, len(ours.cards), len(ours.workloads), repeat=1, memory=False)
+    assert result.stacks == len(ours.clusters) and result.resources > 100
+    report = {"shipped": asdict(result)}
+    assert f"Shipped fleet (policy/fleet.yaml): {result.stacks} stacks" in plan_render.shipped_lines(report)[1]
+
+
+def test_the_preview_tables_hold_every_stack() -> None:
+    """benchmarks/preview_speed.py's tables from a report of its shape (the real run needs the real tier)."""
+    timing = {"seconds": 9.0, "until_prelude": 2.0, "program": 3.0, "resource_steps": 3.0, "end": 1.0}
+    stack = {"stack": "s1", "cloud": "gcp", "resources": 10, "plan_seconds": 0.5, "plan_process_seconds": 4.0}
+    report = {"stacks": [{**stack, "cold": timing, "warm": [timing, {**timing, "seconds": 8.0}], "up_seconds": 20.0}]}
+    text = preview_speed.render(report)
+    assert "| s1 | gcp | 10 | 0.50 | 4.0 | 9.0 | 8.0 | 2.0 | 20.0 |" in text
+    assert "| s1 | 2.0 / 2.0 | 3.0 / 3.0 | 3.0 / 3.0 | 1.0 / 1.0 |" in text

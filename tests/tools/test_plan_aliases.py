@@ -15,10 +15,10 @@ from google.protobuf import empty_pb2
 from pulumi.runtime import settings
 from pulumi.runtime.proto import resource_pb2
 
-import fleet.tools.engine.plan as fleet_plan
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.tools.engine import sdk_speedups
 from fleet.tools.engine.mock_engine import FleetMocks, RecordingMonitor
+from tests.tools.test_plan_speedups import planned
 
 ALIAS_SPECS = resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS
 
@@ -89,12 +89,7 @@ def _aks_stack() -> str:
 
 def _plan(stack: str, monkeypatch: pytest.MonkeyPatch, stand_ins: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     AliasMonitor.aliases = {}
-    with monkeypatch.context() as patch:
-        patch.setattr(fleet_plan, "RecordingMonitor", AliasMonitor)
-        if not stand_ins:
-            patch.setattr(fleet_plan, "faster_sdk", contextlib.nullcontext)
-        with fleet_plan.plan_runtime():
-            plan = fleet_plan.plan_stack(stack, POLICY_FILE)
+    plan = planned(stack, monkeypatch, AliasMonitor, stand_ins)
     return {r.urn: r.plain_inputs() for r in plan.registrations}, dict(AliasMonitor.aliases)
 
 

@@ -19,6 +19,7 @@ import fleet.tools.engine.plan as fleet_plan
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.tools.engine import sdk_speedups
 from fleet.tools.engine.mock_engine import RecordingMonitor
+from fleet.tools.engine.plan import StackPlan
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +44,21 @@ class TracingMonitor(RecordingMonitor):
         return super().RegisterResource(request)
 
 
-def _plan(stack: str, monkeypatch: pytest.MonkeyPatch, sdk: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Plan ``stack`` with or without the SDK stand-ins; its registrations and the traces, by URN."""
-    TracingMonitor.traces = {}
+def planned(stack: str, monkeypatch: pytest.MonkeyPatch, monitor: type[RecordingMonitor], sdk: bool) -> StackPlan:
+    """The plan of ``stack`` under ``monitor`` (a ``RecordingMonitor`` that keeps more), with or without the SDK
+    stand-ins."""
     with monkeypatch.context() as patch:
-        patch.setattr(fleet_plan, "RecordingMonitor", TracingMonitor)
+        patch.setattr(fleet_plan, "RecordingMonitor", monitor)
         if not sdk:
             patch.setattr(fleet_plan, "faster_sdk", contextlib.nullcontext)
         with fleet_plan.plan_runtime():
-            plan = fleet_plan.plan_stack(stack, POLICY_FILE)
+            return fleet_plan.plan_stack(stack, POLICY_FILE)
+
+
+def _plan(stack: str, monkeypatch: pytest.MonkeyPatch, sdk: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Plan ``stack`` with or without the SDK stand-ins; its registrations and the traces, by URN."""
+    TracingMonitor.traces = {}
+    plan = planned(stack, monkeypatch, TracingMonitor, sdk)
     registrations = {r.urn: (r.type, r.parent, r.provider, r.plain_inputs()) for r in plan.registrations}
     return registrations, dict(TracingMonitor.traces)
 

@@ -175,6 +175,7 @@ class SizeResult:
     plan_outside_stacks_seconds: float  # plan_seconds minus the stacks: stack config, references between stacks
     floor_seconds: float  # wall time of the bare replay of every stack (min over repeats)
     ratio: float  # plan_seconds / floor_seconds
+    paired_ratio: float  # the median over repeats of each plan over the floor run right after it (load drifts)
     floor_tuned_seconds: float  # the bare replay under the plan's process settings, plan_runtime (min over repeats)
     ratio_tuned: float  # plan_seconds / floor_tuned_seconds: the overhead without the settings' share
     stack_ratio: float  # plan_stack_sum_seconds / floor_seconds
@@ -290,6 +291,7 @@ def measure_fleet(synthetic: SyntheticFleet, cards: int, workloads: int, repeat:
         plan_outside_stacks_seconds=plan_wall - stack_sum,
         floor_seconds=floor_wall,
         ratio=plan_wall / floor_wall,
+        paired_ratio=statistics.median(p / f for p, f in zip(plan_runs, floor_runs, strict=True)),
         floor_tuned_seconds=min(floor_tuned_runs),
         ratio_tuned=plan_wall / min(floor_tuned_runs),
         stack_ratio=stack_sum / floor_wall,

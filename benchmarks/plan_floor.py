@@ -16,6 +16,7 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
+import fleet.tools.engine.plan as fleet_plan
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.plan import PROJECT, StackPlan, dispatched, plan_runtime
 
@@ -131,3 +132,19 @@ def run_floor(plans: Sequence[StackPlan], tuned: bool = False) -> tuple[list[flo
                 raise RuntimeError(f"floor of {plan.stack} registered other URNs: missing {missing}, extra {extra}")
             seconds.append(elapsed)
     return seconds, time.perf_counter() - started
+
+
+def interleaved(plans: Sequence[StackPlan], synthetic: Any) -> tuple[float, float]:
+    """Each stack planned again (under the plan's runtime, its references from ``plans``) and, right after, its floor
+    replayed: the sums of both over the fleet. Plan and floor of a stack run seconds apart, so a change in the
+    machine's load between the two is small."""
+    references = {p.stack: p.outputs_for_reference() for p in plans}
+    plan_sum = floor_sum = 0.0
+    for plan in plans:
+        with plan_runtime():
+            again = fleet_plan.plan_stack(
+                plan.stack, synthetic.policy_file, synthetic.stacks_dir, references, synthetic.workloads_dir
+            )
+        plan_sum += again.seconds
+        floor_sum += replay_bare(plan.stack, plan)[0]
+    return plan_sum, floor_sum

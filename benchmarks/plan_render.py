@@ -35,8 +35,10 @@ def render(report: dict[str, Any], stack_rows: int | None = None) -> str:
         "",
         "Per size (plan = plan_fleet wall time; floor = the same resources registered bare under the stock mocks;",
         " ratio = best plan over best floor; paired = the median of each run's plan over the floor right after it;",
+        " inter = the median of each run's stacks planned and replayed bare in turn, stack by stack;",
         " floor tuned = that floor under the plan's own process settings: GC threshold and SDK stand-ins)",
         f"{'clusters':>8} {'stacks':>6} {'resources':>9} {'plan s':>8} {'floor s':>8} {'ratio':>6} {'paired':>6} "
+        f"{'inter':>6} "
         f"{'floor tuned s':>13} {'ratio tuned':>11} "
         f"{'ms/stack':>9} {'us/res':>7} {'floor us/res':>12} {'outside s':>9} {'load s':>7} "
         f"{'py peak MiB':>11} {'maxrss MiB':>10}",
@@ -46,6 +48,7 @@ def render(report: dict[str, Any], stack_rows: int | None = None) -> str:
         lines.append(
             f"{s['clusters']:>8} {s['stacks']:>6} {s['resources']:>9} {s['plan_seconds']:>8.3f} "
             f"{s['floor_seconds']:>8.3f} {s['ratio']:>6.2f} {s.get('paired_ratio', float('nan')):>6.2f} "
+            f"{s.get('interleaved_ratio', float('nan')):>6.2f} "
             f"{s['floor_tuned_seconds']:>13.3f} "
             f"{s['ratio_tuned']:>11.2f} {s['plan_ms_per_stack']:>9.2f} "
             f"{s['plan_us_per_resource']:>7.0f} {s['floor_us_per_resource']:>12.0f} "

@@ -15,19 +15,16 @@ See benchmarks/README.md for what the figures mean.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import math
 import platform
-import resource
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-import tracemalloc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,9 +32,9 @@ from typing import Any
 import pulumi
 
 import fleet.model.loader as fleet_policy
-import fleet.tools.engine.plan as fleet_plan
 from benchmarks.growth import linearity
-from benchmarks.plan_floor import run_floor
+from benchmarks.plan_floor import interleaved, run_floor
+from benchmarks.plan_memory import measure_memory
 from benchmarks.plan_render import render
 from benchmarks.synthetic_fleet import (
     CLOUD_NAMES,
@@ -81,72 +78,6 @@ def run_plan(synthetic: SyntheticFleet, fleet: Fleet) -> tuple[list[StackPlan], 
 
 
 @dataclass
-class StackMemory:
-    """Python allocations (tracemalloc) while one stack was planned."""
-
-    stack: str
-    peak_above_start: int  # bytes: highest traced size during the stack minus the traced size when it started
-    retained: int  # bytes: traced size after the stack minus before (the StackPlan kept by plan_fleet, caches)
-    maxrss_kib: int  # process high-water mark (ru_maxrss, KiB on Linux) after the stack
-
-
-@contextlib.contextmanager
-def _per_stack_hook(callback: Callable[[str, Callable[[], StackPlan]], StackPlan]) -> Iterator[None]:
-    """Wrap ``fleet.plan.plan_stack`` (which ``plan_fleet`` calls by its module global) for the duration."""
-    original = fleet_plan.plan_stack
-
-    def wrapper(stack: str, *args: Any, **kwargs: Any) -> StackPlan:
-        return callback(stack, lambda: original(stack, *args, **kwargs))
-
-    fleet_plan.plan_stack = wrapper  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        fleet_plan.plan_stack = original  # type: ignore[assignment]
-
-
-def measure_memory(synthetic: SyntheticFleet, fleet: Fleet) -> dict[str, Any]:
-    """One more ``plan_fleet`` run under tracemalloc (slower, so never the timed one)."""
-    rows: list[StackMemory] = []
-    overall_peak = 0
-
-    def per_stack(stack: str, plan: Callable[[], StackPlan]) -> StackPlan:
-        nonlocal overall_peak
-        before, peak = tracemalloc.get_traced_memory()
-        overall_peak = max(overall_peak, peak)
-        tracemalloc.reset_peak()
-        result = plan()
-        after, peak = tracemalloc.get_traced_memory()
-        overall_peak = max(overall_peak, peak)
-        rows.append(StackMemory(stack, peak - before, after - before, _maxrss_kib()))
-        return result
-
-    _fresh_process_caches()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        with _per_stack_hook(per_stack):
-            plans = plan_fleet(fleet, synthetic.policy_file, None, synthetic.stacks_dir, synthetic.workloads_dir)
-        current, peak = tracemalloc.get_traced_memory()
-        overall_peak = max(overall_peak, peak)
-    finally:
-        tracemalloc.stop()
-    del plans
-    return {
-        "tracemalloc_peak_bytes": overall_peak - base,
-        "tracemalloc_retained_bytes": current - base,
-        "maxrss_kib": _maxrss_kib(),
-        "per_stack": rows,
-    }
-
-
-def _maxrss_kib() -> int:
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss // 1024 if sys.platform == "darwin" else rss  # bytes on macOS, KiB on Linux
-
-
-@dataclass
 class StackRow:
     """One stack of one size: resources, best plan and floor time over the repeats, memory."""
 
@@ -176,6 +107,7 @@ class SizeResult:
     floor_seconds: float  # wall time of the bare replay of every stack (min over repeats)
     ratio: float  # plan_seconds / floor_seconds
     paired_ratio: float  # the median over repeats of each plan over the floor run right after it (load drifts)
+    interleaved_ratio: float  # the median over repeats of the stacks' plans over their floors, stack by stack in turn
     floor_tuned_seconds: float  # the bare replay under the plan's process settings, plan_runtime (min over repeats)
     ratio_tuned: float  # plan_seconds / floor_tuned_seconds: the overhead without the settings' share
     stack_ratio: float  # plan_stack_sum_seconds / floor_seconds
@@ -235,7 +167,7 @@ def measure_fleet(synthetic: SyntheticFleet, cards: int, workloads: int, repeat:
     clusters = len(synthetic.clusters)
     fleet, load_seconds = load_policy(synthetic)
     best_plan: tuple[float, list[StackPlan]] | None = None
-    plan_runs, floor_runs, floor_tuned_runs = [], [], []
+    plan_runs, floor_runs, floor_tuned_runs, interleaved_runs = [], [], [], []
     stack_plan_min: dict[str, float] = {}
     stack_floor_min: dict[str, float] = {}
     for _ in range(max(1, repeat)):
@@ -247,6 +179,9 @@ def measure_fleet(synthetic: SyntheticFleet, cards: int, workloads: int, repeat:
         floor_runs.append(floor_wall)
         gc.collect()
         floor_tuned_runs.append(run_floor(plans, tuned=True)[1])
+        gc.collect()
+        plan_sum, floor_sum = interleaved(plans, synthetic)
+        interleaved_runs.append(plan_sum / floor_sum)
         for plan, floor in zip(plans, floor_seconds, strict=True):
             stack_plan_min[plan.stack] = min(stack_plan_min.get(plan.stack, math.inf), plan.seconds)
             stack_floor_min[plan.stack] = min(stack_floor_min.get(plan.stack, math.inf), floor)
@@ -292,6 +227,7 @@ def measure_fleet(synthetic: SyntheticFleet, cards: int, workloads: int, repeat:
         floor_seconds=floor_wall,
         ratio=plan_wall / floor_wall,
         paired_ratio=statistics.median(p / f for p, f in zip(plan_runs, floor_runs, strict=True)),
+        interleaved_ratio=statistics.median(interleaved_runs),
         floor_tuned_seconds=min(floor_tuned_runs),
         ratio_tuned=plan_wall / min(floor_tuned_runs),
         stack_ratio=stack_sum / floor_wall,

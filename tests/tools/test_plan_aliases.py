@@ -18,7 +18,7 @@ from pulumi.runtime.proto import resource_pb2
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.tools.engine import sdk_speedups
 from fleet.tools.engine.mock_engine import FleetMocks, RecordingMonitor
-from tests.tools.test_plan_speedups import planned
+from tests.tools.planning import planned
 
 ALIAS_SPECS = resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS
 

@@ -5,7 +5,6 @@ as an RPC instead of through the SDK's output-wave loop."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import fleet.tools.engine.plan as fleet_plan
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.tools.engine import sdk_speedups
 from fleet.tools.engine.mock_engine import RecordingMonitor
-from fleet.tools.engine.plan import StackPlan
+from tests.tools.planning import planned
 
 
 @pytest.fixture(scope="module")
@@ -42,17 +41,6 @@ class TracingMonitor(RecordingMonitor):
             request.sourcePosition.SerializeToString(deterministic=True),
         )
         return super().RegisterResource(request)
-
-
-def planned(stack: str, monkeypatch: pytest.MonkeyPatch, monitor: type[RecordingMonitor], sdk: bool) -> StackPlan:
-    """The plan of ``stack`` under ``monitor`` (a ``RecordingMonitor`` that keeps more), with or without the SDK
-    stand-ins."""
-    with monkeypatch.context() as patch:
-        patch.setattr(fleet_plan, "RecordingMonitor", monitor)
-        if not sdk:
-            patch.setattr(fleet_plan, "faster_sdk", contextlib.nullcontext)
-        with fleet_plan.plan_runtime():
-            return fleet_plan.plan_stack(stack, POLICY_FILE)
 
 
 def _plan(stack: str, monkeypatch: pytest.MonkeyPatch, sdk: bool) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -239,7 +239,8 @@ def _worker_token(on: Any) -> None:
 def render(report: dict[str, Any]) -> str:
     """The per-stack table (Markdown) and the phases of the warm previews."""
     lines = [
-        "| stack | cloud | resources | offline plan s | plan process s | preview cold s | preview warm s "
+        "| stack | cloud | resources: plan / preview | offline plan s | plan process s | preview cold s "
+        "| preview warm s "
         "| warm / plan process | warm without the pack s | up s |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -247,8 +248,9 @@ def render(report: dict[str, Any]) -> str:
         warm = min(w["seconds"] for w in s["warm"]) if s["warm"] else float("nan")
         cold = s["cold"]["seconds"] if s["cold"] else float("nan")
         bare = s["warm_without_pack"]["seconds"] if s.get("warm_without_pack") else float("nan")
+        previewed = s["cold"]["resources"] if s["cold"] else "-"
         lines.append(
-            f"| {s['stack']} | {s['cloud']} | {s['resources']} | {s['plan_seconds']:.2f} | "
+            f"| {s['stack']} | {s['cloud']} | {s['resources']} / {previewed} | {s['plan_seconds']:.2f} | "
             f"{s['plan_process_seconds']:.1f} | {cold:.1f} | {warm:.1f} | {warm / s['plan_process_seconds']:.1f} | "
             f"{bare:.1f} | {s['up_seconds']:.1f} |"
         )

@@ -112,11 +112,11 @@ def test_the_shipped_fleet_is_measured_against_its_own_floor() -> None:
 
 def test_the_preview_tables_hold_every_stack() -> None:
     """benchmarks/preview_speed.py's tables from a report of its shape (the real run needs the real tier)."""
-    timing = {"seconds": 9.0, "until_prelude": 2.0, "program": 3.0, "resource_steps": 3.0, "end": 1.0}
+    timing = {"seconds": 9.0, "until_prelude": 2.0, "program": 3.0, "resource_steps": 3.0, "end": 1.0, "resources": 7}
     stack = {"stack": "s1", "cloud": "gcp", "resources": 10, "plan_seconds": 0.5, "plan_process_seconds": 4.0}
     warm = [timing, {**timing, "seconds": 8.0}]
     report = {"stacks": [{**stack, "cold": timing, "warm": warm, "warm_without_pack": {**timing, "seconds": 6.0}}]}
     report["stacks"][0]["up_seconds"] = 20.0
     text = preview_speed.render(report)
-    assert "| s1 | gcp | 10 | 0.50 | 4.0 | 9.0 | 8.0 | 2.0 | 6.0 | 20.0 |" in text
+    assert "| s1 | gcp | 10 / 7 | 0.50 | 4.0 | 9.0 | 8.0 | 2.0 | 6.0 | 20.0 |" in text
     assert "| s1 | 2.0 / 2.0 | 3.0 / 3.0 | 3.0 / 3.0 | 1.0 / 1.0 |" in text

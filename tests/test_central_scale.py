@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks import central_scale, synthetic_leaf
+from benchmarks import central_history, central_leaves, central_prometheus, central_scale, synthetic_leaf
 from fleet.model import accounting, probe_phases
 from fleet.model.accounting_hours import HOUR_END
 from fleet.model.prometheus import GPU_RECORDING_RULES, RUNNER_SERIES
@@ -23,7 +23,7 @@ from tests.e2e.processes import Prometheus, patience, wait_for
 
 @pytest.fixture(scope="module")
 def fleet_and_leaves(tmp_path_factory: pytest.TempPathFactory) -> tuple:
-    fleet, _, _ = central_scale.synthetic_fleet(tmp_path_factory.mktemp("scale"), leaves=2)
+    fleet, _, _ = central_leaves.synthetic_fleet(tmp_path_factory.mktemp("scale"), leaves=2)
     leaves = [c for c in fleet.clusters.values() if not c.central]
     return fleet, leaves
 
@@ -66,10 +66,10 @@ def test_a_day_of_history_loads_with_promtool(fleet_and_leaves: tuple, tmp_path:
     promtool = require_tool("promtool")
     fleet, clusters = fleet_and_leaves
     leaves = [
-        central_scale.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
+        central_leaves.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
     ]
     source = tmp_path / "day.om"
-    samples = central_scale.write_history(leaves, 20_000, run_every_days=1, out=source, hourly=hourly)
+    samples = central_history.write_history(leaves, 20_000, run_every_days=1, out=source, hourly=hourly)
     assert samples > sum(len(leaf.lines) for leaf in leaves)  # every series, runs with three samples
     text = source.read_text(encoding="utf-8")
     assert (f"{HOUR_END} " in text) == hourly and text.count(f"\n{HOUR_END} ") == (24 if hourly else 0)
@@ -89,10 +89,10 @@ def test_a_days_inputs_hold_its_samples_one_2_hour_block_each(fleet_and_leaves: 
     promtool = require_tool("promtool")
     fleet, clusters = fleet_and_leaves
     leaves = [
-        central_scale.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
+        central_leaves.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
     ]
-    files, samples = central_scale.write_history_blocks(leaves, 20_000, 1, tmp_path / "inputs")
-    whole = central_scale.write_history(leaves, 20_000, run_every_days=1, out=tmp_path / "day.om")
+    files, samples = central_history.write_history_blocks(leaves, 20_000, 1, tmp_path / "inputs")
+    whole = central_history.write_history(leaves, 20_000, run_every_days=1, out=tmp_path / "day.om")
     assert samples == whole and len(files) == 12  # the hourly records span the day's twelve blocks
 
     def sample_lines(path: Path) -> list[str]:
@@ -101,8 +101,8 @@ def test_a_days_inputs_hold_its_samples_one_2_hour_block_each(fleet_and_leaves: 
     assert sorted(line for f in files for line in sample_lines(f)) == sample_lines(tmp_path / "day.om")
     for f in files:
         start = int(f.stem)
-        assert start % central_scale.BLOCK == 0
-        assert all(start <= int(line.rsplit(" ", 1)[1]) < start + central_scale.BLOCK for line in sample_lines(f))
+        assert start % central_history.BLOCK == 0
+        assert all(start <= int(line.rsplit(" ", 1)[1]) < start + central_history.BLOCK for line in sample_lines(f))
         out = tmp_path / f"blocks-{f.stem}"
         run = subprocess.run(
             [promtool, "tsdb", "create-blocks-from", "openmetrics", str(f), str(out)],
@@ -145,16 +145,16 @@ def test_backfill_moves_each_days_blocks_and_stops_at_its_limit(fleet_and_leaves
     require_tool("promtool")
     fleet, clusters = fleet_and_leaves
     leaves = [
-        central_scale.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
+        central_leaves.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
     ]
     data = tmp_path / "data"
     data.mkdir()
-    done = central_scale.backfill(leaves, 1, 7, data, tmp_path)
+    done = central_history.backfill(leaves, 1, 7, data, tmp_path)
     assert (done["days"], done["asked"]) == (1, 1) and done["samples"] > 0
     blocks = sorted(p.name for p in data.iterdir())
     assert blocks and all(len(name) == 26 for name in blocks) and not (tmp_path / "new-blocks").exists()
     assert not (tmp_path / "history").exists()  # the day's inputs are gone
-    stopped = central_scale.backfill(leaves, 5, 7, data, tmp_path, limit=0)
+    stopped = central_history.backfill(leaves, 5, 7, data, tmp_path, limit=0)
     assert (stopped["days"], stopped["asked"], stopped["samples"]) == (0, 5, 0)
     assert sorted(p.name for p in data.iterdir()) == blocks
 
@@ -168,14 +168,14 @@ def test_the_records_of_finished_probe_runs_are_backfilled_over_the_history(
     prometheus_exe = require_tool("prometheus")
     fleet, clusters = fleet_and_leaves
     leaves = [
-        central_scale.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
+        central_leaves.Leaf(c, synthetic_leaf.exposition_lines(synthetic_leaf.leaf_series(c, fleet))) for c in clusters
     ]
     directory = tmp_path / "central"
     data = directory / "data"
     data.mkdir(parents=True)
-    history = central_scale.backfill(leaves, 2, 7, data, tmp_path)
+    history = central_history.backfill(leaves, 2, 7, data, tmp_path)
     today = history["today"]  # the day the history ends before: the records and the query follow it, not the clock
-    rules = tmp_path / central_scale.PROBE_RUNS_FILE
+    rules = tmp_path / central_prometheus.PROBE_RUNS_FILE
     rules.write_text(yaml.safe_dump(probe_phases.settled_run_rules(60)), encoding="utf-8")
     config = {"global": {"scrape_interval": "15s"}}
     central = Prometheus(prometheus_exe, directory, config)
@@ -188,7 +188,7 @@ def test_the_records_of_finished_probe_runs_are_backfilled_over_the_history(
     central = Prometheus(prometheus_exe, directory, config)
     try:
         wait_for("prometheus to be ready", central.ready, patience(), [central])
-        now = today * central_scale.DAY
+        now = today * central_history.DAY
         counts = central.query(f"count_over_time({probe_phases.PHASE_RUN_RECORD}[3d])", now)
         runs = central.query(f"sum by (cluster, gpu) (sum_over_time({probe_phases.SETTLED_RUNS_RECORD}[3d]))", now)
     finally:

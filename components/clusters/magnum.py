@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +14,7 @@ from pulumi_openstack import containerinfra
 
 from components.clusters.autoscaler import cluster_autoscaler
 from components.clusters.cluster import GpuCluster
+from components.clusters.version_tags import tag_minor
 from components.kubernetes.images import magnum_autoscaler_image
 from components.settings import ComponentSettings
 from fleet.model import pod_contract
@@ -72,17 +72,6 @@ MAGNUM_AUTOSCALER_IMAGE = "docker.io/openstackmagnum/cluster-autoscaler"
 # cluster-autoscaler/cloudprovider/builder/builder_all.go, used when the Makefile's BUILD_TAGS is empty, as for the
 # release images), and is published for every release: a site on a newer Kubernetes sets autoscalerImage to it.
 UPSTREAM_AUTOSCALER_IMAGE = "registry.k8s.io/autoscaling/cluster-autoscaler"
-# The cluster-autoscaler's minor must be the control plane's: "Starting from Kubernetes 1.12, versioning scheme was
-# changed to match Kubernetes minor releases exactly", and each CA minor is tested with its own Kubernetes minor
-# only (kubernetes/autoscaler cluster-autoscaler/README.md, "Releases"). Both the GPU groups' autoscaler and
-# Magnum's own (the template's ``autoscaler_tag`` label) run this tag.
-VERSION_TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
-
-
-def tag_minor(tag: str) -> tuple[int, int] | None:
-    """The (major, minor) a version tag names (``v1.31.5-rancher1`` -> (1, 31)); None for another kind of tag."""
-    found = VERSION_TAG.match(tag.strip())
-    return (int(found[1]), int(found[2])) if found else None
 
 
 def autoscaler_minor_problem(kube_tag: str, autoscaler_tag: str) -> str | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pulumi
 
 from components.clusters.cluster import GpuCluster
-from components.clusters.magnum import tag_minor
+from components.clusters.version_tags import tag_minor
 from components.kubernetes.benchmark import WorkloadJobs
 from components.kubernetes.images import charts_from, missing_chart_archives
 from components.kubernetes.infra import ClusterServices

@@ -20,7 +20,7 @@ from fleet.model.clouds.rules import DoctorContext, taint_string, upper_effect
 from fleet.model.stack_settings import open_to_all
 from tests.conftest import ROOT
 
-SCANNED = ("fleet", "components", "policy")
+SCANNED = ("fleet", "components", "policy", "benchmarks")
 CLOUDS_PACKAGE = ROOT / "fleet" / "model" / "clouds"
 
 

@@ -5,19 +5,20 @@ as an RPC instead of through the SDK's output-wave loop."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pulumi import _types
+from pulumi import resource as sdk_resource
 from pulumi.runtime import resource as runtime_resource
 
 import fleet.tools.engine.plan as fleet_plan
 from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.tools.engine import sdk_speedups
 from fleet.tools.engine.mock_engine import RecordingMonitor
+from tests.tools.planning import planned
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +46,7 @@ class TracingMonitor(RecordingMonitor):
 def _plan(stack: str, monkeypatch: pytest.MonkeyPatch, sdk: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     """Plan ``stack`` with or without the SDK stand-ins; its registrations and the traces, by URN."""
     TracingMonitor.traces = {}
-    with monkeypatch.context() as patch:
-        patch.setattr(fleet_plan, "RecordingMonitor", TracingMonitor)
-        if not sdk:
-            patch.setattr(fleet_plan, "faster_sdk", contextlib.nullcontext)
-        with fleet_plan.plan_runtime():
-            plan = fleet_plan.plan_stack(stack, POLICY_FILE)
+    plan = planned(stack, monkeypatch, TracingMonitor, sdk)
     registrations = {r.urn: (r.type, r.parent, r.provider, r.plain_inputs()) for r in plan.registrations}
     return registrations, dict(TracingMonitor.traces)
 
@@ -140,13 +136,20 @@ def test_stack_trace_defers_to_the_sdk_under_a_traceback_limit(monkeypatch: pyte
     assert fast == stock
 
 
+def _sdk_functions() -> list[Any]:
+    return [getattr(_types, n) for n in sdk_speedups.MEMOIZED_TYPE_FUNCTIONS] + [
+        runtime_resource._get_stack_trace,
+        sdk_resource.collapse_alias_to_urn,
+    ]
+
+
 def test_faster_sdk_restores_the_sdk_even_on_error() -> None:
-    before = [getattr(_types, n) for n in sdk_speedups.MEMOIZED_TYPE_FUNCTIONS] + [runtime_resource._get_stack_trace]
+    before = _sdk_functions()
     with pytest.raises(RuntimeError), sdk_speedups.faster_sdk():
         assert runtime_resource._get_stack_trace is sdk_speedups.stack_trace
+        assert sdk_resource.collapse_alias_to_urn is sdk_speedups.alias_urn_when_read
         raise RuntimeError("boom")
-    after = [getattr(_types, n) for n in sdk_speedups.MEMOIZED_TYPE_FUNCTIONS] + [runtime_resource._get_stack_trace]
-    assert after == before
+    assert _sdk_functions() == before
 
 
 def _output_waves(stack: str, monkeypatch: pytest.MonkeyPatch, dispatch: bool) -> int:

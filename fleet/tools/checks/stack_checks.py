@@ -229,7 +229,7 @@ def check_stacks(fleet: Fleet, stacks_dir: Path) -> StackReport:
 def check_manager_kubernetes(fleet: Fleet, cluster: Cluster, doc: YamlDocument) -> list[Problem]:
     """The queues' manager runs a Kubernetes that keeps a Job's ``managedBy`` (``managed_by_problem``): located at the
     stack file's ``kubeTag`` on Magnum, else at the policy's ``kubernetes_version`` the cluster takes."""
-    from components.clusters.magnum import tag_minor
+    from components.clusters.version_tags import tag_minor
     from fleet.model.spec_schema import DEFAULT_KUBERNETES_VERSION
 
     if cloud_rules(cluster.cloud).kubernetes_version_from_stack:

@@ -130,6 +130,15 @@ class FleetMocks(pulumi.runtime.Mocks):
         return copy.deepcopy(answers[args.token])
 
 
+# Features the SDK asks the engine about whose answer changes what the plan's program does, answered as the pinned
+# Pulumi CLI answers them: pulumi/pulumi pkg/v3 v3.274.0, pkg/resource/deploy/source_eval.go, resmon.supportsFeatureID
+# (``case "aliasSpecs": return true``) and resmon.supportedMonitorFeatures (RESOURCE_MONITOR_FEATURE_ALIAS_SPECS).
+# With alias specs the SDK sends each alias as declared and the engine derives the alias URNs, so the SDK's own URN
+# work for aliases is not needed (fleet/tools/engine/sdk_speedups.py). The stock mock monitor's other answers stand
+# (it says no to output values on purpose, so that the mocks see plain inputs).
+AS_THE_ENGINE = {"aliasSpecs": resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS}
+
+
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """A mock resource monitor that records registrations and rejects what the real engine rejects."""
 
@@ -138,6 +147,19 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.registrations: dict[str, Registration] = {}
         self.stack_exports: dict[str, Any] = {}
         self.problems: list[str] = []
+
+    def SupportsFeature(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        """The stock mock's answer, but the features of ``AS_THE_ENGINE`` answered as the pinned CLI does."""
+        if request.id in AS_THE_ENGINE:
+            return resource_pb2.SupportsFeatureResponse(hasSupport=True)
+        return super().SupportsFeature(request)
+
+    def GetDeploymentInfo(self, request: Any) -> Any:  # noqa: N802
+        """The stock mock's deployment info, with the features of ``AS_THE_ENGINE`` supported as by the pinned CLI."""
+        info = super().GetDeploymentInfo(request)
+        missing = [f for f in AS_THE_ENGINE.values() if f not in info.supportedFeatures]
+        info.supportedFeatures.extend(missing)
+        return info
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         """Record the registration and answer it like ``MockMonitor`` does, decoding the inputs only once

@@ -1,7 +1,7 @@
-"""Faster, behaviour-identical stand-ins for two hot spots of Pulumi's Python SDK, used while the plan runs.
+"""Faster, behaviour-identical stand-ins for three hot spots of Pulumi's Python SDK, used while the plan runs.
 
 A plan runs the real program under the mock engine, so most of its time is spent in the SDK. Two pieces of that
-time are pure recomputation that the SDK does not cache:
+time are pure recomputation that the SDK does not cache, and one is work for an engine older than ours:
 
 - **Type introspection.** Serialising every input and translating every output asks ``pulumi._types`` the same
   questions about the same annotation objects again and again (``unwrap_type``, ``unwrap_optional_type``,
@@ -14,8 +14,18 @@ time are pure recomputation that the SDK does not cache:
   ``linecache`` (a ``stat`` per file per resource) and builds a ``file://`` URI with ``pathlib`` per frame.
   :func:`stack_trace` builds the very same ``StackTrace`` message from the frames directly, with each frame's
   message made once per (file, line).
+- **Alias URNs nobody reads.** ``Resource.__init__`` turns every alias of every resource into a URN Output
+  (``collapse_alias_to_urn``: an Output, a task and a ``create_urn`` each) and keeps them in ``Resource._aliases``,
+  which the SDK reads in one place only: ``all_aliases``, the path for an engine without alias specs, where the
+  SDK computes its children's inherited aliases itself. An engine with alias specs receives the aliases as declared
+  and derives the URNs, children's included, itself. The Pulumi CLI the fleet pins answers ``aliasSpecs`` true
+  (pulumi/pulumi pkg/v3 v3.274.0, ``pkg/resource/deploy/source_eval.go``, ``resmon.supportsFeatureID``: ``case
+  "aliasSpecs": return true``), and so does the mock engine (``RecordingMonitor``, as the CLI). This matters on
+  AKS: ``pulumi_azure_native`` 3.29.0 declares an alias per past API version on its classes (113 on
+  ``ManagedCluster``, 110 on ``AgentPool``). :func:`alias_urn_when_read` keeps the alias as declared where the
+  monitor takes alias specs, and defers to the SDK otherwise.
 
-:func:`faster_sdk` installs both for the duration of a ``with`` block and restores the originals afterwards.
+:func:`faster_sdk` installs all three for the duration of a ``with`` block and restores the originals afterwards.
 ``tests/tools/test_plan_speedups.py`` checks that every stand-in answers exactly as the SDK function it replaces (so an
 SDK upgrade that changes them fails there), and the plan of every shipped stack is the same with and without.
 """
@@ -31,11 +41,14 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from pulumi import _types
+from pulumi import resource as sdk_resource
 from pulumi.runtime import resource as runtime_resource
-from pulumi.runtime.proto import source_pb2
+from pulumi.runtime import settings
+from pulumi.runtime.proto import resource_pb2, source_pb2
 
 F = TypeVar("F", bound=Callable[[Any], Any])
 _SDK_STACK_TRACE = runtime_resource._get_stack_trace
+_SDK_COLLAPSE_ALIAS = sdk_resource.collapse_alias_to_urn
 
 MEMOIZED_TYPE_FUNCTIONS = ("unwrap_type", "unwrap_optional_type", "_is_union_type", "_is_optional_type")
 
@@ -100,15 +113,26 @@ def stack_trace() -> source_pb2.StackTrace:
     return source_pb2.StackTrace(frames=frames)
 
 
+def alias_urn_when_read(alias: Any, name: str, type_: str, parent: Any) -> Any:
+    """What ``Resource.__init__`` keeps in ``Resource._aliases`` for one alias: the SDK's URN Output
+    (``collapse_alias_to_urn``) where the monitor takes no alias specs (``all_aliases`` then reads it), else the
+    alias as declared, unread (the engine derives every alias URN from the specs it receives)."""
+    if settings.monitor_supports_feature(resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS):
+        return alias
+    return _SDK_COLLAPSE_ALIAS(alias, name, type_, parent)
+
+
 @contextlib.contextmanager
 def faster_sdk() -> Iterator[None]:
     """Install the stand-ins above in the SDK for the duration of the block (nesting is harmless)."""
     originals: list[tuple[Any, str, Any]] = [(_types, name, getattr(_types, name)) for name in MEMOIZED_TYPE_FUNCTIONS]
     originals.append((runtime_resource, "_get_stack_trace", runtime_resource._get_stack_trace))
+    originals.append((sdk_resource, "collapse_alias_to_urn", sdk_resource.collapse_alias_to_urn))
     try:
         for name in MEMOIZED_TYPE_FUNCTIONS:
             setattr(_types, name, _memo_by_identity(getattr(_types, name)))
         runtime_resource._get_stack_trace = stack_trace
+        sdk_resource.collapse_alias_to_urn = alias_urn_when_read  # type: ignore[assignment]
         yield
     finally:
         for module, name, original in reversed(originals):

@@ -13,8 +13,8 @@ from components.clusters.magnum import (
     MagnumSettings,
     autoscaler_minor_problem,
     node_selector,
-    tag_minor,
 )
+from components.clusters.version_tags import tag_minor
 from components.kubernetes.images import magnum_autoscaler_image
 from fleet.model.errors import InputError
 from fleet.model.registry import DEFAULT_REGISTRY

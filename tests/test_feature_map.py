@@ -13,7 +13,7 @@ COLUMNS = ["feature", "model", "component or tool", "policy pack", "report", "te
 
 
 def named_paths(cell: str) -> list[str]:
-    """The repository paths a table cell names in backticks (``fleet/model/spec.py``, ``README.md``), not the keys or
+    """The repository paths a table cell names in backticks (``fleet/model/core/``, ``README.md``), not the keys or
     names beside them (``SharingSettings``, ``/federate``)."""
     return [
         token
@@ -48,6 +48,7 @@ def test_every_feature_names_its_model_tests_and_page():
 
 def test_the_path_finder_tells_paths_from_names():
     cell = (
-        "`fleet/model/spec.py`, `SharingSettings`, `/federate`, `README.md`, `defaults.gpu_pool`, `.github/workflows/`"
+        "`fleet/model/core/fleet.py`, `SharingSettings`, `/federate`, `README.md`, `defaults.gpu_pool`, "
+        "`.github/workflows/`"
     )
-    assert named_paths(cell) == ["fleet/model/spec.py", "README.md", ".github/workflows/"]
+    assert named_paths(cell) == ["fleet/model/core/fleet.py", "README.md", ".github/workflows/"]

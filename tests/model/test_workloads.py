@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.errors import InputError
-from fleet.model.workloads import WORKLOADS_DIR, load_workloads
+from fleet.model.core.errors import InputError
+from fleet.model.core.workloads import WORKLOADS_DIR, load_workloads
 from fleet.tools.checks.workload_checks import dockerfile_problems, mtail_declarations, upstream_problems
 from fleet.tools.delivery.image_delivery import split_digest
 

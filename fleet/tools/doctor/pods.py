@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kubernetes.client import V1Pod
 
+from fleet.model.core.fleet import Fleet
 from fleet.model.loader import ROOT
-from fleet.model.spec import Fleet
 from fleet.tools.doctor.context import Context, Diagnosis
 from fleet.tools.doctor.kube_objects import labels_of
 from fleet.tools.doctor.messages import IMAGE_PULL_REASONS, STARTING_REASONS, UNSCHEDULABLE

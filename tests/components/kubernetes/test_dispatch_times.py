@@ -20,7 +20,7 @@ from components.kubernetes.multikueue import (
     multikueue_settings,
 )
 from components.kubernetes.training import kueue_configuration
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 from fleet.model.loader import load_fleet
 from tests.helpers import QUEUED, write_policy
 

@@ -168,7 +168,7 @@ def workload_reference() -> list[str]:
     out = ["", "## A workload's workload.yaml", ""]
     out += [
         "`workloads/<name>/workload.yaml`, beside `mtail/<name>.mtail`, a real `sample.log` and optional `Dockerfile`",
-        'and `files/` (README, "Adding a workload"); `python -m fleet validate` checks each folder.',
+        'and `files/` (docs/policy-file.md, "Adding a workload"); `python -m fleet validate` checks each folder.',
         "",
         *TABLE_HEAD,
     ]

@@ -329,9 +329,9 @@ def test_a_symbolic_link_for_a_whole_folder_is_refused(tmp_path: Path, sub: str)
 
 
 def test_a_copied_workload_keeps_its_tests_and_they_do_not_collide(tmp_path: Path) -> None:
-    """README "Adding a workload": a shipped folder copied and renamed (folder, name:, mtail program) keeps its test
-    files' names; with the repository's pytest settings both folders' tests run, each on its own folder (they failed
-    with "import file mismatch" when two files of one name were imported as the same module)."""
+    """docs/policy-file.md, "Adding a workload": a shipped folder copied and renamed (folder, name:, mtail program)
+    keeps its test files' names; with the repository's pytest settings both folders' tests run, each on its own folder
+    (they failed with "import file mismatch" when two files of one name were imported as the same module)."""
     import os
     import subprocess
     import sys

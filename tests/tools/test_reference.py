@@ -46,7 +46,7 @@ def test_the_reference_page_has_every_key_with_its_default():
 
 
 def test_the_reference_page_has_every_key_of_a_workload_yaml():
-    """README's workload section points at it: every key of workload.yaml, with its meaning."""
+    """docs/policy-file.md's workload section points at it: every key of workload.yaml, with its meaning."""
     from fleet.model.core import workloads
 
     text = reference.reference_text().split("## A workload's workload.yaml", 1)[1].split("\n## ", 1)[0]

@@ -55,7 +55,7 @@ def container_diagnoses(pod: V1Pod, ctx: Context) -> list[Diagnosis]:
                     f"container {cs.name} cannot be configured ({waiting.reason}{message})",
                     "a Secret or ConfigMap it reads is missing: for workload credentials set them with pulumi config "
                     f"set --stack {ctx.stack} --secret --path 'gpu-fleet:workloadSecrets.<workload>.<VAR>' <value> "
-                    f"and {ctx.up} (README, Adding a workload)",
+                    f"and {ctx.up} (docs/policy-file.md, Adding a workload)",
                 )
             )
         else:

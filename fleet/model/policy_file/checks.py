@@ -1,11 +1,11 @@
 """The policy file's cross-key checks: what the JSON Schema cannot say (clusters against the catalogue and the
-cloud's rules, workloads against their folders, runners, queues, monitoring), each problem located in the file."""
+cloud's rules, workloads against their folders), each problem located in the file, with each feature's own checks
+(fleet/model/<feature>/checks.py: sharing, runners, queues, monitoring) run in their place."""
 
 from __future__ import annotations
 
 import re
 
-from fleet.model.core import pod_contract
 from fleet.model.core.catalogue import Accelerator, Catalogue, Offer, version_key
 from fleet.model.core.clouds import cloud_rules
 from fleet.model.core.errors import Problem, did_you_mean
@@ -13,11 +13,12 @@ from fleet.model.core.fits import more_than_a_machine, more_than_a_slice
 from fleet.model.core.fleet import Fleet
 from fleet.model.core.workloads import Workload
 from fleet.model.core.yaml_source import YamlDocument, read_yaml
-from fleet.model.monitoring.prometheus import duration_seconds
+from fleet.model.monitoring.checks import monitoring_problems
 from fleet.model.policy_file.schema import FleetFile, PoolSettings
 from fleet.model.queues.checks import check_queued_workloads, check_queues
 from fleet.model.queues.dispatch import pool_capacity
-from fleet.model.runners.settings import RunnerSettings
+from fleet.model.runners.checks import runner_problems
+from fleet.model.sharing.checks import sharing_problem
 
 CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 
@@ -81,39 +82,15 @@ class Checker:
             )
 
     def check_runners(self) -> None:
-        """Runners only on clusters of the policy, for cards they offer, asking for no more cards than a node has."""
-        clusters = {name: (cloud, c) for cloud, cs in self.spec.clusters.items() for name, c in cs.items()}
+        """The runners (fleet/model/runners/checks.py), each problem located in the file."""
+        cards = {
+            name: (cloud, {card: pool.sharing for card, pool in c.gpus.items()})
+            for cloud, cs in self.spec.clusters.items()
+            for name, c in cs.items()
+        }
         raw = (self.doc.data.get("runners") or {}).get("clusters") or {}
-        for name, cards in self.spec.runners.clusters.items():
-            where = ("runners", "clusters", name)
-            if name not in clusters:
-                self.report(where, f"no cluster named {name!r} (clusters: {', '.join(clusters)})")
-                continue
-            cloud, cluster = clusters[name]
-            for card, settings in cards.items():
-                at = (*where, raw[name].index(card)) if isinstance(raw.get(name), list) else (*where, card)
-                if card not in cluster.gpus:
-                    self.report(
-                        at,
-                        f"cluster {name} offers no {card} (its cards: {', '.join(cluster.gpus) or 'none'}); add the "
-                        f"card under clusters.{cloud}.{name}.gpus or remove the runner",
-                    )
-                    continue
-                offer = self.catalogue.offer(card, cloud) if cloud_rules(cloud).builds_pools else None
-                self.check_runner_pool(at, name, cloud, card, settings)
-                shared = cluster.gpus[card].sharing if not settings.own_pool else None
-                time_sliced = shared is not None and shared.time_slicing is not None
-                if more_than_a_slice(settings.accelerators, time_sliced):
-                    self.report(
-                        (*at, "accelerators") if not isinstance(raw.get(name), list) else at,
-                        f"a CI job asks for {settings.accelerators} {card}, but the {card} pool is time-sliced: a pod "
-                        "gets one slice at most (the device plugin and GKE refuse more)",
-                    )
-                if offer is not None and more_than_a_machine(settings.accelerators, offer.count):
-                    self.report(
-                        (*at, "accelerators") if not isinstance(raw.get(name), list) else at,
-                        f"a CI job asks for {settings.accelerators} {card}, but {offer.machine_type} has {offer.count}",
-                    )
+        for path, message in runner_problems(self.spec.runners.clusters, cards, raw, self.catalogue):
+            self.report(path, message)
 
     def offered(self) -> dict[str, tuple[str, frozenset[str]]]:
         """Every cluster of the policy: its cloud and the cards it offers."""
@@ -147,47 +124,10 @@ class Checker:
             )
         )
 
-    def check_runner_pool(
-        self, at: tuple[object, ...], cluster: str, cloud: str, card: str, settings: RunnerSettings
-    ) -> None:
-        """A runner's CI jobs get a pool of their own wherever the fleet creates pools; only on an existing cluster,
-        whose pools are the site's, may (and must) a runner say ``own_pool: false``."""
-        own = settings.own_pool
-        builds_pools = cloud_rules(cloud).builds_pools
-        if not builds_pools and own:
-            self.report(
-                at,
-                f"{cluster} is an existing cluster: the fleet creates no node pool there, so the {card} runner's CI "
-                f"jobs cannot get a pool of their own ({pod_contract.ci_pool_name(card)}); set own_pool: false to run "
-                f"them on the {card} pool beside the benchmarks (which may hold credentials: docs/runners.md), or "
-                "remove the runner",
-            )
-        elif builds_pools and not own:
-            self.report(
-                (*at, "own_pool"),
-                f"own_pool: false is for existing clusters only: on {cloud} the fleet gives the {card} runner's CI "
-                f"jobs a pool of their own ({pod_contract.ci_pool_name(card)}), so a job never shares a node with a "
-                "benchmark that holds credentials; remove own_pool",
-            )
-
     def check_monitoring(self) -> None:
-        """A pod's last samples must reach the central before the pod ends: the central federates each leaf every
-        federation_interval, and a benchmark or probe pod lingers LINGER_SECONDS after its last line."""
-        interval = duration_seconds(self.spec.monitoring.federation_interval)
-        scrape = self.spec.monitoring.scrape_interval
-        if interval < duration_seconds(scrape):
-            self.report(
-                ("monitoring", "federation_interval"),
-                f"{self.spec.monitoring.federation_interval} is below the scrape_interval {scrape}: federating more "
-                f"often than the leaves scrape fetches the same samples again; use {scrape} or more, such as "
-                "federation_interval: 60s with scrape_interval: 30s",
-            )
-        if interval >= pod_contract.LINGER_SECONDS:
-            self.report(
-                ("monitoring", "federation_interval"),
-                f"{self.spec.monitoring.federation_interval} is not below the {pod_contract.LINGER_SECONDS} s a "
-                "benchmark or probe pod stays up after its result: the central could miss the result; use 60s or less",
-            )
+        """The monitoring settings (fleet/model/monitoring/checks.py)."""
+        for key, message in monitoring_problems(self.spec.monitoring):
+            self.report(("monitoring", key), message)
 
     def check_location(self, cloud: str, path: tuple[object, ...], region: str | None, zone: str | None) -> None:
         """A region and zone the cloud has (the catalogue's lists, with their source), consistent with each other."""
@@ -319,24 +259,11 @@ class Checker:
     def check_sharing(
         self, cloud: str, where: tuple[object, ...], card: str, acc: Accelerator, offer: Offer, pool: PoolSettings
     ) -> None:
-        """A shared pool: an NVIDIA card, on a cloud that can share it that way, with a MIG profile the card has."""
-        sharing = pool.sharing
-        assert sharing is not None
-        facts = self.catalogue.clouds[cloud]  # type: ignore[index]
-        at = (*where, "sharing") if not isinstance(where[-1], int) else where
-        if not acc.is_nvidia:
-            self.report(at, f"{card} is a {acc.resource} accelerator: only NVIDIA GPUs are shared")
-        elif sharing.time_slicing is not None and not facts.time_slicing:
-            self.report(
-                at, f"{facts.title} pools cannot be time-sliced: their nodes carry no label of ours to configure them"
-            )
-        elif sharing.time_slicing is not None and offer.ami_type.startswith("BOTTLEROCKET"):
-            self.report(at, f"{offer.ami_type} brings its own device plugin, which takes no time-slicing configuration")
-        elif sharing.mig is not None and not facts.mig_partitioning:
-            self.report(at, f"{facts.title} cannot partition GPUs into MIG instances itself; use time_slicing")
-        elif sharing.mig is not None and sharing.mig not in offer.mig_profiles:
-            have = ", ".join(offer.mig_profiles) or "none: the card has no MIG"
-            self.report(at, f"{card} on {cloud} has no MIG profile {sharing.mig} (its profiles: {have})")
+        """A shared pool (fleet/model/sharing/checks.py), its problem located at its ``sharing`` key."""
+        assert pool.sharing is not None
+        message = sharing_problem(pool.sharing, card, cloud, acc, offer, self.catalogue.clouds[cloud])  # type: ignore[index]
+        if message is not None:
+            self.report((*where, "sharing") if not isinstance(where[-1], int) else where, message)
 
     def check_workloads(self) -> None:
         known_cards = self.catalogue.accelerators

@@ -75,6 +75,40 @@ def test_no_import_cycles_in_fleet_counting_imports_for_type_checkers():
     assert cycles(graph) == []
 
 
+def imports_outside(graph: dict[str, set[str]], inside: str, allowed: tuple[str, ...]) -> list[str]:
+    """The imports of the modules under ``inside`` (a dotted prefix) of modules under none of ``allowed``."""
+    return sorted(
+        f"{module} imports {dep}"
+        for module, deps in graph.items()
+        if module == inside or module.startswith(inside + ".")
+        for dep in deps
+        if not any(dep == a or dep.startswith(a + ".") for a in allowed)
+    )
+
+
+# The model's floors (docs/layout.md, "The model"): the core imports no feature; a feature imports the core and other
+# features' modules, never the policy file's composition nor the loader on top.
+MODEL_TOP = ("fleet.model.policy_file", "fleet.model.loader")
+
+
+def test_the_model_core_imports_no_feature_and_no_feature_imports_the_top():
+    graph = import_graph(("fleet",), typing_too=True)
+    assert imports_outside(graph, "fleet.model.core", ("fleet.model.core",)) == []
+    features = {m.split(".")[2] for m in graph if m.startswith("fleet.model.") and m.count(".") >= 3}
+    features -= {"core", "policy_file"}
+    assert {"sharing", "probes", "runners", "sweeps", "queues", "billing", "monitoring"} <= features
+    every_model_module = tuple(m for m in graph if m.startswith("fleet.model.") and not m.startswith(MODEL_TOP))
+    for feature in sorted(features):
+        assert imports_outside(graph, f"fleet.model.{feature}", every_model_module) == [], feature
+
+
+def test_an_import_outside_its_floor_is_seen():
+    graph = {"fleet.model.core.pools": {"fleet.model.core.taints", "fleet.model.sharing.settings"}}
+    assert imports_outside(graph, "fleet.model.core", ("fleet.model.core",)) == [
+        "fleet.model.core.pools imports fleet.model.sharing.settings"
+    ]
+
+
 def _imports(path: Path) -> list[ast.ImportFrom]:
     return [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ImportFrom)]
 

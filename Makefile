@@ -79,7 +79,7 @@ benchmark: receivers
 
 # Mutation testing, before a release (not in CI: about 40 min on 2 shared cores, see docs/tests.md): mutmut plants
 # small bugs, one at a time, in the modules [tool.mutmut] in pyproject.toml names (GPU sharing in the model and the
-# pack) and runs the tests that reach each. MUTANTS narrows the run to some mutants by name, e.g. MUTANTS='fleet.model.sharing*'.
+# pack) and runs the tests that reach each. MUTANTS narrows the run to some mutants by name, e.g. MUTANTS='fleet.model.sharing.resolve*'.
 MUTANTS ?=
 mutation: $(STAMP)
 	rm -rf mutants

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.central_leaves import Leaf
-from fleet.model import accounting_hours
+from fleet.model.billing import accounting_hours
 
 DAY = 86400
 RUN_HOUR = 3  # the day's runs start at 03:00 UTC (a nightly CronJob), spread over the next hour

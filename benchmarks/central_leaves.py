@@ -15,8 +15,8 @@ import yaml
 
 from benchmarks import synthetic_leaf
 from benchmarks.synthetic_fleet import generate_fleet
+from fleet.model.core.fleet import Cluster, Fleet
 from fleet.model.loader import load_fleet
-from fleet.model.spec import Cluster, Fleet
 
 RUNNER_CARDS = ("t4", "l4")
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from benchmarks.central_leaves import Leaf
 from components.kubernetes.federation import federated_selectors, probe_expectations
-from fleet.model import accounting_hours, probe_phases
-from fleet.model.prometheus import (
+from fleet.model.billing import accounting_hours
+from fleet.model.core.fleet import Fleet
+from fleet.model.monitoring.prometheus import (
     FederationTarget,
     central_alert_rules,
     central_prometheus_config,
@@ -25,7 +26,7 @@ from fleet.model.prometheus import (
     to_yaml,
     workload_metrics,
 )
-from fleet.model.spec import Fleet
+from fleet.model.probes import probe_phases
 
 # The central's address space: the machine's 23 GiB are shared; a query past this fails (Prometheus dies) instead of
 # the kernel choosing what to kill.

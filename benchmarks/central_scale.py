@@ -49,8 +49,8 @@ from benchmarks.central_prometheus import (
     stop,
 )
 from benchmarks.central_render import REPORT_WINDOWS, SizeResult, environment, render
-from fleet.model.accounting import BILLED, IDLE, USED
-from fleet.model.prometheus import (
+from fleet.model.billing.accounting import BILLED, IDLE, USED
+from fleet.model.monitoring.prometheus import (
     duration_seconds,
 )
 from fleet.report.accounting import exact_integral, hourly_integral

@@ -17,7 +17,7 @@ import fleet.tools.engine.plan as fleet_plan
 from benchmarks.synthetic_fleet import (
     SyntheticFleet,
 )
-from fleet.model.spec import Fleet
+from fleet.model.core.fleet import Fleet
 from fleet.tools.engine.plan import StackPlan, plan_fleet
 
 

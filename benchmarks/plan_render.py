@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.synthetic_fleet import stack_cloud
-from fleet.model.catalogue import load_catalogue
+from fleet.model.core.catalogue import load_catalogue
 
 
 def _mib(n: int | None) -> str:

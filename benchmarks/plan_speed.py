@@ -44,8 +44,8 @@ from benchmarks.synthetic_fleet import (
     cloud_sdk,
     generate_fleet,
 )
-from fleet.model.spec import Fleet
-from fleet.model.workloads import WORKLOADS_DIR
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.workloads import WORKLOADS_DIR
 from fleet.program.stack_config import STACKS_DIR
 from fleet.tools.engine.plan import StackPlan, plan_fleet
 

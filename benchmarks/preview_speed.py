@@ -226,9 +226,10 @@ def run(warm: int, plans: int, log: Callable[[str], None]) -> dict[str, Any]:
 
 def _worker_token(on: Any) -> None:
     """A queue worker's token for the manager, as docs/queues.md has the operator make it, then ``up`` again."""
-    from components.kubernetes.multikueue import TOKEN_MAX_DAYS, TOKEN_SETTING
     from fleet.model.pod_contract import KUEUE_NAMESPACE
-    from fleet.model.queues import WORKER_ACCOUNT
+
+    from components.kubernetes.multikueue import TOKEN_MAX_DAYS, TOKEN_SETTING
+    from fleet.model.queues.settings import WORKER_ACCOUNT
 
     duration = f"{TOKEN_MAX_DAYS * 24}h"
     token = on.hollow.kubectl("create", "token", WORKER_ACCOUNT, "-n", KUEUE_NAMESPACE, "--duration", duration)

@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
-from fleet.model.catalogue import load_catalogue
-from fleet.model.clouds import cloud_rules
-from fleet.model.workloads import WORKLOADS_DIR, Workload, load_workload
+from fleet.model.core.catalogue import load_catalogue
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.workloads import WORKLOADS_DIR, Workload, load_workload
 
 #: Clouds a synthetic fleet may mix (``--clouds``): the catalogue's (fleet/model/catalogue.yaml), in its order.
 CLOUD_NAMES = tuple(load_catalogue().clouds)

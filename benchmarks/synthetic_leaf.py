@@ -14,7 +14,7 @@ record exists too). Where the names come from:
 * the leaf's GPU recording rules (``fleet/model/rules/leaf-gpu-aggregates.yaml``), one series per card model and pod
   using a card, plus the idle cards of each pool (empty ``namespace`` and ``pod``);
 * the accounting records (``fleet/model/accounting.py``) with the labels each rule sets, per pod, workload and pool;
-* the runners' series (``fleet.model.prometheus.RUNNER_SERIES``) per runner, the failures per reason;
+* the runners' series (``fleet.model.monitoring.prometheus.RUNNER_SERIES``) per runner, the failures per reason;
 * the probe phase records (``fleet/model/probe_phases.py``) of each probed pool.
 
 :func:`exposition` writes them as ``/federate`` does: ``# TYPE`` lines, labels sorted, an explicit timestamp.
@@ -27,11 +27,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from components.kubernetes.federation import federated_selectors
-from fleet.model import accounting, probe_phases
-from fleet.model.billing import account_of
-from fleet.model.prometheus import GPU_RECORDING_RULES, RUNNER_SERIES, series_names
-from fleet.model.spec import Cluster, Fleet
-from fleet.model.workloads import Workload
+from fleet.model.billing import accounting
+from fleet.model.billing.accounts import account_of
+from fleet.model.core.fleet import Cluster, Fleet
+from fleet.model.core.workloads import Workload
+from fleet.model.monitoring.prometheus import GPU_RECORDING_RULES, RUNNER_SERIES, series_names
+from fleet.model.probes import probe_phases
 
 #: Values each declared benchmark label takes (its stage, step or phase: few values).
 LABEL_VALUES = 2

@@ -1,10 +1,10 @@
 """What the components take from a stack's config: a typed, read-only argument the program fills.
 
-Its fields come from the declarations (``fleet.model.stack_settings.STACK_SETTINGS``): one field per ``gpu-fleet:*``
-setting, named as its ``attribute`` (``stackReferencePrefix`` -> ``stack_reference_prefix``), typed by its kind and
-defaulting to what the program uses when the stack does not set it (``unset_value``). A new setting is declared there
-and nowhere else. The program (``fleet/program/settings.py``) reads and checks the keys; the components never read
-config themselves, so they depend on the model only and the program on them, never the reverse.
+Its fields come from the declarations (``fleet.model.core.stack_settings.STACK_SETTINGS``): one field per
+``gpu-fleet:*`` setting, named as its ``attribute`` (``stackReferencePrefix`` -> ``stack_reference_prefix``), typed by
+its kind and defaulting to what the program uses when the stack does not set it (``unset_value``). A new setting is
+declared there and nowhere else. The program (``fleet/program/settings.py``) reads and checks the keys; the components
+never read config themselves, so they depend on the model only and the program on them, never the reverse.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 
 import pulumi
 
-from fleet.model.errors import Problem
-from fleet.model.stack_settings import STACK_SETTINGS, Kind, StackSetting, unset_value
+from fleet.model.core.errors import Problem
+from fleet.model.core.stack_settings import STACK_SETTINGS, Kind, StackSetting, unset_value
 
-# The value of each kind of setting as the components receive it (after ``fleet.model.stack_settings.parse_value``
+# The value of each kind of setting as the components receive it (after ``fleet.model.core.stack_settings.parse_value``
 # or the program's secret reading); an unset string, string list or secret is None.
 KIND_TYPES: dict[Kind, object] = {
     "string": str | None,
@@ -70,7 +70,7 @@ ComponentSettings = dataclasses.make_dataclass(
     namespace={
         "__module__": __name__,
         "__doc__": "The stack settings the cluster and service components use: one field per declared "
-        "``gpu-fleet:*`` setting (``fleet.model.stack_settings.STACK_SETTINGS``), the offline plan's secret "
+        "``gpu-fleet:*`` setting (``fleet.model.core.stack_settings.STACK_SETTINGS``), the offline plan's secret "
         "placeholder and the stack file locator of config problems.",
         "key": _key,
     },

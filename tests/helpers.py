@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from fleet.model.loader import load_fleet
-from fleet.model.placement import selector_matches
+from fleet.model.placement.pods import selector_matches
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.plan import StackPlan, plan_stack
 from tests.conftest import FIXTURES
@@ -125,7 +125,7 @@ queues:
 
 # The stack files of QUEUED (Kueue needs Kubernetes 1.29 or newer: fleet/program/stack.py check_kueue_version).
 QUEUED_SITE = {**MAGNUM_SITE, "kubeTag": "v1.31.5-rancher1", "autoscalerTag": "v1.31.5"}  # the same minors
-# The manager's: a Job's managedBy needs Kubernetes 1.32 (fleet/model/queues.py MANAGED_BY_MIN_KUBERNETES).
+# The manager's: a Job's managedBy needs Kubernetes 1.32 (fleet/model/queues/settings.py MANAGED_BY_MIN_KUBERNETES).
 MANAGER_SITE = {**MAGNUM_SITE, "kubeTag": "v1.32.6-rancher1", "autoscalerTag": "v1.32.7"}
 # Each worker has the manager's token (gpu-fleet:multikueueToken), encrypted: the offline plan reads a placeholder.
 WORKER_TOKEN = {"gpu-fleet:multikueueToken": {"secure": "v1:dG9rZW4="}}
@@ -239,7 +239,8 @@ def kueue_flavor(pod: dict, flavors: list[tuple[str, dict[str, str]]]) -> str | 
     return None
 
 
-# What a Grafana panel's PromQL reads, and whether the central Prometheus gets it (fleet/model/dashboards.py).
+# What a Grafana panel's PromQL reads, and whether the central Prometheus gets it
+# (fleet/model/monitoring/dashboards.py).
 _PROMQL_KEYWORDS = {"by", "on", "ignoring", "group_left", "group_right", "without", "bool", "and", "or", "unless"}
 _PROMQL_KEYWORDS |= {"offset"}
 
@@ -286,7 +287,7 @@ def central_series(plans: dict[str, StackPlan], central: str) -> set[str]:
 
 def panels_on_missing_series(boards: dict[str, dict[str, Any]], available: set[str]) -> list[tuple[str, str, str]]:
     """(dashboard, panel, metric) for every metric a panel's query reads that is not in ``available``."""
-    from fleet.model.grafana import panel_queries
+    from fleet.model.monitoring.grafana import panel_queries
 
     return sorted(
         (q.dashboard, q.panel, name)

@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 from benchmarks import central_history, central_leaves, central_prometheus, central_scale, synthetic_leaf
-from fleet.model import accounting, probe_phases
-from fleet.model.accounting_hours import HOUR_END
-from fleet.model.prometheus import GPU_RECORDING_RULES, RUNNER_SERIES
+from fleet.model.billing import accounting
+from fleet.model.billing.accounting_hours import HOUR_END
+from fleet.model.monitoring.prometheus import GPU_RECORDING_RULES, RUNNER_SERIES
+from fleet.model.probes import probe_phases
 from tests.conftest import require_tool
 from tests.e2e.processes import Prometheus, patience, wait_for
 
@@ -162,8 +163,9 @@ def test_backfill_moves_each_days_blocks_and_stops_at_its_limit(fleet_and_leaves
 def test_the_records_of_finished_probe_runs_are_backfilled_over_the_history(
     fleet_and_leaves: tuple, tmp_path: Path
 ) -> None:
-    """The central's records of finished probe runs (fleet/model/probe_phases.py) over two days of history, evaluated
-    by promtool from a real Prometheus holding it, a day per promtool run: each pool's daily run once per phase."""
+    """The central's records of finished probe runs (fleet/model/probes/probe_phases.py) over two days of history,
+    evaluated by promtool from a real Prometheus holding it, a day per promtool run: each pool's daily run once per
+    phase."""
     require_tool("promtool")
     prometheus_exe = require_tool("prometheus")
     fleet, clusters = fleet_and_leaves

@@ -27,12 +27,12 @@ import pydantic
 import pytest
 import yaml
 
-from fleet.model.errors import InputError
+from fleet.model.core.errors import InputError
+from fleet.model.core.validation import validate_document
+from fleet.model.core.workloads import WORKLOADS_DIR, WorkloadSpec
+from fleet.model.core.yaml_source import read_yaml
 from fleet.model.loader import load_fleet
-from fleet.model.spec_schema import FleetFile
-from fleet.model.validation import validate_document
-from fleet.model.workloads import WORKLOADS_DIR, WorkloadSpec
-from fleet.model.yaml_source import read_yaml
+from fleet.model.policy_file.schema import FleetFile
 from tests.conftest import FIXTURES, ROOT
 
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fleet.model.core.workloads import load_workloads
 from fleet.model.loader import load_fleet
-from fleet.model.workloads import load_workloads
 from fleet.program.stack_config import stack_names
 from fleet.tools.cli import main
 from tests.conftest import ROOT

@@ -13,7 +13,7 @@ COLUMNS = ["feature", "model", "component or tool", "policy pack", "report", "te
 
 
 def named_paths(cell: str) -> list[str]:
-    """The repository paths a table cell names in backticks (``fleet/model/spec.py``, ``README.md``), not the keys or
+    """The repository paths a table cell names in backticks (``fleet/model/core/``, ``README.md``), not the keys or
     names beside them (``SharingSettings``, ``/federate``)."""
     return [
         token
@@ -46,8 +46,31 @@ def test_every_feature_names_its_model_tests_and_page():
         assert any(p.endswith(".md") for p in named_paths(row["doc"])), row["feature"]
 
 
+def model_package(path: str) -> str:
+    """The package of fleet/model/ a path lies in (``fleet/model/queues``), or the loader (``loader.py``)."""
+    return "/".join(path.split("/")[:3])
+
+
+def test_each_feature_names_one_model_package():
+    """A feature's model is one package of fleet/model/ (the core, its own, the policy file's) or the loader: the
+    model column names paths inside one of them only."""
+    spread = {
+        row["feature"]: sorted({model_package(p) for p in named_paths(row["model"])})
+        for row in rows()
+        if len({model_package(p) for p in named_paths(row["model"])}) != 1
+    }
+    assert spread == {}
+    assert all(p.startswith("fleet/model/") for row in rows() for p in named_paths(row["model"]))
+
+
+def test_a_model_spread_over_packages_is_seen():
+    cell = "`fleet/model/queues/`, `fleet/model/queues/settings.py`, `fleet/model/core/fleet.py` (`Dispatch`)"
+    assert sorted({model_package(p) for p in named_paths(cell)}) == ["fleet/model/core", "fleet/model/queues"]
+
+
 def test_the_path_finder_tells_paths_from_names():
     cell = (
-        "`fleet/model/spec.py`, `SharingSettings`, `/federate`, `README.md`, `defaults.gpu_pool`, `.github/workflows/`"
+        "`fleet/model/core/fleet.py`, `SharingSettings`, `/federate`, `README.md`, `defaults.gpu_pool`, "
+        "`.github/workflows/`"
     )
-    assert named_paths(cell) == ["fleet/model/spec.py", "README.md", ".github/workflows/"]
+    assert named_paths(cell) == ["fleet/model/core/fleet.py", "README.md", ".github/workflows/"]

@@ -1,5 +1,5 @@
 """The code's layout: no module of the project imports, directly or through others, a module that imports it back
-(lazy imports inside functions count; imports for type checkers only do not)."""
+(lazy imports inside functions count; in fleet/, imports for type checkers only count too)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ def _module(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
-def import_graph(packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
-    """Module -> the project modules it imports at run time."""
+def import_graph(packages: tuple[str, ...] = PACKAGES, typing_too: bool = False) -> dict[str, set[str]]:
+    """Module -> the project modules it imports at run time (with ``typing_too``, also those it imports for type
+    checkers only, under ``if TYPE_CHECKING:``)."""
     modules = {_module(p): p for package in packages for p in (ROOT / package).rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -24,7 +25,7 @@ def import_graph(packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
         typing_only = {
             id(inner)
             for node in ast.walk(tree)
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            if not typing_too and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
             for inner in ast.walk(node)
         }
         deps: set[str] = set()
@@ -64,6 +65,57 @@ def test_no_import_cycles():
     graph = import_graph()
     assert "fleet.tools.cli" in graph and "components.kubernetes.infra" in graph
     assert cycles(graph) == []
+
+
+def test_no_import_cycles_in_fleet_counting_imports_for_type_checkers():
+    """Each feature of the model reads the core and the core reads no feature: not even for a type annotation."""
+    graph = import_graph(("fleet",), typing_too=True)
+    assert "fleet.model.loader" in graph and "fleet.tools.cli" in graph
+    assert not any(node.level for p in (ROOT / "fleet").rglob("*.py") for node in _imports(p)), "relative import"
+    assert cycles(graph) == []
+
+
+def imports_outside(graph: dict[str, set[str]], inside: str, allowed: tuple[str, ...]) -> list[str]:
+    """The imports of the modules under ``inside`` (a dotted prefix) of modules under none of ``allowed``."""
+    return sorted(
+        f"{module} imports {dep}"
+        for module, deps in graph.items()
+        if module == inside or module.startswith(inside + ".")
+        for dep in deps
+        if not any(dep == a or dep.startswith(a + ".") for a in allowed)
+    )
+
+
+# The model's floors (docs/layout.md, "The model"): the core imports no feature; a feature imports the core and other
+# features' modules, never the policy file's composition nor the loader on top.
+MODEL_TOP = ("fleet.model.policy_file", "fleet.model.loader")
+
+
+def test_the_model_core_imports_no_feature_and_no_feature_imports_the_top():
+    graph = import_graph(("fleet",), typing_too=True)
+    assert imports_outside(graph, "fleet.model.core", ("fleet.model.core",)) == []
+    features = {m.split(".")[2] for m in graph if m.startswith("fleet.model.") and m.count(".") >= 3}
+    features -= {"core", "policy_file"}
+    assert {"sharing", "probes", "runners", "sweeps", "queues", "billing", "monitoring"} <= features
+    every_model_module = tuple(m for m in graph if m.startswith("fleet.model.") and not m.startswith(MODEL_TOP))
+    for feature in sorted(features):
+        assert imports_outside(graph, f"fleet.model.{feature}", every_model_module) == [], feature
+
+
+def test_an_import_outside_its_floor_is_seen():
+    graph = {"fleet.model.core.pools": {"fleet.model.core.taints", "fleet.model.sharing.settings"}}
+    assert imports_outside(graph, "fleet.model.core", ("fleet.model.core",)) == [
+        "fleet.model.core.pools imports fleet.model.sharing.settings"
+    ]
+
+
+def _imports(path: Path) -> list[ast.ImportFrom]:
+    return [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ImportFrom)]
+
+
+def test_the_graph_counts_imports_for_type_checkers_when_asked():
+    graph, strict = import_graph(("fleet",)), import_graph(("fleet",), typing_too=True)
+    assert "fleet.report.model" in strict["fleet.report.plots"] - graph["fleet.report.plots"]
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -129,12 +181,37 @@ def test_the_packages_say_what_is_deployed():
     from fleet.tools.delivery.affected import deployed_files
 
     deployed = {p for p in deployed_files() if p.endswith(".py")}
+    # besides the old names: GKE's IAM roles (gke_iam.py), which docs/delivery.md and the tests read, not the program
+    old_names = {f"{name.replace('.', '/')}.py" for name in OLD_NAMES} | {"fleet/model/core/clouds/gke_iam.py"}
     for package in ("fleet/model", "fleet/program"):
-        assert {str(p.relative_to(ROOT)) for p in (ROOT / package).glob("*.py")} <= deployed, package
+        modules = {str(p.relative_to(ROOT)) for p in (ROOT / package).rglob("*.py")} - old_names
+        assert modules <= deployed, package
     for package in ("fleet/tools", "fleet/report"):
         assert not {p for p in deployed if p.startswith(package + "/")}, package
-    model = [p for p in (ROOT / "fleet" / "model").glob("*.py")]
+    model = [p for p in (ROOT / "fleet" / "model").rglob("*.py")]
     assert not [p.name for p in model if "import pulumi" in p.read_text(encoding="utf-8")]  # the model: no Pulumi
+
+
+# The model's modules by their names before the model had a core and a package per feature (issue 46): gone, and
+# nothing (benchmarks/ included) imports them or a feature package for what its modules hold.
+OLD_NAMES = (
+    "fleet.model.spec",
+    "fleet.model.workloads",
+    "fleet.model.catalogue",
+    "fleet.model.prometheus",
+    "fleet.model.accounting",
+    "fleet.model.accounting_hours",
+    "fleet.model.probe_phases",
+)
+
+
+def test_the_old_model_names_are_gone():
+    import importlib.util
+
+    assert [old for old in OLD_NAMES if importlib.util.find_spec(old) is not None] == []
+    graph = import_graph((*PACKAGES, "policy", "tests", "benchmarks"))
+    users = sorted(f"{m} imports {d}" for m, deps in graph.items() for d in deps if d in OLD_NAMES)
+    assert users == []
 
 
 def test_test_modules_share_helpers_not_each_other():

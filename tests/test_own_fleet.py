@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from fleet.model.billing.prices import load_prices
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.workloads import WORKLOADS_DIR
 from fleet.model.loader import POLICY_FILE, load_fleet
-from fleet.model.prices import load_prices
-from fleet.model.spec import Fleet
-from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.cli import main
 from tests.conftest import ROOT
 from tests.own_fleet import IN_COPY_ENV, OWN_FLEET, make_copy, run_pytest

@@ -11,16 +11,17 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from fleet.model import dashboards, grafana, pod_contract
-from fleet.model.ci_pools import CI_TAINT
-from fleet.model.clouds import cloud_rules
+from fleet.model.core import pod_contract
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.clouds.pool_view import pool_views, read_pool
+from fleet.model.core.clusters import pool_resource_name
+from fleet.model.core.pod_contract import BENCHMARK_QUEUE, QUEUE_NAME_LABEL
+from fleet.model.core.pools import CARDS_PER_NODE_LABEL
+from fleet.model.core.taints import CI_TAINT
 from fleet.model.loader import POLICY_FILE, load_fleet
-from fleet.model.node_agents import SITE_GPU_AGENTS
-from fleet.model.placement import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
-from fleet.model.pod_contract import BENCHMARK_QUEUE, QUEUE_NAME_LABEL
-from fleet.model.pool_view import pool_views, read_pool
-from fleet.model.spec import pool_resource_name
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL
+from fleet.model.monitoring import dashboards, grafana
+from fleet.model.placement.node_agents import SITE_GPU_AGENTS
+from fleet.model.placement.pods import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
 from fleet.program.stack_config import load_stack_config
 from fleet.tools.engine.plan import plan_fleet
 from tests.helpers import by_type, central_series, panels_on_missing_series
@@ -298,8 +299,8 @@ def test_central_federates_every_other_cluster_and_leaves_are_authenticated(flee
 def test_every_probed_pool_is_watched_by_the_central_and_its_metrics_are_federated(fleet, plans):
     """Derived from the policy: one probe CronJob per probed pool (test_jobs_are_exactly_the_policy_pairs), its three
     metrics in every federation job's match[], and one pair of expectations per pool in the central's probe rules."""
-    from fleet.model.probe_phases import PHASE_RECORD
-    from fleet.model.prometheus import PROBE_SCALE_UP_RULE, PROBE_STALE_RULE
+    from fleet.model.monitoring.prometheus import PROBE_SCALE_UP_RULE, PROBE_STALE_RULE
+    from fleet.model.probes.probe_phases import PHASE_RECORD
 
     probed = {(c.name, p.card): p.probe for c in fleet.clusters.values() for p in c.pools if p.probe}
     central = plans[fleet.central.name]
@@ -444,8 +445,8 @@ def _rendered_pods(plan):
 
 
 def test_every_pod_the_policy_implies_fits_its_own_pool_and_no_other(fleet):
-    """The model's placement (fleet/model/placement.py, what validate and plan check) of every benchmark, probe, sweep
-    worker and CI job of the shipped fleet, on nodes made from its pools and the catalogue's machines."""
+    """The model's placement (fleet/model/placement/pods.py, what validate and plan check) of every benchmark, probe,
+    sweep worker and CI job of the shipped fleet, on nodes made from its pools and the catalogue's machines."""
     placed = 0
     for cluster in fleet.clusters.values():
         pods = fleet_pods(fleet, cluster)

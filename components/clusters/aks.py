@@ -22,8 +22,9 @@ from pulumi_azure_native import (
 
 from components.clusters.cluster import GpuCluster
 from components.clusters.taints import aks_taint
-from fleet.model.clouds.aks import gpu_instance_profile
-from fleet.model.spec import Cluster, GpuPool, pool_resource_name
+from fleet.model.core.clouds.aks import gpu_instance_profile
+from fleet.model.core.clusters import Cluster, pool_resource_name
+from fleet.model.core.pools import GpuPool
 
 # AKS agent-pool names: lower-case letters and digits, starting with a letter, at most 12 characters
 # for Linux pools (6 for Windows). The name is part of every node's name and of the VM scale set's name.
@@ -127,8 +128,8 @@ class AksCluster(GpuCluster):
       - AKS installs the NVIDIA driver on GPU pools by default but not the device plugin: that comes from
         the Kubernetes side of the fleet. Priority, price, taints and VM size are fixed at creation.
       - Agent-pool names are ``gpu`` + the card without dashes (``gput4``, ``gpua100``), and ``ci`` after it for a
-        card's CI pool (``gput4ci``, fleet/model/ci_pools.py): AKS allows only lower-case letters and digits, at most
-        12 characters; a card that does not fit fails the plan.
+        card's CI pool (``gput4ci``, fleet/model/runners/ci_pools.py): AKS allows only lower-case letters and digits, at
+        most 12 characters; a card that does not fit fails the plan.
       - The kubeconfig is the cluster-user credential (``listManagedClusterUserCredentials``, exec format),
         signing in with kubelogin through the Azure CLI's login (``az login``, or azure/login in CI), kept
         secret. The Kubernetes provider is keyed on the cluster name, so a rotated credential does

@@ -16,8 +16,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.settings import ComponentSettings
-from fleet.model.clouds import cloud_rules
-from fleet.model.spec import Cluster
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.clusters import Cluster
 
 # The module of each cloud's component (each registers itself by its CLOUD).
 CLOUD_MODULES = {"gcp": "gke", "aws": "eks", "azure": "aks", "openstack": "magnum", "existing": "existing"}

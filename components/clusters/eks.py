@@ -1,7 +1,8 @@
 """Amazon EKS: a cluster with a system node group, one GPU node group per card and the cluster-autoscaler.
 
 The parts are modules of their own: the network (eks_network.py), the node groups and their node-template tags
-(eks_node_groups.py), the IRSA roles and add-ons (eks_irsa.py); the IAM documents are fleet/model/clouds/eks_iam.py.
+(eks_node_groups.py), the IRSA roles and add-ons (eks_irsa.py); the IAM documents are
+fleet/model/core/clouds/eks_iam.py.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from components.clusters.eks_node_groups import NodeGroupBase, gpu_node_group, s
 from components.clusters.kubeconfig import exec_kubeconfig
 from components.kubernetes.images import autoscaler_image
 from components.settings import ComponentSettings
-from fleet.model.clouds.eks_iam import (
+from fleet.model.core.clouds.eks_iam import (
     CLUSTER_POLICIES,
     NODE_POLICIES,
     assume_role_policy,
@@ -31,7 +32,7 @@ from fleet.model.clouds.eks_iam import (
     managed_policy_arn,
     partition,
 )
-from fleet.model.spec import Cluster
+from fleet.model.core.clusters import Cluster
 
 AUTOSCALER_SA_NAME = "cluster-autoscaler"
 PREVIEW_USER = "gpu-fleet-previewer"  # the Kubernetes user name of the preview role's access entry

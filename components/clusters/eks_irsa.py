@@ -1,6 +1,6 @@
 """IRSA on EKS: IAM roles that one Kubernetes service account assumes through the cluster's IAM OIDC provider, and
 the EKS add-ons whose controllers use one (the VPC CNI, the EBS CSI driver). The policy documents are
-fleet/model/clouds/eks_iam.py."""
+fleet/model/core/clouds/eks_iam.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from fleet.model.clouds.eks_iam import CNI_POLICY, EBS_CSI_POLICY, irsa_trust_policy, managed_policy_arn
+from fleet.model.core.clouds.eks_iam import CNI_POLICY, EBS_CSI_POLICY, irsa_trust_policy, managed_policy_arn
 
 CNI_SA_NAME = "aws-node"  # the VPC CNI's service account in kube-system
 EBS_CSI_SA_NAME = "ebs-csi-controller-sa"  # the add-on's controller service account (aws-ebs-csi-driver docs)

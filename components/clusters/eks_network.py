@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.settings import ComponentSettings
-from fleet.model.spec import Cluster
+from fleet.model.core.clusters import Cluster
 
 VPC_CIDR = "10.0.0.0/16"
 MAX_ZONES = 4  # private /19 subnets at 10.0.0.0, .32, .64, .96; public /24 subnets from 10.0.128.0

@@ -13,8 +13,9 @@ import pulumi
 import pulumi_aws as aws
 
 from components.clusters.taints import autoscaler_tag_value, upper_effect
-from fleet.model.clouds.eks import NODE_TEMPLATE
-from fleet.model.spec import Cluster, GpuPool, pool_resource_name
+from fleet.model.core.clouds.eks import NODE_TEMPLATE
+from fleet.model.core.clusters import Cluster, pool_resource_name
+from fleet.model.core.pools import GpuPool
 
 GPU_DISK_GIB = 200  # benchmark images are large
 DEFAULT_NVIDIA_AMI = "AL2023_x86_64_NVIDIA"  # AL2_x86_64_GPU reached end of support on 2025-11-26
@@ -77,7 +78,9 @@ def gpu_node_group(cluster: Cluster, pool: GpuPool, base: NodeGroupBase) -> aws.
     elif pool.accelerator.is_nvidia:
         ami_type = DEFAULT_NVIDIA_AMI
     else:
-        raise ValueError(f"card {pool.card} is not an NVIDIA GPU: set its aws ami_type in fleet/model/catalogue.yaml")
+        raise ValueError(
+            f"card {pool.card} is not an NVIDIA GPU: set its aws ami_type in fleet/model/core/catalogue.yaml"
+        )
     group = aws.eks.NodeGroup(
         pool_resource_name(cluster, pool),
         cluster_name=base.cluster_name,

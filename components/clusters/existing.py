@@ -5,8 +5,8 @@ from __future__ import annotations
 import pulumi
 
 from components.clusters.cluster import GpuCluster
-from fleet.model.errors import InputError
-from fleet.model.spec import Cluster
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.errors import InputError
 
 
 class ExistingCluster(GpuCluster):

@@ -11,7 +11,8 @@ import pulumi_gcp as gcp
 from components.clusters.cluster import GpuCluster
 from components.clusters.kubeconfig import exec_kubeconfig
 from components.clusters.taints import upper_effect
-from fleet.model.spec import Cluster, GpuPool, pool_resource_name
+from fleet.model.core.clusters import Cluster, pool_resource_name
+from fleet.model.core.pools import GpuPool
 
 # Nodes run as the cluster's own service account with only the role GKE documents for node service accounts,
 # roles/container.defaultNodeServiceAccount (docs.cloud.google.com/kubernetes-engine/security/configure-node-service-

@@ -17,11 +17,17 @@ from components.clusters.cluster import GpuCluster
 from components.clusters.version_tags import tag_minor
 from components.kubernetes.images import magnum_autoscaler_image
 from components.settings import ComponentSettings
-from fleet.model import pod_contract
-from fleet.model.ci_pools import CI_TAINT
-from fleet.model.clouds.magnum import API_CIDRS_LABELS, GPU_AUTOSCALER, KUBELET_OPTIONS, kubelet_options_with_taints
-from fleet.model.errors import InputError
-from fleet.model.spec import Cluster, GpuPool, pool_resource_name
+from fleet.model.core import pod_contract
+from fleet.model.core.clouds.magnum import (
+    API_CIDRS_LABELS,
+    GPU_AUTOSCALER,
+    KUBELET_OPTIONS,
+    kubelet_options_with_taints,
+)
+from fleet.model.core.clusters import Cluster, pool_resource_name
+from fleet.model.core.errors import InputError
+from fleet.model.core.pools import GpuPool
+from fleet.model.core.taints import CI_TAINT
 
 # The Kubernetes node label Magnum puts on every node of a node group: ``<ROLE_LABEL>=<the group's role>``.
 ROLE_LABEL = "magnum.openstack.org/role"
@@ -211,7 +217,7 @@ class MagnumCluster(GpuCluster):
       - The cluster is protected. ``node_count`` of the default worker group belongs to Magnum's autoscaler.
       - One node group per card: ``gpu-<card>``, the card's flavor, role ``gpu-<card>``, autoscaling bounds
         from the policy, ``node_count`` ignored after creation. A card with a GitLab runner gets a CI node group
-        ``gpu-<card>-ci`` of role ``gpu-<card>-ci`` (fleet/model/ci_pools.py), which only the runner's job pods
+        ``gpu-<card>-ci`` of role ``gpu-<card>-ci`` (fleet/model/runners/ci_pools.py), which only the runner's job pods
         select; benchmarks select their own group's role, so a CI job never shares a node with one (it keeps one
         node, as a card's group does). Its nodes also register with the CI taint (the group's ``kubelet_options``
         label, ``--register-with-taints``), which only the runner's job pods tolerate. The policy resolves Magnum
@@ -387,7 +393,7 @@ class MagnumCluster(GpuCluster):
         # scales an opted-in min-0 group down.
         initial = min(max(pool.min_nodes, 1), pool.max_nodes)
         # A CI group's nodes register with the CI taint, through the group's own kubelet_options label
-        # (fleet/model/clouds/magnum.py: the heat driver gives a group's kubelet its group's labels); merged with
+        # (fleet/model/core/clouds/magnum.py: the heat driver gives a group's kubelet its group's labels); merged with
         # the cluster's labels, which a group's labels would otherwise replace.
         tainted = (
             {

@@ -1,10 +1,10 @@
 """The spellings of one taint the cloud components send: converted here, by the model's rules of each cloud's spelling
-(fleet/model/clouds/rules.py)."""
+(fleet/model/core/clouds/rules.py)."""
 
 from __future__ import annotations
 
-from fleet.model.catalogue import Taint
-from fleet.model.clouds.rules import upper_effect
+from fleet.model.core.clouds.rules import upper_effect
+from fleet.model.core.taints import Taint
 
 __all__ = ["aks_taint", "autoscaler_tag_value", "upper_effect"]
 

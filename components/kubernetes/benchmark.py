@@ -1,7 +1,7 @@
 """Workload Jobs: each (workload, card) pair the policy places on a cluster runs as a Job on that card's pool, and
-the pool probe as a CronJob on each probed pool (``fleet.model.spec.WorkloadJob``, ``Fleet.workload_jobs``).
+the pool probe as a CronJob on each probed pool (``fleet.model.core.fleet.WorkloadJob``, ``Fleet.workload_jobs``).
 
-Every pod has the same shape (see fleet/model/pod_contract.py):
+Every pod has the same shape (see fleet/model/core/pod_contract.py):
   1. init container ``prepare-log`` creates the empty log file on a shared ``emptyDir`` (mtail reads a file
      it sees for the first time from its end, so the file must exist before mtail starts);
   2. native sidecar ``mtail`` (an init container with ``restartPolicy: Always``) tails it and serves
@@ -17,7 +17,7 @@ a changed benchmark becomes a new Job (Pulumi replaces it) instead of a failed u
 
 Where the cluster's Kueue queues them (``queue``), the Jobs of a card wait their turn: each Job, and each Job a
 CronJob starts, names the cluster's benchmark LocalQueue, Kueue creates it suspended and resumes it when its pool has
-room (components/kubernetes/benchmark_queue.py, fleet/model/benchmark_queue.py).
+room (components/kubernetes/benchmark_queue.py, fleet/model/benchmark_queue/).
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ from components.kubernetes.images import image
 from components.kubernetes.network_policy import egress_allow_list
 from components.kubernetes.pod_monitor import pod_monitor
 from components.kubernetes.pod_security import container_security, pod_security
-from fleet.model import pod_contract
-from fleet.model.spec import Cluster, GpuPool, WorkloadJob
-from fleet.model.workloads import FILES_MOUNT, Workload
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.jobs import WorkloadJob
+from fleet.model.core.pools import GpuPool
+from fleet.model.core.workloads import FILES_MOUNT, Workload
 
 # The label the API server gives a Job's pod template (kubernetes/api batch/v1 types.go JobNameLabel, from 1.27;
 # kubernetes/kubernetes pkg/registry/batch/job/strategy.go generateSelector).
@@ -149,7 +151,8 @@ def pod_spec(
     ]
     if "accelerator" in spec.fleet_env:
         env.append({"name": "BENCHMARK_ACCELERATOR", "value": pool.resource})
-    if "job_name" in spec.fleet_env:  # a CronJob's Job carries its scheduled minute in its name (fleet/model/probe)
+    # a CronJob's Job carries its scheduled minute in its name (fleet/model/probes/probe)
+    if "job_name" in spec.fleet_env:
         job_label = f"metadata.labels['{JOB_NAME_LABEL}']"
         env.append({"name": "BENCHMARK_JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": job_label}}})
     env += extra_env

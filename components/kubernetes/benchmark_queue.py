@@ -1,5 +1,5 @@
 """The benchmark queue of a cluster: its benchmark and probe Jobs wait their turn in the cluster's Kueue, a card at a
-time as its pool allows (fleet/model/benchmark_queue.py says why).
+time as its pool allows (fleet/model/benchmark_queue/ says why).
 
 Upstream facts it relies on:
 
@@ -42,9 +42,10 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes.deployment import FLEET_PART_OF
 from components.kubernetes.training import KUEUE_API, UNBOUNDED, kueue_cluster_queue
-from fleet.model import pod_contract
-from fleet.model.benchmark_queue import covered_resources, flavor_quota
-from fleet.model.spec import Cluster, GpuPool
+from fleet.model.benchmark_queue.quotas import covered_resources, flavor_quota
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.pools import GpuPool
 
 LABELS = {"app.kubernetes.io/part-of": FLEET_PART_OF}
 

@@ -11,8 +11,8 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.settings import ComponentSettings
-from fleet.model import prometheus
-from fleet.model.spec import Cluster
+from fleet.model.core.clusters import Cluster
+from fleet.model.monitoring import prometheus
 
 # The central Grafana's admin credentials: a Secret the chart reads (grafana 10.1.4 values: admin.existingSecret,
 # admin.userKey, admin.passwordKey).

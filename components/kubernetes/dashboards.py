@@ -1,9 +1,9 @@
 """The fleet's Grafana dashboards on the central cluster: one ConfigMap per dashboard for the chart's sidecar.
 
-The dashboards are built from the model (fleet/model/dashboards.py); this module hands them to Grafana the way the
-pinned chart collects them: ConfigMaps labelled ``grafana_dashboard: "1"`` (kube-prometheus-stack 79.5.0 values.yaml
-``grafana.sidecar.dashboards.label``/``labelValue``) in the monitoring namespace, each annotated with its folder
-(grafana 10.1.4 values.yaml ``sidecar.dashboards.folderAnnotation`` and ``provider.foldersFromFilesStructure``).
+The dashboards are built from the model (fleet/model/monitoring/dashboards.py); this module hands them to Grafana the
+way the pinned chart collects them: ConfigMaps labelled ``grafana_dashboard: "1"`` (kube-prometheus-stack 79.5.0
+values.yaml ``grafana.sidecar.dashboards.label``/``labelValue``) in the monitoring namespace, each annotated with its
+folder (grafana 10.1.4 values.yaml ``sidecar.dashboards.folderAnnotation`` and ``provider.foldersFromFilesStructure``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kubernetes.deployment import FLEET_PART_OF
-from fleet.model import dashboards, grafana
-from fleet.model.prices import card_prices, load_prices
-from fleet.model.spec import Fleet
+from fleet.model.billing.prices import card_prices, load_prices
+from fleet.model.core.fleet import Fleet
+from fleet.model.monitoring import dashboards, grafana
 
 
 def grafana_values(fleet: Fleet) -> dict[str, Any]:
@@ -45,7 +45,8 @@ def grafana_values(fleet: Fleet) -> dict[str, Any]:
 
 
 def price_rules(fleet: Fleet) -> dict[str, Any] | None:
-    """The central's card-price records (fleet/model/dashboards.py ``price_rules``), None when no card is priced."""
+    """The central's card-price records (fleet/model/monitoring/dashboards.py ``price_rules``), None when no card is
+    priced."""
     prices = card_prices(fleet, load_prices())
     return dashboards.price_rules(prices) if prices else None
 

@@ -11,16 +11,19 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes.gateway import SECRETS_DIR, server_name
 from components.settings import ComponentSettings
-from fleet.model import accounting, probe_phases, prometheus
-from fleet.model.queues import START_WAIT_SERIES
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.billing import accounting
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.monitoring import prometheus
+from fleet.model.probes import probe_phases
+from fleet.model.queues.settings import START_WAIT_SERIES
 
 
 def federated_selectors(fleet: Fleet) -> list[str]:
     """What the central pulls from every leaf (and each leaf's gateway lets through): the metrics of every workload
     that runs in the fleet's pods, the GPU aggregates, the accounting records, when the fleet has CI runners theirs,
     when a pool is probed the probes' phases and, when the fleet has queues, the workers' Kueue wait from admission to
-    running pods (fleet/model/queues.py ``START_WAIT_METRIC``)."""
+    running pods (fleet/model/queues/ ``START_WAIT_METRIC``)."""
     runners = any(fleet.runners.values())
     probed = any(p.probe is not None for c in fleet.clusters.values() for p in c.pools)
     extra = [*accounting.ACCOUNTING_RULES, *(prometheus.RUNNER_SERIES if runners else ())]

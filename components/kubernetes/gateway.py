@@ -9,7 +9,7 @@ source ranges in ``gpu-fleet:federationSourceRanges``. The stack exports the add
 certificate and key (secret) for the central stack.
 
 Central side: one ``StackReference`` per other cluster; its outputs become a Kubernetes Secret mounted in
-the central Prometheus and one federation scrape job (``fleet.model.prometheus``) per cluster.
+the central Prometheus and one federation scrape job (``fleet.model.monitoring.prometheus``) per cluster.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pulumi_tls as tls
 from components.kubernetes.deployment import app_labels, single_replica_deployment
 from components.kubernetes.images import image
 from components.kubernetes.pod_security import container_security, pod_security
-from fleet.model import prometheus
+from fleet.model.monitoring import prometheus
 
 GATEWAY_PORT = 8443
 NGINX_TEMPLATE = Path(__file__).with_name("gateway.nginx.conf")

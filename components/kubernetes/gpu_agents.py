@@ -11,14 +11,15 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.kubernetes.images import helm_release
-from fleet.model.node_agents import (
+from fleet.model.core.card_sharing import Sharing
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.placement.node_agents import (
     DCGM_EXPORTER_RESOURCES,
     DEVICE_PLUGIN_RESOURCES,
     runs_device_plugin,
     runs_gpu_exporter,
 )
-from fleet.model.sharing import Sharing
-from fleet.model.spec import Cluster, Fleet
 
 CRITICAL_PRIORITY = ("system-node-critical", "system-cluster-critical")
 
@@ -104,7 +105,7 @@ def gpu_node_agents(
             {
                 "tolerations": tolerations,
                 "affinity": gpu_node_affinity(cluster),
-                # what the model counts on every NVIDIA node (fleet/model/node_agents.py)
+                # what the model counts on every NVIDIA node (fleet/model/placement/node_agents.py)
                 "resources": DEVICE_PLUGIN_RESOURCES,
                 **device_plugin_sharing(cluster),
             },
@@ -138,7 +139,7 @@ def gpu_node_agents(
             {
                 "tolerations": tolerations,
                 "affinity": gpu_node_affinity(cluster),
-                # what the model counts on every NVIDIA node (fleet/model/node_agents.py)
+                # what the model counts on every NVIDIA node (fleet/model/placement/node_agents.py)
                 "resources": DCGM_EXPORTER_RESOURCES,
                 "serviceMonitor": {
                     "enabled": True,

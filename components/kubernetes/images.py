@@ -18,7 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from fleet.model.registry import in_registry
+from fleet.model.core.registry import in_registry
 
 IMAGES_FILE = Path(__file__).with_name("images.yaml")
 

@@ -2,9 +2,9 @@
 where sweeps or queues need it, Prometheus, the GPU node agents and, on a leaf, the federation gateway.
 
 Deployed through the cluster's Kubernetes provider (``opts.providers``). The central cluster's Prometheus
-also federates every other cluster (components/kubernetes/federation.py, gateway.py, fleet/model/prometheus.py).
-Each part is a module of its own: namespaces.py, namespace_network_policies.py, prometheus_stack.py,
-central_monitoring.py, federation.py, gpu_agents.py.
+also federates every other cluster (components/kubernetes/federation.py, gateway.py,
+fleet/model/monitoring/prometheus.py). Each part is a module of its own: namespaces.py, namespace_network_policies.py,
+prometheus_stack.py, central_monitoring.py, federation.py, gpu_agents.py.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ from components.kubernetes.training import (
     kueue_release,
 )
 from components.settings import ComponentSettings
-from fleet.model import pod_contract
-from fleet.model.queued_sweeps import runs_trainer
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.queues.queued_sweeps import runs_trainer
 
 
 class ClusterServices(pulumi.ComponentResource):

@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes.deployment import FLEET_PART_OF
 from components.kubernetes.network_policy import allow_ingress, ports
-from fleet.model import prometheus
+from fleet.model.monitoring import prometheus
 
 FLEET_LABELS = {"app.kubernetes.io/part-of": FLEET_PART_OF}
 # Kueue's metrics on the manager, as the kueue 0.19.2 chart serves them (release ``kueue``, so its fullname is
@@ -38,8 +38,8 @@ def kueue_metrics_endpoint() -> dict[str, Any]:
     """The ServiceMonitor endpoint of Kueue's metrics, as the kueue 0.19.2 chart's own (templates/prometheus/
     monitor.yaml, values.yaml metrics.serviceMonitor.tlsConfig): HTTPS, the certificate unchecked (Kueue's metrics
     certificate is its own self-signed one). It authenticates with the Prometheus' own ServiceAccount token through
-    the ServiceMonitor's scrape class, not the chart's deprecated ``bearerTokenFile`` (fleet/model/prometheus.py
-    ``SERVICE_ACCOUNT_SCRAPE_CLASS``)."""
+    the ServiceMonitor's scrape class, not the chart's deprecated ``bearerTokenFile``
+    (fleet/model/monitoring/prometheus.py ``SERVICE_ACCOUNT_SCRAPE_CLASS``)."""
     return {
         "port": "https",
         "path": "/metrics",

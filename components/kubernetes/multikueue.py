@@ -68,10 +68,13 @@ from components.kubernetes.deployment import FLEET_PART_OF
 from components.kubernetes.multikueue_kubeconfig import OFFLINE_KUBECONFIG, token_kubeconfig
 from components.kubernetes.network_policy import dns_egress, internet_block, network_policy, ports
 from components.kubernetes.training import KUEUE_API, UNBOUNDED, kueue_cluster_queue
-from fleet.model import pod_contract
-from fleet.model.queue_token import TOKEN_MAX_DAYS, TOKEN_SETTING, check_token
-from fleet.model.queues import SPILL_ALL, WORKER_ACCOUNT, Dispatch, Queue, pool_capacity, quota
-from fleet.model.spec import Cluster, GpuPool
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.jobs import Dispatch, Queue
+from fleet.model.core.pools import GpuPool
+from fleet.model.queues.dispatch import pool_capacity, quota
+from fleet.model.queues.settings import SPILL_ALL, WORKER_ACCOUNT
+from fleet.model.queues.token import TOKEN_MAX_DAYS, TOKEN_SETTING, check_token
 
 # apis/kueue/v1beta2/multikueue_types.go MultiKueueControllerName
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from fleet.model.queues import WORKER_ACCOUNT
+from fleet.model.queues.settings import WORKER_ACCOUNT
 
 WORKER_IDENTITY = WORKER_ACCOUNT
 

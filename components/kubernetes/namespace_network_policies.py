@@ -23,7 +23,7 @@ from components.kubernetes.prometheus_stack import OPERATOR_POD_LABELS, OPERATOR
 from components.kubernetes.runners import RUNNER_METRICS_PORT
 from components.kubernetes.training import KUEUE_VISIBILITY_PORT
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 
 # the API server's ports: 443 on GKE, EKS and AKS; 6443 on Magnum (components/kubernetes/multikueue.py API_SERVER_PORTS)
 API_SERVER_PORTS = (443, 6443)

@@ -10,9 +10,10 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes.deployment import FLEET_PART_OF
 from components.kubernetes.pod_security import namespace_labels
-from fleet.model import pod_contract
-from fleet.model.queued_sweeps import runs_trainer
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.queues.queued_sweeps import runs_trainer
 
 MONITORING_NS = "monitoring"
 # Benchmarks whose image cannot run as non-root (workload.yaml `needs_root`): `baseline`, created only when used.

@@ -18,12 +18,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 METADATA_ADDRESS = ipaddress.ip_network("169.254.169.254/32")
-# Where the clouds hand out credentials (fleet/model/pod_contract.py, with its sources): no egress rule of the fleet
-# ever reaches them.
+# Where the clouds hand out credentials (fleet/model/core/pod_contract.py, with its sources): no egress rule of the
+# fleet ever reaches them.
 CREDENTIAL_ADDRESSES = pod_contract.CREDENTIAL_ADDRESSES
 # Addresses that are never "the internet" for a pod: the private ranges (RFC 1918) and the shared address space
 # (RFC 6598) the clouds take the clusters' node, pod and service ranges from, and link-local (RFC 3927, which

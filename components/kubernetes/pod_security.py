@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 
 LEVELS = ("restricted", "baseline", "privileged")
 

@@ -4,7 +4,7 @@ registers itself, and nothing for real.
 A Pulumi preview dry-runs every Kubernetes object on the server, and the Kubernetes API authorizes a dry run exactly
 as the write itself (Pulumi's server-side apply guide, "Prerequisites"; pulumi/pulumi-kubernetes#2213), so RBAC
 alone cannot give a preview less than the deploy's verbs. The fleet therefore binds the preview identity to the
-verbs a preview uses on the resources the fleet registers, named one by one (``fleet.model.preview_rights``: no
+verbs a preview uses on the resources the fleet registers, named one by one (``fleet.model.access.preview_rights``: no
 Secret, no log, no proxy, no token, no exec, no RBAC or admission object: those preview from the program's inputs),
 and adds a ValidatingAdmissionPolicy that refuses every create, update or delete of that identity unless it is a
 dry run (``request.dryRun``; admissionregistration.k8s.io/v1, Kubernetes 1.30 and later).
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from fleet.model import preview_rights
+from fleet.model.access import preview_rights
 
 NAME = preview_rights.NAME
 

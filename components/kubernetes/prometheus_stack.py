@@ -10,10 +10,13 @@ from components.kubernetes.central_monitoring import ALERTMANAGER_CONFIG_REF, GR
 from components.kubernetes.federation import probe_expectations
 from components.kubernetes.images import merged
 from components.kubernetes.namespaces import MONITORING_NS, NODE_AGENTS_NS, fleet_namespaces
-from fleet.model import accounting, accounting_hours, probe_phases, prometheus
-from fleet.model.clouds import cloud_rules
-from fleet.model.node_agents import NODE_EXPORTER_RESOURCES, SITE_MONITORING_CRDS, runs_node_exporter
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.billing import accounting, accounting_hours
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.monitoring import prometheus
+from fleet.model.placement.node_agents import NODE_EXPORTER_RESOURCES, SITE_MONITORING_CRDS, runs_node_exporter
+from fleet.model.probes import probe_phases
 
 RELEASE = "kps"  # kube-prometheus-stack release name; its Prometheus service is kps-prometheus
 # Pods the NetworkPolicies select in the monitoring namespace, as kube-prometheus-stack 79.5.0 labels them: the
@@ -40,8 +43,8 @@ PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{MONITORING_NS}.svc:9090"
 # ``enabled: false`` drops each one's Service, ServiceMonitor and rule groups (templates/exporters/kube-*/ and
 # templates/prometheus/rules-1.14/{kube-scheduler.rules,kubernetes-system-scheduler,kubernetes-system-controller-
 # manager,etcd,kubernetes-system-kube-proxy}.yaml are conditioned on them). Where the cloud runs them as no pod the
-# cluster's Prometheus reaches (fleet/model/clouds: ``control_plane_pods``: GKE, EKS, AKS and Magnum), a monitor finds
-# no target and its `...Down` alert fires for ever.
+# cluster's Prometheus reaches (fleet/model/core/clouds: ``control_plane_pods``: GKE, EKS, AKS and Magnum), a monitor
+# finds no target and its `...Down` alert fires for ever.
 HIDDEN_CONTROL_PLANE = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy")
 # Requests of the monitoring pods (every chart leaves them empty: BestEffort pods are the first evicted from a busy
 # system node). Sized modestly for a cluster of a few dozen nodes, from what these components use idle; raise them
@@ -49,7 +52,8 @@ HIDDEN_CONTROL_PLANE = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "k
 # .admissionWebhooks.patch.resources, .prometheusConfigReloader.resources: the operator passes the latter to every
 # config-reloader container, templates/prometheus-operator/deployment.yaml --config-reloader-cpu-request...;
 # alertmanager.alertmanagerSpec.resources), grafana 10.1.4 (resources, sidecar.resources) and kube-state-metrics
-# 6.4.1 (resources); the node exporter's are the model's (fleet/model/node_agents.py), which counts them on every node.
+# 6.4.1 (resources); the node exporter's are the model's (fleet/model/placement/node_agents.py), which counts them on
+# every node.
 SMALL_REQUESTS = {"requests": {"cpu": "10m", "memory": "32Mi"}}
 OPERATOR_REQUESTS = {"requests": {"cpu": "50m", "memory": "128Mi"}}
 KSM_REQUESTS = {"requests": {"cpu": "20m", "memory": "128Mi"}}
@@ -100,14 +104,16 @@ def prometheus_values(
         "retention": mon.central_retention if cluster.central else mon.leaf_retention,
         **selectors_nil,
         "resources": {"requests": {"cpu": "200m", "memory": "1Gi"}},
-        # how a ServiceMonitor of ours authenticates with the Prometheus' own token (fleet/model/prometheus.py)
+        # how a ServiceMonitor of ours authenticates with the Prometheus' own token
+        # (fleet/model/monitoring/prometheus.py)
         "scrapeClasses": prometheus.scrape_classes(),
     }
     system = cluster.system_selector
     rules: dict[str, Any] = {"gpufleet-gpu-aggregates": prometheus.leaf_recording_rules()}
-    if cluster.all_pools:  # GPU card-hours billed, used and idle per billing account (fleet/model/accounting.py)
+    # GPU card-hours billed, used and idle per billing account (fleet/model/billing/accounting.py)
+    if cluster.all_pools:
         rules[accounting.GROUP] = accounting.accounting_rules(cluster, fleet)
-    phases = probe_phases.leaf_rules(cluster)  # time to first accelerator by phase (fleet/model/probe_phases.py)
+    phases = probe_phases.leaf_rules(cluster)  # time to first accelerator by phase (fleet/model/probes/probe_phases.py)
     if phases is not None:
         rules[probe_phases.GROUP] = phases
     if cluster.central:
@@ -135,7 +141,7 @@ def prometheus_values(
             if runs is not None:  # each finished run's phases, for the report's long windows
                 rules[probe_phases.RUNS_GROUP] = runs
         hours = accounting_hours.hourly_rules(prometheus.duration_seconds(mon.federation_interval))
-        if hours is not None:  # the report's card-hours, an hour at a time (fleet/model/accounting_hours.py)
+        if hours is not None:  # the report's card-hours, an hour at a time (fleet/model/billing/accounting_hours.py)
             rules[accounting_hours.GROUP] = hours
         prices = dashboards.price_rules(fleet)  # what the dashboards' cost panels join on
         if prices:
@@ -165,7 +171,7 @@ def prometheus_values(
         },
         "kube-state-metrics": {"resources": KSM_REQUESTS},
         # The node exporter needs the host's network, PID namespace and root: it runs with the other node agents.
-        # its requests are what the model counts on every node (fleet/model/node_agents.py)
+        # its requests are what the model counts on every node (fleet/model/placement/node_agents.py)
         "prometheus-node-exporter": {"namespaceOverride": NODE_AGENTS_NS, "resources": NODE_EXPORTER_RESOURCES},
     }
     # what an existing cluster's site already runs (policy: site_provides): kube-prometheus-stack 79.5.0 installs

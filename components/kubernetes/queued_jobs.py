@@ -7,11 +7,11 @@ mtail sidecar, the workload) with three differences, all from how Kueue 0.19.2 d
   sets ``spec.managedBy: kueue.x-k8s.io/multikueue`` (pkg/controller/jobs/job/job_webhook.go ``Default``:
   ``ApplyDefaultForSuspend``, ``ApplyDefaultForManagedBy``), so it never runs there;
 * it names no pool: a worker that admits it adds its flavor's node selector and tolerations to the pods (the flavor of
-  the pool of its card). Its card is kept by ``card_affinity`` (fleet/model/queues.py, ``Fleet.queued_affinity``),
+  the pool of its card). Its card is kept by ``card_affinity`` (fleet/model/queues/, ``Fleet.queued_affinity``),
   which makes Kueue skip the other cards' flavors on every worker;
 * it does not know its cluster (no ``BENCHMARK_CLUSTER``, no ``cluster``/``cloud`` pod labels): its metrics get them
-  on the central from the federation job of the worker that ran it (fleet/model/prometheus.py, the central sets
-  ``cluster`` and ``cloud`` on every federated sample), and its shell adds the driver directories of every pool it
+  on the central from the federation job of the worker that ran it (fleet/model/monitoring/prometheus.py, the central
+  sets ``cluster`` and ``cloud`` on every federated sample), and its shell adds the driver directories of every pool it
   may land on (GKE's ``/usr/local/nvidia``; a directory a cloud lacks is skipped by the loader).
 
 MultiKueue copies the Job alone (its name, namespace, labels, annotations and spec; kueue v0.19.2
@@ -29,9 +29,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kubernetes.benchmark import _name, config_map_name, pod_spec, spec_hash
-from fleet.model import pod_contract
-from fleet.model.queues import QueuedJob
-from fleet.model.spec import Cluster, GpuPool, WorkloadJob
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.jobs import QueuedJob, WorkloadJob
+from fleet.model.core.pools import GpuPool
 
 # the fields of a queued Job that Kueue writes on the manager, which Pulumi neither sets nor diffs (as the queued
 # TrainJobs' own, components/kubernetes/queued_sweeps.py)

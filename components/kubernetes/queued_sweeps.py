@@ -30,10 +30,11 @@ import pulumi_kubernetes as k8s
 from components.kubernetes.benchmark import config_map_name, spec_hash
 from components.kubernetes.queued_jobs import union_driver_env
 from components.kubernetes.sweeps import TRAINER_API, runtime_spec, sweep_pod_spec, trainjob_name, workers_policy
-from fleet.model import pod_contract
-from fleet.model.queued_sweeps import POINT_LABEL, QUEUE_LABEL, QueuedPoint
-from fleet.model.spec import Cluster, GpuPool
-from fleet.model.sweeps import SweepPoint
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.jobs import QueuedPoint, SweepPoint
+from fleet.model.core.pools import GpuPool
+from fleet.model.queues.queued_sweeps import POINT_LABEL, QUEUE_LABEL
 
 
 def queued_point_labels(point: QueuedPoint) -> dict[str, str]:

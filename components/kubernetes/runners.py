@@ -40,9 +40,10 @@ import yaml
 from components.kubernetes.benchmark import driver_exports
 from components.kubernetes.images import helm_release, image
 from components.kubernetes.pod_monitor import pod_monitor
-from fleet.model import pod_contract
-from fleet.model.runners import Runner
-from fleet.model.spec import Cluster, GpuPool
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.jobs import Runner
+from fleet.model.core.pools import GpuPool
 
 RUNNER_METRICS_PORT = 9252
 RUNNER_METRICS_PORT_NAME = "metrics"

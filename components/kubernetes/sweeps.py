@@ -30,10 +30,10 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes.benchmark import config_maps, pod_labels, pod_spec, spec_hash
 from components.kubernetes.network_policy import network_policy
-from fleet.model import pod_contract
-from fleet.model.placement import own_pool_affinity
-from fleet.model.spec import Cluster, WorkloadJob
-from fleet.model.sweeps import SweepPoint
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.jobs import SweepPoint, WorkloadJob
+from fleet.model.placement.pods import own_pool_affinity
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 # The trainer step's container and replicated job (kubeflow/trainer v2.3.0 pkg/constants Node; the JAX policy's

@@ -31,9 +31,10 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.kubernetes.images import helm_release
-from fleet.model import pod_contract
-from fleet.model.spec import Cluster, GpuPool
-from fleet.model.sweeps import SweepPoint
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.jobs import SweepPoint
+from fleet.model.core.pools import GpuPool
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"  # v1beta1 is served but deprecated at 0.19.2 (CRD bases)
 # The frameworks Kueue manages here: TrainJob, and the JobSets it creates (kueue 0.19.2 integrations.frameworks).

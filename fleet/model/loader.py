@@ -1,7 +1,7 @@
 """The loader: ``policy/fleet.yaml`` checked against the catalogue and the workload folders, then resolved.
 
 ``load_fleet`` is the only way in: it reports every problem at once as ``FILE:LINE: key.path: message``
-(an ``InputError``) and otherwise returns an immutable ``Fleet`` (fleet/model/spec.py) in which every default is
+(an ``InputError``) and otherwise returns an immutable ``Fleet`` (fleet/model/core/fleet.py) in which every default is
 applied.
 """
 
@@ -10,23 +10,25 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from fleet.model.billing import workload_accounts
-from fleet.model.catalogue import CLOUDS, Catalogue, load_catalogue
-from fleet.model.checks import Checker
-from fleet.model.errors import InputError, Problem, did_you_mean
-from fleet.model.placement import placement_problems
-from fleet.model.probes import resolve_probe
-from fleet.model.queued_sweeps import with_queued_sweeps
-from fleet.model.queues import resolve
-from fleet.model.registry import workload_image_problems, workload_in_registry
-from fleet.model.runners import resolve_runner
-from fleet.model.sharing import resolve_sharing
-from fleet.model.spec import Cluster, Fleet, GpuPool, SystemPoolSpec
-from fleet.model.spec_schema import FleetFile
-from fleet.model.sweeps import plan_cluster
-from fleet.model.validation import validate_document
-from fleet.model.workloads import WORKLOADS_DIR, Workload, load_probe_workload, load_workloads
-from fleet.model.yaml_source import YamlDocument, read_yaml
+from fleet.model.billing.accounts import workload_accounts
+from fleet.model.core.catalogue import CLOUDS, Catalogue, load_catalogue
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.errors import InputError, Problem, did_you_mean
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.pools import GpuPool, SystemPoolSpec
+from fleet.model.core.registry import workload_image_problems, workload_in_registry
+from fleet.model.core.validation import validate_document
+from fleet.model.core.workloads import WORKLOADS_DIR, Workload, load_probe_workload, load_workloads
+from fleet.model.core.yaml_source import YamlDocument, read_yaml
+from fleet.model.placement.pods import placement_problems
+from fleet.model.policy_file.checks import Checker
+from fleet.model.policy_file.schema import FleetFile
+from fleet.model.probes.resolve import resolve_probe
+from fleet.model.queues.dispatch import resolve
+from fleet.model.queues.queued_sweeps import with_queued_sweeps
+from fleet.model.runners.resolve import resolve_runner
+from fleet.model.sharing.resolve import resolve_sharing
+from fleet.model.sweeps.plan import plan_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_FILE = ROOT / "policy" / "fleet.yaml"
@@ -52,7 +54,7 @@ def _resolve(
                 min_nodes = pool.min_nodes if pool.min_nodes is not None else floor
                 pools.append(
                     GpuPool(
-                        sharing=resolve_sharing(pool, offer),
+                        sharing=resolve_sharing(pool.sharing, offer),
                         card=card,
                         accelerator=acc,
                         offer=offer,
@@ -61,7 +63,7 @@ def _resolve(
                         max_nodes=pool.max_nodes if pool.max_nodes is not None else defaults.gpu_pool.max_nodes,
                         spot=pool.spot if pool.spot is not None else defaults.gpu_pool.spot,
                         cloud_facts=facts,
-                        probe=resolve_probe(pool, defaults.probe, min_nodes, probe),
+                        probe=resolve_probe(pool.probe, defaults.probe, min_nodes, probe),
                     )
                 )
             system = settings.system_pool or defaults.system_pool
@@ -169,7 +171,8 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
                 str(workloads[probe.name].folder / "workload.yaml"),
                 1,
                 "name",
-                f"{probe.name!r} is the fleet's own pool probe (fleet/model/probe): give the workload another name",
+                f"{probe.name!r} is the fleet's own pool probe (fleet/model/probes/probe): give the workload another "
+                "name",
             )
         )
     catalogue = load_catalogue()
@@ -194,7 +197,7 @@ def load_fleet(path: Path | str = POLICY_FILE, workloads_dir: Path = WORKLOADS_D
     if spec.queues is not None:
         fleet = dataclasses.replace(fleet, dispatch=resolve(spec.queues, checker.offered(), catalogue))
         fleet = with_queued_sweeps(fleet, doc)  # a point no worker of its queue holds: InputError
-    # every pod the fleet runs must land on its own pool and fit a node of it (fleet/model/placement.py)
+    # every pod the fleet runs must land on its own pool and fit a node of it (fleet/model/placement/pods.py)
     misplaced = placement_problems(fleet, doc)
     if misplaced:
         raise InputError(misplaced)

@@ -13,8 +13,8 @@ import pulumi
 from pulumi.runtime.config import is_config_secret
 
 from components.settings import ComponentSettings
-from fleet.model.errors import InputError, Problem, format_path
-from fleet.model.stack_settings import (
+from fleet.model.core.errors import InputError, Problem, format_path
+from fleet.model.core.stack_settings import (
     CONFIG_NAMESPACE,
     PLAIN_KINDS,
     SECRET_MAP_VALUES,
@@ -25,7 +25,7 @@ from fleet.model.stack_settings import (
     plain_secret_message,
     unset_value,
 )
-from fleet.model.yaml_source import read_yaml
+from fleet.model.core.yaml_source import read_yaml
 from fleet.program.stack_config import SECRET_PLACEHOLDER, plain_leaves
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,12 +86,12 @@ def plain_in_stack_file(key: str, file_config: dict[str, Any] | None = None) -> 
 class StackSettings(ComponentSettings):
     """What a stack's config file says beyond the policy file (site-specific, per stack), as the components take it
     (``components.settings.ComponentSettings``: one field per setting declared in
-    ``fleet.model.stack_settings.STACK_SETTINGS``), read from the current stack's config by ``read``."""
+    ``fleet.model.core.stack_settings.STACK_SETTINGS``), read from the current stack's config by ``read``."""
 
     @staticmethod
     def read() -> StackSettings:
-        """Read every declared ``gpu-fleet:*`` setting (``fleet.model.stack_settings.STACK_SETTINGS``) of the current
-        stack into its field; every problem at once as an ``InputError``."""
+        """Read every declared ``gpu-fleet:*`` setting (``fleet.model.core.stack_settings.STACK_SETTINGS``) of the
+        current stack into its field; every problem at once as an ``InputError``."""
         cfg = pulumi.Config(CONFIG_NAMESPACE)
         file_config = stack_file_config()  # read once: every secret setting looks for plain parts in it
         problems: list[Problem] = []

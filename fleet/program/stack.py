@@ -29,16 +29,17 @@ from components.kubernetes.runners import GitLabRunners
 from components.kubernetes.sweeps import SweepJobs
 from components.kubernetes.training import KUEUE_VISIBILITY_PORT
 from components.kubernetes.training import WEBHOOK_PORT as TRAINING_WEBHOOK_PORT
-from fleet.model.benchmark_queue import queued_pools
-from fleet.model.clouds import cloud_rules
-from fleet.model.errors import InputError
+from fleet.model.benchmark_queue.quotas import queued_pools
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.clusters import Cluster, pool_resource_name
+from fleet.model.core.errors import InputError
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.stack_settings import storage_class_missing
+from fleet.model.core.workloads import WORKLOADS_DIR
+from fleet.model.core.yaml_source import read_yaml
 from fleet.model.loader import POLICY_FILE, load_fleet_cached
-from fleet.model.queued_sweeps import queue_quota
-from fleet.model.queues import managed_by_problem
-from fleet.model.spec import Cluster, Fleet, pool_resource_name
-from fleet.model.stack_settings import storage_class_missing
-from fleet.model.workloads import WORKLOADS_DIR
-from fleet.model.yaml_source import read_yaml
+from fleet.model.queues.checks import managed_by_problem
+from fleet.model.queues.queued_sweeps import queue_quota
 from fleet.program.settings import CONFIG_NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem
 
 
@@ -76,7 +77,7 @@ def kueue_supported(cluster: Cluster, settings: StackSettings) -> bool:
 
 
 def queues_benchmarks(fleet: Fleet, cluster: Cluster, settings: StackSettings) -> bool:
-    """Whether the cluster's benchmark Jobs wait their turn in its Kueue (fleet/model/benchmark_queue.py): wherever it
+    """Whether the cluster's benchmark Jobs wait their turn in its Kueue (fleet/model/benchmark_queue/): wherever it
     runs any and Kueue can run. Below Kubernetes 1.29 they start at once, as before, with a warning; sweeps and the
     fleet's queues are refused there instead (``check_kueue_version``)."""
     if not fleet.workload_jobs(cluster):
@@ -108,7 +109,7 @@ def check_kueue_version(fleet: Fleet, cluster: Cluster, settings: StackSettings)
 
 
 def check_manager_version(fleet: Fleet, cluster: Cluster, settings: StackSettings) -> None:
-    """Refuse a queues' manager whose Kubernetes drops a Job's ``managedBy`` (fleet/model/queues.py
+    """Refuse a queues' manager whose Kubernetes drops a Job's ``managedBy`` (fleet/model/queues/
     ``managed_by_problem``; ``validate`` says the same, fleet/tools/checks/stack_checks.py)."""
     text, magnum = _kubernetes_version(cluster, settings)
     problem = managed_by_problem(cluster.name, tag_minor(text), text)

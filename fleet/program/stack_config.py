@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fleet.model.errors import InputError, Problem
-from fleet.model.yaml_source import read_yaml
+from fleet.model.core.errors import InputError, Problem
+from fleet.model.core.yaml_source import read_yaml
 
 STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
 SECRET_PLACEHOLDER = "offline-plan-secret-placeholder"

@@ -1,7 +1,7 @@
 """GPU accounting in the report: per billing account and pool, the card-hours billed, used, idle and lost to
 preemption in the window, and what they cost.
 
-The leaves record cards at each evaluation (fleet/model/accounting.py) and the central federates them every
+The leaves record cards at each evaluation (fleet/model/billing/accounting.py) and the central federates them every
 ``monitoring.federation_interval``; the report integrates each record over the window as a subquery at that
 resolution: ``sum_over_time(x[window:resolution]) * resolution / 3600`` card-hours. Who pays what: each account pays
 the card-hours its workloads used, and the pool's owner (the cluster's account) also pays the idle ones, so the
@@ -9,8 +9,8 @@ accounts' costs add up to what the cloud bills. Card-hours lost to preemption ar
 with their node (``gpufleet:pod_preempted``): already in "used", shown apart.
 
 Over a window of ``HOURLY_FROM`` or more, billed, used and idle come from the central's hourly records
-(fleet/model/accounting_hours.py) instead: the sum of the records whose hour lies wholly in the window, plus the exact
-integral of the minutes they do not cover (between the window's start and the first such hour, and after the last
+(fleet/model/billing/accounting_hours.py) instead: the sum of the records whose hour lies wholly in the window, plus the
+exact integral of the minutes they do not cover (between the window's start and the first such hour, and after the last
 record to the window's end). That is the same sum of the same points as the exact integral as long as the central
 evaluated its hourly group every hour of the window; an hour whose evaluation was missed (the central down at that
 instant), and the hours before the rules were deployed (beyond the window's first hour), count nothing.
@@ -23,9 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.model import accounting_hours
-from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED
-from fleet.model.spec import Fleet, GpuPool
+from fleet.model.billing import accounting_hours
+from fleet.model.billing.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.pools import GpuPool
 from fleet.report.costs import PriceEntry, PriceTable
 from fleet.report.queries import Window, escape_label_value, time_chunks
 

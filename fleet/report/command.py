@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from fleet.model.core.workloads import Workload, load_workloads
 from fleet.model.loader import load_fleet
-from fleet.model.workloads import Workload, load_workloads
 from fleet.report.costs import load_prices
 from fleet.report.gather import count_queries, gather
 from fleet.report.model import Report

@@ -1,4 +1,4 @@
-"""What a benchmark result costs: the arithmetic on the price table (fleet/model/prices.py, ``prices.yaml``).
+"""What a benchmark result costs: the arithmetic on the price table (fleet/model/billing/prices.py, ``prices.yaml``).
 
 Costs are shown to two significant digits. Cost per result = machine price per hour x the share of the machine the
 benchmark pod occupies (GPUs it requests / GPUs on the machine) x the GPU time per result (observed pod time /
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from fleet.model.prices import (  # noqa: F401  (the report's names for the price table)
+from fleet.model.billing.prices import (  # noqa: F401  (the report's names for the price table)
     PRICES_FILE,
     Machine,
     PriceEntry,

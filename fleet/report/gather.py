@@ -9,9 +9,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
-from fleet.model.prometheus import duration_seconds
-from fleet.model.spec import Fleet
-from fleet.model.workloads import Workload
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.workloads import Workload
+from fleet.model.monitoring.prometheus import duration_seconds
 from fleet.report.accounting import accounting_queries, accounting_rows, lost_query
 from fleet.report.costs import PriceTable, machine_for, machine_share
 from fleet.report.model import Card, CardRow, Report, WorkloadSection

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.model.probe_phases import PHASE_RUN_RECORD, RECORDED_AFTER_COMPLETION, SETTLED_AFTER
+from fleet.model.probes.probe_phases import PHASE_RUN_RECORD, RECORDED_AFTER_COMPLETION, SETTLED_AFTER
 from fleet.report.probes import SETTLED_FROM
 
 SUMMARY_NOTE = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fleet.model.workloads import Workload
+from fleet.model.core.workloads import Workload
 from fleet.report.accounting import AccountRow
 from fleet.report.costs import Machine, PriceEntry, PriceTable, cost_per_result, per_result
 from fleet.report.probes import PhaseRow, ProbeRow

@@ -1,13 +1,13 @@
-"""Time to first accelerator: the pool probes' runs in the report window (fleet/model/probe), per pool.
+"""Time to first accelerator: the pool probes' runs in the report window (fleet/model/probes/probe), per pool.
 
 Each probed pool writes one series per probe metric (the PodMonitor drops the probe pod's own labels), so the report
 reads the raw samples of the window (``metric[window]``) and tells the runs apart by their start time
 (``gpufleet_probe_last_run_timestamp_seconds``): a run is scraped several times while its pod lingers, and each
 scrape of a run carries the same start time. Success and wait of a run are the samples scraped with it.
 
-The wait by phase comes from the leaves' ``gpufleet:probe_phase_seconds`` (fleet/model/probe_phases.py), one series
-per phase of each run's probe pod: :func:`phase_queries` asks Prometheus for each pool's runs and its median and worst
-per phase.
+The wait by phase comes from the leaves' ``gpufleet:probe_phase_seconds`` (fleet/model/probes/probe_phases.py), one
+series per phase of each run's probe pod: :func:`phase_queries` asks Prometheus for each pool's runs and its median and
+worst per phase.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.model.pod_contract import PROBE_METRICS
-from fleet.model.probe_phases import (
+from fleet.model.core.pod_contract import PROBE_METRICS
+from fleet.model.probes.probe_phases import (
     PHASE_RECORD,
     PHASE_RUN_RECORD,
     PHASES,
@@ -112,8 +112,8 @@ def pool_waits(rows: list[ProbeRow]) -> dict[Card, float]:
 
 @dataclass
 class PhaseRow:
-    """A pool's probe runs in the window split into phases (fleet/model/probe_phases.py): how many runs, and per phase
-    the median and the worst over the runs (each run's last value of the phase)."""
+    """A pool's probe runs in the window split into phases (fleet/model/probes/probe_phases.py): how many runs, and per
+    phase the median and the worst over the runs (each run's last value of the phase)."""
 
     cluster: str
     cloud: str
@@ -169,11 +169,12 @@ def records_cover(answer: list[dict[str, Any]], window: Window, step: float) -> 
 
 
 def settled_phase_queries(window: Window) -> dict[str, str]:
-    """The phase queries on the central's record of finished runs (fleet/model/probe_phases.py ``settled_run_rules``):
-    a few samples per pool and phase instead of a series per run. The records from ``SETTLED_AFTER`` after the
-    window's start to its end hold the runs whose phases were last recorded in the window up to ``SETTLED_AFTER``
-    before its end: the raw series' runs but the newest (recorded until 15 minutes after they completed, then settled
-    15 minutes later: those that completed in the window's last half hour or still ran at its end)."""
+    """The phase queries on the central's record of finished runs (fleet/model/probes/probe_phases.py
+    ``settled_run_rules``): a few samples per pool and phase instead of a series per run. The records from
+    ``SETTLED_AFTER`` after the window's start to its end hold the runs whose phases were last recorded in the window up
+    to ``SETTLED_AFTER`` before its end: the raw series' runs but the newest (recorded until 15 minutes after they
+    completed, then settled 15 minutes later: those that completed in the window's last half hour or still ran at its
+    end)."""
     span = f"[{max(1, round((window.seconds - SETTLED_AFTER) * 1000))}ms]"
     return {
         "runs": f"sum by (cluster, cloud, gpu) (sum_over_time({SETTLED_RUNS_RECORD}{span}))",

@@ -13,7 +13,7 @@ at its end, never as an instant value:
 * best: the best value any sample reached (``max_over_time`` or ``min_over_time`` by the headline's direction);
 * runs: the workload's run counter (chosen by :func:`runs_counter`), per pod the highest value in the
   window (``max_over_time``: mtail's counters start at 0 in every pod), summed over the pods;
-* GPU utilisation and energy: the leaf's GPU recording rules (fleet/model/prometheus.py), per benchmark pod,
+* GPU utilisation and energy: the leaf's GPU recording rules (fleet/model/monitoring/prometheus.py), per benchmark pod,
   joined on (cluster, namespace, pod) with the pods of the benchmark; the mean utilisation over the
   pod's life and the energy ``increase()`` over the window. Those records carry no workload (one series per GPU pod
   of the fleet: over 180 days of 200 clusters, over half a million), so one query each serves every workload of the
@@ -38,8 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.model.prometheus import GPU_RECORDING_RULES, duration_seconds
-from fleet.model.workloads import WorkloadSpec, runs_counter
+from fleet.model.core.workloads import WorkloadSpec, runs_counter
+from fleet.model.monitoring.prometheus import GPU_RECORDING_RULES, duration_seconds
 from fleet.report.prometheus_api import MAX_POINTS_PER_SERIES
 
 #: A card of the report: the labels every benchmark series has once federated.

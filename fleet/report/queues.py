@@ -3,7 +3,7 @@ admission and then for their pods to run, and how many spilled past the queue's 
 
 Read on the central, which is the manager and scrapes its Kueue, and federates each worker's Kueue
 (components/kubernetes/kueue_metrics.py ``kueue_metrics_scrape``, components/kubernetes/federation.py
-``federated_selectors``). The metrics, kueue v0.19.2 pkg/metrics/metrics.go (fleet/model/queues.py says more):
+``federated_selectors``). The metrics, kueue v0.19.2 pkg/metrics/metrics.go (fleet/model/queues/ says more):
 
 * ``multikueue_workloads_admitted_total{cluster_queue, cluster}`` on the manager: a workload admitted by the worker
   ``cluster`` (the MultiKueueCluster's name, which the fleet makes the cluster's name), counted when the manager's
@@ -29,9 +29,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.model import pod_contract
-from fleet.model.queues import ADMISSION_WAIT_METRIC, START_WAIT_METRIC
-from fleet.model.spec import Fleet
+from fleet.model.core import pod_contract
+from fleet.model.core.fleet import Fleet
+from fleet.model.queues.settings import ADMISSION_WAIT_METRIC, START_WAIT_METRIC
 from fleet.report.queries import Window
 
 ADMITTED = "multikueue_workloads_admitted_total"

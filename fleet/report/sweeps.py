@@ -10,7 +10,7 @@ one pod only grows), sums a worker's attempts, and for each (cluster, card, acce
   of accelerator counts (1 is linear scaling);
 * restarts: the highest restart attempt seen (0: the job never restarted);
 * cost per epoch: time per epoch x the machine's hourly price x the job's nodes (the sweep point's machine and
-  node count from the policy, fleet/model/sweeps.py; spot or on-demand as its pool).
+  node count from the policy, fleet/model/sweeps/; spot or on-demand as its pool).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.model.spec import Fleet
-from fleet.model.workloads import Workload
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.workloads import Workload
 from fleet.report.costs import PriceEntry, PriceTable
 from fleet.report.queries import Window, selector
 

@@ -3,8 +3,8 @@ the fleet's tables (probes, phases, CI runners, accounting, queues), the sweeps'
 
 from __future__ import annotations
 
-from fleet.model.probe_phases import PHASES
-from fleet.model.workloads import Workload
+from fleet.model.core.workloads import Workload
+from fleet.model.probes.probe_phases import PHASES
 from fleet.report.accounting import AccountRow
 from fleet.report.costs import PriceEntry, approximate
 from fleet.report.formatting import MISSING, fmt, fmt_count

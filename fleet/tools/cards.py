@@ -1,9 +1,9 @@
 """``python -m fleet cards``: the accelerator catalogue as a table, one row per machine that carries a card, with its
 hourly price from the price table (like SkyPilot's ``sky show-gpus``).
 
-The machines are the catalogue's (fleet/model/catalogue.yaml: each offer's machine and its other sizes); the prices
-the price table's (fleet/model/prices.yaml), dated observations for one region each. A machine the table does not price
-says so; a retired offer is shown only with ``--retired``, with its date and alternatives.
+The machines are the catalogue's (fleet/model/core/catalogue.yaml: each offer's machine and its other sizes); the prices
+the price table's (fleet/model/prices.yaml), dated observations for one region each. A machine the table does
+not price says so; a retired offer is shown only with ``--retired``, with its date and alternatives.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from fleet.model.catalogue import CATALOGUE_FILE, Catalogue
-from fleet.model.errors import InputError, Problem
-from fleet.model.prices import PriceTable
+from fleet.model.billing.prices import PriceTable
+from fleet.model.core.catalogue import CATALOGUE_FILE, Catalogue
+from fleet.model.core.errors import InputError, Problem
 from fleet.report.costs import approximate
 
 UNKNOWN = "unknown"

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fleet.model.catalogue import CLOUDS
-from fleet.model.errors import InputError
+from fleet.model.core.catalogue import CLOUDS
+from fleet.model.core.errors import InputError
+from fleet.model.core.workloads import WORKLOADS_DIR
 from fleet.model.loader import POLICY_FILE, ROOT
-from fleet.model.workloads import WORKLOADS_DIR
 from fleet.program.stack_config import STACKS_DIR
 from fleet.tools.commands import EXIT_BAD_INPUT
 from fleet.tools.commands.affected import cmd_affected
@@ -28,7 +28,7 @@ from fleet.tools.commands.live import cmd_doctor, cmd_report
 from fleet.tools.commands.planning import cmd_plan, cmd_render, cmd_validate
 from fleet.tools.commands.schema import cmd_schema
 
-PRICES_FILE = Path(__file__).resolve().parents[1] / "model" / "prices.yaml"  # fleet.model.prices.PRICES_FILE
+PRICES_FILE = Path(__file__).resolve().parents[1] / "model" / "prices.yaml"  # fleet.model.billing.prices.PRICES_FILE
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what shells report for a writer whose reader closed the pipe
 
 
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """The arguments; an unknown option is an error of its subcommand, with the near miss among its options."""
-    from fleet.model.errors import did_you_mean
+    from fleet.model.core.errors import did_you_mean
 
     args, extra = parser.parse_known_args(argv)
     if extra:

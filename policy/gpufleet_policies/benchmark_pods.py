@@ -7,11 +7,10 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from fleet.model import pod_contract
-from fleet.model.queued_sweeps import POINT_LABEL, QUEUE_LABEL, QueuedPoint
-from fleet.model.queues import QueuedJob
-from fleet.model.spec import GpuPool
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL
+from fleet.model.core import pod_contract
+from fleet.model.core.jobs import QueuedJob, QueuedPoint
+from fleet.model.core.pools import CARDS_PER_NODE_LABEL, GpuPool
+from fleet.model.queues.queued_sweeps import POINT_LABEL, QUEUE_LABEL
 
 from .registry import resource_policy
 from .resources import TRAINING_RUNTIME, all_containers, cluster_of, fleet, no_cluster, plain, pod_template, stack_of
@@ -19,7 +18,7 @@ from .resources import TRAINING_RUNTIME, all_containers, cluster_of, fleet, no_c
 JOB_TYPES = ("kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob")
 # a sweep job's workers are benchmark pods too (their TrainingRuntime holds the pod template)
 BENCHMARK_TYPES = (*JOB_TYPES, TRAINING_RUNTIME)
-# The pod contract the components build to (fleet/model/pod_contract.py, which both import).
+# The pod contract the components build to (fleet/model/core/pod_contract.py, which both import).
 QUEUED_METRIC_LABELS = ("workload", "gpu")
 
 
@@ -54,8 +53,8 @@ def _expected_pool(args: ResourceValidationArgs, template: dict[str, Any]) -> Gp
 
 
 def _queued(args: ResourceValidationArgs, template: dict[str, Any]) -> QueuedJob | QueuedPoint | None:
-    """The queued Job (fleet/model/queues.py) a Job of the queues' manager declares, labelled with its queue, for a
-    workload that names it, on one of its cards; or the queued sweep point (fleet/model/queued_sweeps.py) whose
+    """The queued Job (fleet/model/queues/) a Job of the queues' manager declares, labelled with its queue, for a
+    workload that names it, on one of its cards; or the queued sweep point (fleet/model/queues/queued_sweeps.py) whose
     TrainingRuntime the manager or a worker that holds it declares; None for any other resource."""
     dispatch = fleet().dispatch
     if dispatch is not None and args.resource_type == TRAINING_RUNTIME:
@@ -138,7 +137,7 @@ def _validate_bench_placement(args: ResourceValidationArgs, report: ReportViolat
             report(
                 f"queued benchmark {args.name!r} must name no pool (the worker that admits it adds its flavor's node "
                 f"selector and tolerations) and keep its card {queued.card} by the affinity Fleet.queued_affinity "
-                "or, for a sweep point, Fleet.queued_point_affinity (fleet/model/queues.py card_affinity); build it "
+                "or, for a sweep point, Fleet.queued_point_affinity (fleet/model/queues/ card_affinity); build it "
                 "with components/kubernetes/queued_jobs.py or queued_sweeps.py"
             )
         return

@@ -1,4 +1,4 @@
-"""The benchmark queue (fleet/model/benchmark_queue.py): where a stack has one, every benchmark and probe Job names it,
+"""The benchmark queue (fleet/model/benchmark_queue/): where a stack has one, every benchmark and probe Job names it,
 it holds a flavor of each card pool they run on with the pool's node selector and capacity, each benchmark namespace
 has its LocalQueue, and Kueue runs there; a Job naming the queue on a stack without it would never start."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from fleet.model import pod_contract
-from fleet.model.benchmark_queue import flavor_quota, queued_pools
+from fleet.model.benchmark_queue.quotas import flavor_quota, queued_pools
+from fleet.model.core import pod_contract
 
 from .benchmark_pods import JOB_TYPES
 from .queues import KUEUE

@@ -7,7 +7,7 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 
 from .benchmark_pods import JOB_TYPES
 from .registry import stack_policy

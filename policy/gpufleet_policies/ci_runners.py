@@ -1,6 +1,6 @@
 """GitLab CI runners (Helm releases of the gitlab-runner chart): the CI jobs they start run on the card's CI pool
-(fleet/model/ci_pools.py), tolerate its taints, request its card, and have cpu and memory limits, as benchmark pods
-do; and no other pod but the node agents tolerates the CI taint, so a benchmark never shares a node with a CI job.
+(fleet/model/runners/ci_pools.py), tolerate its taints, request its card, and have cpu and memory limits, as benchmark
+pods do; and no other pod but the node agents tolerates the CI taint, so a benchmark never shares a node with a CI job.
 
 The job pods are made by the runner, not by Pulumi, so the pack checks what makes them: the ``[[runners]]`` TOML in
 the release's ``runners.config`` (components/kubernetes/runners.py writes it).
@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from fleet.model import pod_contract
-from fleet.model.ci_pools import CI_TAINT
-from fleet.model.quantity import parse_quantity
+from fleet.model.core import pod_contract
+from fleet.model.core.quantity import parse_quantity
+from fleet.model.core.taints import CI_TAINT
 
 from .registry import resource_policy
 from .resources import HELM_RELEASE, cluster_of, fleet, plain, pod_of, release_chart, subject

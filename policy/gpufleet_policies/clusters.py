@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from fleet.model.clouds import cluster_types
-from fleet.model.clouds.eks_iam import BOUNDARY_NAME
+from fleet.model.core.clouds import cluster_types
+from fleet.model.core.clouds.eks_iam import BOUNDARY_NAME
 
 from .registry import resource_policy
 
@@ -37,6 +37,6 @@ def _validate_role_boundary(args: ResourceValidationArgs, report: ReportViolatio
     if not isinstance(boundary, str) or not boundary.endswith(f":policy/{BOUNDARY_NAME}"):
         report(
             f"IAM role {args.name!r} has no permissions boundary {BOUNDARY_NAME!r} (it has {boundary!r}): set "
-            "permissions_boundary=boundary_arn(...) (fleet/model/clouds/eks_iam.py); the deploy role may create a "
+            "permissions_boundary=boundary_arn(...) (fleet/model/core/clouds/eks_iam.py); the deploy role may create a "
             "role only with it"
         )

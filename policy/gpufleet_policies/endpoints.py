@@ -8,8 +8,8 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from fleet.model.clouds import api_endpoint_readers
-from fleet.model.stack_settings import open_to_all
+from fleet.model.core.clouds import api_endpoint_readers
+from fleet.model.core.clouds.rules import open_to_all
 
 from .registry import ADVISORY, resource_policy
 from .resources import plain, stack_of, subject
@@ -36,7 +36,7 @@ def _validate_load_balancer(args: ResourceValidationArgs, report: ReportViolatio
 
 def _api_open(resource_type: str, props: dict[str, Any]) -> bool | None:
     """Whether a cluster's API endpoint admits every address (None: not a resource that decides it); each cloud's
-    rules read their own resource (fleet/model/clouds/)."""
+    rules read their own resource (fleet/model/core/clouds/)."""
     rules = api_endpoint_readers().get(resource_type)
     return None if rules is None else rules.api_open(props)
 

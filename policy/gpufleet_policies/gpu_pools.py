@@ -6,12 +6,11 @@ from types import SimpleNamespace
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from fleet.model import pod_contract
-from fleet.model.ci_pools import CI_TAINT
-from fleet.model.clouds.rules import CloudRules, PoolView
-from fleet.model.pool_view import read_pool
-from fleet.model.spec import GpuPool
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL
+from fleet.model.core import pod_contract
+from fleet.model.core.clouds.pool_view import read_pool
+from fleet.model.core.clouds.rules import CloudRules, PoolView
+from fleet.model.core.pools import CARDS_PER_NODE_LABEL, GpuPool
+from fleet.model.core.taints import CI_TAINT
 
 from .registry import resource_policy
 from .resources import cluster_of, fleet, no_cluster, plain, stack_of

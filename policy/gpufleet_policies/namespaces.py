@@ -8,8 +8,8 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
-from fleet.model import pod_contract
-from fleet.model.pod_contract import CREDENTIAL_ADDRESSES
+from fleet.model.core import pod_contract
+from fleet.model.core.pod_contract import CREDENTIAL_ADDRESSES
 
 from .registry import resource_policy, stack_policy
 from .resources import plain

@@ -12,7 +12,7 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 
 from .registry import resource_policy
 from .resources import all_containers, fleet, plain, pod_of, subject

@@ -1,7 +1,7 @@
 """The pull-request preview identity holds only what a preview uses: named resources, dry runs only, and none of
-the rights ``fleet.model.preview_rights.REFUSED`` lists (a Secret's data, logs, proxies, tokens, exec, RBAC and
+the rights ``fleet.model.access.preview_rights.REFUSED`` lists (a Secret's data, logs, proxies, tokens, exec, RBAC and
 admission changes), judged over every Role, ClusterRole and binding of the stack as Kubernetes RBAC judges them
-(``fleet.model.rbac``: wildcards, aggregated ClusterRoles, subresources)."""
+(``fleet.model.access.rbac``: wildcards, aggregated ClusterRoles, subresources)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from fleet.model import preview_rights
-from fleet.model.rbac import RBAC_GROUP, Rbac, User
+from fleet.model.access import preview_rights
+from fleet.model.access.rbac import RBAC_GROUP, Rbac, User
 
 from .registry import stack_policy
 from .resources import plain
@@ -59,7 +59,7 @@ def previewer_problems(objects: list[tuple[str, dict[str, Any]]]) -> list[str]:
                 if "*" in (rule.get(key) or []):
                     problems.append(
                         f"{binding} gives the preview identity {name!r} a rule with {key} '*': name the "
-                        f"{key} a preview needs (fleet/model/preview_rights.py), as "
+                        f"{key} a preview needs (fleet/model/access/preview_rights.py), as "
                         f"{{apiGroups: [apps], resources: [deployments], verbs: [get, create, update, patch]}}"
                     )
             if rule.get("nonResourceURLs"):

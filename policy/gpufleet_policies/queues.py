@@ -8,11 +8,13 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from fleet.model import can_i, pod_contract
-from fleet.model.pod_contract import BENCHMARK_CLUSTER_QUEUE, is_sweep_cluster_queue
-from fleet.model.queued_sweeps import queue_quota
-from fleet.model.queues import WORKER_ACCOUNT, pool_capacity
-from fleet.model.rbac import RBAC_GROUP, Rbac, User
+from fleet.model.access import can_i
+from fleet.model.access.rbac import RBAC_GROUP, Rbac, User
+from fleet.model.core import pod_contract
+from fleet.model.core.pod_contract import BENCHMARK_CLUSTER_QUEUE, is_sweep_cluster_queue
+from fleet.model.queues.dispatch import pool_capacity
+from fleet.model.queues.queued_sweeps import queue_quota
+from fleet.model.queues.settings import WORKER_ACCOUNT
 
 from .registry import stack_policy
 from .resources import fleet, plain, stack_cluster
@@ -135,7 +137,7 @@ WORKER_WATCH_VERBS = frozenset({"list", "watch"})
 def worker_identity_problems(objects: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """What the queue manager's identity on a worker may do beyond dispatching, over ``(kind, object)`` pairs: a
     right outside the benchmarks namespace other than ``list``/``watch``, a wildcard, or any refused row of
-    fleet/model/can_i.yaml."""
+    fleet/model/access/can_i.yaml."""
     rbac = Rbac.of(objects)
     user = User.service_account(pod_contract.KUEUE_NAMESPACE, WORKER_ACCOUNT)
     problems = []
@@ -160,7 +162,7 @@ def worker_identity_problems(objects: list[tuple[str, dict[str, Any]]]) -> list[
             if granted_by:
                 problems.append(
                     f"the queue manager's identity may `{question.request.describe()}` (through {granted_by}); "
-                    "fleet/model/can_i.yaml says it must not"
+                    "fleet/model/access/can_i.yaml says it must not"
                 )
     return problems
 

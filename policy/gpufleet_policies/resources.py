@@ -15,9 +15,10 @@ from typing import Any
 from pulumi_policy import ResourceValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.workloads import WORKLOADS_DIR
 from fleet.model.loader import POLICY_FILE, load_fleet_cached
-from fleet.model.spec import Cluster, Fleet
-from fleet.model.workloads import WORKLOADS_DIR
 
 POLICY_ENV = "GPU_FLEET_POLICY"
 WORKLOADS_ENV = "GPU_FLEET_WORKLOADS"

@@ -14,8 +14,8 @@ from __future__ import annotations
 import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from fleet.model.clouds.eks import NODE_TEMPLATE, NODE_TEMPLATE_TAG_TYPE
-from fleet.model.spec import pool_resource_name
+from fleet.model.core.clouds.eks import NODE_TEMPLATE, NODE_TEMPLATE_TAG_TYPE
+from fleet.model.core.clusters import pool_resource_name
 
 from .gpu_pools import policy_pool
 from .registry import resource_policy

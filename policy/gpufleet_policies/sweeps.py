@@ -11,12 +11,13 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
-from fleet.model import pod_contract
-from fleet.model.pod_contract import TRAINJOB_NAME, max_trainjob_name
-from fleet.model.quantity import parse_quantity
-from fleet.model.queued_sweeps import QueuedPoint, runs_trainer
-from fleet.model.spec import Cluster
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.jobs import QueuedPoint
+from fleet.model.core.pod_contract import TRAINJOB_NAME, max_trainjob_name
+from fleet.model.core.pools import CARDS_PER_NODE_LABEL
+from fleet.model.core.quantity import parse_quantity
+from fleet.model.queues.queued_sweeps import runs_trainer
 
 from .registry import resource_policy, stack_policy
 from .resources import TRAIN_JOB, TRAINING_RUNTIME, fleet, plain, pod_template, release_charts, stack_cluster, stack_of

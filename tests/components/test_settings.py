@@ -1,4 +1,5 @@
-"""The settings the components take are made from the stack settings' declarations (fleet/model/stack_settings.py)."""
+"""The settings the components take are made from the stack settings' declarations
+(fleet/model/core/stack_settings.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import typing
 import pytest
 
 from components.settings import KIND_TYPES, SECRET_KINDS, ComponentSettings
-from fleet.model.stack_settings import STACK_SETTINGS, Kind, StackSetting, unset_value
+from fleet.model.core.stack_settings import STACK_SETTINGS, Kind, StackSetting, unset_value
 
 CONTEXT = {"secret_placeholder", "config_problem"}  # filled by the program, not read from the stack's config
 

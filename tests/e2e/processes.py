@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from fleet.model.pod_contract import mtail_args
+from fleet.model.core.pod_contract import mtail_args
 
 #: How long an end-to-end test waits for a process it started (to be ready, to answer, to finish) before calling it
 #: hung. An upper bound for a loaded machine, never a measure of speed: a working run goes on as soon as what it waits

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet.model.prometheus import BENCHMARK_LAST_SAMPLE_RULE, central_alert_rules, to_yaml
-from fleet.model.workloads import PROBE_DIR, MetricSpec
+from fleet.model.core.workloads import PROBE_DIR, MetricSpec
+from fleet.model.monitoring.prometheus import BENCHMARK_LAST_SAMPLE_RULE, central_alert_rules, to_yaml
 from tests.conftest import require_tool
 from tests.e2e.processes import PATIENCE_S
 

@@ -1,4 +1,4 @@
-"""The central's hourly card-hours (fleet/model/accounting_hours.py) and the report's sum of them
+"""The central's hourly card-hours (fleet/model/billing/accounting_hours.py) and the report's sum of them
 (fleet/report/accounting.py ``hourly_integral``) against real promtool and Prometheus.
 
 * ``promtool test rules``: an hour of minute records gives the hand-computed card-hours, and the hour's end.
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from fleet.model.accounting import BILLED, IDLE, USED
-from fleet.model.accounting_hours import HOUR_END, HOURLY, hourly_rules
+from fleet.model.billing.accounting import BILLED, IDLE, USED
+from fleet.model.billing.accounting_hours import HOUR_END, HOURLY, hourly_rules
 from fleet.report.accounting import KEYS, accounting_queries, exact_integral, hourly_integral
 from fleet.report.queries import Window
 from tests.conftest import require_tool

@@ -1,5 +1,5 @@
-"""The leaf's accounting rules (fleet/model/accounting.py) under ``promtool test rules``, on kube-state-metrics series
-written here minute by minute, with every expected value worked out by hand below.
+"""The leaf's accounting rules (fleet/model/billing/accounting.py) under ``promtool test rules``, on kube-state-metrics
+series written here minute by minute, with every expected value worked out by hand below.
 
 The cluster (its own policy text): a GKE cluster billed to ``physics`` with a T4 pool time-sliced in two and a whole
 L4 pool; the workload ``fitter`` is billed to ``theory``. One minute apart:
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.accounting import accounting_rules
+from fleet.model.billing.accounting import accounting_rules
 from fleet.model.loader import load_fleet
 from tests.conftest import FIXTURES
 from tests.e2e.support import ACCOUNTING_POLICY, promtool, write_yaml

@@ -1,5 +1,5 @@
-"""Every panel of the fleet's Grafana dashboards (fleet/model/dashboards.py) evaluated by a real Prometheus holding
-series of known values, with the labels federation gives them.
+"""Every panel of the fleet's Grafana dashboards (fleet/model/monitoring/dashboards.py) evaluated by a real Prometheus
+holding series of known values, with the labels federation gives them.
 
 The tests' own fleet (POLICY): one GKE cluster billed to ``physics`` with a T4, an L4 and a TPU pool and an L4 CI
 runner; ``tracker`` on both
@@ -31,14 +31,15 @@ from typing import Any
 import pytest
 
 from components.kubernetes.federation import federated_selectors
-from fleet.model.dashboards import CARD_PRICE, fleet_dashboards, placed_workloads, price_rules
-from fleet.model.grafana import PanelQuery, panel_queries
+from fleet.model.billing.prices import card_prices, load_prices
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.monitoring import Monitoring
+from fleet.model.core.workloads import Workload
 from fleet.model.loader import load_fleet
-from fleet.model.prices import card_prices, load_prices
-from fleet.model.prometheus import duration_seconds
-from fleet.model.spec import Cluster, Fleet
-from fleet.model.spec_schema import Monitoring
-from fleet.model.workloads import Workload
+from fleet.model.monitoring.dashboards import CARD_PRICE, fleet_dashboards, placed_workloads, price_rules
+from fleet.model.monitoring.grafana import PanelQuery, panel_queries
+from fleet.model.monitoring.prometheus import duration_seconds
 from tests.conftest import FIXTURES, require_tool
 from tests.e2e.processes import Prometheus, patience, wait_for
 from tests.e2e.support import blocks_from_openmetrics

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
 from fleet.model.loader import load_fleet
-from fleet.model.prometheus import FEDERATE_JOB_PREFIX
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.monitoring.prometheus import FEDERATE_JOB_PREFIX
 from fleet.tools.doctor.names import POD_MONITORS
 from fleet.tools.doctor.prometheus import prometheus_rows
 from fleet.tools.doctor.table import Row, exit_status, render_table
@@ -61,8 +62,8 @@ def pod_monitor_job(monitor: str, targets: dict[str, str]) -> dict[str, object]:
 
 
 def federation_job(leaf: Cluster, target: str) -> dict[str, object]:
-    """A federation job as the central has it (fleet/model/prometheus.py: its name, its target labels), scraping
-    ``target`` over plain HTTP instead of a leaf gateway."""
+    """A federation job as the central has it (fleet/model/monitoring/prometheus.py: its name, its target labels),
+    scraping ``target`` over plain HTTP instead of a leaf gateway."""
     return {
         "job_name": f"{FEDERATE_JOB_PREFIX}{leaf.name}",
         "static_configs": [{"targets": [target], "labels": {"cluster": leaf.name, "cloud": leaf.cloud}}],

@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from fleet.model.prometheus import (
+from fleet.model.core.workloads import MetricSpec
+from fleet.model.monitoring.prometheus import (
     BENCHMARK_LAST_SAMPLE_RULE,
     GPU_RECORDING_RULES,
     FederationTarget,
@@ -37,7 +38,6 @@ from fleet.model.prometheus import (
     match_selectors,
     to_yaml,
 )
-from fleet.model.workloads import MetricSpec
 from tests.conftest import require_tool
 from tests.e2e.processes import PATIENCE_S, Prometheus, TextExporter, free_port, patience
 from tests.e2e.support import Pki, make_pki

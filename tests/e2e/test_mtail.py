@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.pod_contract import mtail_args
-from fleet.model.workloads import WORKLOADS_DIR, load_workloads
+from fleet.model.core.pod_contract import mtail_args
+from fleet.model.core.workloads import WORKLOADS_DIR, load_workloads
 from tests.conftest import require_tool
 from tests.e2e.processes import PATIENCE_S
 from tests.e2e.support import QUIET, Series, one_shot, parse_prometheus, series

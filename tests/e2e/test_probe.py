@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.workloads import PROBE_DIR, load_workload
+from fleet.model.core.workloads import PROBE_DIR, load_workload
 from tests.conftest import require_tool
 from tests.e2e.support import one_shot, run_probe
 

@@ -1,5 +1,5 @@
-"""The central's probe alerts (fleet/model/rules/central-probe-alerts.yaml with the per-pool expectations) under
-``promtool test rules``, on federated probe series whose runs and thresholds are known, so every alert's time and
+"""The central's probe alerts (fleet/model/monitoring/rules/central-probe-alerts.yaml with the per-pool expectations)
+under ``promtool test rules``, on federated probe series whose runs and thresholds are known, so every alert's time and
 value is computed by hand below."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from fleet.model.probe_phases import PHASE_LAST_RECORD, PHASE_RECORD
-from fleet.model.prometheus import PROBE_STALE_RULE, ProbeExpectation, probe_alert_rules
+from fleet.model.monitoring.prometheus import PROBE_STALE_RULE, ProbeExpectation, probe_alert_rules
+from fleet.model.probes.probe_phases import PHASE_LAST_RECORD, PHASE_RECORD
 from tests.e2e.support import alert_annotations, no_alert, promtool, sel, write_yaml
 
 pytestmark = pytest.mark.e2e
@@ -34,7 +34,8 @@ T4_PHASES = {"node": 0, "device": 240, "containers": 50, "check": 10}
 
 
 def phase(pool: dict[str, str], name: str, seconds: int) -> dict[str, str]:
-    """A leaf's phase record of its pool's newest probe pod (fleet/model/probe_phases.py), federated at 10m and 15m."""
+    """A leaf's phase record of its pool's newest probe pod (fleet/model/probes/probe_phases.py), federated at 10m and
+    15m."""
     labels = {**pool, "pool": f"gpu-{pool['gpu']}", "phase": name, "namespace": "benchmarks", "pod": "probe-x-1"}
     return {"series": PHASE_RECORD + sel(labels), "values": f"_x2 {seconds}x1"}
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fleet.model.prometheus import (
+from fleet.model.monitoring.prometheus import (
     FederationTarget,
     central_alert_rules,
     central_prometheus_config,

@@ -39,10 +39,11 @@ from components.kubernetes.gateway import (
     server_name,
 )
 from components.kubernetes.prometheus_stack import PROMETHEUS_URL
-from fleet.model import accounting_hours, probe_phases
+from fleet.model.billing import accounting_hours
+from fleet.model.billing.prices import card_prices, load_prices
 from fleet.model.loader import POLICY_FILE, load_fleet
-from fleet.model.prices import card_prices, load_prices
-from fleet.model.prometheus import duration_seconds
+from fleet.model.monitoring.prometheus import duration_seconds
+from fleet.model.probes import probe_phases
 from fleet.tools.cli import main
 from tests.conftest import require_tool
 from tests.e2e.processes import (

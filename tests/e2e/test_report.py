@@ -6,12 +6,13 @@ The loopback fleet stands in for the central Prometheus after federation:
   the test appends the shipped ``workloads/<name>/sample.log`` (or its first results, so that cards differ)
   in chunks over a few seconds, as a running benchmark would;
 * a GPU exporter (a thread) serving the leaf GPU recording rules (``gpufleet:*``, names from
-  fleet/model/prometheus.py) for the benchmark pods of two of the three clusters, as federation delivers them;
-* one mtail per probed card with the pool probe's program (fleet/model/probe), fed by really running its probe.sh a
-  few times (a stand-in nvidia-smi, ``true`` or ``false``, decides whether the card answers: there is none here),
+  fleet/model/monitoring/prometheus.py) for the benchmark pods of two of the three clusters, as federation delivers
+  them;
+* one mtail per probed card with the pool probe's program (fleet/model/probes/probe), fed by really running its probe.sh
+  a few times (a stand-in nvidia-smi, ``true`` or ``false``, decides whether the card answers: there is none here),
   each run scraped before the next, as the probe's CronJob runs one pod at a time;
 * one ``prometheus`` scraping all of them every second: each mtail target carries the labels the
-  PodMonitor adds (``workload``, ``gpu``, ``cluster``, ``cloud``: fleet/model/pod_contract.py METRIC_LABELS,
+  PodMonitor adds (``workload``, ``gpu``, ``cluster``, ``cloud``: fleet/model/core/pod_contract.py METRIC_LABELS,
   plus the operator's ``namespace`` and ``pod``); the GPU job keeps the exporter's labels
   (``honor_labels``, as the central's federation jobs do).
 
@@ -48,9 +49,9 @@ from typing import Any
 import pytest
 
 from components.kubernetes.benchmark import PROBE_SERIES_RELABELINGS
-from fleet.model import pod_contract
-from fleet.model.prometheus import leaf_external_labels
-from fleet.model.workloads import PROBE_DIR, Workload, WorkloadSpec, load_workload, load_workloads
+from fleet.model.core import pod_contract
+from fleet.model.core.workloads import PROBE_DIR, Workload, WorkloadSpec, load_workload, load_workloads
+from fleet.model.monitoring.prometheus import leaf_external_labels
 from fleet.report.costs import approximate, load_prices
 from fleet.report.queries import GPU_ENERGY, GPU_UTILIZATION, runs_counter
 from tests.conftest import ROOT, require_tool

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from fleet.model.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED, accounting_rules
+from fleet.model.billing.accounting import BILLED, IDLE, POD_USED, PREEMPTED, USED, accounting_rules
 from fleet.model.loader import load_fleet
 from fleet.report import accounting, queries
 from fleet.report.costs import approximate, load_prices

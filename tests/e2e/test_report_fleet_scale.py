@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from fleet.model.workloads import load_workloads
+from fleet.model.core.workloads import load_workloads
 from fleet.report.costs import load_prices
 from fleet.report.gather import gather
 from fleet.report.progress import Progress

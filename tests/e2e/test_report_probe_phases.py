@@ -1,7 +1,7 @@
 """Time to first accelerator by phase, end to end: kube-state-metrics series of an hour whose probe phases are known,
-the leaf's probe phase rules (fleet/model/probe_phases.py) evaluated over them by promtool's rule backfill against a
-real Prometheus, then ``python -m fleet report``'s phase table, every median and worst by hand, and ``doctor``'s line
-per phase of each pool's last probe.
+the leaf's probe phase rules (fleet/model/probes/probe_phases.py) evaluated over them by promtool's rule backfill
+against a real Prometheus, then ``python -m fleet report``'s phase table, every median and worst by hand, and
+``doctor``'s line per phase of each pool's last probe.
 
 The cluster (its own policy) has a T4 pool (nodes labelled gpu=t4) and an L4 pool. Times from the hour's start, s:
 
@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from fleet.model.loader import load_fleet
-from fleet.model.probe_phases import (
+from fleet.model.probes.probe_phases import (
     PHASE_MEANING,
     PHASE_RECORD,
     PHASE_RUN_RECORD,
@@ -262,8 +262,8 @@ def test_doctor_says_when_no_probe_has_phases() -> None:
 
 
 def test_the_records_of_finished_runs_hold_each_run_once(phase_report: dict[str, Any]) -> None:
-    """The central's records (fleet/model/probe_phases.py ``settled_run_rules``) over the two hours: one sample per
-    run and phase, the runs counted once each (a's series stopped when b was bound, b's and c's 15 minutes after
+    """The central's records (fleet/model/probes/probe_phases.py ``settled_run_rules``) over the two hours: one sample
+    per run and phase, the runs counted once each (a's series stopped when b was bound, b's and c's 15 minutes after
     they completed), and the report's long-window queries on them give what the hour's raw series give."""
     end = SETTLED_END
     samples = at(phase_report, f"count_over_time({PHASE_RUN_RECORD}[{end}s])", end)

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from fleet.model.core.workloads import load_workloads
 from fleet.model.loader import load_fleet
-from fleet.model.workloads import load_workloads
 from fleet.report.costs import approximate, load_prices
 from fleet.report.formatting import fmt
 from tests.conftest import FIXTURES, ROOT, require_tool

@@ -1,5 +1,5 @@
-"""fleet/model/accounting.py: the kube-state-metrics labels the accounting rules join on, the node selector of each
-pool, the billing accounts (a cluster's, a workload's own) and a bad account refused."""
+"""fleet/model/billing/accounting.py: the kube-state-metrics labels the accounting rules join on, the node selector of
+each pool, the billing accounts (a cluster's, a workload's own) and a bad account refused."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.accounting import (
+from fleet.model.billing.accounting import (
     ACCOUNTING_RULES,
     accounting_rules,
     ksm_label,
@@ -15,7 +15,7 @@ from fleet.model.accounting import (
     metric_labels_allowlist,
     node_selector,
 )
-from fleet.model.errors import InputError
+from fleet.model.core.errors import InputError
 from fleet.model.loader import load_fleet
 from tests.helpers import FIXTURE_WORKLOADS
 

@@ -1,11 +1,11 @@
-"""fleet/model/benchmark_queue.py: the card pools of a cluster's benchmark queue, each at what it holds (slices of a
+"""fleet/model/benchmark_queue/: the card pools of a cluster's benchmark queue, each at what it holds (slices of a
 shared card counted), and how many Jobs of a kind it runs at once there."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from fleet.model.benchmark_queue import at_once, covered_resources, flavor_quota, queued_pools
+from fleet.model.benchmark_queue.quotas import at_once, covered_resources, flavor_quota, queued_pools
 from fleet.model.loader import load_fleet
 from tests.helpers import FIXTURE_WORKLOADS, write_policy
 

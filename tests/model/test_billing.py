@@ -1,5 +1,5 @@
-"""fleet/model/billing.py: a cluster's account, a workload's own on every cluster it runs on, each pool's accounts and
-every account of the fleet, on a fleet of the test's own."""
+"""fleet/model/billing/accounts.py: a cluster's account, a workload's own on every cluster it runs on, each pool's
+accounts and every account of the fleet, on a fleet of the test's own."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.billing import account_of, billed_apart, fleet_accounts, pool_accounts, workload_accounts
+from fleet.model.billing.accounts import account_of, billed_apart, fleet_accounts, pool_accounts, workload_accounts
+from fleet.model.core.fleet import Fleet
 from fleet.model.loader import load_fleet
-from fleet.model.spec import Fleet
 from tests.helpers import FIXTURE_WORKLOADS, queued, queued_workloads_dir
 
 POLICY = """\
@@ -83,7 +83,7 @@ def test_the_fleets_accounts_are_every_clusters_and_every_workloads_own(fleet: F
 
 
 def test_only_the_workloads_that_name_an_account_are_billed_apart():
-    from fleet.model.spec_schema import Placement
+    from fleet.model.policy_file.schema import Placement
 
     placements = {"a": Placement(gpus=["t4"]), "b": Placement(gpus=["t4"], billing_account="team-b")}
     assert workload_accounts(placements) == {"b": "team-b"}

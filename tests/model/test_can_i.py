@@ -1,11 +1,11 @@
-"""fleet/model/can_i.py: the can-i table loads, prints kubectl's commands, and refuses a malformed row."""
+"""fleet/model/access/can_i.py: the can-i table loads, prints kubectl's commands, and refuses a malformed row."""
 
 from __future__ import annotations
 
 import pytest
 
-from fleet.model import can_i
-from fleet.model.errors import InputError
+from fleet.model.access import can_i
+from fleet.model.core.errors import InputError
 
 
 def test_the_table_asks_both_identities_both_ways():

@@ -1,5 +1,5 @@
-"""Each cloud's rules live in fleet/model/clouds/: one object per cloud name of the catalogue, and no code outside the
-package compares a cloud's name."""
+"""Each cloud's rules live in fleet/model/core/clouds/: one object per cloud name of the catalogue, and no code outside
+the package compares a cloud's name."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import ast
 
 import pytest
 
-from fleet.model.catalogue import CLOUDS, Taint, load_catalogue
-from fleet.model.clouds import (
+from fleet.model.core.catalogue import CLOUDS, load_catalogue
+from fleet.model.core.clouds import (
     RULES,
     api_endpoint_readers,
     cloud_rules,
@@ -16,12 +16,12 @@ from fleet.model.clouds import (
     pool_readers,
     sweep_pool_clouds,
 )
-from fleet.model.clouds.rules import DoctorContext, taint_string, upper_effect
-from fleet.model.stack_settings import open_to_all
+from fleet.model.core.clouds.rules import DoctorContext, open_to_all, taint_string, upper_effect
+from fleet.model.core.taints import Taint
 from tests.conftest import ROOT
 
 SCANNED = ("fleet", "components", "policy", "benchmarks")
-CLOUDS_PACKAGE = ROOT / "fleet" / "model" / "clouds"
+CLOUDS_PACKAGE = ROOT / "fleet" / "model" / "core" / "clouds"
 
 
 def _names(node: ast.expr) -> set[str]:
@@ -53,7 +53,7 @@ def test_no_code_outside_the_clouds_package_compares_a_cloud_name() -> None:
                 continue
             for text in cloud_name_comparisons(ast.parse(path.read_text(encoding="utf-8"))):
                 found.append(f"{path.relative_to(ROOT)}: {text}")
-    assert not found, "ask the cloud's rules (fleet/model/clouds/) instead:\n" + "\n".join(found)
+    assert not found, "ask the cloud's rules (fleet/model/core/clouds/) instead:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize(

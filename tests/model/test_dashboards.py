@@ -1,5 +1,5 @@
-"""The Grafana dashboards built from the model (fleet/model/dashboards.py): what each holds for a fleet of its own,
-their form, and the sidecar facts they rely on in the pinned charts. Their queries are evaluated against a real
+"""The Grafana dashboards built from the model (fleet/model/monitoring/dashboards.py): what each holds for a fleet of
+its own, their form, and the sidecar facts they rely on in the pinned charts. Their queries are evaluated against a real
 Prometheus in tests/e2e/test_dashboards.py."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 import yaml
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
-from fleet.model import dashboards, grafana
+from fleet.model.billing.prices import card_prices, load_prices
+from fleet.model.core.fleet import Fleet
 from fleet.model.loader import load_fleet
-from fleet.model.prices import card_prices, load_prices
-from fleet.model.spec import Fleet
+from fleet.model.monitoring import dashboards, grafana
 from fleet.tools.checks.charts import CHART_CACHE_ENV
 from tests.conftest import FIXTURES, shared_data
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pydantic
 
-from fleet.model import spec_schema
-from fleet.model.stack_settings import STACK_SETTINGS
-from fleet.model.validation import PATTERN_WORDS, StrictModel
+from fleet.model.core.stack_settings import STACK_SETTINGS
+from fleet.model.core.validation import PATTERN_WORDS, StrictModel
+from fleet.model.policy_file import schema as spec_schema
 
 
 def undescribed(model: type[pydantic.BaseModel], seen: set[type] | None = None) -> list[str]:
@@ -63,7 +63,7 @@ def test_the_description_check_can_fail():
 
 
 def test_every_pattern_of_the_policy_file_is_said_in_words():
-    """A value that misses a pattern gets a message in words with an example (fleet/model/validation.py), never a
+    """A value that misses a pattern gets a message in words with an example (fleet/model/core/validation.py), never a
     regular expression, and the reference page shows the same words."""
 
     def patterns(node: Any) -> set[str]:

@@ -1,4 +1,4 @@
-"""EKS's IAM documents as data (fleet/model/clouds/eks_iam.py), without Pulumi: the partition of a region, managed
+"""EKS's IAM documents as data (fleet/model/core/clouds/eks_iam.py), without Pulumi: the partition of a region, managed
 policy ARNs, the trust of an IRSA role and what the cluster-autoscaler may write."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fleet.model.clouds import eks_iam
+from fleet.model.core.clouds import eks_iam
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,7 @@ def test_the_node_role_has_no_cni_policy() -> None:
 def test_the_deploy_role_shapes_roles_only_with_the_boundary_which_stays():
     import json
 
-    from fleet.model.clouds.eks_iam import BOUNDARY_ACTIONS, boundary_policy, deploy_iam_statements
+    from fleet.model.core.clouds.eks_iam import BOUNDARY_ACTIONS, boundary_policy, deploy_iam_statements
 
     statements = {s["Sid"]: s for s in deploy_iam_statements("aws", "123456789012")}
     boundary = "arn:aws:iam::123456789012:policy/gpu-fleet-boundary"

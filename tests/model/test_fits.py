@@ -1,10 +1,10 @@
-"""The one rule for "a pod fits this pool" (fleet/model/fits.py)."""
+"""The one rule for "a pod fits this pool" (fleet/model/core/fits.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fleet.model.fits import fits, more_than_a_machine, more_than_a_slice
+from fleet.model.core.fits import fits, more_than_a_machine, more_than_a_slice
 
 
 @pytest.mark.parametrize(

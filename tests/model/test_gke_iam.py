@@ -1,9 +1,10 @@
-"""fleet/model/clouds/gke_iam.py: the GCP deploy account acts only as node accounts; GitLab deploys from main only."""
+"""fleet/model/core/clouds/gke_iam.py: the GCP deploy account acts only as node accounts; GitLab deploys from main
+only."""
 
 from __future__ import annotations
 
 from components.clusters.gke import node_account_id
-from fleet.model.clouds.gke_iam import deploy_roles, gitlab_principal, node_accounts_condition
+from fleet.model.core.clouds.gke_iam import deploy_roles, gitlab_principal, node_accounts_condition
 
 POOL = "principal://iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/gpu-fleet"
 

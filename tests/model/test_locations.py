@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.catalogue import load_catalogue
+from fleet.model.core.catalogue import load_catalogue
 from fleet.tools.cli import main
 from tests.conftest import ROOT
 from tests.helpers import GOOD

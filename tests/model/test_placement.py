@@ -1,5 +1,5 @@
-"""Placement as a fact of the model (fleet/model/placement.py): a pod's requests counted as the scheduler counts them,
-nodes' allocatable by each cloud's published formula, the filter rules, and a policy whose pod fits no node of its
+"""Placement as a fact of the model (fleet/model/placement/pods.py): a pod's requests counted as the scheduler counts
+them, nodes' allocatable by each cloud's published formula, the filter rules, and a policy whose pod fits no node of its
 pool refused with the numbers, on fixture fleets of the tests' own."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.catalogue import GIB, MIB, Taint, load_catalogue
-from fleet.model.errors import InputError
+from fleet.model.core.catalogue import GIB, MIB, load_catalogue
+from fleet.model.core.errors import InputError
+from fleet.model.core.taints import Taint
 from fleet.model.loader import load_fleet
-from fleet.model.node_agents import DCGM_EXPORTER, DEVICE_PLUGIN, NODE_EXPORTER
-from fleet.model.placement import (
+from fleet.model.placement.node_agents import DCGM_EXPORTER, DEVICE_PLUGIN, NODE_EXPORTER
+from fleet.model.placement.pods import (
     AFFINITY_REASON,
     Node,
     PodToPlace,
@@ -185,7 +186,7 @@ def test_a_pod_another_pool_admits_is_misplaced():
 def test_a_pods_requests_are_counted_once_whatever_the_nodes_it_is_tried_on(monkeypatch):
     # A fleet of many clusters tries every pod on every node of its cluster: counting its requests once per node made
     # loading a 200-cluster policy (the report's start-up) several times slower (docs/performance.md, runs H to J).
-    import fleet.model.placement as placement
+    import fleet.model.placement.pods as placement
 
     counted = []
     real = placement.pod_requests

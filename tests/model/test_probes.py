@@ -1,5 +1,5 @@
-"""Pool probes in the model (fleet/model/spec.py, schedules.py): on where a pool scales to zero, per-pool settings,
-located errors for bad schedules and thresholds, and how long "no result" is normal."""
+"""Pool probes in the model (fleet/model/probes/, fleet/model/core/schedules.py): on where a pool scales to zero,
+per-pool settings, located errors for bad schedules and thresholds, and how long "no result" is normal."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.errors import InputError
+from fleet.model.core.errors import InputError
+from fleet.model.core.pod_contract import active_deadline_seconds
+from fleet.model.core.schedules import check_cron, longest_gap_seconds
+from fleet.model.core.workloads import PROBE_DIR, load_workload
 from fleet.model.loader import load_fleet
-from fleet.model.pod_contract import active_deadline_seconds
-from fleet.model.schedules import check_cron, longest_gap_seconds
-from fleet.model.workloads import PROBE_DIR, load_workload
 from tests.helpers import GOOD
 
 # The longest a probe's run may take: its Job's deadline.
@@ -222,6 +222,6 @@ def test_a_federation_interval_as_long_as_a_pods_linger_is_refused(tmp_path):
 )
 def test_a_taint_is_tolerated_as_kubernetes_decides(toleration, tolerated):
     """One implementation (catalogue.Taint.tolerated_by) serves the policy pack and fleet doctor."""
-    from fleet.model.catalogue import Taint
+    from fleet.model.core.taints import Taint
 
     assert Taint(key="nvidia.com/gpu", value="present").tolerated_by([toleration]) is tolerated

@@ -1,4 +1,5 @@
-"""Unit tests of fleet.model.prometheus: selectors, scrape jobs, web config, rules and the central prometheus.yml."""
+"""Unit tests of fleet.model.monitoring.prometheus: selectors, scrape jobs, web config, rules and the central
+prometheus.yml."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleet.model.prometheus import (
+from fleet.model.core.workloads import MetricSpec, Workload, WorkloadSpec
+from fleet.model.monitoring.prometheus import (
     BENCHMARK_LAST_SAMPLE_RULE,
     FEDERATE_JOB_PREFIX,
     GPU_RECORDING_RULES,
@@ -29,7 +31,6 @@ from fleet.model.prometheus import (
     to_yaml,
     workload_metrics,
 )
-from fleet.model.workloads import MetricSpec, Workload, WorkloadSpec
 
 GAUGE = MetricSpec(name="benchmark_events_per_second", type="gauge", help="events/s", labels=["stage"])
 HISTOGRAM = MetricSpec(name="benchmark_fit_seconds", type="histogram", help="fit time")
@@ -382,7 +383,7 @@ def test_yaml_round_trip_keeps_order_and_match_key() -> None:
 
 
 def test_probe_alert_rules_need_pools_once_each_and_wait_the_longest_silence_for_a_pool_never_seen() -> None:
-    from fleet.model.prometheus import ProbeExpectation, probe_alert_rules
+    from fleet.model.monitoring.prometheus import ProbeExpectation, probe_alert_rules
 
     daily = ProbeExpectation("alpha", "gcp", "t4", stale_after_seconds=90195.5, scale_up_alert_seconds=1200)
     with pytest.raises(ValueError, match="no probed pool"):

@@ -1,4 +1,4 @@
-"""Sweep points of a workload that names a queue (fleet/model/queued_sweeps.py): the shape each point takes, the
+"""Sweep points of a workload that names a queue (fleet/model/queues/queued_sweeps.py): the shape each point takes, the
 workers that hold it and on which pool, the flavor Kueue 0.19.2 gives its pods on each worker (its own pool's, and
 none where it cannot run), the pods placed as the workers run them, and the located error for a point no worker of
 its queue holds, as on a queue of a cloud that builds no sweep pools. The tests' own queued fleet (tests/helpers.py)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet.model.loader import load_fleet
-from fleet.model.placement import selector_matches
-from fleet.model.queues import pool_capacity
+from fleet.model.placement.pods import selector_matches
+from fleet.model.queues.dispatch import pool_capacity
 from tests.helpers import QUEUED, kueue_flavor, queued, queued_workloads_dir, refused_by_validate
 
 SWEPT = "workloads:\n  tracker: {gpus: all, queue: gpu}\n  sweeper: {gpus: [t4], scale: [1, 2, 4, 8, 16], queue: gpu}\n"
@@ -117,7 +117,7 @@ def test_a_passed_over_worker_whose_card_pool_quota_holds_the_point_is_warned_of
 def test_the_pods_a_worker_may_be_given_and_the_report_find_the_pool_of_each_point(tmp_path):
     """``validate`` places each point's pods as each worker that holds it runs them, and the scaling report prices a
     point from the pool of the worker that ran it (its metrics carry that worker's cluster)."""
-    from fleet.model.placement import fleet_pods
+    from fleet.model.placement.pods import fleet_pods
     from fleet.report.sweeps import _sweep_point
 
     fleet = load(tmp_path, queued(SWEPT))

@@ -1,6 +1,6 @@
-"""Workloads that name a queue (policy: ``workloads.<name>.queue``, fleet/model/queues.py and spec.py): their Jobs
-once on the manager, one per card of the queue the workload allows, none per cluster; the pods each worker may be
-given; the affinity that keeps a Job on its card whichever worker's flavor Kueue picks; and every workload that
+"""Workloads that name a queue (policy: ``workloads.<name>.queue``, fleet/model/queues/ and fleet/model/core/fleet.py):
+their Jobs once on the manager, one per card of the queue the workload allows, none per cluster; the pods each worker
+may be given; the affinity that keeps a Job on its card whichever worker's flavor Kueue picks; and every workload that
 cannot be dispatched refused with its line and the fix."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from fleet.model.core.pools import CARDS_PER_NODE_LABEL
 from fleet.model.loader import load_fleet
-from fleet.model.placement import selector_matches
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL
+from fleet.model.placement.pods import selector_matches
 from tests.helpers import QUEUED, QUEUED_TRACKER, kueue_flavor, queued, queued_workloads_dir, refused_by_validate
 
 

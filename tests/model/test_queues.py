@@ -1,4 +1,4 @@
-"""The fleet-wide queues of the policy (fleet/model/queues.py): resolved in the policy's order, and every policy that
+"""The fleet-wide queues of the policy (fleet/model/queues/): resolved in the policy's order, and every policy that
 cannot work refused with its file, line, key, the reason and the fix, exit 2."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import textwrap
 from pathlib import Path
 
 from fleet.model.loader import load_fleet
-from fleet.model.queues import SPILL_ALL, SPILL_ORDERED, quota
+from fleet.model.queues.dispatch import quota
+from fleet.model.queues.settings import SPILL_ALL, SPILL_ORDERED
 from fleet.tools.cli import main
 from tests.helpers import QUEUED
 
@@ -135,6 +136,6 @@ def test_the_shape_is_checked_with_lines(tmp_path, capsys):
     # the per-cluster sweeps' LocalQueues are sweeps-<pool>: a queue of that name would take a pool's points
     bad(tmp_path, capsys, QUEUED.replace("  tpu: {", "  sweeps-gpu-l4: {"),
         "queues.sweeps-gpu-l4: 'sweeps-gpu-l4' is taken by the scaling sweeps' own LocalQueues")  # fmt: skip
-    # every cluster that runs benchmarks has the LocalQueue benchmarks (fleet/model/benchmark_queue.py)
+    # every cluster that runs benchmarks has the LocalQueue benchmarks (fleet/model/benchmark_queue/)
     bad(tmp_path, capsys, QUEUED.replace("  tpu: {", "  benchmarks: {"),
         "queues.benchmarks: 'benchmarks' is taken by the benchmarks' own LocalQueue")  # fmt: skip

@@ -1,10 +1,10 @@
-"""fleet/model/rbac.py: Kubernetes RBAC decided on manifests as the API server's authorizer decides it."""
+"""fleet/model/access/rbac.py: Kubernetes RBAC decided on manifests as the API server's authorizer decides it."""
 
 from __future__ import annotations
 
 import pytest
 
-from fleet.model.rbac import Rbac, Request, User, rule_allows, selector_matches
+from fleet.model.access.rbac import Rbac, Request, User, rule_allows, selector_matches
 
 ALICE = User("alice")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.model.errors import InputError
+from fleet.model.core.errors import InputError
+from fleet.model.core.registry import DEFAULT_REGISTRY, has_host, in_registry, outside_registry, registry_problem
 from fleet.model.loader import load_fleet
-from fleet.model.registry import DEFAULT_REGISTRY, has_host, in_registry, outside_registry, registry_problem
 from fleet.tools.delivery.image_delivery import ImageJob, record_as
 from tests.conftest import FIXTURES
 from tests.helpers import GOOD

@@ -1,19 +1,19 @@
-"""fleet/model/rule_files.py and the rule files in fleet/model/rules/: placeholders filled exactly, files and code in
-agreement."""
+"""fleet/model/monitoring/rule_files.py and the rule files in fleet/model/monitoring/rules/: placeholders filled
+exactly, files and code in agreement."""
 
 from __future__ import annotations
 
 import pytest
 
-from fleet.model.prometheus import (
+from fleet.model.core.workloads import MetricSpec
+from fleet.model.monitoring.prometheus import (
     CENTRAL_RULES_FILE,
     GPU_AGGREGATION_LABELS,
     LEAF_RULES_FILE,
     central_alert_rules,
     leaf_recording_rules,
 )
-from fleet.model.rule_files import RULES_DIR, fill, placeholders, rule_file
-from fleet.model.workloads import MetricSpec
+from fleet.model.monitoring.rule_files import RULES_DIR, fill, placeholders, rule_file
 
 
 def test_fill_replaces_placeholders_and_keeps_prometheus_templates():
@@ -56,4 +56,5 @@ def test_every_central_placeholder_is_filled_with_and_without_benchmarks():
 def test_the_rule_files_reach_every_stack_when_changed():
     from fleet.tools.delivery.affected import deployed_files
 
-    assert {f"fleet/model/rules/{LEAF_RULES_FILE}", f"fleet/model/rules/{CENTRAL_RULES_FILE}"} <= deployed_files()
+    rules = "fleet/model/monitoring/rules"
+    assert {f"{rules}/{LEAF_RULES_FILE}", f"{rules}/{CENTRAL_RULES_FILE}"} <= deployed_files()

@@ -1,4 +1,4 @@
-"""The policy file's runners section (fleet/model/spec.py, spec_schema.py): resolved with its defaults, and every
+"""The policy file's runners section (fleet/model/runners/): resolved with its defaults, and every
 mistake located."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.errors import InputError
+from fleet.model.core.errors import InputError
 from fleet.model.loader import load_fleet
 from tests.helpers import GOOD
 
@@ -128,7 +128,7 @@ def test_a_runner_gets_a_ci_pool_sized_for_its_concurrent_jobs(tmp_path):
     [(1, 1, 1, 1), (2, 1, 1, 2), (2, 1, 4, 1), (5, 1, 4, 2), (3, 2, 4, 2), (4, 3, 4, 4), (1, 4, 4, 1)],
 )
 def test_ci_pool_nodes_from_concurrency_and_cards_per_job(concurrency, accelerators, cards, nodes):
-    from fleet.model.ci_pools import ci_max_nodes
+    from fleet.model.runners.ci_pools import ci_max_nodes
 
     assert ci_max_nodes(concurrency, accelerators, cards) == nodes
 
@@ -157,7 +157,7 @@ def test_own_pool_is_refused_on_an_existing_cluster_and_required_elsewhere(tmp_p
 
 
 def test_pool_names_tell_ci_pools_apart():
-    from fleet.model.pod_contract import card_of_pool, ci_pool_name, is_ci_pool
+    from fleet.model.core.pod_contract import card_of_pool, ci_pool_name, is_ci_pool
 
     assert ci_pool_name("tpu-v5e") == "gpu-tpu-v5e-ci"
     assert card_of_pool("eks-a-gpu-tpu-v5e-ci") == "tpu-v5e" and is_ci_pool("eks-a-gpu-tpu-v5e-ci")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.catalogue import load_catalogue
-from fleet.model.errors import InputError
+from fleet.model.core.card_sharing import DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL, Sharing
+from fleet.model.core.catalogue import load_catalogue
+from fleet.model.core.errors import InputError
 from fleet.model.loader import load_fleet
-from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL, Sharing
 from tests.conftest import FIXTURES
 from tests.helpers import FIXTURE_WORKLOADS
 

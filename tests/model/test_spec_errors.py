@@ -248,7 +248,7 @@ def test_schema_errors_and_workload_folder_errors_come_together(tmp_path, capsys
     (wl / "workload.yaml").write_text("name: demo\nimage: x:latest\n", encoding="utf-8")
     policy = tmp_path / "fleet.yaml"
     policy.write_text(GOOD.replace("      central: true", "      centrl: true"), encoding="utf-8")
-    from fleet.model.errors import InputError
+    from fleet.model.core.errors import InputError
     from fleet.model.loader import load_fleet
 
     with pytest.raises(InputError) as exc:

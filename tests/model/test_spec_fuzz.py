@@ -9,7 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleet.model.errors import InputError
+from fleet.model.core.errors import InputError
 from fleet.model.loader import load_fleet
 from tests.helpers import GOOD
 

@@ -1,4 +1,4 @@
-"""Scaling sweeps in the model (fleet/model/sweeps.py): where each point runs, the sweep pools it takes, what is
+"""Scaling sweeps in the model (fleet/model/sweeps/): where each point runs, the sweep pools it takes, what is
 left out, and the policy errors around ``scale``."""
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.catalogue import Machine, load_catalogue
-from fleet.model.errors import InputError
+from fleet.model.core.catalogue import Machine, load_catalogue
+from fleet.model.core.errors import InputError
+from fleet.model.core.pools import CARDS_PER_NODE_LABEL
+from fleet.model.core.taints import SWEEP_TAINT
 from fleet.model.loader import load_fleet
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT, Placed, place
+from fleet.model.sweeps.plan import Placed, place
 from tests.helpers import FIXTURE_WORKLOADS
 
 SIZES = [Machine(machine_type=f"m{n}", count=n, source="test") for n in (1, 4, 8)]

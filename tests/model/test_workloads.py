@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.errors import InputError
-from fleet.model.workloads import WORKLOADS_DIR, load_workloads
+from fleet.model.core.errors import InputError
+from fleet.model.core.workloads import WORKLOADS_DIR, load_workloads
 from fleet.tools.checks.workload_checks import dockerfile_problems, mtail_declarations, upstream_problems
 from fleet.tools.delivery.image_delivery import split_digest
 
@@ -329,9 +329,9 @@ def test_a_symbolic_link_for_a_whole_folder_is_refused(tmp_path: Path, sub: str)
 
 
 def test_a_copied_workload_keeps_its_tests_and_they_do_not_collide(tmp_path: Path) -> None:
-    """README "Adding a workload": a shipped folder copied and renamed (folder, name:, mtail program) keeps its test
-    files' names; with the repository's pytest settings both folders' tests run, each on its own folder (they failed
-    with "import file mismatch" when two files of one name were imported as the same module)."""
+    """docs/policy-file.md, "Adding a workload": a shipped folder copied and renamed (folder, name:, mtail program)
+    keeps its test files' names; with the repository's pytest settings both folders' tests run, each on its own folder
+    (they failed with "import file mismatch" when two files of one name were imported as the same module)."""
     import os
     import subprocess
     import sys

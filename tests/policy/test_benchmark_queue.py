@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 from fleet.model.loader import load_fleet
 from fleet.tools.engine.analyzer import PolicyPackSession
 from fleet.tools.engine.plan import plan_fleet

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import tomli_w
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 from tests.policy.support import CRONJOB, DEPLOYMENT, JOB, assert_violation, check, reg
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"

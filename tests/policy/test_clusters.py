@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from fleet.model.clouds import RULES, cloud_rules
+from fleet.model.core.clouds import RULES, cloud_rules
 from tests.policy.support import assert_violation, check, only, reg
 
 
@@ -27,7 +27,7 @@ def test_unprotected_cluster(plans, session, stack, type_):
 
 
 def test_the_types_each_cloud_module_names_are_what_its_component_registers(plans):
-    """The pack finds clusters, API allow-lists and node pools by the engine types of fleet/model/clouds/: each is
+    """The pack finds clusters, API allow-lists and node pools by the engine types of fleet/model/core/clouds/: each is
     what that cloud's component really registers in a plan of the fixture fleet."""
     seen = set()
     for plan in plans.values():

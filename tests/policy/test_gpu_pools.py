@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.model.core.pod_contract import CI_LABEL
 from fleet.model.loader import load_fleet
-from fleet.model.pod_contract import CI_LABEL
 from fleet.tools.engine.analyzer import PolicyPackSession
 from fleet.tools.engine.plan import plan_fleet
 from tests.policy.support import (

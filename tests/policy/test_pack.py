@@ -81,7 +81,7 @@ def test_pack_lists_every_policy_with_a_description(session):
 
 
 def test_the_pool_name_contract():
-    from fleet.model.pod_contract import card_of_pool, pool_name
+    from fleet.model.core.pod_contract import card_of_pool, pool_name
 
     assert pool_name("tpu-v5e") == "gpu-tpu-v5e"
     for name, card in (
@@ -142,7 +142,8 @@ def test_plan_fails_a_program_whose_gpu_pools_lose_their_taint(
 def test_plan_fails_a_program_that_runs_a_workload_on_a_card_the_policy_forbids(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fleet.model.spec import Fleet, WorkloadJob
+    from fleet.model.core.fleet import Fleet
+    from fleet.model.core.jobs import WorkloadJob
 
     if under_mutmut():
         pytest.skip("the patched model would reach the pack too: under mutmut it runs in this process")

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from fleet.model import preview_rights
+from fleet.model.access import preview_rights
 from tests.policy.support import assert_violation, only, raw
 
 STACK = "fix-aks"  # its stack file names a preview identity

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import copy
 
+from fleet.model.core.pools import CARDS_PER_NODE_LABEL
 from fleet.model.loader import load_fleet
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL
 from tests.policy.support import GKE_POOL, POLICY, WORKLOADS, assert_violation, check, only
 
 TRAIN_JOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.model.stack_settings import (
+from fleet.model.core.stack_settings import (
     CONFIG_NAMESPACE,
     PULUMI_TYPES,
     STACK_SETTINGS,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.stack_settings import check_source_ranges
+from fleet.model.core.stack_settings import check_source_ranges
 from fleet.tools.cli import main
 from tests.helpers import write_policy
 
@@ -74,12 +74,12 @@ def test_check_source_ranges_keeps_good_ranges_in_order():
 
 
 def test_the_program_reads_each_declared_setting_into_a_field_of_its_own():
-    """One declaration per setting (fleet/model/stack_settings.py): StackSettings has exactly one field for each, and
-    the program hands the components that very object (no second list of fields to copy)."""
+    """One declaration per setting (fleet/model/core/stack_settings.py): StackSettings has exactly one field for each,
+    and the program hands the components that very object (no second list of fields to copy)."""
     import dataclasses
 
     from components.settings import ComponentSettings
-    from fleet.model.stack_settings import STACK_SETTINGS
+    from fleet.model.core.stack_settings import STACK_SETTINGS
     from fleet.program.settings import StackSettings
 
     fields = {f.name for f in dataclasses.fields(StackSettings)}
@@ -146,7 +146,7 @@ class _NoConfig:
     ],
 )
 def test_a_value_is_parsed_as_its_declaration_says(name, value, parsed, problem):
-    from fleet.model.stack_settings import STACK_SETTINGS, parse_value
+    from fleet.model.core.stack_settings import STACK_SETTINGS, parse_value
 
     got, problems = parse_value(STACK_SETTINGS[name], value)
     assert got == parsed

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.workloads import load_workloads
+from fleet.model.core.workloads import load_workloads
 from fleet.program.stack_config import SECRET_PLACEHOLDER, load_stack_config
 from tests.conftest import FIXTURES
 from tests.helpers import by_type, one, plan_one

@@ -1,5 +1,5 @@
-"""The model's placement (``fleet.model.placement``, what ``validate`` and ``plan`` check) held against what the real
-kube-scheduler did with the pods a stack really runs on a hollow cluster.
+"""The model's placement (``fleet.model.placement.pods``, what ``validate`` and ``plan`` check) held against what the
+real kube-scheduler did with the pods a stack really runs on a hollow cluster.
 
 For every pod the scheduler bound, the model must admit it on a node of that pool (labels, taints, and the room an
 empty node leaves after the node agents); for every pod it could not bind, the model must not admit it anywhere
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fleet.model import placement
-from fleet.model.spec import Cluster
+from fleet.model.core.clusters import Cluster
+from fleet.model.placement import pods as placement
 
 #: Where a hollow node names the model's pool it was made from (tests.real.hollow.NodeSpec.manifest).
 POOL_ANNOTATION = "gpu-fleet.io/pool"

@@ -13,7 +13,8 @@ from pathlib import Path
 from pulumi import automation as auto
 
 from components.kubernetes.gateway import server_name
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
 from tests.conftest import shared_data
 from tests.real.controllers import RealControllers
 from tests.real.engine import RealEngine

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from fleet.model import placement
-from fleet.model.spec import Cluster
+from fleet.model.core.clusters import Cluster
+from fleet.model.placement import pods as placement
 from tests.e2e.processes import Process, free_port, patience, wait_for
 from tests.real import toolchain
 from tests.real.controllers import kwok_exclusion
@@ -108,7 +108,7 @@ AUDIT_POLICY: dict[str, Any] = {
 
 def cluster_node_specs(cluster: Cluster) -> list[NodeSpec]:
     """Every node of ``cluster`` at its pools' maximum: the system pool's and each accelerator pool's, each with the
-    labels and taints its cloud gives it and the allocatable of its machine (``fleet.model.placement``)."""
+    labels and taints its cloud gives it and the allocatable of its machine (``fleet.model.placement.pods``)."""
     nodes = [placement.system_node(cluster)] * max(cluster.system_pool.max_nodes, 1)
     specs = [_node_spec(node, i, cluster, {}) for i, node in enumerate(nodes)]
     for pool in cluster.all_pools:

@@ -7,10 +7,10 @@ import pytest
 from pulumi import automation as auto
 
 from components.kubernetes.multikueue import TOKEN_MAX_DAYS, TOKEN_SETTING
-from fleet.model import can_i
+from fleet.model.access import can_i
+from fleet.model.core.pod_contract import KUEUE_NAMESPACE
 from fleet.model.loader import load_fleet
-from fleet.model.pod_contract import KUEUE_NAMESPACE
-from fleet.model.queues import WORKER_ACCOUNT
+from fleet.model.queues.settings import WORKER_ACCOUNT
 from tests.e2e.processes import patience, wait_for
 from tests.real.agreement import disagreements
 from tests.real.conftest import require_receivers
@@ -110,8 +110,9 @@ WORKER_USER = f"system:serviceaccount:{KUEUE_NAMESPACE}:{WORKER_ACCOUNT}"
 
 @pytest.mark.parametrize("name", WORKERS)
 def test_the_queue_managers_identity_on_a_worker_has_exactly_what_the_table_says(tier, name):
-    """fleet/model/can_i.yaml asked of the worker's real API server with `kubectl auth can-i --as`, as docs/security.md
-    promises: Jobs and Workloads in the benchmarks namespace, list and watch elsewhere, no Secret, no pod."""
+    """fleet/model/access/can_i.yaml asked of the worker's real API server with `kubectl auth can-i --as`, as
+    docs/security.md promises: Jobs and Workloads in the benchmarks namespace, list and watch elsewhere, no Secret, no
+    pod."""
     on = tier.on_hollow(name)
     wrong = []
     for question in (q for q in can_i.load() if q.user == WORKER_USER):

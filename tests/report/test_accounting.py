@@ -7,7 +7,7 @@ import itertools
 import re
 from pathlib import Path
 
-from fleet.model.accounting_hours import HOUR_END, HOURLY
+from fleet.model.billing.accounting_hours import HOUR_END, HOURLY
 from fleet.model.loader import load_fleet
 from fleet.report.accounting import HOURLY_FROM, accounting_queries, accounting_rows, exact_integral, lost_query
 from fleet.report.costs import load_prices

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.catalogue import load_catalogue
-from fleet.model.errors import InputError
+from fleet.model.core.catalogue import load_catalogue
+from fleet.model.core.errors import InputError
 from fleet.model.loader import load_fleet
 from fleet.report.costs import (
     PRICES_FILE,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from fleet.model.core.workloads import load_workloads
 from fleet.model.loader import load_fleet
-from fleet.model.probe_phases import PHASES
-from fleet.model.workloads import load_workloads
+from fleet.model.probes.probe_phases import PHASES
 from fleet.report.costs import load_prices
 from fleet.report.gather import count_queries, gather
 from fleet.report.progress import Progress

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.model.workloads import load_workloads
+from fleet.model.core.workloads import load_workloads
 from fleet.report import plots
 from fleet.report.model import CardRow, WorkloadSection
 from fleet.report.queries import Window, runs_counter, workload_queries

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.model.pod_contract import PROBE_METRICS
-from fleet.model.probe_phases import (
+from fleet.model.core.pod_contract import PROBE_METRICS
+from fleet.model.probes.probe_phases import (
     PHASE_RECORD,
     PHASE_RUN_RECORD,
     RUNS_EVALUATED,

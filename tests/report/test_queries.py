@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.model.prometheus import GPU_RECORDING_RULES
-from fleet.model.workloads import WORKLOADS_DIR, WorkloadSpec, load_workloads
+from fleet.model.core.workloads import WORKLOADS_DIR, WorkloadSpec, load_workloads
+from fleet.model.monitoring.prometheus import GPU_RECORDING_RULES
 from fleet.report.prometheus_api import MAX_POINTS_PER_SERIES, PrometheusClient, check_base_url
 from fleet.report.queries import (
     SAMPLES_CHUNK,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 from fleet.report.queries import Window
 from fleet.report.queues import Wait, Worst, queue_queries, queue_rows, worst_bound
 

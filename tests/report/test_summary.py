@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from fleet.model.workloads import load_workloads
+from fleet.model.core.workloads import load_workloads
 from fleet.report.accounting import AccountRow
 from fleet.report.costs import Machine, approximate, load_prices
 from fleet.report.formatting import fmt_count

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from fleet.model.core.workloads import load_workloads
 from fleet.model.loader import load_fleet
-from fleet.model.workloads import load_workloads
 from fleet.report.costs import load_prices
 from fleet.report.queries import Window
 from fleet.report.sweeps import sweep_queries, sweep_rows

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from fleet.model.core.fleet import Fleet
 from fleet.model.loader import POLICY_FILE, load_fleet
-from fleet.model.spec import Fleet
 from fleet.program.stack_config import STACKS_DIR
 from fleet.tools.checks.charts import CHART_CACHE_ENV, RenderedRelease, render_stack_charts, stack_kubernetes_version
 from fleet.tools.checks.schemas import CRDS_ENV, CrdSchemas, load_crds

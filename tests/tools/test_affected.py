@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.model.errors import InputError
+from fleet.model.core.errors import InputError
 from fleet.tools.cli import main
 from fleet.tools.delivery import affected as sel
 from fleet.tools.delivery.affected import selection
@@ -77,7 +77,7 @@ def reasons(selection: sel.Selection, stack: str) -> str:
         ("policy/fleet.yaml", "policy", ""),
         ("stacks/Pulumi.eks-eastus.yaml", "stack", "eks-eastus"),
         ("components/clusters/gke.py", "shared", "components/clusters/gke.py"),
-        ("fleet/model/catalogue.yaml", "shared", "fleet/model/catalogue.yaml"),
+        ("fleet/model/core/catalogue.yaml", "shared", "fleet/model/core/catalogue.yaml"),
         ("__main__.py", "shared", "__main__.py"),
         ("Pulumi.yaml", "shared", "Pulumi.yaml"),
         ("requirements.txt", "shared", "requirements.txt"),
@@ -114,10 +114,10 @@ def test_docs_and_tests_only_touch_nothing() -> None:
 
 
 def test_shared_code_touches_every_stack_central_last() -> None:
-    s = affected(["components/kubernetes/infra.py", "fleet/model/spec.py"], SHIPPED, SHIPPED)
+    s = affected(["components/kubernetes/infra.py", "fleet/model/core/fleet.py"], SHIPPED, SHIPPED)
     assert s.names == ALL
     assert [e.stack for e in s.central] == ["cern-main"]
-    assert "shared code changed: components/kubernetes/infra.py, fleet/model/spec.py" in reasons(s, "eks-eastus")
+    assert "shared code changed: components/kubernetes/infra.py, fleet/model/core/fleet.py" in reasons(s, "eks-eastus")
 
 
 @pytest.mark.parametrize(
@@ -142,12 +142,12 @@ def test_deployed_code_is_what_the_program_and_the_pack_import() -> None:
     # the program (__main__ -> fleet.program.stack -> the model) and the pack (policy/ -> pool_view, pod_contract)
     for module in (
         "fleet/program/stack.py",
-        "fleet/model/spec.py",
-        "fleet/model/workloads.py",
-        "fleet/model/pool_view.py",
+        "fleet/model/core/fleet.py",
+        "fleet/model/core/workloads.py",
+        "fleet/model/core/clouds/pool_view.py",
     ):
         assert module in deployed, module
-    assert "fleet/model/catalogue.yaml" in deployed  # data named by a deployed module (catalogue.py)
+    assert "fleet/model/core/catalogue.yaml" in deployed  # data named by a deployed module (catalogue.py)
     for tool in (
         "fleet/tools/cli.py",
         "fleet/report/command.py",
@@ -652,11 +652,11 @@ def test_git_missing_is_a_message_not_a_traceback(
 
 
 def test_the_probes_files_reach_every_stack() -> None:
-    """The probe is the fleet's own workload in fleet/model/probe: its script, program and spec are deployed."""
-    from fleet.model.workloads import PROBE_DIR
+    """The probe is the fleet's own workload in fleet/model/probes/probe: its script, program and spec are deployed."""
+    from fleet.model.core.workloads import PROBE_DIR
 
     files = {str(p.relative_to(ROOT)) for p in PROBE_DIR.rglob("*") if p.is_file() and p.name != "sample.log"}
-    assert {"fleet/model/probe/files/probe.sh", "fleet/model/probe/mtail/probe.mtail"} <= files
+    assert {"fleet/model/probes/probe/files/probe.sh", "fleet/model/probes/probe/mtail/probe.mtail"} <= files
     assert files - sel.deployed_files() == set()
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import yaml
 
-from fleet.model.catalogue import load_catalogue
-from fleet.model.prices import PRICES_FILE, load_prices
+from fleet.model.billing.prices import PRICES_FILE, load_prices
+from fleet.model.core.catalogue import load_catalogue
 from fleet.report.costs import approximate
 from fleet.tools.cards import UNKNOWN, card_offers, render_cards
 from fleet.tools.cli import main

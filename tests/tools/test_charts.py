@@ -24,15 +24,11 @@ from components.kubernetes.kueue_metrics import (
     KUEUE_POD_LABELS,
 )
 from components.kubernetes.prometheus_stack import PROMETHEUS_ACCOUNT
-from fleet.model import grafana, pod_contract
-from fleet.model.clouds import cloud_rules
-from fleet.model.placement import (
-    Node,
-    cluster_nodes,
-    pool_node,
-    selector_matches,
-)
-from fleet.model.spec import Cluster
+from fleet.model.core import pod_contract
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.clusters import Cluster
+from fleet.model.monitoring import grafana
+from fleet.model.placement.pods import Node, cluster_nodes, pool_node, selector_matches
 from fleet.tools.checks.chart_placement import (
     node_agent_problems,
     operated,
@@ -293,10 +289,10 @@ def test_no_alert_rule_or_monitor_watches_a_hidden_control_plane_component(
     planned_fleets: list[PlannedFleet], rendered_charts: Rendered
 ):
     """Where the scheduler, controller manager, etcd and kube-proxy run as no pod the cluster's Prometheus reaches
-    (``control_plane_pods`` false in fleet/model/clouds: GKE, EKS and AKS run the control plane themselves, Magnum runs
-    it as systemd units on its masters), a monitor of one finds no target and its `...Down` alert fires for ever. An
-    existing cluster keeps the chart's monitors. Where the cluster DNS is no CoreDNS (GKE's kube-dns, ``coredns_pods``)
-    the chart's coreDns target would be down for ever, and its TargetDown fire."""
+    (``control_plane_pods`` false in fleet/model/core/clouds: GKE, EKS and AKS run the control plane themselves, Magnum
+    runs it as systemd units on its masters), a monitor of one finds no target and its `...Down` alert fires for ever.
+    An existing cluster keeps the chart's monitors. Where the cluster DNS is no CoreDNS (GKE's kube-dns,
+    ``coredns_pods``) the chart's coreDns target would be down for ever, and its TargetDown fire."""
     bad, rules = [], 0
     for planned, stack, cluster in _clusters(planned_fleets):
         platform = cloud_rules(cluster.cloud)
@@ -420,8 +416,8 @@ def test_the_node_agents_the_charts_render_hold_what_the_model_counts(
     planned_fleets: list[PlannedFleet], rendered_charts: Rendered
 ):
     """On every node of every pool, the DaemonSets that land there (selector, affinity and taints, by the model's
-    rules) request exactly what the model holds back for its node agents (fleet/model/node_agents.py), the room
-    ``validate`` and ``plan`` take off each node before placing the pool's own pods."""
+    rules) request exactly what the model holds back for its node agents (fleet/model/placement/node_agents.py), the
+    room ``validate`` and ``plan`` take off each node before placing the pool's own pods."""
     bad, checked = [], 0
     for planned, stack, cluster in _clusters(planned_fleets):
         pods = stack_pods(planned.plans[stack], rendered_charts[(planned.name, stack)])
@@ -512,7 +508,7 @@ def test_no_prometheus_keeps_its_data_unbounded(planned_fleets: list[PlannedFlee
     """Every Prometheus the charts render keeps its data on a volume claim, or in an emptyDir with a size limit and a
     retentionSize below it (a leaf's week of data in an unbounded emptyDir filled the system node's disk and got the
     pod evicted, issue 34); Prometheus' base-2 units (prometheus docs/storage.md)."""
-    from fleet.model.quantity import parse_quantity
+    from fleet.model.core.quantity import parse_quantity
 
     units = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30, "TB": 2**40}
     bad, checked = [], 0

@@ -26,8 +26,8 @@ from components.kubernetes.images import (
     magnum_autoscaler_images,
     pinned_images,
 )
+from fleet.model.core.workloads import WORKLOADS_DIR
 from fleet.model.loader import load_fleet
-from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.cli import main
 from fleet.tools.delivery.image_delivery import (
     ImageJob,
@@ -354,7 +354,7 @@ def test_autoscaler_image_per_minor_from_the_fleets_registry_else_upstream_by_ta
 
 
 def test_the_images_workflow_copies_the_pool_probes_image(capsys: pytest.CaptureFixture[str]) -> None:
-    """The probe (fleet/model/probe) runs on every probed pool: its image is copied like a workload's, and the
+    """The probe (fleet/model/probes/probe) runs on every probed pool: its image is copied like a workload's, and the
     workflows run when its workload.yaml changes."""
     probe = load_fleet().probe_workload
     assert main(["images", "--format", "json"]) == 0
@@ -362,7 +362,7 @@ def test_the_images_workflow_copies_the_pool_probes_image(capsys: pytest.Capture
     (job,) = [j for j in jobs if j["name"] == probe.name]
     assert job["target"] == probe.spec.image and job["source"] == probe.spec.upstream
     for workflow in (ROOT / ".github" / "workflows" / "images.yml", ROOT / ".gitlab-ci.yml"):
-        assert "fleet/model/probe/workload.yaml" in workflow.read_text(encoding="utf-8"), workflow
+        assert "fleet/model/probes/probe/workload.yaml" in workflow.read_text(encoding="utf-8"), workflow
 
 
 def test_the_images_workflows_log_in_to_the_policys_registry_and_run_when_it_changes() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model import spec_schema
-from fleet.model.stack_settings import STACK_SETTINGS
+from fleet.model.core.stack_settings import STACK_SETTINGS
+from fleet.model.policy_file import schema as spec_schema
 from fleet.tools import reference
 from fleet.tools.cli import main
 from fleet.tools.commands.schema import generated_files
@@ -32,15 +32,13 @@ def test_the_reference_page_has_every_key_with_its_default():
     text = reference.reference_text()
     for setting in STACK_SETTINGS.values():
         assert f"| `{setting.key}` |" in text, setting.key
-    for name in dir(spec_schema):
-        model = getattr(spec_schema, name)
-        if (
-            isinstance(model, type)
-            and issubclass(model, spec_schema.StrictModel)
-            and model is not spec_schema.StrictModel
-        ):
-            for key in model.model_fields:
-                assert f"| `{key}` |" in text, f"{name}.{key}"
+    models = spec_schema.schema_models()  # the policy file's models, wherever each feature declares its own
+    assert {"FleetFile", "PoolSettings", "SharingSettings", "ProbeSettings", "RunnerSettings", "QueuesSettings"} <= set(
+        models
+    )
+    for name, model in models.items():
+        for key in model.model_fields:
+            assert f"| `{key}` |" in text, f"{name}.{key}"
     assert "| `max_nodes` | integer 1..1000 | `4` |" in text  # defaults.gpu_pool.max_nodes, from the model
     assert "| `clusters` |" in text and "required" in text.split("| `clusters` |", 1)[1].split("\n", 1)[0]
     assert "### `clusters.<cloud>.<cluster>.gpus.<card>.sharing`" in text
@@ -48,8 +46,8 @@ def test_the_reference_page_has_every_key_with_its_default():
 
 
 def test_the_reference_page_has_every_key_of_a_workload_yaml():
-    """README's workload section points at it: every key of workload.yaml, with its meaning."""
-    from fleet.model import workloads
+    """docs/policy-file.md's workload section points at it: every key of workload.yaml, with its meaning."""
+    from fleet.model.core import workloads
 
     text = reference.reference_text().split("## A workload's workload.yaml", 1)[1].split("\n## ", 1)[0]
     for model in (workloads.WorkloadSpec, workloads.MetricSpec, workloads.Headline, workloads.Resources):
@@ -60,7 +58,7 @@ def test_the_reference_page_has_every_key_of_a_workload_yaml():
 
 def test_schema_writes_every_file_or_none(tmp_path: Path) -> None:
     """docs/ as a link to /dev/full: the write of the last file fails, and the two before it are left as they were."""
-    from fleet.model.errors import InputError
+    from fleet.model.core.errors import InputError
     from fleet.tools.commands.schema import write_all
 
     first, second = tmp_path / "fleet.schema.json", tmp_path / "Pulumi.yaml"

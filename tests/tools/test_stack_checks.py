@@ -194,7 +194,7 @@ def test_the_plan_shows_the_inputs_warnings_once_with_its_findings_at_the_end(fl
 
 
 def test_the_program_refuses_a_plain_kubeconfig(fleet_dir):
-    from fleet.model.errors import InputError
+    from fleet.model.core.errors import InputError
     from fleet.tools.engine.plan import plan_stack
 
     set_config(fleet_dir, "fix-lab", **{"gpu-fleet__kubeconfig": "apiVersion: v1\nclusters: []\n"})
@@ -206,7 +206,7 @@ def test_the_program_refuses_a_plain_kubeconfig(fleet_dir):
 
 
 def test_the_program_refuses_half_plain_workload_secrets(fleet_dir):
-    from fleet.model.errors import InputError
+    from fleet.model.core.errors import InputError
     from fleet.tools.engine.plan import plan_stack
 
     secrets = {"uploader": {"AWS_ACCESS_KEY_ID": {"secure": "v1:abc"}, "AWS_SECRET_ACCESS_KEY": "hunter2-plain"}}
@@ -236,7 +236,7 @@ def test_plan_json_into_a_missing_folder_or_onto_a_folder(fleet_dir, capsys, tmp
 
 def test_a_secret_that_is_not_the_expected_json_is_refused_without_echoing_it(fleet_dir):
     """An encrypted gpu-fleet:workloadSecrets whose value is not a mapping: named, its value never shown."""
-    from fleet.model.errors import InputError
+    from fleet.model.core.errors import InputError
     from fleet.program.stack_config import SECRET_PLACEHOLDER
     from fleet.tools.engine.plan import plan_stack
 

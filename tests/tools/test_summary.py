@@ -9,8 +9,8 @@ import json
 
 import pytest
 
+from fleet.model.billing.prices import PriceTable
 from fleet.model.loader import load_fleet
-from fleet.model.prices import PriceTable
 from fleet.report.costs import approximate, load_prices
 from fleet.tools.cli import main
 from fleet.tools.engine.plan import Finding, StackPlan, plan_fleet

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.errors import InputError
-from fleet.model.workloads import load_workloads
+from fleet.model.core.errors import InputError
+from fleet.model.core.workloads import load_workloads
 from fleet.tools.checks.workload_checks import NO_MTAIL_NOTE, check_workloads, mtail_declarations
 from fleet.tools.cli import main
 from tests.conftest import FIXTURES, require_tool

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fleet.model.workloads import FILES_MOUNT, load_workload
+from fleet.model.core.workloads import FILES_MOUNT, load_workload
 
 HERE = Path(__file__).resolve().parent  # the folder it is in: a copy under another name tests the copy
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model.workloads import FILES_MOUNT, load_workload
+from fleet.model.core.workloads import FILES_MOUNT, load_workload
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,12 +1,12 @@
 """Every pod a stack's charts and its own infrastructure run, placed on nodes made from its pools by the model's rules
-(``fleet/model/placement.py``, kube-scheduler's filters).
+(``fleet/model/placement/pods.py``, kube-scheduler's filters).
 
 The pods are those the charts render (Helm hooks too: the API server admits them like any pod), the Prometheus and
 Alertmanager pods the operator makes from the resources the charts render, and the stack's own apps/v1 objects (its
 Jobs are benchmarks and probes, which the model predicts and ``validate`` places). What is checked:
 
 - the DaemonSets that land on each node of each pool hold exactly what the model keeps back for its node agents
-  (``fleet/model/node_agents.py``), the room ``validate`` and ``plan`` take off every node;
+  (``fleet/model/placement/node_agents.py``), the room ``validate`` and ``plan`` take off every node;
 - every other pod fits a system node beside its node agents and lands on no other pool (Magnum's GPU autoscaler: the
   masters, whose flavor's size is not known here);
 - the system pool at its ``max_nodes`` holds all of them at once (requests x replicas).
@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.clusters.magnum import CONTROL_PLANE
-from fleet.model.catalogue import Taint
-from fleet.model.clouds import cloud_rules
-from fleet.model.placement import (
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.taints import Taint
+from fleet.model.placement.pods import (
     KUBELET_LABELS,
     SYSTEM_POOL,
     Node,
@@ -35,7 +36,6 @@ from fleet.model.placement import (
     place,
     selector_matches,
 )
-from fleet.model.spec import Cluster
 from fleet.tools.checks.charts import RenderedRelease, pods_of
 from fleet.tools.engine.plan import StackPlan
 from fleet.tools.engine.render import kubernetes_manifest
@@ -142,7 +142,7 @@ def node_agent_problems(cluster: Cluster, pods: list[StackPod]) -> list[str]:
         if held != node.held:
             problems.append(
                 f"{cluster.name} pool {node.pool}: the DaemonSets {[p.where for p in on_node]} hold {held}, the model "
-                f"counts {node.held} (fleet/model/node_agents.py)"
+                f"counts {node.held} (fleet/model/placement/node_agents.py)"
             )
         if node.allocatable is not None and any(node.free(r) < 0 for r in node.held):
             problems.append(f"{cluster.name} pool {node.pool}: the node agents {node.held} overfill it")

@@ -12,8 +12,8 @@ import base64
 import shutil
 from pathlib import Path
 
-from fleet.model.errors import InputError, Problem, did_you_mean
-from fleet.model.yaml_source import YamlDocument, read_yaml
+from fleet.model.core.errors import InputError, Problem, did_you_mean
+from fleet.model.core.yaml_source import YamlDocument, read_yaml
 
 SECTIONS = {"clusters": "cluster", "contexts": "context", "users": "user"}
 EXAMPLE = (

@@ -1,6 +1,6 @@
 """Checks of the stack files (``stacks/Pulumi.<cluster>.yaml``) against their clusters, before anything is planned.
 
-Each ``gpu-fleet:*`` setting is checked against its declaration (``fleet.model.stack_settings``), as the program
+Each ``gpu-fleet:*`` setting is checked against its declaration (``fleet.model.core.stack_settings``), as the program
 checks it when it runs (``fleet.program.settings``, ``MagnumSettings``); these checks read the files themselves, so
 ``validate`` and ``plan`` point at the line: YAML and encoding errors, keys a cloud requires, types, CIDR ranges, plain
 text where a secret belongs, and (as warnings) values left from the sample files.
@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.model.clouds import cloud_rules
-from fleet.model.errors import InputError, Problem, did_you_mean
-from fleet.model.queues import managed_by_problem
-from fleet.model.spec import Cluster, Fleet
-from fleet.model.stack_settings import (
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.errors import InputError, Problem, did_you_mean
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.stack_settings import (
     CONFIG_NAMESPACE,
     PLAIN_KINDS,
     STACK_SETTINGS,
@@ -26,11 +26,12 @@ from fleet.model.stack_settings import (
     plain_secret_message,
     storage_class_missing,
 )
-from fleet.model.yaml_source import YamlDocument, read_yaml
+from fleet.model.core.yaml_source import YamlDocument, read_yaml
+from fleet.model.queues.checks import managed_by_problem
 from fleet.program.stack_config import is_secure, malformed_secure, plain_leaves, stack_file, stack_names
 
-# What a Magnum manager below Kubernetes 1.32 is told to set (fleet/model/queues.py MANAGED_BY_MIN_KUBERNETES): a
-# published hyperkube tag of 1.32 (rancher/hyperkube pull request 411 "[v1.32] Add Kubernetes version v1.32.6",
+# What a Magnum manager below Kubernetes 1.32 is told to set (fleet/model/queues/settings.py MANAGED_BY_MIN_KUBERNETES):
+# a published hyperkube tag of 1.32 (rancher/hyperkube pull request 411 "[v1.32] Add Kubernetes version v1.32.6",
 # merged 2025-06-27; the image is pushed to Docker Hub on tag, rancher/hyperkube README) and a cluster-autoscaler of the
 # same minor (components/kubernetes/images.yaml autoscaler_images "1.32"), which autoscaler_minor_problem requires.
 MANAGER_KUBE_TAG = "v1.32.6-rancher1"
@@ -149,7 +150,7 @@ class _StackChecker:
 
     def check_location(self, key: str, value: Any) -> None:
         """A provider's region or zone in the stack file is the policy's, or it is a problem (it would be ignored):
-        the cluster components take the location from the policy (fleet/model/clouds: stack_location_keys)."""
+        the cluster components take the location from the policy (fleet/model/core/clouds: stack_location_keys)."""
         cluster = self.cluster
         rules = cloud_rules(cluster.cloud)
         field_name = rules.stack_location_keys.get(key)
@@ -167,7 +168,7 @@ class _StackChecker:
             )
 
     def check_setting(self, key: str, name: str, value: Any) -> None:
-        """A ``gpu-fleet:*`` value against its declaration (``fleet.model.stack_settings.STACK_SETTINGS``)."""
+        """A ``gpu-fleet:*`` value against its declaration (``fleet.model.core.stack_settings.STACK_SETTINGS``)."""
         setting = STACK_SETTINGS.get(name)
         if setting is None:
             known = sorted(n for n, s in STACK_SETTINGS.items() if s.applies_to(self.cluster.cloud))
@@ -230,7 +231,7 @@ def check_manager_kubernetes(fleet: Fleet, cluster: Cluster, doc: YamlDocument) 
     """The queues' manager runs a Kubernetes that keeps a Job's ``managedBy`` (``managed_by_problem``): located at the
     stack file's ``kubeTag`` on Magnum, else at the policy's ``kubernetes_version`` the cluster takes."""
     from components.clusters.version_tags import tag_minor
-    from fleet.model.spec_schema import DEFAULT_KUBERNETES_VERSION
+    from fleet.model.policy_file.schema import DEFAULT_KUBERNETES_VERSION
 
     if cloud_rules(cluster.cloud).kubernetes_version_from_stack:
         config = doc.data.get("config") if isinstance(doc.data, dict) else None

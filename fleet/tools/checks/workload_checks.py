@@ -13,11 +13,11 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from fleet.model.errors import InputError, Problem
-from fleet.model.input_files import MAX_LOG_BYTES, read_input_bytes
-from fleet.model.prometheus import series_names
-from fleet.model.workloads import Workload
-from fleet.model.yaml_source import read_yaml
+from fleet.model.core.errors import InputError, Problem
+from fleet.model.core.input_files import MAX_LOG_BYTES, read_input_bytes
+from fleet.model.core.workloads import Workload
+from fleet.model.core.yaml_source import read_yaml
+from fleet.model.monitoring.prometheus import series_names
 
 # `[hidden] counter|gauge|histogram NAME [by l1, l2] [buckets ...] [as "exported"]`, one per line (mtail's
 # language, docs/Language.md of google/mtail).

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet.model.errors import InputError
+from fleet.model.core.errors import InputError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def check_output_file(path: Path, flag: str) -> None:
     """An output file's folder must exist and the path must not be a folder: said before any work is done."""
-    from fleet.model.errors import Problem
+    from fleet.model.core.errors import Problem
     from fleet.tools.engine.render import source_tree_problem
 
     if path.is_dir():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fleet.model.input_files import read_input_text
+from fleet.model.core.input_files import read_input_text
 from fleet.tools.commands import EXIT_BAD_INPUT, EXIT_OK
 
 

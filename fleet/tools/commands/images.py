@@ -9,8 +9,8 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from fleet.model.errors import InputError, Problem, did_you_mean
-from fleet.model.input_files import read_input_text, shown_path
+from fleet.model.core.errors import InputError, Problem, did_you_mean
+from fleet.model.core.input_files import read_input_text, shown_path
 from fleet.model.loader import load_fleet
 from fleet.tools.commands import EXIT_FAILED, EXIT_OK, check_output_file
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def cmd_images(args: argparse.Namespace) -> int:
     """List what the images workflow copies and builds; with --pushed, check the digests it got are recorded."""
-    from fleet.model.workloads import load_workloads
+    from fleet.model.core.workloads import load_workloads
     from fleet.tools.delivery.image_delivery import fleet_image_jobs, job_problems, jobs_json
 
     def read_jobs() -> list[ImageJob]:
@@ -34,7 +34,7 @@ def cmd_images(args: argparse.Namespace) -> int:
         load_workloads.cache_clear()
         return fleet_image_jobs(load_fleet(args.policy, args.workloads_dir))
 
-    # The workloads' images and the pool probe's (fleet/model/probe), in the policy's registry.
+    # The workloads' images and the pool probe's (fleet/model/probes/probe), in the policy's registry.
     fleet = load_fleet(args.policy, args.workloads_dir)
     jobs = fleet_image_jobs(fleet)
     record = read_jobs if args.record else None

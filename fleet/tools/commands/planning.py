@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.model.clouds import cloud_rules
-from fleet.model.errors import InputError
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.errors import InputError
+from fleet.model.core.fleet import Fleet
 from fleet.model.loader import load_fleet_cached
-from fleet.model.spec import Fleet
 from fleet.tools.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, check_output_file
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def plan_selected(
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Run the program per stack under the mock engine and show what it would create."""
-    from fleet.model.prices import load_prices
+    from fleet.model.billing.prices import load_prices
     from fleet.tools.engine.summary import render_plan, totals_json
 
     started = time.perf_counter()

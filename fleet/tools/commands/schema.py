@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fleet.model.errors import InputError, Problem
+from fleet.model.core.errors import InputError, Problem
 from fleet.model.loader import POLICY_FILE
 from fleet.tools.commands import EXIT_FAILED, EXIT_OK
 
@@ -20,8 +20,8 @@ PROJECT_FILE = Path(__file__).resolve().parents[3] / "Pulumi.yaml"
 def generated_files() -> dict[Path, str]:
     """Every file generated from the declarations, with the text it must hold: the policy file's JSON Schema,
     Pulumi.yaml's declarations of the stack settings and the reference page (docs/reference.md)."""
-    from fleet.model.spec_schema import json_schema
-    from fleet.model.stack_settings import project_file_text
+    from fleet.model.core.stack_settings import project_file_text
+    from fleet.model.policy_file.schema import json_schema
     from fleet.tools.reference import REFERENCE_FILE, reference_text
 
     return {

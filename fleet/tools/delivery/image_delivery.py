@@ -26,10 +26,10 @@ from components.kubernetes.images import (
     magnum_autoscaler_images,
     pinned_images,
 )
-from fleet.model.errors import Problem
-from fleet.model.registry import relative_to
-from fleet.model.spec import Fleet
-from fleet.model.workloads import Workload
+from fleet.model.core.errors import Problem
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.registry import relative_to
+from fleet.model.core.workloads import Workload
 
 ROOT = Path(__file__).resolve().parents[3]
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")

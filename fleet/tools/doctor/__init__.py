@@ -8,7 +8,7 @@ What it reads (list calls of the official ``kubernetes`` client, nothing else; P
   their DaemonSets ready and covering every node of the pools they serve (``agents``);
 * on a leaf, the federation gateway: its Deployment ready and its LoadBalancer given an address (``gateway``);
 * every benchmark the policy places here (a Job, or a CronJob and its last Job) and every pool probe (a CronJob of the
-  probe workload, fleet/model/probe): the state of its newest Job (``benchmarks``, ``jobs``) and, for a pod stuck
+  probe workload, fleet/model/probes/probe): the state of its newest Job (``benchmarks``, ``jobs``) and, for a pod stuck
   Pending, why (``pods``, ``scheduling``, ``autoscaler``; the cloud's own wording from ``hints``);
 * on the manager of the fleet's queues, Kueue's workers and waiting workloads (``queues``);
 * with ``--prometheus URL``: ``up`` of the PodMonitor's targets (``pod_monitors``) and the pools' last probe phases

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fleet.model.node_agents import SITE_GPU_AGENTS
-from fleet.model.spec import GpuPool
+from fleet.model.core.pools import GpuPool
+from fleet.model.placement.node_agents import SITE_GPU_AGENTS
 from fleet.tools.doctor.context import Context
 from fleet.tools.doctor.kube_objects import pod_ready, pool_nodes
 from fleet.tools.doctor.names import DEVICE_PLUGIN, DEVICE_PLUGIN_NS, EXPORTER, NODE_AGENTS_NS

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from kubernetes.client import CoreV1Event, V1Pod
 
-from fleet.model.spec import GpuPool
+from fleet.model.core.pools import GpuPool
 from fleet.tools.doctor.context import Context, Diagnosis
 from fleet.tools.doctor.hints import autoscaler_logs, label_fix, template_fix
 from fleet.tools.doctor.kube_objects import events_for, selector_text
@@ -65,7 +65,7 @@ def autoscaler_said(
         return Diagnosis(
             f"a node group carries a taint the pod does not tolerate (the message sums every group): {cause}",
             f"{autoscaler_logs(ctx)}; if the cloud adds that taint to pool {pool.name}, add it to spot_taints of "
-            f"{ctx.cluster.cloud} in fleet/model/catalogue.yaml, then {ctx.up}",
+            f"{ctx.cluster.cloud} in fleet/model/core/catalogue.yaml, then {ctx.up}",
         )
     if SELECTOR_PATTERN.search(said):
         return Diagnosis(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kubernetes.client import V1CronJob
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 from fleet.tools.doctor.context import Context
 from fleet.tools.doctor.jobs import job_state
 from fleet.tools.doctor.kube_objects import age_of, labels_of, matches, newest_of, owner_of, selector_text

@@ -22,9 +22,10 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
-from fleet.model import pod_contract
-from fleet.model.node_agents import runs_device_plugin, runs_gpu_exporter
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.placement.node_agents import runs_device_plugin, runs_gpu_exporter
 from fleet.tools.doctor.bounded_reads import AnswerError
 from fleet.tools.doctor.kube_objects import labels_of, named, owner_of
 from fleet.tools.doctor.names import (

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet.model.errors import InputError, Problem
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.errors import InputError, Problem
+from fleet.model.core.fleet import Fleet
 from fleet.model.loader import load_fleet
-from fleet.model.spec import Cluster, Fleet
 from fleet.tools.doctor.agents import agent_rows
 from fleet.tools.doctor.benchmarks import benchmark_rows
 from fleet.tools.doctor.bounded_reads import bound_answers

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from fleet.model.spec import Cluster, Fleet, GpuPool
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.pools import GpuPool
 from fleet.tools.doctor.cluster_read import Snapshot
 
 

@@ -3,8 +3,9 @@ for it."""
 
 from __future__ import annotations
 
-from fleet.model.prometheus import FEDERATE_JOB_PREFIX
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.monitoring.prometheus import FEDERATE_JOB_PREFIX
 from fleet.tools.doctor.names import PROMETHEUS_PORT
 from fleet.tools.doctor.prometheus_query import query, unreachable_row
 from fleet.tools.doctor.table import Row

@@ -1,19 +1,19 @@
 """The fixes only a cloud can word (how to read its autoscaler, what puts accelerators in a node template or labels
-back on a node): asked of the cloud's rules (fleet/model/clouds/), which own all cloud knowledge."""
+back on a node): asked of the cloud's rules (fleet/model/core/clouds/), which own all cloud knowledge."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fleet.model.clouds import cloud_rules
-from fleet.model.clouds.rules import DoctorContext
-from fleet.model.spec import GpuPool
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.clouds.rules import DoctorContext
+from fleet.model.core.pools import GpuPool
 from fleet.tools.doctor.context import Context
 from fleet.tools.doctor.kube_objects import selector_text
 
 
 def autoscaler_logs(ctx: Context) -> str:
-    """How to read what the cluster's autoscaler thinks (the cloud's rules, fleet/model/clouds/)."""
+    """How to read what the cluster's autoscaler thinks (the cloud's rules, fleet/model/core/clouds/)."""
     return cloud_rules(ctx.cluster.cloud).autoscaler_logs(ctx.kubectl)
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from kubernetes.client import CoreV1Event, V1Node, V1Pod
 
-from fleet.model.catalogue import Taint
-from fleet.model.quantity import parse_quantity
-from fleet.model.spec import GpuPool
+from fleet.model.core.pools import GpuPool
+from fleet.model.core.quantity import parse_quantity
+from fleet.model.core.taints import Taint
 
 
 def labels_of(obj: Any) -> dict[str, str]:
@@ -95,8 +95,8 @@ def capacity(node: V1Node, resource: str) -> int:
 
 def pool_nodes(pool: GpuPool, nodes: Sequence[V1Node]) -> list[V1Node]:
     """The nodes of ``pool``: those carrying every label of its node selector; a card's own pool does not count the
-    nodes of its sweep pools (fleet/model/sweeps.py) or its CI pool (fleet/model/ci_pools.py), which carry the same
-    card label and their size or the CI label (``GpuPool.has_node``)."""
+    nodes of its sweep pools (fleet/model/sweeps/) or its CI pool (fleet/model/runners/ci_pools.py), which carry the
+    same card label and their size or the CI label (``GpuPool.has_node``)."""
     return [n for n in nodes if pool.has_node(labels_of(n))]
 
 
@@ -125,7 +125,7 @@ def pod_ready(pod: V1Pod) -> bool:
 
 
 def quantity_of(resource: str, value: Any) -> int:
-    """A node's quantity as fleet/model/placement.py counts it: millicores for cpu, units otherwise."""
+    """A node's quantity as fleet/model/placement/pods.py counts it: millicores for cpu, units otherwise."""
     if value is None:
         return 0
     number = parse_quantity(str(value))

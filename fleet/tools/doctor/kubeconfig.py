@@ -16,7 +16,7 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.config import new_client_from_config
 from kubernetes.config.config_exception import ConfigException
 
-from fleet.model.errors import InputError, Problem
+from fleet.model.core.errors import InputError, Problem
 from fleet.model.loader import ROOT
 from fleet.tools.checks.kubeconfig_checks import check_kubeconfig
 

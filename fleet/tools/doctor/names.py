@@ -3,7 +3,7 @@ and the label of the fleet's own Jobs."""
 
 from __future__ import annotations
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 
 # Where the infra stack puts things (components/kubernetes/namespaces.py: MONITORING_NS, NODE_AGENTS_NS;
 # prometheus_stack.py: RELEASE; gpu_agents.py: the Helm release names of the device plugin and dcgm-exporter;

@@ -3,7 +3,7 @@ without a scraped pod."""
 
 from __future__ import annotations
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 from fleet.tools.doctor.names import MONITOR_SERVERS, MONITORING_NS, POD_MONITORS, PROMETHEUS_PORT
 from fleet.tools.doctor.prometheus_query import query, unreachable_row
 from fleet.tools.doctor.table import Row

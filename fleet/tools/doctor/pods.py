@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kubernetes.client import V1Pod
 
+from fleet.model.core.fleet import Fleet
 from fleet.model.loader import ROOT
-from fleet.model.spec import Fleet
 from fleet.tools.doctor.context import Context, Diagnosis
 from fleet.tools.doctor.kube_objects import labels_of
 from fleet.tools.doctor.messages import IMAGE_PULL_REASONS, STARTING_REASONS, UNSCHEDULABLE
@@ -55,7 +55,7 @@ def container_diagnoses(pod: V1Pod, ctx: Context) -> list[Diagnosis]:
                     f"container {cs.name} cannot be configured ({waiting.reason}{message})",
                     "a Secret or ConfigMap it reads is missing: for workload credentials set them with pulumi config "
                     f"set --stack {ctx.stack} --secret --path 'gpu-fleet:workloadSecrets.<workload>.<VAR>' <value> "
-                    f"and {ctx.up} (README, Adding a workload)",
+                    f"and {ctx.up} (docs/policy-file.md, Adding a workload)",
                 )
             )
         else:

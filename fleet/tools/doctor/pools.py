@@ -3,8 +3,8 @@ the fix when a node advertises none or whole cards."""
 
 from __future__ import annotations
 
-from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL
-from fleet.model.spec import GpuPool
+from fleet.model.core.card_sharing import DEVICE_PLUGIN_CONFIG_LABEL
+from fleet.model.core.pools import GpuPool
 from fleet.tools.doctor.context import Context
 from fleet.tools.doctor.kube_objects import allocatable, capacity, node_ready, pool_nodes, selector_text
 from fleet.tools.doctor.names import DEVICE_PLUGIN, DEVICE_PLUGIN_NS

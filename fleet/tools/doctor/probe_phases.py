@@ -1,18 +1,18 @@
-"""The rows of each probed pool's last probe, phase by phase (fleet/model/probe_phases.py), from the cluster's own
-recording rules."""
+"""The rows of each probed pool's last probe, phase by phase (fleet/model/probes/probe_phases.py), from the cluster's
+own recording rules."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.model.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES
-from fleet.model.spec import Cluster
+from fleet.model.core.clusters import Cluster
+from fleet.model.probes.probe_phases import PHASE_MEANING, PHASE_RECORD, PHASES
 from fleet.tools.doctor.table import Row
 
 
 def probe_phase_query(cluster: Cluster) -> str:
-    """The cluster's own records of its pools' last probe, by phase (fleet/model/probe_phases.py)."""
+    """The cluster's own records of its pools' last probe, by phase (fleet/model/probes/probe_phases.py)."""
     return f'{PHASE_RECORD}{{cluster="{cluster.name}"}}'
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
 from fleet.tools.doctor.federation import federation_rows
 from fleet.tools.doctor.kubeconfig import kubectl_for_stack
 from fleet.tools.doctor.names import PROMETHEUS_PORT

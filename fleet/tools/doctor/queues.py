@@ -25,8 +25,9 @@ import urllib3
 from kubernetes.client import ApiClient, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
-from fleet.model import pod_contract
-from fleet.model.spec import Cluster, Fleet
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 ACTIVE = "Active"  # multikueue_types.go MultiKueueClusterActive

@@ -11,9 +11,9 @@ from typing import Any
 
 from kubernetes.client import ApiClient, V1Node, V1Pod
 
-from fleet.model.catalogue import load_catalogue
-from fleet.model.placement import describe, pod_requests
-from fleet.model.spec import GpuPool
+from fleet.model.core.catalogue import load_catalogue
+from fleet.model.core.pools import GpuPool
+from fleet.model.placement.pods import describe, pod_requests
 from fleet.tools.doctor.autoscaler import scale_up_diagnosis
 from fleet.tools.doctor.context import Context, Diagnosis
 from fleet.tools.doctor.hints import autoscaler_logs, label_fix
@@ -45,7 +45,7 @@ GRACE_SECONDS = 120
 
 
 def _pod_spec(pod: V1Pod) -> dict[str, Any]:
-    """The pod's spec in Kubernetes API field names (what fleet/model/placement.py reads)."""
+    """The pod's spec in Kubernetes API field names (what fleet/model/placement/pods.py reads)."""
     return ApiClient().sanitize_for_serialization(pod.spec) or {}
 
 
@@ -54,7 +54,7 @@ def _too_big(
 ) -> Diagnosis | None:
     """A pod asking more cpu, memory (or another resource but its accelerator) than an empty node of its pool has: it
     never runs there, whatever the autoscaler adds, even while a card is free. The node's allocatable is read from the
-    pool's nodes, or computed from its machine by the catalogue (fleet/model/catalogue.py) when it has none."""
+    pool's nodes, or computed from its machine by the catalogue (fleet/model/core/catalogue.py) when it has none."""
     if pool is None:
         return None
     short = sorted(r for r in insufficient if r != pool.resource)
@@ -183,7 +183,7 @@ def scheduling_diagnoses(pod: V1Pod, message: str, pool: GpuPool | None, ctx: Co
                     f"node(s) {', '.join(sorted(tainted))} of pool {pool.name} carry the taint "
                     f"{', '.join(taints)}, which its pods do not tolerate",
                     f"if the cloud puts that taint on the pool, add it to spot_taints of {ctx.cluster.cloud} in "
-                    f"fleet/model/catalogue.yaml (the pods then tolerate it); otherwise remove it "
+                    f"fleet/model/core/catalogue.yaml (the pods then tolerate it); otherwise remove it "
                     f"({ctx.kubectl} taint nodes <node> {taints[0].split('=')[0]}-); then {ctx.up}",
                 )
             )

@@ -28,8 +28,8 @@ import grpc
 from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
+from fleet.model.core.workloads import WORKLOADS_DIR
 from fleet.model.loader import POLICY_FILE
-from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.plan import PROJECT, Finding, StackPlan
 

@@ -19,8 +19,8 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
-from fleet.model.errors import InputError
-from fleet.model.spec import Fleet
+from fleet.model.core.errors import InputError
+from fleet.model.core.fleet import Fleet
 from fleet.program.settings import CONFIG_NAMESPACE, OFFLINE_PLAN_KEY, STACK_FILE_KEY
 from fleet.program.stack_config import STACKS_DIR, load_stack_config, stack_file
 from fleet.tools.engine.mock_engine import FleetMocks, PlanError, RecordingMonitor, Registration

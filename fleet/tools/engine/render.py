@@ -29,8 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from fleet.model import pod_contract
-from fleet.model.prometheus import to_yaml
+from fleet.model.core import pod_contract
+from fleet.model.monitoring.prometheus import to_yaml
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.plan import StackPlan
 

@@ -1,8 +1,9 @@
 """Human-readable plan output, a decision aid: per stack its pools with what each costs per hour at its maximum,
 then the findings of every stack grouped once, then the totals per stack and for the fleet.
 
-Prices come from the dated price table (fleet/model/prices.yaml, fleet/model/prices.py): a pool's machine
-at its spot price when the pool is spot, else on-demand; a machine the table does not price says so, never a guess.
+Prices come from the dated price table (fleet/model/prices.yaml, fleet/model/billing/prices.py): a pool's
+machine at its spot price when the pool is spot, else on-demand; a machine the table does not price says so, never a
+guess.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fleet.model.billing import pool_accounts
-from fleet.model.clouds import cloud_rules
-from fleet.model.clouds.rules import PoolView
-from fleet.model.pool_view import pool_views
-from fleet.model.prices import PriceTable, pool_machine
-from fleet.model.spec import Cluster, Fleet, GpuPool
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL
+from fleet.model.billing.accounts import pool_accounts
+from fleet.model.billing.prices import PriceTable, pool_machine
+from fleet.model.core.clouds import cloud_rules
+from fleet.model.core.clouds.pool_view import pool_views
+from fleet.model.core.clouds.rules import PoolView
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.pools import CARDS_PER_NODE_LABEL, GpuPool
 from fleet.report.costs import approximate
 from fleet.tools.engine.plan import Finding, StackPlan
 

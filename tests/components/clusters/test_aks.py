@@ -157,7 +157,7 @@ def test_agent_pool_names_follow_the_aks_rule():
         agent_pool_name("rtx-pro-6000x")
     with pytest.raises(ValueError, match="lower-case letters"):
         agent_pool_name("A100")
-    # a card's CI pool (fleet/model/ci_pools.py): 'ci' after the card, still within 12 characters
+    # a card's CI pool (fleet/model/runners/ci_pools.py): 'ci' after the card, still within 12 characters
     assert agent_pool_name("a100", ci=True) == "gpua100ci"
     assert agent_pool_name("tpu-v5e", ci=True) == "gputpuv5eci"
     with pytest.raises(ValueError, match="'ci' for its CI pool"):

@@ -7,8 +7,8 @@ import json
 import pytest
 from pulumi.runtime import rpc
 
+from fleet.model.core.registry import DEFAULT_REGISTRY
 from fleet.model.loader import POLICY_FILE, load_fleet
-from fleet.model.registry import DEFAULT_REGISTRY
 from fleet.program.stack_config import STACKS_DIR
 from fleet.tools.engine.plan import plan_stack
 from tests.helpers import by_type, one, plan_one

@@ -16,8 +16,8 @@ from components.clusters.magnum import (
 )
 from components.clusters.version_tags import tag_minor
 from components.kubernetes.images import magnum_autoscaler_image
-from fleet.model.errors import InputError
-from fleet.model.registry import DEFAULT_REGISTRY
+from fleet.model.core.errors import InputError
+from fleet.model.core.registry import DEFAULT_REGISTRY
 from tests.helpers import MAGNUM_SITE, by_type, one, plan_one
 
 POLICY = """

@@ -49,7 +49,7 @@ def test_gke_keeps_its_balanced_profile_when_the_policy_waits_as_long_as_the_def
 
 @pytest.mark.parametrize("value", ["30s", "1h", "0m", "5", "10 m"])
 def test_scale_down_after_is_whole_minutes(tmp_path, value):
-    from fleet.model.errors import InputError
+    from fleet.model.core.errors import InputError
 
     policy = tmp_path / "fleet.yaml"
     policy.write_text(GOOD.replace("spot: true}", f"spot: true, scale_down_after: '{value}'}}"), encoding="utf-8")

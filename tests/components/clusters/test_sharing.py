@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from fleet.model.sharing import DEVICE_PLUGIN_CONFIG_LABEL
+from fleet.model.core.card_sharing import DEVICE_PLUGIN_CONFIG_LABEL
 from fleet.tools.engine.plan import StackPlan
 from tests.helpers import by_type, plan_one
 

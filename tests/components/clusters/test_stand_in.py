@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from components.kubernetes.images import chart_archive, missing_chart_archives
-from fleet.model.errors import InputError
-from fleet.model.stack_settings import FEDERATION_CERTIFICATE_PARTS, federation_certificates_value
+from fleet.model.core.errors import InputError
+from fleet.model.core.stack_settings import FEDERATION_CERTIFICATE_PARTS, federation_certificates_value
 from tests.helpers import by_type, plan_one
 
 POLICY = """

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from components.kubernetes.benchmark import spec_hash
-from fleet.model import pod_contract
-from fleet.model.benchmark_queue import flavor_quota
+from fleet.model.benchmark_queue.quotas import flavor_quota
+from fleet.model.core import pod_contract
 from fleet.model.loader import load_fleet
 from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.helpers import BENCHMARK_QUEUE_POLICY as POLICY

@@ -1,6 +1,6 @@
 """RBAC of every stack as the cluster gets it: the program's own roles and bindings plus those the pinned charts
 render with the program's values (helm-python-sdk on the archives of ../shared/charts), evaluated the way
-Kubernetes RBAC does (fleet/model/rbac.py). The preview identity stays refused every right it must not hold, and
+Kubernetes RBAC does (fleet/model/access/rbac.py). The preview identity stays refused every right it must not hold, and
 no chart's service account reads Secrets cluster-wide but the one the docs name."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from components.kubernetes.central_monitoring import GRAFANA_ROLE
-from fleet.model import preview_rights
+from fleet.model.access import preview_rights
+from fleet.model.access.rbac import BINDING_KINDS, ROLE_KINDS, Rbac, Request, User
 from fleet.model.loader import load_fleet
-from fleet.model.rbac import BINDING_KINDS, ROLE_KINDS, Rbac, Request, User
 from fleet.tools.checks.charts import (
     CHART_CACHE_ENV,
     helm_releases,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model import dashboards, grafana
 from fleet.model.loader import load_fleet
+from fleet.model.monitoring import dashboards, grafana
 from fleet.tools.engine.plan import StackPlan, plan_stack
 from tests.conftest import FIXTURES
 from tests.helpers import by_type, central_series, panels_on_missing_series, promql_metric_names, write_policy

@@ -20,7 +20,7 @@ from components.kubernetes.multikueue import (
     multikueue_settings,
 )
 from components.kubernetes.training import kueue_configuration
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 from fleet.model.loader import load_fleet
 from tests.helpers import QUEUED, write_policy
 
@@ -67,5 +67,5 @@ def test_the_doc_says_an_evicted_job_starts_again_from_the_first_cluster():
     assert "resetClusterNomination" in doc
     # the claim issue 45 found wrong: an eviction on a worker does not send the job on to the next cluster
     assert "and the manager dispatches it again, to the next cluster in order" not in doc
-    readme = _flat((REPO / "README.md").read_text(encoding="utf-8"))
-    assert "gets it back every hour instead of passing it on" in readme
+    summary = _flat((REPO / "docs" / "policy-file.md").read_text(encoding="utf-8"))  # the policy file's queues section
+    assert "gets it back every hour instead of passing it on" in summary

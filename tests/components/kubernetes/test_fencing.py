@@ -13,9 +13,10 @@ from components.kubernetes.benchmark import HOME_DIR
 from components.kubernetes.gateway import GATEWAY_PORT
 from components.kubernetes.network_policy import CREDENTIAL_ADDRESSES, dns_egress
 from components.kubernetes.prometheus_stack import RELEASE
-from fleet.model import can_i, pod_contract, preview_rights
+from fleet.model.access import can_i, preview_rights
+from fleet.model.access.rbac import Rbac, Request, User
+from fleet.model.core import pod_contract
 from fleet.model.loader import load_fleet
-from fleet.model.rbac import Rbac, Request, User
 from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.conftest import FIXTURES
 from tests.helpers import by_type, write_policy
@@ -417,7 +418,7 @@ def test_the_preview_identity_may_dry_run_each_object_where_the_stack_puts_it(pr
     ids=lambda q: f"{q.request.describe()}={q.allowed}",
 )
 def test_the_preview_identity_answers_the_can_i_table(preview_plans, question):
-    """fleet/model/can_i.yaml's preview rows, asked of each preview stack's RBAC under its own user name."""
+    """fleet/model/access/can_i.yaml's preview rows, asked of each preview stack's RBAC under its own user name."""
     for stack, user in (
         ("gke-p", "gpu-fleet-preview@proj-1.iam.gserviceaccount.com"),
         ("eks-p", "gpu-fleet-previewer"),

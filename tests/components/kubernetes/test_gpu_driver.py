@@ -12,7 +12,7 @@ import tomllib
 import pytest
 
 from components.kubernetes.benchmark import driver_exports
-from fleet.model.catalogue import load_catalogue
+from fleet.model.core.catalogue import load_catalogue
 from fleet.tools.engine.plan import StackPlan
 from tests.conftest import FIXTURES
 from tests.helpers import by_type, one, plan_one

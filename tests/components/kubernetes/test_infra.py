@@ -18,10 +18,11 @@ from components.kubernetes.central_monitoring import (
     parse_alert_receiver,
 )
 from components.kubernetes.federation import federated_selectors
-from fleet.model import accounting_hours, probe_phases
-from fleet.model.accounting import ACCOUNTING_RULES, GROUP
+from fleet.model.billing import accounting_hours
+from fleet.model.billing.accounting import ACCOUNTING_RULES, GROUP
 from fleet.model.loader import load_fleet
-from fleet.model.prometheus import duration_seconds
+from fleet.model.monitoring.prometheus import duration_seconds
+from fleet.model.probes import probe_phases
 from fleet.tools.cli import main
 from fleet.tools.engine.plan import StackPlan, plan_fleet
 from tests.helpers import MAGNUM_SITE, by_type, plan_one, write_policy
@@ -267,8 +268,8 @@ def test_bad_alert_receivers_are_refused_without_showing_them(text, fragment):
 
 
 def test_accounting_rules_and_their_labels_reach_the_leaf_and_the_central(tmp_path):
-    """Each cluster with GPU pools records its card-hours (fleet/model/accounting.py) from kube-state-metrics with the
-    node and pod labels it joins on allowlisted; the central federates the records."""
+    """Each cluster with GPU pools records its card-hours (fleet/model/billing/accounting.py) from kube-state-metrics
+    with the node and pod labels it joins on allowlisted; the central federates the records."""
     policy = "clusters:\n  aws:\n    eks-acc:\n      region: us-east-1\n      central: true\n"
     policy += "      billing_account: lab\n      gpus: [t4]\n"
     plan = plan_one(tmp_path, policy, "eks-acc", {"aws:region": "us-east-1"})
@@ -280,10 +281,10 @@ def test_accounting_rules_and_their_labels_reach_the_leaf_and_the_central(tmp_pa
     assert billed[0]["labels"]["billing_account"] == "lab"
     fleet = load_fleet(tmp_path / "fleet.yaml", tmp_path / "no-workloads")
     assert set(ACCOUNTING_RULES) <= set(federated_selectors(fleet))
-    # the central integrates them an hour at a time for the report (fleet/model/accounting_hours.py)
+    # the central integrates them an hour at a time for the report (fleet/model/billing/accounting_hours.py)
     step = duration_seconds(fleet.monitoring.federation_interval)
     assert values["additionalPrometheusRulesMap"][accounting_hours.GROUP] == accounting_hours.hourly_rules(step)
-    # and keeps each finished probe run's phases for the report's long windows (fleet/model/probe_phases.py)
+    # and keeps each finished probe run's phases for the report's long windows (fleet/model/probes/probe_phases.py)
     assert values["additionalPrometheusRulesMap"][probe_phases.RUNS_GROUP] == probe_phases.settled_run_rules(step)
 
 

@@ -1,4 +1,4 @@
-"""The queues' manager must keep a Job's ``spec.managedBy`` (fleet/model/queues.py ``MANAGED_BY_MIN_KUBERNETES``):
+"""The queues' manager must keep a Job's ``spec.managedBy`` (fleet/model/queues/ ``MANAGED_BY_MIN_KUBERNETES``):
 ``validate`` and ``plan`` refuse one below Kubernetes 1.32, located at the Magnum stack's ``kubeTag`` or the policy's
 ``kubernetes_version``, with the reason and the fix; so does the program itself (``pulumi preview``).
 
@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.model.errors import InputError
+from fleet.model.core.errors import InputError
 from fleet.model.loader import load_fleet
-from fleet.model.queues import MANAGED_BY_MIN_KUBERNETES, managed_by_problem
+from fleet.model.queues.checks import managed_by_problem
+from fleet.model.queues.settings import MANAGED_BY_MIN_KUBERNETES
 from fleet.tools.cli import main
 from fleet.tools.engine.plan import plan_stack
 from tests.helpers import QUEUED, QUEUED_SITE, QUEUED_STACKS, write_policy

@@ -36,11 +36,13 @@ from components.kubernetes.multikueue import (
     worker_watch_rules,
 )
 from components.kubernetes.network_policy import CREDENTIAL_ADDRESSES
-from fleet.model import can_i, pod_contract
+from fleet.model.access import can_i
+from fleet.model.access.rbac import Rbac
+from fleet.model.core import pod_contract
 from fleet.model.loader import load_fleet
-from fleet.model.prometheus import SERVICE_ACCOUNT_SCRAPE_CLASS
-from fleet.model.queues import START_WAIT_SERIES, pool_capacity, quota
-from fleet.model.rbac import Rbac
+from fleet.model.monitoring.prometheus import SERVICE_ACCOUNT_SCRAPE_CLASS
+from fleet.model.queues.dispatch import pool_capacity, quota
+from fleet.model.queues.settings import START_WAIT_SERIES
 from fleet.tools.checks.schemas import CRDS_ENV, load_crds, schema_errors
 from fleet.tools.engine.plan import plan_fleet
 from fleet.tools.engine.render import kubernetes_manifest
@@ -228,8 +230,8 @@ def test_the_managers_identity_on_a_worker_and_its_kubeconfig_a_secret_output(pl
     ids=lambda q: q.request.describe(),
 )
 def test_the_worker_identity_answers_the_can_i_table(planned, question):
-    """fleet/model/can_i.yaml, asked of each worker's rendered RBAC: jobs and Workloads in benchmarks only, watches
-    cluster-wide, no Secret, no pod, nothing elsewhere."""
+    """fleet/model/access/can_i.yaml, asked of each worker's rendered RBAC: jobs and Workloads in benchmarks only,
+    watches cluster-wide, no Secret, no pod, nothing elsewhere."""
     fleet, plans = planned
     for worker in fleet.dispatch.workers:
         rbac = Rbac.of((r.type.rsplit(":", 1)[-1], r.inputs) for r in plans[worker].registrations)
@@ -362,7 +364,7 @@ def test_every_queue_object_fits_kueues_upstream_crds(planned):
 
 
 def test_a_kueue_cluster_below_kubernetes_1_29_is_refused(tmp_path):
-    from fleet.model.errors import InputError
+    from fleet.model.core.errors import InputError
     from fleet.tools.engine.plan import plan_stack
 
     policy, stacks = write_policy(

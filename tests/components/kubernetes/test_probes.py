@@ -7,8 +7,8 @@ import kubernetes_validate
 import pytest
 
 from components.kubernetes.benchmark import CRONJOB_TIME_ZONE, JOB_NAME_LABEL
-from fleet.model import pod_contract
-from fleet.model.workloads import PROBE_DIR, load_workload
+from fleet.model.core import pod_contract
+from fleet.model.core.workloads import PROBE_DIR, load_workload
 from fleet.tools.engine.plan import StackPlan
 from tests.helpers import by_type, plan_one
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 from fleet.model.loader import load_fleet
 from fleet.tools.engine.plan import plan_fleet
 from tests.helpers import QUEUED_STACKS, QUEUED_TRACKER, by_type, queued, queued_workloads_dir, write_policy

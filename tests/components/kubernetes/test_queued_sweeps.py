@@ -1,4 +1,4 @@
-"""Sweep points of a workload that names a queue (fleet/model/queued_sweeps.py, components/kubernetes/
+"""Sweep points of a workload that names a queue (fleet/model/queues/queued_sweeps.py, components/kubernetes/
 queued_sweeps.py), on the tests' own queued fleet (tests/helpers.py QUEUED: a Magnum site with one-T4 machines first,
 then EKS and GKE, whose catalogue offers larger T4 machines) with ``sweeper`` swept over T4s through the gpu queue:
 each point once on the manager as a TrainJob with the queue's label, the same TrainingRuntime on every worker that
@@ -13,10 +13,11 @@ import pytest
 import yaml
 
 from components.kubernetes.multikueue import TRAINJOBS, worker_flavor_name
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
+from fleet.model.core.pools import CARDS_PER_NODE_LABEL
+from fleet.model.core.taints import SWEEP_TAINT
 from fleet.model.loader import load_fleet
-from fleet.model.queues import pool_capacity, quota
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT
+from fleet.model.queues.dispatch import pool_capacity, quota
 from fleet.tools.checks.schemas import CRDS_ENV, load_crds, schema_errors
 from fleet.tools.engine.analyzer import PolicyPackSession
 from fleet.tools.engine.plan import plan_fleet

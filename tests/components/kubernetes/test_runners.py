@@ -13,9 +13,9 @@ import yaml
 
 from components.kubernetes.images import chart
 from components.kubernetes.runners import POLL_TIMEOUT_SECONDS, RUNNER_METRICS_PORT
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 from fleet.model.loader import load_fleet
-from fleet.model.placement import PodToPlace, cluster_nodes, place
+from fleet.model.placement.pods import PodToPlace, cluster_nodes, place
 from fleet.program.stack_config import SECRET_PLACEHOLDER
 from fleet.tools.engine.plan import StackPlan
 from tests.helpers import by_type, one, plan_one

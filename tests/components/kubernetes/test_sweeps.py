@@ -13,10 +13,11 @@ import yaml
 from components.kubernetes.images import chart, chart_images
 from components.kubernetes.sweeps import ANCESTOR_LABEL, NODE, RESTART_ATTEMPT_LABEL, trainjob_name
 from components.kubernetes.training import KUEUE_FRAMEWORKS, KUEUE_VISIBILITY_PORT, WEBHOOK_PORT
-from fleet.model import pod_contract
-from fleet.model.placement import selector_matches
-from fleet.model.registry import DEFAULT_REGISTRY
-from fleet.model.sweeps import CARDS_PER_NODE_LABEL, SWEEP_TAINT
+from fleet.model.core import pod_contract
+from fleet.model.core.pools import CARDS_PER_NODE_LABEL
+from fleet.model.core.registry import DEFAULT_REGISTRY
+from fleet.model.core.taints import SWEEP_TAINT
+from fleet.model.placement.pods import selector_matches
 from fleet.tools.engine.plan import StackPlan
 from tests.helpers import FIXTURE_WORKLOADS, by_type, one, plan_one
 

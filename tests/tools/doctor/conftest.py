@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from fleet.model.core.fleet import Fleet
 from fleet.model.loader import load_fleet
-from fleet.model.spec import Fleet
 from tests.tools.doctor.fake_kube_api import ApiServer, World, write_kubeconfig
 from tests.tools.doctor.support import POLICY, STACKS, WORKLOADS, Result, doctor_at
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from fleet.model.spec import Cluster, Fleet, GpuPool
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.pools import GpuPool
 from fleet.tools.cli import build_parser
 from fleet.tools.doctor.command import run
 from tests.conftest import FIXTURES

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
 from fleet.tools.doctor.names import (
     DEVICE_PLUGIN,
     DEVICE_PLUGIN_NS,

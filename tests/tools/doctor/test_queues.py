@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from kubernetes.config import new_client_from_config
 
-from fleet.model import pod_contract
+from fleet.model.core import pod_contract
+from fleet.model.core.fleet import Fleet
 from fleet.model.loader import load_fleet
-from fleet.model.spec import Fleet
 from fleet.tools.doctor import queues as dq
 from tests.helpers import QUEUED, QUEUED_STACKS, write_policy
 from tests.tools.doctor.fake_kube_api import ApiServer, World, write_kubeconfig

@@ -44,7 +44,7 @@ def test_an_untolerated_taint_on_the_pools_node_is_named_with_its_fix(fleet, run
     )
     assert "FAIL" in row and "Pending" in row
     assert "example.com/maintenance=true:NoSchedule" in row and world.nodes[1].metadata.name in row
-    assert f"spot_taints of {cluster.cloud} in fleet/model/catalogue.yaml" in row
+    assert f"spot_taints of {cluster.cloud} in fleet/model/core/catalogue.yaml" in row
     assert f"pulumi up --stack {cluster.name}" in row
     # the fleet's own accelerator taint is tolerated: it is not blamed
     assert all(t.as_string() not in row.split("problem:")[1].split("fix:")[0] for t in pool.taints)

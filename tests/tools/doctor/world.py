@@ -8,8 +8,10 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from fleet.model import pod_contract
-from fleet.model.spec import Cluster, Fleet, GpuPool
+from fleet.model.core import pod_contract
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.pools import GpuPool
 from fleet.tools.doctor.names import DEVICE_PLUGIN, DEVICE_PLUGIN_NS, EXPORTER, GATEWAY, MONITORING_NS, NODE_AGENTS_NS
 from tests.tools.doctor.fake_kube_api import World
 

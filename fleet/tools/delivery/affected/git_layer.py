@@ -8,8 +8,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from fleet.model.core.workloads import WORKLOADS_DIR
 from fleet.model.loader import POLICY_FILE, ROOT
-from fleet.model.workloads import WORKLOADS_DIR
 from fleet.tools.delivery.affected.selection import (
     COMMIT_ID,
     POLICY_PATH,

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet.model.errors import InputError, Problem
+from fleet.model.core.clusters import Cluster
+from fleet.model.core.errors import InputError, Problem
+from fleet.model.core.fleet import Fleet
+from fleet.model.core.workloads import WORKLOADS_DIR
+from fleet.model.core.yaml_source import parse_yaml, read_yaml
 from fleet.model.loader import POLICY_FILE, ROOT, load_fleet
-from fleet.model.spec import Cluster, Fleet
-from fleet.model.workloads import WORKLOADS_DIR
-from fleet.model.yaml_source import parse_yaml, read_yaml
 
 POLICY_PATH = "policy/fleet.yaml"
 STACK_FILE = "stacks/Pulumi.*.yaml"
@@ -59,7 +60,7 @@ NOT_DEPLOYED = (
     "Makefile",
     "pyproject.toml",
     "LICENSE*",
-    "policy/fleet.schema.json",  # generated for editors from fleet/model/spec_schema.py
+    "policy/fleet.schema.json",  # generated for editors from fleet/model/policy_file/schema.py
 )
 # Inside workloads/<w>/: files that are test data or image sources, not read by the program (the loader reads
 # workload.yaml, mtail/*.mtail and files/*).

@@ -1,0 +1,1 @@
+"""Billing and accounting: the accounts card-hours go to, the accounting rules that count them, and prices."""

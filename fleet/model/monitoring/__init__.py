@@ -1,0 +1,1 @@
+"""Monitoring and dashboards: the Prometheus configuration and rules of every cluster, and the Grafana dashboards."""

@@ -1,0 +1,1 @@
+"""GitLab CI runners (policy: ``runners``): their settings, their resolution into ``Runner``s and their CI pools."""

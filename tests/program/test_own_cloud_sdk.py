@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from fleet.model.core.clouds import RULES
 
+from fleet.model.core.clouds import RULES
 from fleet.model.loader import POLICY_FILE, load_fleet
 from tests.conftest import ROOT
 

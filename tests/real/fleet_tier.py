@@ -15,10 +15,22 @@ from pulumi import automation as auto
 from components.kubernetes.gateway import server_name
 from fleet.model.core.clusters import Cluster
 from fleet.model.core.fleet import Fleet
+from fleet.model.core.stack_settings import STACK_SETTINGS
 from tests.conftest import shared_data
 from tests.real.controllers import RealControllers
 from tests.real.engine import RealEngine
 from tests.real.hollow import HollowCluster, cluster_node_specs
+
+#: What stands in for the cloud's cluster: the hollow control plane's kubeconfig.
+KUBECONFIG_SETTING = "gpu-fleet:standInKubeconfig"
+#: Every tier stack that can names a pull-request preview identity (gpu-fleet:previewPrincipal), can_i.yaml's user.
+PREVIEW_PRINCIPAL = "gpu-fleet-preview"
+PREVIEW_SETTING = STACK_SETTINGS["previewPrincipal"]
+
+
+def has_preview_identity(cluster: Cluster) -> bool:
+    """Whether the tier gives ``cluster``'s stack a preview identity: where its cloud takes the setting."""
+    return PREVIEW_SETTING.applies_to(cluster.cloud)
 
 
 def stack_order(fleet: Fleet) -> list[str]:
@@ -71,14 +83,17 @@ class FleetTier:
             hollow.stop()
             raise
         secret_values = {
-            "gpu-fleet:standInKubeconfig": hollow.kubeconfig.read_text(),
+            KUBECONFIG_SETTING: hollow.kubeconfig.read_text(),
             "gpu-fleet:grafanaAdminPassword": secrets.token_urlsafe(24),
             **{
                 f"gpu-fleet:federationCertificates.{part}": pem
                 for part, pem in hollow.pki().federation(server_name(name)).items()
             },
         }
-        stack = self.engine.stack(name, plain={"gpu-fleet:chartCache": str(self.charts)}, secrets=secret_values)
+        plain = {"gpu-fleet:chartCache": str(self.charts)}
+        if has_preview_identity(cluster):
+            plain[f"gpu-fleet:{PREVIEW_SETTING.name}"] = PREVIEW_PRINCIPAL
+        stack = self.engine.stack(name, plain=plain, secrets=secret_values)
         self.stacks[name] = StackOnHollow(cluster, hollow, stack, controllers, self.engine)
         return self.stacks[name]
 

@@ -4,17 +4,21 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 from pulumi import automation as auto
 
-from components.kubernetes.multikueue import TOKEN_MAX_DAYS, TOKEN_SETTING
+from components.kubernetes.multikueue import ROUND_SECONDS, TOKEN_MAX_DAYS, TOKEN_SETTING
 from fleet.model.access import can_i
-from fleet.model.core.pod_contract import KUEUE_NAMESPACE
-from fleet.model.loader import load_fleet
+from fleet.model.core.pod_contract import BENCHMARK_NAMESPACE, KUEUE_NAMESPACE, QUEUE_NAME_LABEL
+from fleet.model.loader import POLICY_FILE, load_fleet
+from fleet.model.policy_file.schema import GpuPoolDefaults
+from fleet.model.queues.dispatch import kind_of
 from fleet.model.queues.settings import WORKER_ACCOUNT
 from tests.e2e.processes import patience, wait_for
+from tests.real import dispatch
 from tests.real.agreement import disagreements
 from tests.real.conftest import require_receivers
-from tests.real.fleet_tier import FleetTier, stack_order
+from tests.real.fleet_tier import KUBECONFIG_SETTING, PREVIEW_PRINCIPAL, FleetTier, has_preview_identity, stack_order
 
 FLEET = load_fleet()
 ORDER = stack_order(FLEET)
@@ -91,7 +95,13 @@ def up(on) -> None:
 
 @pytest.mark.parametrize("name", ORDER)
 def test_the_scheduler_and_the_model_agree_on_every_pod(tier, name):
+    """Every pod of the stack (one run of each CronJob started, as its schedule would) where both the scheduler and
+    the model's placement put it, or neither can (tests/real/agreement.py)."""
     on = tier.on_hollow(name)
+    for cron in on.hollow.get("cronjobs", "--all-namespaces")["items"]:
+        meta = cron["metadata"]
+        run = f"{meta['name'][:50]}-tier-run"
+        on.hollow.kubectl("-n", meta["namespace"], "create", "job", run, f"--from=cronjob/{meta['name']}")
 
     def settled() -> list[dict]:
         """Every pod once each was bound or tried by the scheduler (None before)."""
@@ -104,23 +114,221 @@ def test_the_scheduler_and_the_model_agree_on_every_pod(tier, name):
     assert found == [], "\n".join(found)
 
 
+POLICY_SETTING = "gpu-fleet:policyFile"
 WORKERS = [n for n in ORDER if FLEET.dispatch and FLEET.dispatch.role(n) == "worker"]
 WORKER_USER = f"system:serviceaccount:{KUEUE_NAMESPACE}:{WORKER_ACCOUNT}"
+
+
+def wrong_answers(on, user: str, as_user: str | None = None) -> list[str]:
+    """The rows of fleet/model/can_i.yaml for ``user`` that the stack's real API server answers otherwise, asked with
+    ``kubectl auth can-i --as`` (as ``as_user``, the name this cluster gives the identity, when it differs)."""
+    wrong = []
+    for question in (q for q in can_i.load() if q.user == user):
+        command = question.kubectl()
+        command[command.index("--as") + 1] = as_user or user
+        asked = on.hollow.kubectl(*command[1:], check=False)
+        answer = asked.stdout.strip()
+        if answer not in ("yes", "no") or (answer == "yes") != question.allowed:
+            wrong.append(f"{' '.join(command)}: {answer or asked.stderr.strip()}, not {question.allowed}")
+    return wrong
 
 
 @pytest.mark.parametrize("name", WORKERS)
 def test_the_queue_managers_identity_on_a_worker_has_exactly_what_the_table_says(tier, name):
     """fleet/model/access/can_i.yaml asked of the worker's real API server with `kubectl auth can-i --as`, as
-    docs/security.md promises: Jobs and Workloads in the benchmarks namespace, list and watch elsewhere, no Secret, no
-    pod."""
-    on = tier.on_hollow(name)
-    wrong = []
-    for question in (q for q in can_i.load() if q.user == WORKER_USER):
-        asked = on.hollow.kubectl(*question.kubectl()[1:], check=False)
-        answer = asked.stdout.strip()
-        if answer not in ("yes", "no") or (answer == "yes") != question.allowed:
-            wrong.append(f"{' '.join(question.kubectl())}: {answer or asked.stderr.strip()}, not {question.allowed}")
+    docs/security.md promises: Jobs and Workloads in the benchmarks namespace, list and watch elsewhere, no Secret,
+    no pod."""
+    wrong = wrong_answers(tier.on_hollow(name), WORKER_USER)
     assert wrong == [], "\n".join(wrong)
+
+
+PREVIEWED = [n for n in ORDER if has_preview_identity(FLEET.cluster(n))]
+
+
+@pytest.mark.parametrize("name", PREVIEWED)
+def test_the_preview_identity_has_exactly_what_the_table_says(tier, name):
+    """The pull-request preview identity (``PREVIEW_PRINCIPAL`` on every stack whose cloud takes one), under the user
+    name the stack exports as ``preview_user``: dry runs of the fleet's own kinds in its namespaces, no Secret, no
+    exec, no token, nothing in kube-system."""
+    on = tier.on_hollow(name)
+    wrong = wrong_answers(on, PREVIEW_PRINCIPAL, on.stack.outputs()["preview_user"].value)
+    assert wrong == [], "\n".join(wrong)
+
+
+# -- the fleet's queues, run by the real Kueue on the manager and its workers (docs/queues.md) ----------------------
+QUEUES = FLEET.dispatch.queues if FLEET.dispatch else ()
+MANAGER = FLEET.dispatch.manager if FLEET.dispatch else ""
+GPU_QUEUES = [q for q in QUEUES if kind_of(q.resource) == "gpu"]
+TPU_QUEUES = [q for q in QUEUES if kind_of(q.resource) == "tpu"]
+# Kueue's Incremental dispatcher adds the next worker after a round without admission (components/kubernetes/
+# multikueue.py ROUND_SECONDS): a spill waits at least that long, on top of the tier's usual patience.
+SPILL_PATIENCE_S = ROUND_SECONDS
+
+
+def wait_explained(what: str, probe, deadline: float, *clusters):
+    """``wait_for`` on ``clusters[0]``'s processes; on a timeout, what Kueue on each of ``clusters`` says."""
+    try:
+        return wait_for(what, probe, deadline, clusters[0].hollow.processes)
+    except AssertionError as exc:
+        said = [dispatch.explain(on.hollow) for on in clusters]
+        raise AssertionError("\n".join([str(exc)[:3000], *said])) from None
+
+
+def dispatched_to(on, job: str) -> str | None:
+    """The worker MultiKueue gave Job ``job`` (the manager's Workload's ``status.clusterName``) once one admitted it."""
+    workload = dispatch.workload_of(on.hollow, job)
+    return (workload or {}).get("status", {}).get("clusterName") if dispatch.holds(workload, "Admitted") else None
+
+
+def first_offering(queue, cards) -> str:
+    """The first worker of ``queue``, in its order, with a pool of one of ``cards``."""
+    return next(n for n in queue.clusters if any(p.card in cards for p in queue.pools(FLEET.cluster(n))))
+
+
+@pytest.mark.skipif(not QUEUES, reason="the fleet has no queues")
+def test_the_manager_reaches_every_worker(tier):
+    """Every worker's MultiKueueCluster on the manager is Active: the manager's Kueue connected with the worker's
+    token and watches what it dispatches there."""
+    on = tier.on_hollow(MANAGER)
+
+    def inactive() -> list[str] | None:
+        clusters = on.hollow.get("multikueueclusters.kueue.x-k8s.io")["items"]
+        names = sorted(c["metadata"]["name"] for c in clusters if not dispatch.holds(c, "Active"))
+        return None if names or len(clusters) < len(FLEET.dispatch.workers) else []
+
+    assert wait_for("every worker active on the manager", lambda: inactive() == [], patience(), on.hollow.processes)
+    # and `fleet doctor` on the manager says so, a row per worker
+    said = dispatch.doctor(on.hollow, MANAGER)
+    for worker in FLEET.dispatch.workers:
+        (row,) = [line for line in said.splitlines() if f"queue worker {worker} " in line]
+        assert "Active" in row and "not Active" not in row, said
+
+
+@pytest.mark.skipif(not QUEUES, reason="the fleet has no queues")
+def test_the_policys_queued_jobs_run_on_the_first_worker_with_their_card(tier):
+    """The Jobs the policy declares on the manager (a workload with ``queue``) each run on the first worker of the
+    queue with a pool of its card, and complete there; the manager's Job follows."""
+    on = tier.on_hollow(MANAGER)
+    expected = {}
+    for job in FLEET.queued_jobs():
+        selector = f"workload={job.workload.name},gpu={job.card}"
+        (name,) = on.hollow.kubectl(
+            "-n", BENCHMARK_NAMESPACE, "get", "jobs", "-l", selector, "-o", "name"
+        ).stdout.split()
+        expected[name.split("/", 1)[1]] = first_offering(job.queue, [job.card])
+
+    def ran() -> dict[str, str] | None:
+        where = {job: dispatched_to(on, job) for job in expected}
+        return where if all(where.values()) and all(dispatch.finished(on.hollow, j) for j in expected) else None
+
+    try:
+        where = wait_for("the queued Jobs to run", ran, patience(), on.hollow.processes)
+    except AssertionError as exc:
+        workers = {first_offering(job.queue, [job.card]) for job in FLEET.queued_jobs()}
+        said = [dispatch.explain(h) for h in [on.hollow, *(tier.on_hollow(w).hollow for w in sorted(workers))]]
+        raise AssertionError("\n".join([str(exc)[:4000], *said])) from None
+    assert where == expected
+    assert {j: dispatch.finished(on.hollow, j) for j in expected} == dict.fromkeys(expected, "Complete")
+
+
+@pytest.mark.parametrize("queue", GPU_QUEUES[:1], ids=lambda q: q.name)
+def test_a_job_submitted_as_the_docs_show_runs_on_the_first_cluster_of_its_queue(tier, queue):
+    """The Job the README has a user submit on the manager runs on the queue's first cluster while it has room
+    ("fill up CERN before the clouds"), and completes; its pod on a node of one of the queue's cards."""
+    on = tier.on_hollow(MANAGER)
+    shown, page = dispatch.documented_job()
+    job = dispatch.for_queue(shown, queue, "submitted-as-shown")
+    dispatch.submit(on.hollow, job)
+    first = queue.clusters[0]
+    worker = tier.on_hollow(first)
+    try:
+        where = wait_explained(f"the Job of {page.name} dispatched", lambda: dispatched_to(on, job["metadata"]["name"]),
+                               patience(), on, worker)  # fmt: skip
+        assert where == first
+        done = wait_for("it to finish on the worker", lambda: dispatch.finished(worker.hollow, "submitted-as-shown"),
+                        patience(), worker.hollow.processes)  # fmt: skip
+        assert done == "Complete"
+        (pod,) = worker.hollow.get("pods", "-n", BENCHMARK_NAMESPACE, "-l", "job-name=submitted-as-shown")["items"]
+        node = worker.hollow.get("node", pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"].get("gpu") in queue.cards or any(
+            all(node["metadata"]["labels"].get(k) == v for k, v in p.node_selector.items())
+            for p in queue.pools(FLEET.cluster(first))
+        )
+        assert wait_for("the manager's Job to follow", lambda: dispatch.finished(on.hollow, "submitted-as-shown"),
+                        patience(), on.hollow.processes) == "Complete"  # fmt: skip
+    finally:
+        dispatch.delete(on.hollow, "submitted-as-shown")
+
+
+@pytest.mark.parametrize("queue", [q for q in GPU_QUEUES[:1] if len(q.clusters) > 1], ids=lambda q: q.name)
+def test_a_job_spills_to_the_next_cluster_when_the_first_is_full(tier, queue):
+    """With every card of the queue's first cluster taken (Jobs there holding its whole quota), the documented Job
+    goes to the next cluster in the policy's order after one round of the Incremental dispatcher, as docs/queues.md
+    says, and not before the first cluster was offered it."""
+    on = tier.on_hollow(MANAGER)
+    first, second = queue.clusters[0], queue.clusters[1]
+    worker = tier.on_hollow(first)
+    cluster = FLEET.cluster(first)
+    holders = [f"hold-{card}" for card in queue.cards if any(p.card == card for p in queue.pools(cluster))]
+    for card, name in zip([h.removeprefix("hold-") for h in holders], holders, strict=True):
+        dispatch.submit(worker.hollow, dispatch.holding_job(cluster, queue, card, name))
+    shown, _ = dispatch.documented_job()
+    job = dispatch.for_queue(shown, queue, "submitted-when-full")
+    try:
+        for name in holders:
+            wait_for(f"{name} admitted on {first}",
+                     lambda n=name: dispatch.holds(dispatch.workload_of(worker.hollow, n), "Admitted"),
+                     patience(), worker.hollow.processes)  # fmt: skip
+        dispatch.submit(on.hollow, job)
+        # offered to the first cluster, whose copy waits there without quota
+        offered = wait_explained(f"a copy on {first}",
+                                 lambda: dispatch.workload_of(worker.hollow, "submitted-when-full"),
+                                 patience(), worker, on)  # fmt: skip
+        assert not dispatch.holds(offered, "QuotaReserved")
+        said = dispatch.doctor(on.hollow, MANAGER)  # why it waits, in the doctor's words
+        assert any("submitted-when-full" in line and "not dispatched yet" in line for line in said.splitlines()), said
+        where = wait_for(f"the Job dispatched past {first}", lambda: dispatched_to(on, "submitted-when-full"),
+                         patience() + SPILL_PATIENCE_S, on.hollow.processes)  # fmt: skip
+        assert where == second
+        gone = wait_for(f"the copy on {first} removed",
+                        lambda: dispatch.workload_of(worker.hollow, "submitted-when-full") is None,
+                        patience(), worker.hollow.processes)  # fmt: skip
+        assert gone
+    finally:
+        dispatch.delete(on.hollow, "submitted-when-full")
+        for name in holders:
+            dispatch.delete(worker.hollow, name)
+
+
+@pytest.mark.parametrize("queue", TPU_QUEUES, ids=lambda q: q.name)
+def test_tpu_work_runs_only_where_its_queue_sends_it(tier, queue):
+    """The documented Job asking for TPU chips, submitted to the TPU queue, runs on that queue's cluster; submitted
+    to a GPU queue, it is never admitted there (the manager has no quota of chips for it)."""
+    on = tier.on_hollow(MANAGER)
+    shown, _ = dispatch.documented_job()
+    job = dispatch.for_queue(shown, queue, "tpu-work")
+    astray = dispatch.for_queue(shown, queue, "tpu-work-astray")
+    for gpu_queue in GPU_QUEUES[:1]:
+        astray["metadata"]["labels"][QUEUE_NAME_LABEL] = gpu_queue.name
+    dispatch.submit(on.hollow, job)
+    if GPU_QUEUES:
+        dispatch.submit(on.hollow, astray)
+    try:
+        where = wait_explained("the TPU Job dispatched", lambda: dispatched_to(on, "tpu-work"), patience(), on,
+                               tier.on_hollow(queue.clusters[0]))  # fmt: skip
+        assert where == queue.clusters[0] and FLEET.cluster(where).cloud == "gcp"
+        if GPU_QUEUES:
+
+            def refused() -> str | None:
+                reserved = dispatch.condition(dispatch.workload_of(on.hollow, "tpu-work-astray"), "QuotaReserved")
+                return reserved["message"] if reserved and reserved["status"] == "False" else None
+
+            message = wait_for("the astray TPU Job refused", refused, patience(), on.hollow.processes)
+            assert queue.resource in message
+            assert dispatched_to(on, "tpu-work-astray") is None
+    finally:
+        dispatch.delete(on.hollow, "tpu-work")
+        dispatch.delete(on.hollow, "tpu-work-astray")
 
 
 @pytest.mark.parametrize("name", ORDER)
@@ -130,6 +338,52 @@ def test_a_second_preview_shows_no_change(tier, name):
     result = on.stack.preview(on_output=output.append, color="never", diff=True)
     changes = {op: n for op, n in result.change_summary.items() if op != "same" and n}
     assert changes == {}, "".join(output)[-20000:]
+
+
+def a_pull_requests_policy(folder) -> str:
+    """The fleet's policy file as a pull request might change it: another scrape interval (the monitoring charts'
+    values) and one more node in every pool of the default size (the pools' quotas: Kueue's ClusterQueues, the
+    benchmarks' ResourceQuota); written under ``folder``, its path returned."""
+    policy = yaml.safe_load(POLICY_FILE.read_text(encoding="utf-8"))
+    monitoring = policy.setdefault("monitoring", {})
+    monitoring["scrape_interval"] = "50s" if monitoring.get("scrape_interval") == "45s" else "45s"
+    pool = policy.setdefault("defaults", {}).setdefault("gpu_pool", {})
+    pool["max_nodes"] = pool.get("max_nodes", GpuPoolDefaults().max_nodes) + 1
+    changed = folder / "pull-request-fleet.yaml"
+    changed.write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
+    return str(changed)
+
+
+@pytest.mark.parametrize("name", PREVIEWED)
+def test_a_pull_requests_preview_runs_as_the_preview_identity(tier, name, tmp_path):
+    """``pulumi preview`` of a changed policy as the pull-request preview identity (the stand-in's kubeconfig a client
+    certificate of the user the stack exports, as a pull request's preview reaches the cluster): the API server
+    dry-runs the changes, and refuses none of the identity's requests (its audit log). The provider falls back to a
+    client-side preview on a refusal without a word (pulumi-kubernetes v4.25.0 provider.go Update and Create:
+    ``IsForbidden`` in a preview), so a preview that merely succeeds proves nothing."""
+    on = tier.on_hollow(name)
+    user = on.stack.outputs()["preview_user"].value
+    output: list[str] = []
+    before = len(on.hollow.audited(user))
+    on.stack.set_config(KUBECONFIG_SETTING, auto.ConfigValue(on.hollow.client_kubeconfig(user).read_text(), True))
+    on.stack.set_config(POLICY_SETTING, auto.ConfigValue(a_pull_requests_policy(tmp_path)))
+    try:
+        on.stack.preview(on_output=output.append, color="never", diff=True)
+    except auto.errors.CommandError as exc:
+        pytest.fail(f"a preview as {user} failed: {''.join(output)[-20000:]}\n{exc}"[-30000:])
+    finally:
+        on.stack.remove_config(POLICY_SETTING)
+        on.stack.set_config(KUBECONFIG_SETTING, auto.ConfigValue(on.hollow.kubeconfig.read_text(), secret=True))
+    asked = on.hollow.audited(user)[before:]
+    refused = [f"{e['verb']} {e['requestURI']}: {e['responseStatus'].get('code')}" for e in asked if refusal(e)]
+    assert refused == [], "\n".join(refused)
+    dry_runs = [e for e in asked if e["verb"] in ("create", "patch", "update") and "dryRun=All" in e["requestURI"]]
+    assert dry_runs, "".join(output)[-20000:]  # the changed objects were dry-run on the server, as the identity
+
+
+def refusal(event: dict) -> bool:
+    """Whether the API server refused the audited request (403, or an admission policy's denial)."""
+    return event.get("responseStatus", {}).get("code") in (401, 403)
 
 
 @pytest.mark.parametrize("name", list(reversed(ORDER)))

@@ -100,6 +100,15 @@ def benchmark_quota(cluster: Cluster) -> dict[str, str]:
     return hard
 
 
+#: A benchmark namespace's LimitRange for a container: the limits it gets when it names none (a request above one of
+#: them is refused: requests must not exceed limits), the requests it gets when it names none, and the most it may have.
+CONTAINER_LIMITS = {
+    "default": {"cpu": "1", "memory": "1Gi"},
+    "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
+    "max": {"cpu": "64", "memory": "512Gi"},
+}
+
+
 def benchmark_limits(prefix: str, cluster: Cluster, namespace: pulumi.Input[str], opts: pulumi.ResourceOptions) -> None:
     """The ResourceQuota and LimitRange of a benchmark namespace."""
     k8s.core.v1.ResourceQuota(
@@ -111,15 +120,6 @@ def benchmark_limits(prefix: str, cluster: Cluster, namespace: pulumi.Input[str]
     k8s.core.v1.LimitRange(
         f"{prefix}-limits",
         metadata={"name": "benchmarks", "namespace": namespace},
-        spec={
-            "limits": [
-                {
-                    "type": "Container",
-                    "default": {"cpu": "1", "memory": "1Gi"},
-                    "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
-                    "max": {"cpu": "64", "memory": "512Gi"},
-                }
-            ]
-        },
+        spec={"limits": [{"type": "Container", **CONTAINER_LIMITS}]},
         opts=opts,
     )

@@ -111,6 +111,14 @@ def workload_of(hollow: HollowCluster, job: str) -> dict[str, Any] | None:
     return next((w for w in items if any(o.get("name") == job for o in w["metadata"].get("ownerReferences", []))), None)
 
 
+def named(hollow: HollowCluster, workload: str) -> dict[str, Any] | None:
+    """The Workload ``workload`` of the benchmarks namespace, or None: MultiKueue's copy on a worker has the manager's
+    Workload's name, and no owner until the worker admits it and the Job is made there."""
+    found = hollow.kubectl("-n", BENCHMARK_NAMESPACE, "get", "workloads.kueue.x-k8s.io", workload, "-o", "json",
+                           check=False)  # fmt: skip
+    return json.loads(found.stdout) if found.returncode == 0 else None
+
+
 def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
     """The condition of type ``kind`` of ``obj``'s status, or None."""
     conditions = (obj or {}).get("status", {}).get("conditions", [])

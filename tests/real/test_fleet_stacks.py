@@ -280,18 +280,24 @@ def test_a_job_spills_to_the_next_cluster_when_the_first_is_full(tier, queue):
                      lambda n=name: dispatch.holds(dispatch.workload_of(worker.hollow, n), "Admitted"),
                      patience(), worker.hollow.processes)  # fmt: skip
         dispatch.submit(on.hollow, job)
-        # offered to the first cluster, whose copy waits there without quota
-        offered = wait_explained(f"a copy on {first}",
-                                 lambda: dispatch.workload_of(worker.hollow, "submitted-when-full"),
-                                 patience(), worker, on)  # fmt: skip
+        # offered to the first cluster, whose copy (the manager's Workload's name, no owner yet) waits without quota
+        ours = wait_explained(
+            "the Workload on the manager",
+            lambda: dispatch.workload_of(on.hollow, "submitted-when-full"),
+            patience(),
+            on,
+            worker,
+        )
+        name = ours["metadata"]["name"]
+        offered = wait_explained(f"a copy on {first}", lambda: dispatch.named(worker.hollow, name), patience(),
+                                 worker, on)  # fmt: skip
         assert not dispatch.holds(offered, "QuotaReserved")
         said = dispatch.doctor(on.hollow, MANAGER)  # why it waits, in the doctor's words
         assert any("submitted-when-full" in line and "not dispatched yet" in line for line in said.splitlines()), said
-        where = wait_for(f"the Job dispatched past {first}", lambda: dispatched_to(on, "submitted-when-full"),
-                         patience() + SPILL_PATIENCE_S, on.hollow.processes)  # fmt: skip
+        where = wait_explained(f"the Job dispatched past {first}", lambda: dispatched_to(on, "submitted-when-full"),
+                               patience() + SPILL_PATIENCE_S, on, worker)  # fmt: skip
         assert where == second
-        gone = wait_for(f"the copy on {first} removed",
-                        lambda: dispatch.workload_of(worker.hollow, "submitted-when-full") is None,
+        gone = wait_for(f"the copy on {first} removed", lambda: dispatch.named(worker.hollow, name) is None,
                         patience(), worker.hollow.processes)  # fmt: skip
         assert gone
     finally:

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 # its teardown on one).
 CHILD = textwrap.dedent(
     """
-    import signal, sys, time
+    import signal, sys
     from pathlib import Path
     from tests.real.isolation import interfaces
     out = Path(sys.argv[1])
@@ -35,7 +35,7 @@ CHILD = textwrap.dedent(
     signal.signal(signal.SIGINT, interrupted)
     out.write_text("ready " + ",".join(interfaces()))
     while True:
-        time.sleep(1)
+        signal.pause()
     """
 )
 

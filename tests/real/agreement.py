@@ -66,6 +66,5 @@ def disagreements(cluster: Cluster, pods: Iterable[Mapping[str, Any]], nodes: li
 def _holds(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """Whether the Node object ``node``'s allocatable, empty, holds the requests of the pod spec ``spec``."""
     allocatable = node.get("status", {}).get("allocatable", {})
-    have = {name: placement.container_requests({"resources": {"requests": {name: value}}})[name]
-            for name, value in allocatable.items()}  # fmt: skip
+    have = placement.container_requests({"resources": {"requests": allocatable}})
     return all(have.get(name, 0) >= amount for name, amount in placement.pod_requests(spec).items() if amount)

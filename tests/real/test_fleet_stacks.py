@@ -221,12 +221,8 @@ def test_the_policys_queued_jobs_run_on_the_first_worker_with_their_card(tier):
         where = {job: dispatched_to(on, job) for job in expected}
         return where if all(where.values()) and all(dispatch.finished(on.hollow, j) for j in expected) else None
 
-    try:
-        where = wait_for("the queued Jobs to run", ran, patience(), on.hollow.processes)
-    except AssertionError as exc:
-        workers = {first_offering(job.queue, [job.card]) for job in FLEET.queued_jobs()}
-        said = [dispatch.explain(h) for h in [on.hollow, *(tier.on_hollow(w).hollow for w in sorted(workers))]]
-        raise AssertionError("\n".join([str(exc)[:4000], *said])) from None
+    workers = sorted(set(expected.values()))
+    where = wait_explained("the queued Jobs to run", ran, patience(), on, *map(tier.on_hollow, workers))
     assert where == expected
     assert {j: dispatch.finished(on.hollow, j) for j in expected} == dict.fromkeys(expected, "Complete")
 

@@ -9,7 +9,10 @@ that as a binary analyzer plugin with the engine's address (pulumi/pulumi pkg/v3
 resource/plugin/analyzer_plugin.go NewPolicyAnalyzer), so ``policy_pack`` is a two-line launcher that runs the pack
 folder with ``python -m pulumi.policy`` (the SDK's own policy runner), which serves the analyzer protocol.
 
-Each stack's config starts as the fleet's own stack file, copied: the committed files are never written.
+Each stack's config starts as the fleet's own stack file, copied: the committed files are never written. The copy
+leaves out the file's encrypted values (``secure:``), which only the team's own secrets provider decrypts (the CLI
+refuses the whole file otherwise: "validating stack config: bad value"); the tier sets its own values for the
+settings it needs (the stand-in cluster's kubeconfig in place of an existing cluster's).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from pulumi import automation as auto
 
 from tests.real import toolchain
@@ -31,6 +35,16 @@ POLICY_PACK = ROOT / "policy"
 PASSPHRASE = "the real tier's own, for its temporary stacks"
 #: How the program names another stack (gpu-fleet:stackReferencePrefix): a local backend's organization is this.
 STACK_REFERENCE_PREFIX = f"organization/{PROJECT}"
+
+
+def without_encrypted_values(stack_file: Path) -> dict:
+    """The stack file's content without the config values encrypted by another secrets provider (``secure:``)."""
+    content = yaml.safe_load(stack_file.read_text()) or {}
+    config = content.get("config") or {}
+    content["config"] = {
+        key: value for key, value in config.items() if not (isinstance(value, dict) and set(value) == {"secure"})
+    }
+    return content
 
 
 def _program() -> None:
@@ -84,7 +98,8 @@ class RealEngine:
         with a dot below ``gpu-fleet:`` are paths, as ``pulumi config set --path`` takes them)."""
         copy = self.project / "stacks" / f"Pulumi.{name}.yaml"
         if not copy.exists():
-            shutil.copy(self.fleet_root / "stacks" / f"Pulumi.{name}.yaml", copy)
+            original = self.fleet_root / "stacks" / f"Pulumi.{name}.yaml"
+            copy.write_text(yaml.safe_dump(without_encrypted_values(original)))
         os.environ.update({k: v for k, v in self.env().items() if k == "PULUMI_CONFIG_PASSPHRASE"})
         workspace = auto.LocalWorkspaceOptions(
             work_dir=str(self.project),

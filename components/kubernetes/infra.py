@@ -34,6 +34,7 @@ from components.kubernetes.prometheus_stack import PROMETHEUS_URL, RELEASE, prom
 from components.kubernetes.training import (
     BATCH_JOB,
     KUEUE_FRAMEWORKS,
+    MANAGER_FRAMEWORKS,
     TrainingOperators,
     kueue_configuration,
     kueue_release,
@@ -42,7 +43,7 @@ from components.settings import ComponentSettings
 from fleet.model.core import pod_contract
 from fleet.model.core.clusters import Cluster
 from fleet.model.core.fleet import Fleet
-from fleet.model.queues.queued_sweeps import runs_trainer
+from fleet.model.queues.queued_sweeps import manager_watches_trainjobs, runs_trainer
 
 
 class ClusterServices(pulumi.ComponentResource):
@@ -101,13 +102,17 @@ class ClusterServices(pulumi.ComponentResource):
         # time, and the manager dispatches it again (from the queue's first cluster: docs/queues.md). Queued sweep
         # points: the manager dispatches TrainJobs too, and each worker runs them as a sweep cluster does (TrainJob
         # and JobSet)
+        # A manager that sweeps its own cards integrates TrainJobs too, and watches them on every worker, which then
+        # runs Trainer for its kinds (``manager_watches_trainjobs``); it integrates no JobSet (MANAGER_FRAMEWORKS)
         queued_points = bool(fleet.queued_points()) and self.queue_role is not None
         dispatched = dispatched_kinds(queued_points) if self.queue_role else {}
-        runs_trainjobs = bool(sweeps) or (queued_points and self.queue_role == "worker")
+        watched = manager_watches_trainjobs(fleet) and self.queue_role == "worker"
+        runs_trainjobs = bool(sweeps) or watched
+        own = MANAGER_FRAMEWORKS if self.queue_role == "manager" else KUEUE_FRAMEWORKS
         # the queued benchmarks are batch Jobs (kueue 0.19.2 integrations.frameworks "batch/job"), in the benchmark
         # namespaces the cluster has
         benchmark_jobs = (BATCH_JOB,) if queue_benchmarks else ()
-        frameworks = tuple(dict.fromkeys((*(KUEUE_FRAMEWORKS if runs_trainjobs else ()), *dispatched, *benchmark_jobs)))
+        frameworks = tuple(dict.fromkeys((*(own if runs_trainjobs else ()), *dispatched, *benchmark_jobs)))
         managed = [pod_contract.BENCHMARK_NAMESPACE]
         if queue_benchmarks and pod_contract.ROOT_BENCHMARK_NAMESPACE in namespaces:
             managed.append(pod_contract.ROOT_BENCHMARK_NAMESPACE)

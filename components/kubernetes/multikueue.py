@@ -40,8 +40,9 @@ Upstream facts, checked at kubernetes-sigs/kueue v0.19.2 (the version the fleet 
   ClusterQueue and LocalQueue reads (only with the alpha gate MultiKueueManagerQuotaAutomation, off), ``patch`` on
   jobs (``syncElasticJob``, only for jobs annotated elastic, which the fleet never makes) and ``get`` on jobs'
   status subresource (no adapter calls it). The manager watches every job kind its own Kueue integrates that has a
-  MultiKueue adapter, and a watch it may not open fails the connection, so the manager integrates only the kinds the
-  fleet dispatches (``DISPATCHED``: batch Jobs) and the worker's roles grant exactly those.
+  MultiKueue adapter, and a watch it may not open fails the connection, so the manager integrates only batch Jobs
+  (``DISPATCHED``) and TrainJobs where it needs them (queued sweep points, or sweeps of its own: ``watched_kinds``),
+  never JobSets, and the workers' roles grant the watch of exactly those and the writes of what it dispatches.
   Its credential is a **bound ServiceAccount token** the operator makes with ``kubectl create token multikueue -n
   kueue-system --duration ...`` (TokenRequest: it expires, and is never stored in the cluster) and sets as the secret
   stack setting ``gpu-fleet:multikueueToken``; the program refuses one whose ``exp`` claim has passed or lies more than
@@ -120,6 +121,14 @@ def multikueue_settings(dispatch: Dispatch) -> dict[str, Any]:
     return settings
 
 
+def watched_kinds(trainjobs: bool) -> dict[str, tuple[str, str]]:
+    """The kinds the manager watches on every worker (the job kinds its Kueue integrates with a MultiKueue adapter):
+    batch Jobs, and TrainJobs when ``trainjobs`` (``manager_watches_trainjobs``: queued sweep points, or a manager
+    that sweeps its own cards). The manager's Kueue integrates no JobSet (``training.MANAGER_FRAMEWORKS``), whose
+    adapter would watch JobSets on every worker too."""
+    return {**DISPATCHED, **(TRAINJOBS if trainjobs else {})}
+
+
 def dispatched_kinds(trainjobs: bool) -> dict[str, tuple[str, str]]:
     """The kinds the manager integrates and dispatches: batch Jobs, and TrainJobs when ``trainjobs`` (the fleet has
     queued sweep points).
@@ -151,7 +160,7 @@ def worker_rules(kinds: Mapping[str, tuple[str, str]] = DISPATCHED) -> list[dict
 
 def worker_watch_rules(kinds: Mapping[str, tuple[str, str]] = DISPATCHED) -> list[dict[str, Any]]:
     """The manager's cluster-wide rights on a worker (a ClusterRole): ``list`` and ``watch`` of Workloads and of the
-    dispatched kinds, which it watches in every namespace by label, and nothing else."""
+    kinds it watches (``watched_kinds``), in every namespace by label, and nothing else."""
     resources = [("kueue.x-k8s.io", "workloads"), *kinds.values()]
     return [
         {"apiGroups": [group], "resources": [resource], "verbs": ["list", "watch"]} for group, resource in resources
@@ -229,13 +238,15 @@ class QueueWorker(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions,
         sweep_pools: Mapping[str, Sequence[GpuPool]] | None = None,
         kinds: Mapping[str, tuple[str, str]] = DISPATCHED,
+        watched: Mapping[str, tuple[str, str]] | None = None,
         token: pulumi.Output[str] | None = None,
         placeholder: str | None = None,
     ):
         """``sweep_pools``: per queue, the sweep pools this worker builds for its sweep points (``QueuedSweeps.
-        sweep_pools_of``); ``kinds``: what the manager dispatches (``dispatched_kinds``); ``token``: the identity's
-        token (``gpu-fleet:multikueueToken``; None: not made yet, no kubeconfig); ``placeholder``: what the offline
-        plan reads for an encrypted value (not checked)."""
+        sweep_pools_of``); ``kinds``: what the manager dispatches (``dispatched_kinds``); ``watched``: what it watches
+        there (``watched_kinds``; by default ``kinds``); ``token``: the identity's token
+        (``gpu-fleet:multikueueToken``; None: not made yet, no kubeconfig); ``placeholder``: what the offline plan
+        reads for an encrypted value (not checked)."""
         super().__init__(self.TYPE, f"{cluster.name}-queue-worker", None, opts)
         swept = sweep_pools or {}
         child = pulumi.ResourceOptions(parent=self)
@@ -265,7 +276,7 @@ class QueueWorker(pulumi.ComponentResource):
         watch = k8s.rbac.v1.ClusterRole(
             f"{name}-multikueue-watch-role",
             metadata={"name": WATCH_ROLE_NAME, "labels": FLEET_LABELS},
-            rules=worker_watch_rules(kinds),
+            rules=worker_watch_rules(kinds if watched is None else watched),
             opts=child,
         )
         k8s.rbac.v1.ClusterRoleBinding(

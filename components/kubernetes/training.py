@@ -39,6 +39,11 @@ from fleet.model.core.pools import GpuPool
 KUEUE_API = "kueue.x-k8s.io/v1beta2"  # v1beta1 is served but deprecated at 0.19.2 (CRD bases)
 # The frameworks Kueue manages here: TrainJob, and the JobSets it creates (kueue 0.19.2 integrations.frameworks).
 KUEUE_FRAMEWORKS = ("trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset")
+# On the queues' manager, TrainJob alone: Kueue's TrainJob integration follows the JobSets it makes by itself (kueue
+# 0.19.2 pkg/controller/jobs/trainjob/trainjob_controller.go, the reconciler ``Owns`` JobSet; its docs, "Run A
+# TrainJob", enable the TrainJob integration only), and an integrated JobSet would have the manager watch JobSets
+# on every worker (components/kubernetes/multikueue.py ``watched_kinds``)
+MANAGER_FRAMEWORKS = ("trainer.kubeflow.org/trainjob",)
 # batch Jobs: the queued benchmarks and the fleet's queued Jobs (kueue 0.19.2 integrations.frameworks)
 BATCH_JOB = "batch/job"
 # The webhook port of all three controllers, which the API server calls (kueue and trainer config webhook.port,

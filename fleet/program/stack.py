@@ -18,6 +18,7 @@ from components.kubernetes.multikueue import (
     QueueManager,
     QueueWorker,
     dispatched_kinds,
+    watched_kinds,
 )
 from components.kubernetes.namespaces import MONITORING_NS
 from components.kubernetes.network_policy import from_namespace
@@ -39,7 +40,7 @@ from fleet.model.core.workloads import WORKLOADS_DIR
 from fleet.model.core.yaml_source import read_yaml
 from fleet.model.loader import POLICY_FILE, load_fleet_cached
 from fleet.model.queues.checks import managed_by_problem
-from fleet.model.queues.queued_sweeps import queue_quota
+from fleet.model.queues.queued_sweeps import manager_watches_trainjobs, queue_quota
 from fleet.program.settings import CONFIG_NAMESPACE, OFFLINE_PLAN_KEY, StackSettings, config_problem
 
 
@@ -296,6 +297,7 @@ def queues(
             opts,
             sweep_pools={q.name: fleet.queued_sweeps.sweep_pools_of(q.name, cluster.name) for q in queues_here},
             kinds=dispatched_kinds(bool(fleet.queued_points())),
+            watched=watched_kinds(manager_watches_trainjobs(fleet)),
             token=settings.multikueue_token,
             placeholder=settings.secret_placeholder,
         )

@@ -214,8 +214,19 @@ def queue_quota(fleet: Fleet, queue: Queue) -> int:
     return quota(queue, fleet.clusters) + swept
 
 
+def manager_watches_trainjobs(fleet: Fleet) -> bool:
+    """Whether the queues' manager integrates TrainJobs, and so watches them on every worker: the fleet has queued
+    sweep points, or the manager sweeps its own cards. Kueue 0.19.2 opens a watch on each worker for every kind its
+    manager integrates that has a MultiKueue adapter, whatever it dispatches (pkg/controller/admissionchecks/
+    multikueue/multikueuecluster.go: a watch that fails, forbidden or of an unknown kind, keeps the worker from
+    becoming Active; found by the real tier on a fleet whose manager ran a sweep of its own)."""
+    if fleet.dispatch is None:
+        return False
+    return bool(fleet.queued_points()) or bool(fleet.sweep_points(fleet.cluster(fleet.dispatch.manager)))
+
+
 def runs_trainer(fleet: Fleet, cluster: Cluster) -> bool:
-    """Whether ``cluster`` runs Kubeflow Trainer: it sweeps, or it takes part in queues that dispatch sweep points (the
-    manager watches TrainJobs on every worker, components/kubernetes/multikueue.py ``dispatched_kinds``)."""
+    """Whether ``cluster`` runs Kubeflow Trainer: it sweeps, or it takes part in queues whose manager watches TrainJobs
+    on every worker (``manager_watches_trainjobs``: the workers need Trainer's kinds to be watched)."""
     role = fleet.dispatch.role(cluster.name) if fleet.dispatch else None
-    return bool(fleet.sweep_points(cluster)) or (role is not None and bool(fleet.queued_points()))
+    return bool(fleet.sweep_points(cluster)) or (role is not None and manager_watches_trainjobs(fleet))

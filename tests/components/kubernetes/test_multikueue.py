@@ -47,7 +47,7 @@ from fleet.tools.checks.schemas import CRDS_ENV, load_crds, schema_errors
 from fleet.tools.engine.plan import plan_fleet
 from fleet.tools.engine.render import kubernetes_manifest
 from tests.conftest import shared_data
-from tests.helpers import MAGNUM_SITE, QUEUED, QUEUED_STACKS, by_type, write_policy
+from tests.helpers import FIXTURE_WORKLOADS, MAGNUM_SITE, QUEUED, QUEUED_STACKS, by_type, write_policy
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -393,3 +393,35 @@ def test_a_token_kubeconfig_keeps_only_server_ca_and_token():
     with pytest.raises(ValueError, match="certificate-authority-data"):
         token_kubeconfig(source.replace("certificate-authority-data: Q0E=", "insecure-skip-tls-verify: true"), "t", "w")
     assert base64.b64decode("Q0E=") == b"CA"
+
+
+def test_a_manager_that_sweeps_its_own_cards_watches_trainjobs_and_no_jobset_on_every_worker(tmp_path):
+    """Kueue on a manager watches, on every worker, each job kind it integrates with a MultiKueue adapter, and a
+    watch it may not open keeps the worker inactive (kueue 0.19.2 multikueuecluster.go; found by the real tier on the
+    lab fleet, whose manager sweeps a card of its own). Such a manager integrates TrainJobs and no JobSets; every
+    worker lets it watch TrainJobs (it dispatches none: no write on them) and runs Trainer for their kinds."""
+    from components.kubernetes.multikueue import TRAINJOBS
+    from fleet.model.queues.queued_sweeps import manager_watches_trainjobs, runs_trainer
+
+    policy_text = QUEUED.replace("      region: cern\n      central: true\n",
+                                 "      region: cern\n      central: true\n      gpus: [t4]\n")  # fmt: skip
+    policy_text = policy_text.replace("workloads: {}", "workloads:\n  sweeper: {gpus: [t4], scale: [1, 2]}")
+    policy, stacks = write_policy(tmp_path, policy_text, STACKS)
+    workloads = tmp_path / "workloads"
+    workloads.mkdir()
+    (workloads / "sweeper").symlink_to(FIXTURE_WORKLOADS / "sweeper", target_is_directory=True)
+    fleet = load_fleet(policy, workloads)
+    assert fleet.sweep_points(fleet.cluster(fleet.dispatch.manager)) and not fleet.queued_points()
+    assert manager_watches_trainjobs(fleet)
+    plans = {p.stack: p for p in plan_fleet(fleet, policy, stacks_dir=stacks, workloads_dir=workloads)}
+    frameworks = _kueue_config(plans[fleet.dispatch.manager])["integrations"]["frameworks"]
+    assert "trainer.kubeflow.org/trainjob" in frameworks and "jobset.x-k8s.io/jobset" not in frameworks
+    for worker in fleet.dispatch.workers:
+        plan = plans[worker]
+        assert runs_trainer(fleet, fleet.cluster(worker)), worker
+        (watch,) = [r.inputs for r in by_type(plan, CLUSTER_ROLE) if r.inputs["metadata"]["name"] == WATCH_ROLE_NAME]
+        watched = {(g, res) for rule in watch["rules"] for g in rule["apiGroups"] for res in rule["resources"]}
+        assert set(TRAINJOBS.values()) <= watched, worker
+        assert ("jobset.x-k8s.io", "jobsets") not in watched, worker
+        (role,) = [r.inputs for r in by_type(plan, ROLE) if r.inputs["metadata"]["name"] == ROLE_NAME]
+        assert role["rules"] == worker_rules(), worker  # what it dispatches: batch Jobs only

@@ -22,6 +22,7 @@ from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.model.monitoring import dashboards, grafana
 from fleet.model.placement.node_agents import SITE_GPU_AGENTS
 from fleet.model.placement.pods import PodToPlace, cluster_nodes, fleet_pods, misplaced, place, pod_requests
+from fleet.model.queues.queued_sweeps import POINT_LABEL, QUEUE_LABEL
 from fleet.program.stack_config import load_stack_config
 from fleet.tools.engine.plan import plan_fleet
 from tests.helpers import by_type, central_series, panels_on_missing_series
@@ -52,6 +53,12 @@ def is_queued(reg) -> bool:
     """Whether a Job is a queued workload's (labelled with its fleet queue: declared on the manager, run by a
     worker), not a benchmark waiting its turn in its own cluster's queue (pod_contract.BENCHMARK_QUEUE)."""
     return reg.inputs["metadata"]["labels"].get(QUEUE_NAME_LABEL, BENCHMARK_QUEUE) != BENCHMARK_QUEUE
+
+
+def is_queued_runtime(reg) -> bool:
+    """Whether a TrainingRuntime is a queued sweep point's: the same on the manager and on the workers that hold it,
+    with no pool's selector or tolerations (a worker's flavor adds them: test_queued_sweep_points_...)."""
+    return QUEUE_LABEL in reg.inputs["metadata"].get("labels", {})
 
 
 def job_spec(reg):
@@ -438,7 +445,7 @@ def _rendered_pods(plan):
         template = job_spec(reg)["template"]
         yield template["metadata"]["labels"], template["spec"]
     for reg in plan.registrations:
-        if reg.type == "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime":
+        if reg.type == "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime" and not is_queued_runtime(reg):
             for job in reg.inputs["spec"]["template"]["spec"]["replicatedJobs"]:
                 template = job["template"]["spec"]["template"]
                 yield template["metadata"]["labels"], template["spec"]
@@ -501,6 +508,15 @@ def test_the_queues_are_wired_as_the_policy_says(fleet, plans):
         assert {q.name for q in dispatch.queues_of(worker)} <= local, worker
 
 
+def admitted(pod: dict, pool) -> dict:
+    """A queued pod as a worker's Kueue admits it on ``pool``'s flavor: the flavor's node labels and tolerations added
+    (components/kubernetes/multikueue.py, the workers' ResourceFlavors)."""
+    tolerations = [
+        {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in pool.pod_tolerations
+    ]
+    return {**pod, "nodeSelector": pool.node_selector, "tolerations": tolerations}
+
+
 def test_queued_workloads_run_once_through_their_queue_on_their_cards_pools(fleet, plans):
     """A workload that names a queue (policy: workloads.<name>.queue): its Jobs once on the manager, none per cluster;
     each Job, as a worker runs it once Kueue gave it its pool's flavor (the flavor's selector and tolerations added),
@@ -525,10 +541,7 @@ def test_queued_workloads_run_once_through_their_queue_on_their_cards_pools(flee
             if job.card not in flavors:
                 continue
             pool = flavors[job.card]
-            admitted = {**pod, "nodeSelector": pool.node_selector, "tolerations": [
-                {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in pool.pod_tolerations
-            ]}  # fmt: skip
-            found = place(PodToPlace(f"{job.name} on {worker}", pool.name, admitted), cluster_nodes(cluster))
+            found = place(PodToPlace(f"{job.name} on {worker}", pool.name, admitted(pod, pool)), cluster_nodes(cluster))
             assert found is None, found.message
             placed += 1
     assert placed >= len(jobs)
@@ -559,3 +572,15 @@ def test_queued_sweep_points_run_once_on_the_manager_and_their_runtime_on_each_w
                     if r.type == runtime and "gpu-fleet.io/queue" in r.inputs["metadata"]["labels"]}  # fmt: skip
         assert len(runtimes) == len(held), name
         assert all(on_manager[n] == spec for n, spec in runtimes.items()), name
+        # each point's pods, as the worker admits them on the flavor of the pool that holds them, land on that pool
+        cluster = fleet.cluster(name)
+        labelled = {(r.inputs["metadata"]["labels"]["workload"], r.inputs["metadata"]["labels"]["gpu"],
+                     r.inputs["metadata"]["labels"][POINT_LABEL]): r.inputs["spec"] for r in plans[name].registrations
+                    if r.type == runtime and QUEUE_LABEL in r.inputs["metadata"]["labels"]}  # fmt: skip
+        for point, pool in fleet.queued_sweeps.held.get(name, ()):
+            spec = labelled[(point.workload.name, point.card, str(point.accelerators))]
+            for job in spec["template"]["spec"]["replicatedJobs"]:
+                pod = job["template"]["spec"]["template"]["spec"]
+                found = place(PodToPlace(f"{point.name} on {name}", pool.name, admitted(pod, pool)),
+                              cluster_nodes(cluster))  # fmt: skip
+                assert found is None, found.message

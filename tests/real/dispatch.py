@@ -114,10 +114,10 @@ def workload_of(hollow: HollowCluster, job: str) -> dict[str, Any] | None:
 def named(hollow: HollowCluster, workload: str) -> dict[str, Any] | None:
     """The Workload ``workload`` of the benchmarks namespace, or None: MultiKueue's copy on a worker has the manager's
     Workload's name, and no owner until the worker admits it and the Job is made there."""
-    return _one(hollow, "workloads.kueue.x-k8s.io", workload)
+    return one(hollow, "workloads.kueue.x-k8s.io", workload)
 
 
-def _one(hollow: HollowCluster, resource: str, name: str) -> dict[str, Any] | None:
+def one(hollow: HollowCluster, resource: str, name: str) -> dict[str, Any] | None:
     """``resource`` ``name`` of the benchmarks namespace of ``hollow``, or None when there is none."""
     found = hollow.kubectl("-n", BENCHMARK_NAMESPACE, "get", resource, name, "-o", "json", check=False)
     return json.loads(found.stdout) if found.returncode == 0 else None
@@ -173,5 +173,5 @@ def doctor(hollow: HollowCluster, stack: str) -> str:
 
 def finished(hollow: HollowCluster, job: str) -> str | None:
     """``Complete`` or ``Failed`` once Job ``job`` finished, else None."""
-    found = _one(hollow, "job", job)
+    found = one(hollow, "job", job)
     return next((kind for kind in ("Complete", "Failed") if holds(found, kind)), None)

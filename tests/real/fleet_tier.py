@@ -5,6 +5,7 @@ Grafana's password."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from pulumi import automation as auto
 from components.kubernetes.gateway import server_name
 from fleet.model.core.clusters import Cluster
 from fleet.model.core.fleet import Fleet
+from fleet.model.core.pod_contract import BENCHMARK_NAMESPACE
 from fleet.model.core.stack_settings import STACK_SETTINGS
 from tests.conftest import shared_data
 from tests.real.controllers import RealControllers
@@ -42,6 +44,42 @@ def stack_order(fleet: Fleet) -> list[str]:
         return (2 if cluster.name == manager else 1 if cluster.central else 0, cluster.name)
 
     return [c.name for c in sorted(fleet.clusters.values(), key=rank)]
+
+
+def provide_site_claim(on: StackOnHollow) -> None:
+    """What a site makes for its cluster's ``checkpoint_claim`` once the stack has made the benchmarks namespace
+    (docs/sweeps.md: an existing ReadWriteMany claim there): the claim, bound to a volume of its own (an NFS export
+    in name only, which no KWOK node mounts). Without it the sweep pods wait for the claim (found by the tier)."""
+    claim = on.cluster.checkpoint_claim
+    if claim is None or on.hollow.kubectl("-n", BENCHMARK_NAMESPACE, "get", "pvc", claim, check=False).returncode == 0:
+        return
+    size = {"storage": "100Gi"}
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"site-{claim}"},
+        "spec": {
+            "capacity": size,
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "nfs": {"server": "nfs.site.invalid", "path": f"/{claim}"},
+            "claimRef": {"namespace": BENCHMARK_NAMESPACE, "name": claim},
+        },
+    }
+    request = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "namespace": BENCHMARK_NAMESPACE},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": f"site-{claim}",
+            "resources": {"requests": size},
+        },
+    }
+    on.hollow.kubectl(
+        "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [volume, request]})
+    )
 
 
 @dataclass

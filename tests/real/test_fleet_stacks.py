@@ -18,7 +18,14 @@ from tests.e2e.processes import patience, wait_for
 from tests.real import dispatch
 from tests.real.agreement import disagreements
 from tests.real.conftest import require_receivers
-from tests.real.fleet_tier import KUBECONFIG_SETTING, PREVIEW_PRINCIPAL, FleetTier, has_preview_identity, stack_order
+from tests.real.fleet_tier import (
+    KUBECONFIG_SETTING,
+    PREVIEW_PRINCIPAL,
+    FleetTier,
+    has_preview_identity,
+    provide_site_claim,
+    stack_order,
+)
 
 FLEET = load_fleet()
 ORDER = stack_order(FLEET)
@@ -57,10 +64,12 @@ def cannot_run(events: list) -> list[str]:
 def test_the_real_preview_with_the_policy_pack_passes_then_up_succeeds(tier, name):
     """In the fleet's order (a central reads its leaves' outputs, the manager its workers'): a preview with the pack,
     then ``pulumi up`` (the API server accepts every object), and for a queue worker the token the manager needs,
-    as docs/queues.md has the operator make it after the first deploy, then another ``up``."""
+    as docs/queues.md has the operator make it after the first deploy, then another ``up``; the site's checkpoint
+    claim where the cluster names one (docs/sweeps.md)."""
     on = tier.on_hollow(name)
     preview(on)
     up(on)
+    provide_site_claim(on)
     if FLEET.dispatch and FLEET.dispatch.role(name) == "worker":
         token = on.hollow.kubectl(
             "create", "token", WORKER_ACCOUNT, "-n", KUEUE_NAMESPACE, "--duration", f"{TOKEN_MAX_DAYS * 24}h"
@@ -331,6 +340,50 @@ def test_tpu_work_runs_only_where_its_queue_sends_it(tier, queue):
     finally:
         dispatch.delete(on.hollow, "tpu-work")
         dispatch.delete(on.hollow, "tpu-work-astray")
+
+
+QUEUED_POINTS = FLEET.queued_sweeps.points
+
+
+def first_holder(point):
+    """The first worker of ``point``'s queue, in its order, that holds the point, and the pool it holds it on."""
+    held = {n: pool for n in point.queue.clusters for pt, pool in FLEET.queued_sweeps.held.get(n, ()) if pt == point}
+    name = next(n for n in point.queue.clusters if n in held)
+    return name, held[name]
+
+
+@pytest.mark.parametrize("point", QUEUED_POINTS, ids=lambda p: p.name)
+def test_a_queued_sweep_point_runs_as_one_jobset_on_its_pool(tier, point):
+    """A sweep point of a workload that names a queue (one TrainJob the stack declares on the manager) is dispatched
+    to the first worker of its queue that holds it; Trainer there makes its JobSet, whose pods (one per node of the
+    point) all run on nodes of the pool the model gives the point; the TrainJob completes there and on the manager."""
+    on = tier.on_hollow(MANAGER)
+    prefix = f"sweep-{point.workload.name}-{point.card}-n{point.accelerators}-"
+    train_jobs = on.hollow.get("trainjobs.trainer.kubeflow.org", "-n", BENCHMARK_NAMESPACE)["items"]
+    (name,) = [t["metadata"]["name"] for t in train_jobs if t["metadata"]["name"].startswith(prefix)]
+    expected, pool = first_holder(point)
+    worker = tier.on_hollow(expected)
+    where = wait_explained(f"TrainJob {name} dispatched", lambda: dispatched_to(on, name), patience(), on, worker)
+    assert where == expected
+
+    def pods_of_its_jobset() -> list | None:
+        if dispatch.one(worker.hollow, "jobsets.jobset.x-k8s.io", name) is None:
+            return None
+        pods = worker.hollow.get("pods", "-n", BENCHMARK_NAMESPACE, "-l", f"jobset.sigs.k8s.io/jobset-name={name}")
+        placed = [p for p in pods["items"] if p["spec"].get("nodeName")]
+        return placed if len(placed) == point.nodes else None
+
+    pods = wait_explained(f"the JobSet of {name} on {expected} and its pods placed", pods_of_its_jobset, patience(),
+                          worker, on)  # fmt: skip
+    nodes = [worker.hollow.get("node", p["spec"]["nodeName"])["metadata"]["labels"] for p in pods]
+    off_pool = [labels for labels in nodes if any(labels.get(k) != v for k, v in pool.node_selector.items())]
+    assert off_pool == [], f"pods of {name} outside pool {pool.name} ({pool.node_selector})"
+
+    def completed(hollow) -> bool:
+        return dispatch.holds(dispatch.one(hollow, "trainjobs.trainer.kubeflow.org", name), "Complete")
+
+    assert wait_explained(f"{name} complete on {expected}", lambda: completed(worker.hollow), patience(), worker, on)
+    assert wait_explained(f"{name} complete on the manager", lambda: completed(on.hollow), patience(), on, worker)
 
 
 @pytest.mark.parametrize("name", ORDER)

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
 from components.kubernetes.postrender import DEVICE_PLUGIN_POSTRENDER, POST_RENDERERS
 from components.kubernetes.postrender.device_plugin import PostRenderError, fill_resources, post_render
+from fleet.model.placement.node_agents import DEVICE_PLUGIN_RESOURCES
 from tests.conftest import ROOT
+from tests.helpers import MAGNUM_SITE, by_type, plan_one
 
 PLUGIN = {"requests": {"cpu": "10m", "memory": "32Mi"}}
 CONFIG_MAP = """---
@@ -122,3 +125,14 @@ def test_the_executable_runs_from_the_project_folder_with_the_projects_python():
     )
     assert refused.returncode == 1 and refused.stdout == ""
     assert "nvidia-device-plugin post-renderer: DaemonSet nvidia-device-plugin: its containers" in refused.stderr
+
+
+def test_the_device_plugin_release_names_the_post_renderer(tmp_path: Path):
+    """Where the fleet runs the device plugin (Magnum brings none), with or without a shared pool: the chart's MPS
+    daemon renders either way."""
+    policy = "clusters:\n  openstack:\n    os-central:\n      region: site\n      central: true\n      gpus: [t4]\n"
+    plan = plan_one(tmp_path, policy, "os-central", {"openstack:cloud": "site", "gpu-fleet:magnum": MAGNUM_SITE,
+                                                     "gpu-fleet:storageClass": "cinder-ssd"})  # fmt: skip
+    (release,) = [r.inputs for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if "nvidia-device-plugin" in r.name]
+    assert release["postrender"] == DEVICE_PLUGIN_POSTRENDER
+    assert release["values"]["resources"] == DEVICE_PLUGIN_RESOURCES

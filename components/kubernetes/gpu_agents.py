@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.kubernetes.images import helm_release
+from components.kubernetes.postrender import DEVICE_PLUGIN_POSTRENDER
 from fleet.model.core.card_sharing import Sharing
 from fleet.model.core.clusters import Cluster
 from fleet.model.core.fleet import Fleet
@@ -111,6 +112,9 @@ def gpu_node_agents(
             },
             opts,
             registry=cluster.registry,
+            # the chart has no value for the resources of its config manager's containers (with a configuration)
+            # and the MPS daemon's: the post-renderer gives them the plugin's (postrender/device_plugin.py)
+            postrender=DEVICE_PLUGIN_POSTRENDER,
         )
     if runs_gpu_exporter(cluster):
         # The chart gives its pods priorityClassName system-node-critical (it cannot be unset: the template

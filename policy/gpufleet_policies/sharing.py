@@ -6,7 +6,9 @@ cards a scheduler counts are the cards the nodes advertise.
 - the NVIDIA device plugin we run has a configuration for each shared pool, with its time slices or MIG strategy
   (the pool's nodes select it by label: gpu-pool-card-label checks the label);
 - an EKS node group's autoscaler node template counts its cards times the time slices, so a shared pool scales up
-  from zero for as many pods as its node will take.
+  from zero for as many pods as its node will take;
+- the device plugin's pods ask CPU and memory in every container: the plugin's requests in its values, and the
+  post-renderer that gives them to the config manager a configuration adds (the chart has no value for it).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from fleet.model.core.clouds.eks import NODE_TEMPLATE, NODE_TEMPLATE_TAG_TYPE
 from fleet.model.core.clusters import pool_resource_name
+from fleet.model.core.pod_contract import DEVICE_PLUGIN_POSTRENDER
 
 from .gpu_pools import policy_pool
 from .registry import resource_policy
@@ -80,6 +83,28 @@ def _validate_plugin_sharing(args: ResourceValidationArgs, report: ReportViolati
         if pool.sharing.kind == "time-slicing" and replicas != pool.sharing.units:
             report(f"configuration {pool.sharing.name!r} slices {pool.resource} into {replicas} replicas, the "
                    f"policy file says {pool.sharing.units} for the {pool.card} pool")  # fmt: skip
+
+
+@resource_policy(
+    "device-plugin-requests",
+    "The NVIDIA device plugin we run asks CPU and memory in every container: its values request both, and the release "
+    "names the post-renderer that gives them to the containers the chart gives none (its config manager's).",
+)
+def _validate_plugin_requests(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    props = plain(args.props)
+    if args.resource_type != HELM_RELEASE or release_chart(props) != "nvidia-device-plugin":
+        return
+    requests = (((props.get("values") or {}).get("resources") or {}).get("requests")) or {}
+    missing = [r for r in ("cpu", "memory") if r not in requests]
+    if missing:
+        report(f"the device plugin's values request no {' or '.join(missing)} (resources.requests {requests}): its "
+               "pods would be evicted first from a busy GPU node; give it DEVICE_PLUGIN_RESOURCES "
+               "(fleet/model/placement/node_agents.py)")  # fmt: skip
+    if props.get("postrender") != DEVICE_PLUGIN_POSTRENDER:
+        report(f"the device plugin's release has post-renderer {props.get('postrender')!r}, not "
+               f"{DEVICE_PLUGIN_POSTRENDER!r}: the containers its chart renders without resources (its config "
+               "manager's init and sidecar, the MPS daemon's) would ask nothing "
+               "(components/kubernetes/gpu_agents.py)")  # fmt: skip
 
 
 @resource_policy(

@@ -15,7 +15,7 @@ from fleet.model.core.catalogue import GIB, MIB, load_catalogue
 from fleet.model.core.errors import InputError
 from fleet.model.core.taints import Taint
 from fleet.model.loader import load_fleet
-from fleet.model.placement.node_agents import DCGM_EXPORTER, DEVICE_PLUGIN, NODE_EXPORTER
+from fleet.model.placement.node_agents import DCGM_EXPORTER, DEVICE_PLUGIN, DEVICE_PLUGIN_CONFIGURED, NODE_EXPORTER
 from fleet.model.placement.pods import (
     AFFINITY_REASON,
     Node,
@@ -266,13 +266,27 @@ def test_every_node_carries_the_kubelets_os_label_and_runs_the_node_exporter():
 
 def test_nvidia_pools_hold_the_device_plugin_only_where_the_fleet_installs_it():
     fleet = load_fleet(FIXTURE_POLICY, FIXTURE_WORKLOADS)
-    gke, eks = fleet.cluster("fix-gke"), fleet.cluster("fix-eks")
-    gke_t4, eks_t4 = (next(n for n in cluster_nodes(c) if n.pool == "gpu-t4") for c in (gke, eks))
+    gke, magnum = fleet.cluster("fix-gke"), fleet.cluster("fix-magnum")
+    gke_t4, magnum_t4 = (next(n for n in cluster_nodes(c) if n.pool == "gpu-t4") for c in (gke, magnum))
     assert gke_t4.agents == (NODE_EXPORTER, DCGM_EXPORTER)  # GKE brings its own device plugin
-    assert eks_t4.agents == (NODE_EXPORTER, DEVICE_PLUGIN, DCGM_EXPORTER)
+    assert magnum_t4.agents == (NODE_EXPORTER, DEVICE_PLUGIN, DCGM_EXPORTER)
     # 10m + 10m + 50m, 32 + 32 + 128 MiB, three pods
-    assert eks_t4.held == {"cpu": 70, "memory": 192 * MIB, "pods": 3}
-    assert eks_t4.free("cpu") == eks_t4.allocatable["cpu"] - 70
+    assert magnum_t4.held == {"cpu": 70, "memory": 192 * MIB, "pods": 3}
+
+
+def test_a_shared_pool_of_our_device_plugin_holds_its_config_manager_too():
+    """fix-eks time-slices its T4s through our device plugin: the release has a configuration, so the plugin's pod
+    runs the config manager's sidecar beside it (and its init container first), each with the plugin's resources
+    (components/kubernetes/postrender/device_plugin.py): every NVIDIA node of the cluster holds them, shared or not."""
+    eks = load_fleet(FIXTURE_POLICY, FIXTURE_WORKLOADS).cluster("fix-eks")
+    for node in (n for n in cluster_nodes(eks) if n.pool != "system"):
+        assert node.agents == (NODE_EXPORTER, DEVICE_PLUGIN_CONFIGURED, DCGM_EXPORTER), node.pool
+        # 10m + (10m + 10m: the plugin and its sidecar; the init container's 10m before them) + 50m, three pods
+        assert node.held == {"cpu": 80, "memory": 224 * MIB, "pods": 3}, node.pool
+        assert node.allocatable and node.free("cpu") == node.allocatable["cpu"] - 80
+    assert DEVICE_PLUGIN_CONFIGURED.pod_spec()["initContainers"] == [
+        {"name": "nvidia-device-plugin-init", "resources": DEVICE_PLUGIN.resources}
+    ]
 
 
 def test_a_pod_that_fits_the_allocatable_but_not_beside_the_node_agents_is_refused(tmp_path):

@@ -11,7 +11,7 @@ from tests.policy.support import AKS_POOL, GKE_POOL, assert_violation, check, on
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 TAG = "aws:autoscaling/tag:Tag"
-RULES = ("gpu-pool-sharing", "device-plugin-sharing", "autoscaler-template-units")
+RULES = ("gpu-pool-sharing", "device-plugin-sharing", "device-plugin-requests", "autoscaler-template-units")
 
 
 def findings_of(session, r):
@@ -57,6 +57,15 @@ def test_a_device_plugin_without_the_pools_configuration_is_refused(plans, sessi
     aks = reg(plans, "fix-aks", RELEASE, "-nvidia-device-plugin")
     aks.inputs["values"]["config"]["map"]["mig-1g.10gb"] = "version: v1\nflags: {migStrategy: none}\n"
     assert_violation(check(session, aks), "device-plugin-sharing", "migStrategy none, not single")
+
+
+def test_a_device_plugin_without_its_requests_or_its_post_renderer_is_refused(plans, session):
+    release = reg(plans, "fix-eks", RELEASE, "-nvidia-device-plugin")
+    edited = copy.deepcopy(release)
+    del edited.inputs["postrender"]
+    assert_violation(check(session, edited), "device-plugin-requests", "post-renderer None", "would ask nothing")
+    del release.inputs["values"]["resources"]["requests"]["memory"]
+    assert_violation(check(session, release), "device-plugin-requests", "request no memory")
 
 
 def test_a_node_template_counting_whole_cards_of_a_sliced_pool_is_refused(plans, session):

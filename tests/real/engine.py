@@ -64,6 +64,11 @@ class RealEngine:
         self.project = self.folder / "project"
         (self.project / "stacks").mkdir(parents=True, exist_ok=True)
         shutil.copy(self.fleet_root / "Pulumi.yaml", self.project / "Pulumi.yaml")
+        # The provider runs a Release's post-renderer by its path from the project's folder, as in the repository
+        # (components/kubernetes/postrender): the program's own components, where that path finds them.
+        components = self.project / "components"
+        if not components.is_symlink():
+            components.symlink_to(ROOT / "components", target_is_directory=True)
         self.home = self.folder / "pulumi-home"
         self.state = self.folder / "state"
         self.launchers = self.folder / "bin"

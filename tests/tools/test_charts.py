@@ -7,7 +7,9 @@ levels), so a team's own fleet keeps this suite green."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from components.kubernetes.kueue_metrics import (
     KUEUE_METRICS_SERVICE_LABELS,
     KUEUE_POD_LABELS,
 )
+from components.kubernetes.postrender import DEVICE_PLUGIN_POSTRENDER
 from components.kubernetes.prometheus_stack import PROMETHEUS_ACCOUNT
 from fleet.model.core import pod_contract
 from fleet.model.core.clouds import cloud_rules
@@ -41,9 +44,11 @@ from fleet.tools.checks.charts import (
     PodOf,
     RenderedRelease,
     helm_releases,
+    helm_stream,
     kube_version,
     pods_of,
     render_release,
+    rendered_templates,
 )
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.render import kubernetes_manifest
@@ -55,10 +60,6 @@ Rendered = dict[tuple[str, str], list[RenderedRelease]]
 # names kube-prometheus-stack 79.5.0 gives their monitors (templates/exporters/kube-*/servicemonitor.yaml: jobLabel
 # jobLabel kube-scheduler, kube-controller-manager, kube-etcd, kube-proxy) and its rules query them.
 HIDDEN_JOBS = ("kube-scheduler", "kube-controller-manager", "kube-etcd", "kube-proxy")
-# Containers whose chart has no resources key: the device plugin's config manager, init and sidecar
-# (nvidia-device-plugin 0.17.1 templates/daemonset-device-plugin.yml and daemonset-mps-control-daemon.yml set
-# `.Values.resources` on the plugin's own containers only). Their pods are Burstable through the plugin's request.
-NO_RESOURCES_KEY = {("nvidia-device-plugin", suffix) for suffix in ("-init", "-sidecar")}
 
 
 def _clusters(planned_fleets: list[PlannedFleet]) -> Iterator[tuple[PlannedFleet, str, Cluster]]:
@@ -274,8 +275,6 @@ def test_every_container_has_requests(planned_fleets: list[PlannedFleet], render
         for item, pod in _pods(rendered):
             for c in pod.containers():
                 requests = (c.get("resources") or {}).get("requests") or {}
-                if any(item.release.chart == chart and c["name"].endswith(end) for chart, end in NO_RESOURCES_KEY):
-                    continue
                 if not {"cpu", "memory"} <= set(requests):
                     bad.append(f"{_where(planned, stack, item, pod.kind, pod.name)} container {c['name']}: {requests}")
         for item, obj in operated(rendered):
@@ -283,6 +282,50 @@ def test_every_container_has_requests(planned_fleets: list[PlannedFleet], render
             if not {"cpu", "memory"} <= set(requests):
                 bad.append(f"{_where(planned, stack, item, obj['kind'], obj['metadata']['name'])}: {requests}")
     assert bad == []
+
+
+# What nvidia-device-plugin 0.17.1 renders without resources where the release has a configuration (its one resources
+# value goes to the plugin's and the MPS daemon's own containers: components/kubernetes/postrender/device_plugin.py).
+CONFIG_MANAGER_CONTAINERS = (
+    "nvidia-device-plugin-init",
+    "nvidia-device-plugin-sidecar",
+    "mps-control-daemon-init",
+    "mps-control-daemon-sidecar",
+)
+
+
+def test_the_device_plugins_post_renderer_run_as_helm_runs_it_gives_what_this_tier_renders(
+    planned_fleets: list[PlannedFleet], rendered_charts: Rendered, chart_cache: Path
+):
+    """Each device plugin release with a configuration (its config manager rendered): the chart's own rendering, as
+    Helm 3 streams it, through the executable the Release names (run from the project's folder, as the provider runs
+    it) gives the objects this tier holds to the fleet's rules, every container of the plugin's and the MPS daemon's
+    pods with the plugin's resources; without the post-renderer, the chart leaves four containers without any."""
+    from tests.conftest import ROOT
+
+    checked = 0
+    for planned, stack, _cluster in _clusters(planned_fleets):
+        for item in rendered_charts[(planned.name, stack)]:
+            release = item.release
+            if release.chart != "nvidia-device-plugin" or "config" not in release.values:
+                continue
+            assert release.postrender == DEVICE_PLUGIN_POSTRENDER, f"{planned.name} {stack}"
+            templates, _crds = rendered_templates(release, chart_cache, planned.kubernetes_version(stack))
+            done = subprocess.run(
+                [release.postrender], input=helm_stream(templates), capture_output=True, text=True, cwd=ROOT, timeout=60
+            )
+            assert (done.returncode, done.stderr) == (0, ""), f"{planned.name} {stack}"
+            objects = [o for o in yaml.safe_load_all(done.stdout) if o]
+            assert objects == [o for o in item.objects if o.get("kind") != "CustomResourceDefinition"]
+            bare = render_release(dataclasses.replace(release, postrender=""), chart_cache, "1.33")
+            empty = sorted(
+                c["name"] for _item, pod in _pods([bare]) for c in pod.containers() if not c.get("resources")
+            )
+            assert empty == sorted(CONFIG_MANAGER_CONTAINERS)
+            for _item, pod in _pods([item]):
+                assert all(c["resources"] == release.values["resources"] for c in pod.containers()), pod.name
+            checked += 1
+    assert checked, "the tests' own fleet (tests/fixtures/fleet) time-slices a pool through our device plugin"
 
 
 def test_no_alert_rule_or_monitor_watches_a_hidden_control_plane_component(

@@ -135,6 +135,11 @@ RUNNER_PART_OF = "gpu-fleet-runner"
 RUNNER_METRIC_LABELS = ("gpu", "cluster", "cloud")
 ADVANCED_POD_SPEC_FLAG = "FF_USE_ADVANCED_POD_SPEC_CONFIGURATION"
 
+# The NVIDIA device plugin release's Helm post-renderer (components/kubernetes/postrender), by its path from the
+# project's folder: it gives the containers the chart renders without resources (its config manager's, the MPS
+# daemon's) the plugin's own; the pack's device-plugin-requests checks the release names it.
+DEVICE_PLUGIN_POSTRENDER = "components/kubernetes/postrender/nvidia-device-plugin"
+
 LOG_DIR = "/var/log/benchmark"
 # What the log's init container and the mtail sidecar ask: part of every benchmark pod's requests (the placement check,
 # fleet/model/placement/pods.py, counts them as the scheduler does: the sidecar added to the workload, the init

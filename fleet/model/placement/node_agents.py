@@ -24,7 +24,8 @@ from fleet.model.core.pools import GpuPool
 # ``prometheus-node-exporter`` values.
 NODE_EXPORTER_RESOURCES: dict[str, Any] = {"requests": {"cpu": "10m", "memory": "32Mi"}}
 # nvidia-device-plugin 0.17.1 values.yaml ``resources`` (the plugin's container only: the template gives its config
-# manager's init and sidecar containers none, templates/daemonset-device-plugin.yml).
+# manager's init and sidecar containers none, templates/daemonset-device-plugin.yml; the release's post-renderer
+# gives them these too, as NVIDIA's GPU Operator does: components/kubernetes/postrender/device_plugin.py).
 DEVICE_PLUGIN_RESOURCES: dict[str, Any] = {"requests": {"cpu": "10m", "memory": "32Mi"}}
 # dcgm-exporter 4.1.1 values.yaml ``resources`` (empty; its comment suggests 100m and 128Mi).
 DCGM_EXPORTER_RESOURCES: dict[str, Any] = {"requests": {"cpu": "50m", "memory": "128Mi"}}
@@ -32,18 +33,32 @@ DCGM_EXPORTER_RESOURCES: dict[str, Any] = {"requests": {"cpu": "50m", "memory": 
 
 @dataclass(frozen=True)
 class NodeAgent:
-    """One DaemonSet of the fleet on a node: its name and the ``resources`` of its containers."""
+    """One DaemonSet of the fleet on a node: its name, the ``resources`` of its containers, and the containers its pod
+    runs beside the agent's own (``sidecars``) and before them (``init``), each with the same resources."""
 
     name: str
     resources: dict[str, Any]
+    sidecars: tuple[str, ...] = ()
+    init: tuple[str, ...] = ()
 
     def pod_spec(self) -> dict[str, Any]:
-        """Its pod as the scheduler counts it (one container with the agent's requests)."""
-        return {"containers": [{"name": self.name, "resources": self.resources}]}
+        """Its pod as the scheduler counts it (its containers and init containers, each with the agent's requests)."""
+        spec: dict[str, Any] = {
+            "containers": [{"name": name, "resources": self.resources} for name in (self.name, *self.sidecars)]
+        }
+        if self.init:
+            spec["initContainers"] = [{"name": name, "resources": self.resources} for name in self.init]
+        return spec
 
 
 NODE_EXPORTER = NodeAgent("prometheus-node-exporter", NODE_EXPORTER_RESOURCES)
 DEVICE_PLUGIN = NodeAgent("nvidia-device-plugin", DEVICE_PLUGIN_RESOURCES)
+# The device plugin where the release has a configuration (a pool it serves is shared): the chart adds its config
+# manager, an init container and a sidecar (nvidia-device-plugin 0.17.1 templates/daemonset-device-plugin.yml lines
+# 60-132), which the release's post-renderer gives the plugin's resources; the pod asks twice the plugin's.
+DEVICE_PLUGIN_CONFIGURED = NodeAgent(
+    "nvidia-device-plugin", DEVICE_PLUGIN_RESOURCES, ("nvidia-device-plugin-sidecar",), ("nvidia-device-plugin-init",)
+)
 DCGM_EXPORTER = NodeAgent("dcgm-exporter", DCGM_EXPORTER_RESOURCES)
 
 
@@ -67,6 +82,12 @@ def runs_device_plugin(cluster: Cluster) -> bool:
     return SITE_GPU_AGENTS not in cluster.site_provides and any(p.needs_device_plugin for p in cluster.all_pools)
 
 
+def configures_device_plugin(cluster: Cluster) -> bool:
+    """Whether the device plugin the fleet installs on ``cluster`` has a configuration, and so its config manager: some
+    pool it serves is shared (components/kubernetes/gpu_agents.py ``device_plugin_sharing``)."""
+    return runs_device_plugin(cluster) and any(p.sharing and p.needs_device_plugin for p in cluster.all_pools)
+
+
 def runs_gpu_exporter(cluster: Cluster) -> bool:
     """Whether the fleet installs dcgm-exporter on ``cluster`` (an NVIDIA pool, and the site runs none of its own)."""
     return SITE_GPU_AGENTS not in cluster.site_provides and any(p.accelerator.is_nvidia for p in cluster.all_pools)
@@ -82,8 +103,9 @@ def agents_on(cluster: Cluster, pool: GpuPool | None) -> tuple[NodeAgent, ...]:
     exporter = (NODE_EXPORTER,) if runs_node_exporter(cluster) else ()
     if pool is None or not pool.accelerator.is_nvidia:
         return exporter
+    plugin = DEVICE_PLUGIN_CONFIGURED if configures_device_plugin(cluster) else DEVICE_PLUGIN
     return (
         *exporter,
-        *((DEVICE_PLUGIN,) if runs_device_plugin(cluster) else ()),
+        *((plugin,) if runs_device_plugin(cluster) else ()),
         *((DCGM_EXPORTER,) if runs_gpu_exporter(cluster) else ()),
     )

@@ -12,6 +12,12 @@ version and the API versions its charts install (their CRDs). The cache is ``$GP
 ``Chart.render`` that also takes ``kube_version`` and ``api_versions`` (not a public API: the version is pinned in
 requirements-dev.txt). A render removes switched-off subcharts from the loaded chart, so every render loads the
 archive afresh.
+
+A release with a ``postrender`` command has its rendered templates passed through it as Helm 3 does (one stream,
+each template after ``---`` and ``# Source: <path>``; Helm 3.18 pkg/action/action.go renderResources): the
+command's own function, from components/kubernetes/postrender ``POST_RENDERERS`` (the charts' CRDs are not
+post-rendered, as in Helm; their hooks are here, which Helm does not post-render: the charts the fleet post-renders
+have none).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from components.kubernetes.postrender import POST_RENDERERS
 from fleet.tools.engine.mock_engine import Registration
 from fleet.tools.engine.plan import StackPlan
 
@@ -70,6 +77,7 @@ class HelmRelease:
     version: str
     namespace: str
     values: dict[str, Any]
+    postrender: str = ""  # the Release's post-renderer command, if any
 
     @property
     def archive_name(self) -> str:
@@ -87,6 +95,7 @@ def helm_release(stack: str, reg: Registration) -> HelmRelease:
         version=str(inputs["version"]),
         namespace=str(inputs.get("namespace") or "default"),
         values=inputs.get("values") or {},
+        postrender=str(inputs.get("postrender") or ""),
     )
 
 
@@ -141,11 +150,11 @@ def _parsed(text: str) -> tuple[dict[str, Any], ...]:
     return tuple(_documents([text]))
 
 
-def render_release(
+def rendered_templates(
     release: HelmRelease, cache: Path, kubernetes_version: str, api_versions: Iterable[str] = ()
-) -> RenderedRelease:
-    """Render ``release`` from ``cache`` as Helm installs it on a cluster of ``kubernetes_version`` that serves the
-    extra ``api_versions`` (``group/version`` of its custom resources)."""
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """What Helm's engine renders of ``release`` from ``cache`` on a cluster of ``kubernetes_version`` that serves the
+    extra ``api_versions``: each template (path, text; NOTES and empty ones left out) and the chart's CRD files."""
     import helm_python as helm  # helm-python-sdk: a native library, loaded only when charts are rendered
     from helm_python import _native
 
@@ -168,10 +177,39 @@ def render_release(
         crds = [
             c["data"] if isinstance(c["data"], str) else c["data"].decode() for c in chart.crds
         ]  # the crds/ files of the chart and the subcharts still switched on
-    texts = [text for path, text in sorted(manifests.items()) if not path.endswith("NOTES.txt") and text]
+    templates = [(path, text) for path, text in sorted(manifests.items()) if not path.endswith("NOTES.txt") and text]
+    return templates, crds
+
+
+def helm_stream(templates: Iterable[tuple[str, str]]) -> str:
+    """The rendered templates as one stream, as Helm 3 hands it to a post-renderer."""
+    return "".join(f"---\n# Source: {path}\n{text}\n" for path, text in templates)
+
+
+def render_release(
+    release: HelmRelease, cache: Path, kubernetes_version: str, api_versions: Iterable[str] = ()
+) -> RenderedRelease:
+    """Render ``release`` from ``cache`` as Helm installs it on a cluster of ``kubernetes_version`` that serves the
+    extra ``api_versions`` (``group/version`` of its custom resources), post-rendered where it names a post-renderer."""
+    templates, crds = rendered_templates(release, cache, kubernetes_version, api_versions)
+    texts = [_post_rendered(release, templates)] if release.postrender else [text for _path, text in templates]
     objects = [o for text in texts + crds for o in _parsed(text)]
     hooks = [o for o in objects if "helm.sh/hook" in ((o.get("metadata") or {}).get("annotations") or {})]
     return RenderedRelease(release, objects, hooks)
+
+
+def _post_rendered(release: HelmRelease, templates: list[tuple[str, str]]) -> str:
+    """The rendered ``templates`` (path, text) as ``release``'s post-renderer returns them."""
+    renderer = POST_RENDERERS.get(release.postrender)
+    if renderer is None:
+        raise ChartCacheError(
+            f"{release.stack}: release {release.name}: post-renderer {release.postrender!r} is none of the fleet's "
+            f"(components/kubernetes/postrender: {', '.join(sorted(POST_RENDERERS))})"
+        )
+    try:
+        return renderer(helm_stream(templates))
+    except Exception as error:  # the post-renderer's own message, as Helm would stop the install with it
+        raise ChartCacheError(f"{release.stack}: release {release.name}: post-renderer: {error}") from error
 
 
 def served_versions(objects: Iterable[dict[str, Any]]) -> set[str]:

@@ -70,7 +70,7 @@ screenshot: $(STAMP)
 # and warm beside its offline plan (about 10 minutes, in the real tier's namespace on the built receivers), and the
 # central Prometheus at 10, 50 and 200 leaves (about 25 minutes; needs prometheus and promtool), and the fleet's queues'
 # dispatch rate on real Kueue across the manager and a worker (benchmarks/dispatch_rate.py, in the real tier's
-# namespace; about 15 minutes). All niced: the machine is shared.
+# namespace; about 20 minutes). All niced: the machine is shared.
 MIXED_CLOUDS := gcp,aws,azure,openstack,existing
 benchmark: receivers
 	nice -n 10 $(PY) -m benchmarks.plan_speed

@@ -68,14 +68,16 @@ screenshot: $(STAMP)
 # Not CI: the plan's speed over its floor on a GKE fleet (about 20 minutes on 2 cores) and on a mixed fleet at 5, 10,
 # 20 and 40 clusters with the shipped fleet (about 15 minutes), the real `pulumi preview` of every shipped stack cold
 # and warm beside its offline plan (about 10 minutes, in the real tier's namespace on the built receivers), and the
-# central Prometheus at 10, 50 and 200 leaves (about 25 minutes; needs prometheus and promtool). All niced: the
-# machine is shared.
+# central Prometheus at 10, 50 and 200 leaves (about 25 minutes; needs prometheus and promtool), and the fleet's queues'
+# dispatch rate on real Kueue across the manager and a worker (benchmarks/dispatch_rate.py, in the real tier's
+# namespace; about 20 minutes). All niced: the machine is shared.
 MIXED_CLOUDS := gcp,aws,azure,openstack,existing
 benchmark: receivers
 	nice -n 10 $(PY) -m benchmarks.plan_speed
 	nice -n 10 $(PY) -m benchmarks.plan_speed --clouds $(MIXED_CLOUDS) --clusters 40 --sizes 5,10,20 --no-memory --shipped
 	$(PY) -m tests.real.isolation nice -n 10 $(PY) -m benchmarks.preview_speed
 	nice -n 10 $(PY) -m benchmarks.central_scale
+	$(PY) -m tests.real.isolation nice -n 10 $(PY) -m benchmarks.dispatch_rate
 
 # Mutation testing, before a release (not in CI: about 40 min on 2 shared cores, see docs/tests.md): mutmut plants
 # small bugs, one at a time, in the modules [tool.mutmut] in pyproject.toml names (GPU sharing in the model and the

@@ -136,8 +136,12 @@ def kueue_configuration(
         {
             "integrations": {"frameworks": list(frameworks)},
             # Kept from the chart's default configuration, which this one replaces as a whole (kueue 0.19.2 values.yaml
-            # managerConfig.controllerManagerConfigYaml): the API client's rate (the client library's own default is
-            # 20 qps, far too slow for a burst of sweep pods) and the reconcilers' concurrency.
+            # managerConfig.controllerManagerConfigYaml): the reconcilers' concurrency, and the API client's rate,
+            # which is also Kueue's own default (kueue v0.19.2 apis/config/v1beta2/defaults.go lines 44-45). Chosen
+            # from the dispatch-rate benchmark (docs/performance.md, "How fast the fleet's queues dispatch"): a
+            # worker launched 4.7 pods/s at 300/500, 1.9 at 20/40 and 0.6 at 5/10, and a manager at 5/10 dispatched
+            # 0.4 Jobs/s; higher cannot help, dispatch to a worker (1.2 Jobs/s) being bound by the manager's clients
+            # to the workers (client-go's 5 QPS, which this setting does not reach: multikueue.py).
             "clientConnection": {"qps": 300, "burst": 500},
             "controller": {
                 "groupKindConcurrency": {

@@ -30,6 +30,8 @@ IN_COPY_ENV = "GPU_FLEET_OWN_FLEET_COPY"
 def make_copy(dest: Path) -> Path:
     """Copy the repository to ``dest`` with the lab's fleet in place of the sample's; return ``dest``."""
     shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(*NOT_COPIED, "*.egg-info"), symlinks=True)
+    if (ROOT / ".venv").is_dir():  # a team's checkout has its environment (the device plugin's post-renderer runs it)
+        (dest / ".venv").symlink_to(ROOT / ".venv", target_is_directory=True)
     for sample in ("stacks", "workloads"):
         shutil.rmtree(dest / sample)
         shutil.copytree(OWN_FLEET / sample, dest / sample)

@@ -29,6 +29,10 @@ HOLD_LABEL = "gpu-fleet.test/runs-until-deleted"
 _SUBMISSION = re.compile(r"kubectl --context \S+ -n benchmarks create -f - <<'YAML'\n(.*?)\nYAML\n", re.DOTALL)
 
 
+# kube-scheduler's event on binding a pod (pkg/scheduler/schedule_one.go: "Successfully assigned %v/%v to %v")
+_ASSIGNED = re.compile(r"Successfully assigned \S+ to (\S+)")
+
+
 def documented_job() -> tuple[dict[str, Any], Path]:
     """The Job a user submits to a queue, exactly as the README (or the docs page it moved to) shows it, and the file
     it is in."""
@@ -169,6 +173,20 @@ def doctor(hollow: HollowCluster, stack: str) -> str:
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode in (0, 1), f"doctor exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
+
+
+def scheduled_pods(hollow: HollowCluster, prefix: str) -> dict[str, str]:
+    """Pod name to node of every pod of the benchmarks namespace whose name starts with ``prefix`` that the scheduler
+    bound, read from its ``Scheduled`` events ("Successfully assigned <namespace>/<pod> to <node>"), which outlive
+    the pods (kube-apiserver --event-ttl, 1 h by default)."""
+    events = hollow.get("events", "-n", BENCHMARK_NAMESPACE, "--field-selector", "reason=Scheduled")["items"]
+    placed = {}
+    for event in events:
+        pod = event.get("involvedObject", {}).get("name", "")
+        found = _ASSIGNED.search(event.get("message") or event.get("note") or "")
+        if pod.startswith(prefix) and found:
+            placed[pod] = found.group(1)
+    return placed
 
 
 def finished(hollow: HollowCluster, job: str) -> str | None:

@@ -5,6 +5,7 @@ on the pinned chart's own rendering: tests/tools/test_charts.py."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -125,6 +126,17 @@ def test_the_executable_runs_from_the_project_folder_with_the_projects_python():
     )
     assert refused.returncode == 1 and refused.stdout == ""
     assert "nvidia-device-plugin post-renderer: DaemonSet nvidia-device-plugin: its containers" in refused.stderr
+
+
+def test_the_executable_without_the_projects_python_says_what_is_missing(tmp_path: Path):
+    """A checkout without its .venv (found by the real tier on a copy of the repository): one line naming the missing
+    interpreter and the README's set-up, status 1, nothing on stdout (Helm then fails the release with it)."""
+    folder = tmp_path / Path(DEVICE_PLUGIN_POSTRENDER).parent
+    shutil.copytree(ROOT / Path(DEVICE_PLUGIN_POSTRENDER).parent, folder)
+    done = subprocess.run([str(tmp_path / DEVICE_PLUGIN_POSTRENDER)], input=DAEMON_SET, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 1 and done.stdout == ""
+    assert "no " in done.stderr and ".venv/bin/python" in done.stderr and "set-up command" in done.stderr
 
 
 def test_the_device_plugin_release_names_the_post_renderer(tmp_path: Path):

@@ -44,8 +44,8 @@ SETTLE_S = 900.0
 
 def two_cluster_policy(source: Path, folder: Path) -> tuple[Path, Fleet, Queue]:
     """A copy of the policy at ``source`` (under ``folder``) with only the queues' manager and the first worker of its
-    first GPU queue: the other clusters, their runners and their places in the queues left out. The copy, the fleet
-    it loads as, and that queue (its one worker the cut fleet's)."""
+    first GPU queue: the other clusters, their runners, their places in the queues and the workloads of queues left
+    with no cluster left out. The copy, the fleet it loads as, and that queue (its one worker the cut fleet's)."""
     whole = load_fleet(source)
     if whole.dispatch is None:
         raise SystemExit(f"{source} has no queues: nothing to dispatch")
@@ -61,11 +61,23 @@ def two_cluster_policy(source: Path, folder: Path) -> tuple[Path, Fleet, Queue]:
         del runners[name]
     if not runners:
         doc.pop("runners", None)
+    offered = {p.card for n in keep for p in whole.cluster(n).pools}
     for name, settings in list(doc["queues"].items()):
         if isinstance(settings, dict):
             settings["clusters"] = [c for c in settings["clusters"] if c in keep]
-            if not settings["clusters"]:
+            if "gpus" in settings:
+                settings["gpus"] = [g for g in settings["gpus"] if g in offered]
+            if not settings["clusters"] or settings.get("gpus") == []:
                 del doc["queues"][name]
+    # a queued workload keeps the cards its queue still has, and goes with a queue left out
+    for name, settings in list((doc.get("workloads") or {}).items()):
+        if not isinstance(settings, dict) or not settings.get("queue"):
+            continue
+        queue_settings = doc["queues"].get(settings["queue"])
+        if isinstance(settings.get("gpus"), list) and isinstance(queue_settings, dict) and "gpus" in queue_settings:
+            settings["gpus"] = [g for g in settings["gpus"] if g in queue_settings["gpus"]]
+        if queue_settings is None or settings.get("gpus") == []:
+            del doc["workloads"][name]
     path = folder / "two-cluster-fleet.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     fleet = load_fleet(path)

@@ -389,13 +389,21 @@ def test_a_second_preview_shows_no_change(tier, name):
 
 def a_pull_requests_policy(folder) -> str:
     """The fleet's policy file as a pull request might change it: another scrape interval (the monitoring charts'
-    values) and one more node in every pool of the default size (the pools' quotas: Kueue's ClusterQueues, the
-    benchmarks' ResourceQuota); written under ``folder``, its path returned."""
+    values) and one more node in every pool, of the default size or of its own (the pools' quotas: Kueue's
+    ClusterQueues, the benchmarks' ResourceQuota; a stack whose pools all set their size, as the lab's EKS and AKS
+    do, would change Helm values only, which the provider previews without a dry run); written under ``folder``,
+    its path returned."""
     policy = yaml.safe_load(POLICY_FILE.read_text(encoding="utf-8"))
     monitoring = policy.setdefault("monitoring", {})
     monitoring["scrape_interval"] = "50s" if monitoring.get("scrape_interval") == "45s" else "45s"
     pool = policy.setdefault("defaults", {}).setdefault("gpu_pool", {})
     pool["max_nodes"] = pool.get("max_nodes", GpuPoolDefaults().max_nodes) + 1
+    for clusters in (policy.get("clusters") or {}).values():
+        for cluster in (clusters or {}).values():
+            gpus = cluster.get("gpus") if isinstance(cluster, dict) else None
+            for settings in gpus.values() if isinstance(gpus, dict) else ():
+                if isinstance(settings, dict) and "max_nodes" in settings:
+                    settings["max_nodes"] += 1
     changed = folder / "pull-request-fleet.yaml"
     changed.write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
     return str(changed)

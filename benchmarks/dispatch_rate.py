@@ -35,11 +35,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks import tier_cli
 from benchmarks.dispatch_stages import render
 from components.kubernetes.training import kueue_configuration
 from fleet.model.loader import POLICY_FILE
 from tests.real import toolchain
-from tests.real.isolation import INSIDE_ENV, only_loopback
 
 #: The client rates measured by default: the fleet's (which is Kueue 0.19.2's own default, apis/config/v1beta2/
 #: defaults.go), four times client-go's default, and client-go's default (k8s.io/client-go rest DefaultQPS,
@@ -121,25 +121,17 @@ def main(argv: list[str] | None = None) -> int:
                         "namespace's quota allows 200 Jobs)")  # fmt: skip
     parser.add_argument("--settings", default=DEFAULT_SETTINGS, help="Kueue clientConnection qps/burst to measure, "
                         f"comma-separated; 'fleet' is the fleet's own (default {DEFAULT_SETTINGS})")  # fmt: skip
-    parser.add_argument("--json", type=Path, help="write every figure as JSON to this file")
-    parser.add_argument("--render", type=Path, metavar="JSON", help="print the tables of an earlier --json; no run")
-    args = parser.parse_args(argv)
-    if args.render:
-        print(render(json.loads(args.render.read_text(encoding="utf-8"))))
+    tier_cli.add_output_options(parser)
+    args = tier_cli.parse(parser, argv, render)
+    if args is None:
         return 0
-    if os.environ.get(INSIDE_ENV) != "1" or not only_loopback():
-        parser.error("run it in the real tier's namespace: python -m tests.real.isolation <python> -m benchmarks...")
-    absent = toolchain.missing()
-    if absent:
-        parser.error(f"receivers not built ({', '.join(absent)}): python -m tests.real.toolchain build")
     if not 1 <= args.jobs <= 190:
         parser.error("--jobs must be 1 to 190 (the benchmarks namespace's quota counts 200 Jobs)")
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     report = run(args.jobs, parse_settings(args.settings), log, partial=args.json)
     print(render(report))
     print(f"setup (two stacks up) {report['setup_s']:.0f} s, whole run {report['total_s']:.0f} s")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    tier_cli.write_json(args.json, report)
     return 0
 
 

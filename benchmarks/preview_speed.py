@@ -31,7 +31,6 @@ Must run in the real tier's network namespace, on built receivers:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -46,11 +45,11 @@ from typing import Any
 
 from pulumi import automation as auto
 
+from benchmarks import tier_cli
 from fleet.model.loader import POLICY_FILE, load_fleet, load_fleet_cached
 from fleet.tools.engine.plan import plan_fleet, plan_runtime
 from tests.real import engine as real_engine
 from tests.real import toolchain
-from tests.real.isolation import INSIDE_ENV, only_loopback
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -280,21 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.preview_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--warm", type=int, default=2, help="warm previews per stack after up; best kept (default 2)")
     parser.add_argument("--plans", type=int, default=2, help="timed offline plans of the fleet; best kept (default 2)")
-    parser.add_argument("--json", type=Path, help="write every figure as JSON to this file")
-    parser.add_argument("--render", type=Path, metavar="JSON", help="print the tables of an earlier --json; no run")
-    args = parser.parse_args(argv)
-    if args.render:
-        print(render(json.loads(args.render.read_text(encoding="utf-8"))))
+    tier_cli.add_output_options(parser)
+    args = tier_cli.parse(parser, argv, render)
+    if args is None:
         return 0
-    if os.environ.get(INSIDE_ENV) != "1" or not only_loopback():
-        parser.error("run it in the real tier's namespace: python -m tests.real.isolation <python> -m benchmarks...")
-    absent = toolchain.missing()
-    if absent:
-        parser.error(f"receivers not built ({', '.join(absent)}): python -m tests.real.toolchain build")
     report = run(args.warm, args.plans, log=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(render(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    tier_cli.write_json(args.json, report)
     return 0
 
 

@@ -165,6 +165,26 @@ def choose_step(
     return float(step)
 
 
+#: A series every Prometheus has while it scrapes (its targets' health): present at a window's start, the Prometheus
+#: was collecting then, so a counter without samples at that time was born inside the window.
+COLLECTING = "up"
+
+
+def increase_from_birth(counter: str, window: Window) -> str:
+    """A counter's increase over ``window``, per series, counting a series born inside it from zero.
+
+    ``increase()`` starts at a series' first sample, so it misses what a counter held when it first appeared: a
+    Kueue counter or histogram child is created by its first event (a queue's first admission on a worker, its
+    first wait of a priority class), and over a window where that was the only one it answered 0, or nothing with a
+    single sample (found with a real Kueue on the real tier). A series with no sample at the window's start, while
+    the Prometheus was collecting (:data:`COLLECTING`), is counted by its value at the end, which is every event
+    since it was born; every other series by ``increase()``. Where the Prometheus holds nothing at the start (a
+    window longer than its retention) every series is taken by ``increase()``, as before."""
+    r = window.range
+    born = f"({counter} unless {counter} offset {r}) and on () group({COLLECTING} offset {r})"
+    return f"(({born}) or increase({counter}[{r}]))"
+
+
 def escape_label_value(value: str) -> str:
     """A label value as a PromQL string literal body (backslash, double quote and newline escaped)."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

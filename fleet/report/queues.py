@@ -32,7 +32,7 @@ from typing import Any
 from fleet.model.core import pod_contract
 from fleet.model.core.fleet import Fleet
 from fleet.model.queues.settings import ADMISSION_WAIT_METRIC, START_WAIT_METRIC
-from fleet.report.queries import Window
+from fleet.report.queries import Window, increase_from_birth
 
 ADMITTED = "multikueue_workloads_admitted_total"
 WAIT = ADMISSION_WAIT_METRIC
@@ -97,20 +97,24 @@ def queue_queries(window: Window) -> dict[str, str]:
     """The instant queries at the window's end: admissions per queue and worker; the wait to admission's sum, count,
     buckets and median per queue; the wait from admission to running's sum, count, buckets and median per queue and
     worker, and its median per queue. Every histogram is summed over Kueue's other labels (priority_class,
-    replica_role) before a quantile is taken, ``le`` kept."""
-    r = window.range
+    replica_role) before a quantile is taken, ``le`` kept. Every increase counts a series born inside the window from
+    zero (:func:`fleet.report.queries.increase_from_birth`): Kueue creates a queue's series at its first event."""
     per_worker = "cluster_queue, cluster"
+
+    def inc(counter: str) -> str:
+        return increase_from_birth(counter, window)
+
     return {
-        "admitted": f"sum by ({per_worker}) (increase({ADMITTED}[{r}]))",
-        "wait_sum": f"sum by (cluster_queue) (increase({WAIT}_sum[{r}]))",
-        "wait_count": f"sum by (cluster_queue) (increase({WAIT}_count[{r}]))",
-        "wait_buckets": f"sum by (cluster_queue, le) (increase({WAIT}_bucket[{r}]))",
-        "wait_median": f"histogram_quantile(0.5, sum by (cluster_queue, le) (increase({WAIT}_bucket[{r}])))",
-        "start_sum": f"sum by ({per_worker}) (increase({START}_sum[{r}]))",
-        "start_count": f"sum by ({per_worker}) (increase({START}_count[{r}]))",
-        "start_buckets": f"sum by ({per_worker}, le) (increase({START}_bucket[{r}]))",
-        "start_median": f"histogram_quantile(0.5, sum by ({per_worker}, le) (increase({START}_bucket[{r}])))",
-        "start_median_all": f"histogram_quantile(0.5, sum by (cluster_queue, le) (increase({START}_bucket[{r}])))",
+        "admitted": f"sum by ({per_worker}) ({inc(ADMITTED)})",
+        "wait_sum": f"sum by (cluster_queue) ({inc(WAIT + '_sum')})",
+        "wait_count": f"sum by (cluster_queue) ({inc(WAIT + '_count')})",
+        "wait_buckets": f"sum by (cluster_queue, le) ({inc(WAIT + '_bucket')})",
+        "wait_median": f"histogram_quantile(0.5, sum by (cluster_queue, le) ({inc(WAIT + '_bucket')}))",
+        "start_sum": f"sum by ({per_worker}) ({inc(START + '_sum')})",
+        "start_count": f"sum by ({per_worker}) ({inc(START + '_count')})",
+        "start_buckets": f"sum by ({per_worker}, le) ({inc(START + '_bucket')})",
+        "start_median": f"histogram_quantile(0.5, sum by ({per_worker}, le) ({inc(START + '_bucket')}))",
+        "start_median_all": f"histogram_quantile(0.5, sum by (cluster_queue, le) ({inc(START + '_bucket')}))",
     }
 
 

@@ -9,7 +9,8 @@ labelled ``cluster_queue``, ``cluster``, ``replica_role``; ``kueue_admission_wai
 with Kueue's buckets (``generateExponentialBuckets``: 1, then 2.5 doubling; 16 of them for the admission wait, 14
 for the wait to ready). They are written here at one-minute steps and loaded with ``promtool tsdb create-blocks-from
 openmetrics``, so every sample's time is exact. Every counter is still 0 at minute 0, the window's first sample, so
-``increase()`` does not extrapolate: each increase is the counter's value at minute 60. The fleet is
+``increase()`` does not extrapolate: each increase is the counter's value at minute 60. The same hour again with
+each series born at its first event, as Kueue creates them, gives the same table. The fleet is
 tests/helpers.py QUEUED (``gpu``: cern-gpu, eks-a, gke-a in that order; ``tpu``: gke-a). By hand:
 
 * ``gpu``: admitted on cern-gpu at minutes 10, 20, 30, 40 (4), on eks-a at 35 and 50 (2), on gke-a at 55 (1): 7 in
@@ -98,46 +99,60 @@ WAIT_COLUMNS = [
 ]  # fmt: skip
 
 
-def histogram(name: str, labels: str, buckets: list[float], observed: tuple[tuple[int, float], ...], start: int):
-    """The minute-by-minute series of one Kueue histogram child: a bucket per bound and +Inf, the sum and the count."""
+def histogram(
+    name: str, labels: str, buckets: list[float], observed: tuple[tuple[int, float], ...], start: int, born: bool
+):
+    """The minute-by-minute series of one Kueue histogram child: a bucket per bound and +Inf, the sum and the count;
+    when ``born``, from its first observation only, as Kueue creates the child then."""
+    first = min(m for m, _ in observed) if born else 0
+    points = [k for k in POINTS if k >= first]
     lines = []
     for le in [*(f"{b:g}" for b in buckets), "+Inf"]:
         bound = float(le)
         lines += [
             f'{name}_bucket{{{labels},le="{le}"}} {sum(m <= k and w <= bound for m, w in observed)} {start + k * STEP}'
-            for k in POINTS
+            for k in points
         ]
-    lines += [f"{name}_sum{{{labels}}} {sum(w for m, w in observed if m <= k)} {start + k * STEP}" for k in POINTS]
-    lines += [f"{name}_count{{{labels}}} {sum(m <= k for m, _ in observed)} {start + k * STEP}" for k in POINTS]
+    lines += [f"{name}_sum{{{labels}}} {sum(w for m, w in observed if m <= k)} {start + k * STEP}" for k in points]
+    lines += [f"{name}_count{{{labels}}} {sum(m <= k for m, _ in observed)} {start + k * STEP}" for k in points]
     return lines
 
 
-def openmetrics(start: int) -> str:
+def openmetrics(start: int, born: bool) -> str:
     """Kueue's series minute by minute: on the manager, admissions per queue and worker and the waits to admission;
-    from each worker, federated with its external labels, the waits from admission to running."""
-    lines = ["# TYPE multikueue_workloads_admitted_total gauge"]
+    from each worker, federated with its external labels, the waits from admission to running. Every series is there
+    from minute 0 at 0, or, when ``born``, from its first event on (as Kueue creates them), the central scraping
+    (``up``) all along."""
+    lines = ["# TYPE up gauge", *(f'up{{job="kueue"}} 1 {start + k * STEP}' for k in POINTS)] if born else []
+    lines.append("# TYPE multikueue_workloads_admitted_total gauge")
     for (queue, worker), minutes in ADMISSIONS.items():
         series = f'multikueue_workloads_admitted_total{{cluster="{worker}",cluster_queue="{queue}",{ROLE}}}'
-        lines += [f"{series} {sum(m <= k for m in minutes)} {start + k * STEP}" for k in POINTS]
+        lines += [
+            f"{series} {sum(m <= k for m in minutes)} {start + k * STEP}"
+            for k in POINTS
+            if k >= min(minutes) or not born
+        ]
     name = "kueue_admission_wait_time_seconds"
     lines.append(f"# TYPE {name} histogram")
     for (queue, priority), waits in WAITS.items():
         labels = f'cluster_queue="{queue}",{ROLE}' + (f',priority_class="{priority}"' if priority else "")
-        lines += histogram(name, labels, ADMISSION_BUCKETS, waits, start)
+        lines += histogram(name, labels, ADMISSION_BUCKETS, waits, start, born)
     name = "kueue_admitted_until_ready_wait_time_seconds"
     lines.append(f"# TYPE {name} histogram")
     for (queue, worker), waits in STARTS.items():
         labels = f'cloud="{CLOUDS[worker]}",cluster="{worker}",cluster_queue="{queue}",{ROLE}'
-        lines += histogram(name, labels, READY_BUCKETS, waits, start)
+        lines += histogram(name, labels, READY_BUCKETS, waits, start, born)
     return "\n".join([*lines, "# EOF"]) + "\n"
 
 
-@pytest.fixture(scope="module")
-def queues_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+@pytest.fixture(scope="module", params=["from-zero", "born-at-first-event"])
+def queues_report(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The report over the hour, its series there from minute 0 or each born at its first event (where
+    ``increase()`` alone would miss every first event: 0 admissions on gke-a, no tpu row)."""
     promtool, prometheus_exe = require_tool("promtool"), require_tool("prometheus")
     tmp = tmp_path_factory.mktemp("queues")
     start = (int(time.time()) // 3600 - 4) * 3600  # an hour, whole, four hours ago: only the loaded blocks hold it
-    blocks_from_openmetrics(promtool, openmetrics(start), tmp)
+    blocks_from_openmetrics(promtool, openmetrics(start, request.param != "from-zero"), tmp)
     policy, _stacks = write_policy(tmp, QUEUED, QUEUED_STACKS)
     prometheus = Prometheus(prometheus_exe, tmp / "prometheus", {"global": {"scrape_interval": "15s"}})
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.model.core import pod_contract
-from fleet.report.queries import Window
+from fleet.report.queries import Window, increase_from_birth
 from fleet.report.queues import Wait, Worst, queue_queries, queue_rows, worst_bound
 
 # kueue v0.19.2 generateExponentialBuckets(14) as Prometheus stores the ``le`` values
@@ -69,7 +69,7 @@ def test_quantiles_are_taken_over_every_priority_class_and_replica_with_le_kept(
     queries = queue_queries(Window(0, 3600))
     for name in ("wait_median", "start_median", "start_median_all"):
         assert queries[name].startswith("histogram_quantile(0.5, sum by (")
-        assert ", le) (increase(" in queries[name]
+        assert ", le) ((" in queries[name] and "_bucket[3600s])" in queries[name]
     assert "cluster_queue, cluster, le" in queries["start_buckets"]
 
 
@@ -83,3 +83,17 @@ def test_the_per_cluster_sweeps_own_queues_are_no_rows_of_the_queues_table() -> 
         "wait_count": [{"metric": {"cluster_queue": q}, "value": [0, "2"]} for q in ("queue-gpu", sweep)],
     }
     assert [row.queue for row in queue_rows(answers, None)] == ["queue-gpu"]
+
+
+def test_every_increase_counts_a_series_born_inside_the_window_from_zero() -> None:
+    """Kueue creates a queue's series at its first event: each query takes a series absent at the window's start
+    (while the Prometheus was collecting) by its value at the end, every other by increase()."""
+    window = Window(0, 3600)
+    for name, query in queue_queries(window).items():
+        assert "increase(" in query, name
+        counter = query.split("increase(", 1)[1].split("[", 1)[0]
+        assert increase_from_birth(counter, window) in query, name
+    born = increase_from_birth("m_total", window)
+    assert (
+        born == "(((m_total unless m_total offset 3600s) and on () group(up offset 3600s)) or increase(m_total[3600s]))"
+    )

@@ -29,6 +29,8 @@ KUEUE_METRICS_SERVICE_LABELS = {
     "app.kubernetes.io/component": "metrics-service",
 }
 KUEUE_METRICS_PORT = 8443
+#: The ServiceMonitor's name, in Kueue's namespace.
+KUEUE_METRICS_MONITOR = "kueue-metrics"
 KUEUE_METRICS_READER = "kueue-metrics-reader"
 # the manager pod's labels (kueue.selectorLabels), which the ingress rule opens 8443 on
 KUEUE_POD_LABELS = {"app.kubernetes.io/name": "kueue", "control-plane": "controller-manager"}
@@ -64,7 +66,7 @@ def kueue_metrics_scrape(
         f"{cluster}-kueue-metrics",
         api_version="monitoring.coreos.com/v1",
         kind="ServiceMonitor",
-        metadata={"name": "kueue-metrics", "namespace": kueue_namespace, "labels": FLEET_LABELS},
+        metadata={"name": KUEUE_METRICS_MONITOR, "namespace": kueue_namespace, "labels": FLEET_LABELS},
         spec={
             "selector": {"matchLabels": dict(KUEUE_METRICS_SERVICE_LABELS)},
             "endpoints": [kueue_metrics_endpoint()],

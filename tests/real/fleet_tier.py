@@ -19,6 +19,8 @@ from fleet.model.core.fleet import Fleet
 from fleet.model.core.pod_contract import BENCHMARK_NAMESPACE
 from fleet.model.core.stack_settings import STACK_SETTINGS
 from tests.conftest import shared_data
+from tests.real.admissions import AdmissionLedger
+from tests.real.central import TierCentral
 from tests.real.controllers import RealControllers
 from tests.real.engine import RealEngine
 from tests.real.hollow import HollowCluster, cluster_node_specs
@@ -104,6 +106,10 @@ class FleetTier:
     def __post_init__(self) -> None:
         self.engine = RealEngine(self.folder / "engine")
         self.charts = shared_data("GPU_FLEET_CHART_CACHE", "charts", "the pinned Helm charts")
+        # where the fleet has queues: the central's Prometheus (collecting before any stack comes up) and what the
+        # manager admitted (watched from before its first up, which dispatches the queued workloads it declares)
+        self.central: TierCentral | None = None
+        self.admissions: AdmissionLedger | None = None
 
     def on_hollow(self, name: str) -> StackOnHollow:
         """Stack ``name`` on its hollow cluster, started (with every node of its pools) on first use."""
@@ -116,6 +122,12 @@ class FleetTier:
             hollow.start()
             hollow.add_nodes(cluster_node_specs(cluster))
             controllers.start()
+            dispatch = self.fleet.dispatch
+            if dispatch is not None and self.central is None:
+                self.central = TierCentral(self.fleet, self.folder / "central").start()
+            if dispatch is not None and name == dispatch.manager:
+                checks = frozenset(q.cluster_queue for q in dispatch.queues)
+                self.admissions = AdmissionLedger(hollow, checks).start()
         except BaseException:
             controllers.stop()
             hollow.stop()
@@ -135,8 +147,19 @@ class FleetTier:
         self.stacks[name] = StackOnHollow(cluster, hollow, stack, controllers, self.engine)
         return self.stacks[name]
 
+    def after_up(self, on: StackOnHollow) -> None:
+        """What follows a stack's first ``up``: the central scrapes the cluster's Kueue where it has a part in the
+        queues."""
+        dispatch = self.fleet.dispatch
+        if self.central is not None and dispatch is not None and dispatch.role(on.cluster.name) is not None:
+            self.central.scrape_kueue(on)
+
     def stop(self) -> None:
-        """Stop every hollow cluster (each process by its PID)."""
+        """Stop every hollow cluster (each process by its PID), the central's Prometheus and the admissions' watch."""
+        if self.admissions is not None:
+            self.admissions.stop()
+        if self.central is not None:
+            self.central.stop()
         for each in self.stacks.values():
             each.controllers.stop()
             each.hollow.stop()

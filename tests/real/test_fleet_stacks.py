@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 import pytest
 import yaml
 from pulumi import automation as auto
@@ -14,7 +18,11 @@ from fleet.model.loader import POLICY_FILE, load_fleet
 from fleet.model.policy_file.schema import GpuPoolDefaults
 from fleet.model.queues.dispatch import kind_of
 from fleet.model.queues.settings import WORKER_ACCOUNT
+from fleet.report.formatting import MISSING
+from fleet.report.tables import QUEUES_TITLE
+from tests.conftest import ROOT
 from tests.e2e.processes import patience, wait_for
+from tests.e2e.support import markdown_tables
 from tests.real import dispatch
 from tests.real.agreement import disagreements
 from tests.real.conftest import require_receivers
@@ -70,6 +78,7 @@ def test_the_real_preview_with_the_policy_pack_passes_then_up_succeeds(tier, nam
     preview(on)
     up(on)
     provide_site_claim(on)
+    tier.after_up(on)
     if FLEET.dispatch and FLEET.dispatch.role(name) == "worker":
         token = on.hollow.kubectl(
             "create", "token", WORKER_ACCOUNT, "-n", KUEUE_NAMESPACE, "--duration", f"{TOKEN_MAX_DAYS * 24}h"
@@ -376,6 +385,49 @@ def test_a_queued_sweep_point_runs_as_one_jobset_on_its_pool(tier, point):
     nodes = {node: worker.hollow.get("node", node)["metadata"]["labels"] for node in set(placed.values())}
     off_pool = {n for n, labels in nodes.items() if any(labels.get(k) != v for k, v in pool.node_selector.items())}
     assert off_pool == set(), f"pods of {name} on {sorted(off_pool)}, outside pool {pool.name} ({pool.node_selector})"
+
+
+def table_count(cell: str) -> int:
+    """A count of the report's tables (``4``, ``1,024``) as a number."""
+    return int(float(cell.replace(",", "")))
+
+
+@pytest.mark.skipif(not QUEUES, reason="the fleet has no queues")
+def test_the_reports_queues_table_counts_what_the_manager_admitted(tier, tmp_path):
+    """``fleet report`` on the central's Prometheus (a real one scraping the real Kueues as the fleet's ServiceMonitors
+    say, tests/real/central.py), over the tier's run so far: per queue and worker, the admissions the manager made
+    (its Workloads' MultiKueue checks turning Ready, watched all along: tests/real/admissions.py), the spills past
+    the first cluster, and a measured wait to admission and from admission to running wherever a job was admitted."""
+    assert tier.central is not None and tier.admissions is not None
+    central, truth = tier.central, tier.admissions
+    asked = time.time()
+    assert wait_for("the central to scrape every Kueue again", lambda: central.scraped_since(asked), patience(),
+                    [central.prometheus])  # fmt: skip
+    admitted = truth.counts()
+    assert admitted, "the manager admitted nothing: the queue tests above did not run"
+    out = tmp_path / "report"
+    run = subprocess.run(
+        [sys.executable, "-m", "fleet", "report", "--prometheus", central.url, "--start", str(central.collecting_since),
+         "--end", str(time.time()), "--out", str(out), "--policy", str(POLICY_FILE)],
+        capture_output=True, text=True, timeout=patience(), cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-5000:]
+    rows = markdown_tables((out / "report.md").read_text(encoding="utf-8"))[QUEUES_TITLE]
+    by_name = {q.cluster_queue: q for q in QUEUES}
+    expected, spilled = {}, {}
+    for (cluster_queue, worker), count in admitted.items():
+        queue = by_name[cluster_queue]
+        expected[(queue.name, worker)] = count
+        spilled[queue.name] = spilled.get(queue.name, 0) + (count if worker != queue.clusters[0] else 0)
+    reported = {(r["queue"], r["worker"]): table_count(r["admitted"]) for r in rows if r["worker"] != "all workers"}
+    assert {k: v for k, v in reported.items() if v} == expected, f"the manager admitted {admitted}"
+    totals = {r["queue"]: r for r in rows if r["worker"] == "all workers"}
+    for queue, row in totals.items():
+        assert table_count(row["spilled past the first"]) == spilled[queue], row
+        assert row["to admission, mean (s)"] != MISSING, row
+    for r in rows:
+        if r["worker"] != "all workers" and table_count(r["admitted"]):
+            assert r["admission to running, mean (s)"] != MISSING, r
 
 
 @pytest.mark.parametrize("name", ORDER)

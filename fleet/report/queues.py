@@ -162,8 +162,8 @@ def _wait(key: tuple[str, ...], sums: Mapping, counts: Mapping, medians: Mapping
 
 def queue_rows(results: Mapping[str, list[dict[str, Any]]], fleet: Fleet | None) -> list[QueueRow]:
     """One row per queue of the policy, in its order, then per other ClusterQueue the manager's metrics name (a queue
-    renamed or removed; not the per-cluster sweeps' own), from the answers to :func:`queue_queries`; a queue that
-    admitted nothing and measured no wait is left out."""
+    renamed or removed; not a cluster's own, its sweeps' or benchmarks'), from the answers to :func:`queue_queries`;
+    a queue that admitted nothing and measured no wait is left out."""
     admitted: dict[str, dict[str, float]] = {}
     for (cq, worker), value in _keyed(results.get("admitted", []), "cluster_queue", "cluster").items():
         admitted.setdefault(cq, {})[worker] = value
@@ -178,8 +178,9 @@ def queue_rows(results: Mapping[str, list[dict[str, Any]]], fleet: Fleet | None)
     policy = {q.cluster_queue: q for q in (fleet.dispatch.queues if fleet and fleet.dispatch else ())}
     counted = {cq for (cq,) in waits[1]}
     rows = []
-    # the per-cluster sweeps' own ClusterQueues, which Kueue measures too where the manager sweeps, are not the fleet's
-    others = {cq for cq in (set(admitted) | counted) - set(policy) if not pod_contract.is_sweep_cluster_queue(cq)}
+    # the cluster's own ClusterQueues (its sweeps', its benchmarks'), which Kueue measures too where the manager sweeps
+    # or benchmarks, are not the fleet's
+    others = {cq for cq in (set(admitted) | counted) - set(policy) if not pod_contract.is_cluster_own_queue(cq)}
     for cq in [*policy, *sorted(others)]:
         queue, seen = policy.get(cq), admitted.get(cq, {})
         order = queue.clusters if queue else ()

@@ -11,7 +11,7 @@ from pulumi_policy import ReportViolation, StackValidationArgs
 from fleet.model.access import can_i
 from fleet.model.access.rbac import RBAC_GROUP, Rbac, User
 from fleet.model.core import pod_contract
-from fleet.model.core.pod_contract import BENCHMARK_CLUSTER_QUEUE, is_sweep_cluster_queue
+from fleet.model.core.pod_contract import is_cluster_own_queue
 from fleet.model.queues.dispatch import pool_capacity
 from fleet.model.queues.queued_sweeps import queue_quota
 from fleet.model.queues.settings import WORKER_ACCOUNT
@@ -124,8 +124,8 @@ def _validate_queues(args: StackValidationArgs, report: ReportViolation) -> None
             elif amount != pool_capacity(pool):
                 report(f"the flavor {flavor} of {name} holds {amount}, but its pool holds {pool_capacity(pool)}")
     # the sweeps' and the benchmarks' own queues are the cluster's (sweeps.py, benchmark_queue.py check them)
-    own = {f"queue-{q.name}" for q in mine} | {BENCHMARK_CLUSTER_QUEUE}
-    extra = sorted(n for n in set(queues) - own if not is_sweep_cluster_queue(n))
+    own = {f"queue-{q.name}" for q in mine}
+    extra = sorted(n for n in set(queues) - own if not is_cluster_own_queue(n))
     if extra:
         report(f"{stack} has the queue(s) {', '.join(extra)}, for which policy/fleet.yaml does not name it a worker")
 

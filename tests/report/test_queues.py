@@ -73,14 +73,14 @@ def test_quantiles_are_taken_over_every_priority_class_and_replica_with_le_kept(
     assert "cluster_queue, cluster, le" in queries["start_buckets"]
 
 
-def test_the_per_cluster_sweeps_own_queues_are_no_rows_of_the_queues_table() -> None:
+def test_a_clusters_own_queues_are_no_rows_of_the_queues_table() -> None:
     """Kueue on the manager measures every ClusterQueue's admission wait, the sweeps' own per pool too where the
-    manager sweeps (gpu-fleet-sweeps-<pool>, pod_contract.sweep_cluster_queue): they are not fleet queues, and the
-    sweep's own section reports them."""
-    sweep = pod_contract.sweep_cluster_queue("gpu-l4-x8")
+    manager sweeps (gpu-fleet-sweeps-<pool>, pod_contract.sweep_cluster_queue) and the benchmarks' where it runs
+    benchmarks (gpu-fleet-benchmarks): they are not fleet queues (the sweep's own section reports the sweeps)."""
+    own = (pod_contract.sweep_cluster_queue("gpu-l4-x8"), pod_contract.BENCHMARK_CLUSTER_QUEUE)
     answers = {
-        "wait_sum": [{"metric": {"cluster_queue": q}, "value": [0, "30"]} for q in ("queue-gpu", sweep)],
-        "wait_count": [{"metric": {"cluster_queue": q}, "value": [0, "2"]} for q in ("queue-gpu", sweep)],
+        "wait_sum": [{"metric": {"cluster_queue": q}, "value": [0, "30"]} for q in ("queue-gpu", *own)],
+        "wait_count": [{"metric": {"cluster_queue": q}, "value": [0, "2"]} for q in ("queue-gpu", *own)],
     }
     assert [row.queue for row in queue_rows(answers, None)] == ["queue-gpu"]
 

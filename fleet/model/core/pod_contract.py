@@ -72,6 +72,12 @@ def is_sweep_cluster_queue(name: str) -> bool:
     return name.startswith(sweep_cluster_queue(""))
 
 
+def is_cluster_own_queue(name: str) -> bool:
+    """Whether a ClusterQueue is one a cluster has for itself, not one of the fleet's queues: a sweep pool's
+    (``sweep_cluster_queue``) or the benchmarks' (``BENCHMARK_CLUSTER_QUEUE``)."""
+    return is_sweep_cluster_queue(name) or name == BENCHMARK_CLUSTER_QUEUE
+
+
 # A TrainJob's name: a DNS-1035 label (trainer v2.3.0 trainjob CRD rule ^[a-z]([-a-z0-9]*[a-z0-9])?$), short enough
 # that JobSet's child Job and pod names, <name>-node-<job index>-<pod index>-<5 chars>, stay within 63 characters
 # (jobset v0.12.0 pkg/webhooks/jobset_webhook.go): the pod index has as many digits as the job's last node, so a job

@@ -413,6 +413,8 @@ def test_the_reports_queues_table_counts_what_the_manager_admitted(tier, tmp_pat
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-5000:]
     rows = markdown_tables((out / "report.md").read_text(encoding="utf-8"))[QUEUES_TITLE]
+    # no row of a ClusterQueue the policy does not have (a cluster's own, its sweeps' or benchmarks')
+    assert {r["queue"] for r in rows} <= {q.name for q in QUEUES}, rows
     by_name = {q.cluster_queue: q for q in QUEUES}
     expected, spilled = {}, {}
     for (cluster_queue, worker), count in admitted.items():

@@ -73,18 +73,19 @@ def test_the_real_preview_with_the_policy_pack_passes_then_up_succeeds(tier, nam
     """In the fleet's order (a central reads its leaves' outputs, the manager its workers'): a preview with the pack,
     then ``pulumi up`` (the API server accepts every object), and for a queue worker the token the manager needs,
     as docs/queues.md has the operator make it after the first deploy, then another ``up``; the site's checkpoint
-    claim where the cluster names one (docs/sweeps.md)."""
+    claim where the cluster names one (docs/sweeps.md); then the central scrapes the cluster's Kueue where it has a
+    part in the queues."""
     on = tier.on_hollow(name)
     preview(on)
     up(on)
     provide_site_claim(on)
-    tier.after_up(on)
     if FLEET.dispatch and FLEET.dispatch.role(name) == "worker":
         token = on.hollow.kubectl(
             "create", "token", WORKER_ACCOUNT, "-n", KUEUE_NAMESPACE, "--duration", f"{TOKEN_MAX_DAYS * 24}h"
         ).stdout.strip()
         on.stack.set_config(TOKEN_SETTING, auto.ConfigValue(token, secret=True))
         up(on)
+    tier.after_up(on)
 
 
 def preview(on) -> None:

@@ -17,9 +17,9 @@ monitor's 30 s: the tier's runs last minutes.
 
 from __future__ import annotations
 
+import math
 import re
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,10 @@ class TierCentral:
         port = free_port()
         self.prometheus = Prometheus(require_tool("prometheus"), self.folder, self._config(port), port=port)
         wait_for("the central to scrape itself", lambda: self._up(SELF_JOB), patience(), [self.prometheus])
-        self.collecting_since = time.time()
+        # a report window starting here must find a sample of ``up`` at its start (fleet/report/queries.py
+        # increase_from_birth) after Window.range rounds its length up to whole seconds: a second past a sample's
+        sampled = max(float(s["value"][1]) for s in self.prometheus.query(f'timestamp(up{{job="{SELF_JOB}"}})'))
+        self.collecting_since = math.ceil(sampled) + 1.0
         return self
 
     @property

@@ -3,7 +3,7 @@ module gpufleet.test/receivers/pulumi-kubernetes
 
 go 1.24.7
 
-toolchain go1.24.9
+toolchain go1.26.8
 
 // pulumi-kubernetes v4.25.0: the proxy serves the provider module only at this pseudo-version, whose commit
 // f47bc2d6f1996444d11c12b4ef083b82585f7c07 is the tag v4.25.0 (git tag --contains, the upstream repository).

@@ -51,7 +51,8 @@ receivers: $(STAMP)
 	$(PY) -m tests.real.toolchain build
 
 # The real tier: every stack of the shipped fleet, then of the lab's fleet, through the real CLI on hollow control
-# planes, in a network namespace with only loopback (tests/real/isolation.py); needs Go, unshare and ip (util-linux, iproute2) and openssl.
+# planes, in a network namespace with only loopback (tests/real/isolation.py); needs Go, unshare and ip (util-linux,
+# iproute2), openssl, and prometheus (Debian's) for the central that the queues' report reads.
 test-real: receivers
 	$(PY) -m tests.real.isolation $(PY) -m pytest -q -n 0 -p no:cacheprovider tests/real
 	# the same checks on a team's own fleet (tests/fixtures/ownfleet), in a copy of the repository

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import ssl
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -43,7 +42,6 @@ class AdmissionLedger:
     checks: frozenset[str]
     admitted: Counter = field(default_factory=Counter)
     watches: int = 0  # how many times the watch was (re)started
-    last_turn: float = 0.0  # Unix time of the last turn counted
 
     def __post_init__(self) -> None:
         self._ready: dict[str, bool] = {}  # Workload uid -> whether its check was Ready when last seen
@@ -75,7 +73,6 @@ class AdmissionLedger:
         with self._lock:
             if ready and not self._ready.get(uid, False):
                 self.admitted[(queue, status.get("clusterName") or "")] += 1
-                self.last_turn = time.time()
             self._ready[uid] = ready
 
     def _context(self) -> ssl.SSLContext:

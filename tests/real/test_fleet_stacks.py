@@ -388,10 +388,6 @@ def test_a_queued_sweep_point_runs_as_one_jobset_on_its_pool(tier, point):
     assert off_pool == set(), f"pods of {name} on {sorted(off_pool)}, outside pool {pool.name} ({pool.node_selector})"
 
 
-#: Seconds without a new admission on the manager before the report is read.
-ADMISSIONS_QUIET_S = 10.0
-
-
 def table_count(cell: str) -> int:
     """A count of the report's tables (``4``, ``1,024``) as a number."""
     return int(float(cell.replace(",", "")))
@@ -406,15 +402,21 @@ def test_the_reports_queues_table_counts_what_the_manager_admitted(tier, tmp_pat
     assert tier.central is not None and tier.admissions is not None
     central, truth = tier.central, tier.admissions
 
-    def settled() -> bool:
-        # a test above may leave an admission in flight (the spill's job is admitted as the test deletes it): no turn
-        # for a while, and every Kueue scraped since the last one
-        quiet = time.time() - truth.last_turn > ADMISSIONS_QUIET_S
-        return quiet and central.scraped_since(max(truth.last_turn, central.collecting_since))
+    # a test above may leave an admission in flight (the spill's job is admitted as the test deletes it): read the
+    # admissions, wait for a scrape of every Kueue after that reading, and take them if none turned in between
+    reading: dict = {}
 
-    assert wait_for("the manager's admissions to settle and the central to scrape them", settled, patience(),
-                    [central.prometheus])  # fmt: skip
-    end, admitted = time.time(), truth.counts()
+    def settled():
+        if not reading:
+            reading.update(counts=truth.counts(), at=time.time())
+        elif central.scraped_since(reading["at"]):
+            if truth.counts() == reading["counts"]:
+                return time.time(), reading["counts"]
+            reading.clear()
+        return None
+
+    end, admitted = wait_for("the manager's admissions to settle and the central to scrape them", settled,
+                             patience(), [central.prometheus])  # fmt: skip
     assert admitted, "the manager admitted nothing: the queue tests above did not run"
     out = tmp_path / "report"
     run = subprocess.run(

@@ -477,8 +477,22 @@ def test_the_gateway_serves_a_fleet_client_through_1500_half_open_handshakes(
 # handshakes take nginx past its 128Mi limit). Measured on nginx 1.22: 21 MiB idle, 111 MiB holding the flood (the
 # processes' RSS summed, so shared pages counted in each).
 # The slots left free are shared by the two workers as the kernel hands out connections, unevenly: with 100 left, one
-# worker could be full when the fleet client's connection reached it (a reset, seen once in a loaded CI run).
+# worker could be full when the fleet client's connection reached it (a reset, seen once in a loaded CI run; with 256
+# left, again once with both cores busy beside the real tier). A fleet client is Prometheus, which scrapes again at its
+# next interval: the gateway serves it when one of a few connections in turn is.
 FLOOD = GATEWAY_WORKERS * GATEWAY_WORKER_CONNECTIONS - 256
+CLIENT_ATTEMPTS = 5
+
+
+def _served_within_attempts(port: int, client: ssl.SSLContext, attempts: int) -> tuple[int, bytes] | list[str]:
+    """The first answer of up to ``attempts`` connections to ``/federate`` one after the other, or why each failed."""
+    failures = []
+    for _ in range(attempts):
+        try:
+            return _gateway(port, client, "GET", _federate_path(METRIC))
+        except (ConnectionError, ssl.SSLError) as exc:
+            failures.append(repr(exc))
+    return failures
 
 
 def _server_connections(port: int) -> int:
@@ -502,8 +516,8 @@ def test_the_gateway_stays_under_its_memory_limit_with_every_slot_stalled_and_se
     sockets, connected = _hold_half_open_handshakes(port, FLOOD, patience())
     try:
         assert connected == FLOOD
-        status, body = _gateway(port, client, "GET", _federate_path(METRIC))
-        assert (status, body) == (200, b"ok\n")  # served while the flood is held
+        answer = _served_within_attempts(port, client, CLIENT_ATTEMPTS)
+        assert answer == (200, b"ok\n")  # served while the flood is held
         held = tree_rss_kib(nginx.proc.pid)  # every stalled handshake's buffers are allocated by now
         assert held > idle + FLOOD * 8  # the flood is really held in memory (some KiB each): the measure can fail
         assert held < GATEWAY_MEMORY_MIB * 1024, f"nginx holds {held // 1024} MiB with {FLOOD} stalled handshakes"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,7 +124,8 @@ class FleetTier:
             hollow.add_nodes(cluster_node_specs(cluster))
             controllers.start()
             dispatch = self.fleet.dispatch
-            if dispatch is not None and self.central is None:
+            if dispatch is not None and self.central is None and shutil.which("prometheus"):
+                # without Debian's prometheus only the report's check skips (it says why), not the stacks' ups
                 self.central = TierCentral(self.fleet, self.folder / "central").start()
             if dispatch is not None and name == dispatch.manager:
                 checks = frozenset(q.cluster_queue for q in dispatch.queues)

@@ -20,7 +20,7 @@ from fleet.model.queues.dispatch import kind_of
 from fleet.model.queues.settings import WORKER_ACCOUNT
 from fleet.report.formatting import MISSING
 from fleet.report.tables import QUEUES_TITLE
-from tests.conftest import ROOT
+from tests.conftest import ROOT, require_tool
 from tests.e2e.processes import patience, wait_for
 from tests.e2e.support import markdown_tables
 from tests.real import dispatch
@@ -399,6 +399,7 @@ def test_the_reports_queues_table_counts_what_the_manager_admitted(tier, tmp_pat
     say, tests/real/central.py), over the tier's run so far: per queue and worker, the admissions the manager made
     (its Workloads' MultiKueue checks turning Ready, watched all along: tests/real/admissions.py), the spills past
     the first cluster, and a measured wait to admission and from admission to running wherever a job was admitted."""
+    require_tool("prometheus")
     assert tier.central is not None and tier.admissions is not None
     central, truth = tier.central, tier.admissions
 

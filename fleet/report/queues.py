@@ -12,6 +12,8 @@ Read on the central, which is the manager and scrapes its Kueue, and federates e
   creation (or requeue) to its admission, which on the manager is the wait until a worker admitted it;
 * ``kueue_admitted_until_ready_wait_time_seconds{cluster_queue}`` on each worker (federated with its ``cluster``
   label): a histogram of the time from the workload's admission there until its pods are ready, the wait to start.
+  The manager's Kueue measures it too for its own copies of the dispatched jobs, with no ``cluster`` label on the
+  central: those series are left out.
 
 Each wait is given as its **mean** (``_sum`` / ``_count``, exact), its **median** (``histogram_quantile(0.5)``,
 Prometheus' linear interpolation inside the bucket holding it, so known only to that bucket: Kueue's bounds are 1 s
@@ -104,17 +106,22 @@ def queue_queries(window: Window) -> dict[str, str]:
     def inc(counter: str) -> str:
         return increase_from_birth(counter, window)
 
+    def federated(part: str) -> str:
+        # a worker's wait, federated with its ``cluster``; the manager's Kueue measures its own copies of the
+        # dispatched jobs too, under no ``cluster`` label on the central (found on the real tier)
+        return f'{START}_{part}{{cluster!=""}}'
+
     return {
         "admitted": f"sum by ({per_worker}) ({inc(ADMITTED)})",
         "wait_sum": f"sum by (cluster_queue) ({inc(WAIT + '_sum')})",
         "wait_count": f"sum by (cluster_queue) ({inc(WAIT + '_count')})",
         "wait_buckets": f"sum by (cluster_queue, le) ({inc(WAIT + '_bucket')})",
         "wait_median": f"histogram_quantile(0.5, sum by (cluster_queue, le) ({inc(WAIT + '_bucket')}))",
-        "start_sum": f"sum by ({per_worker}) ({inc(START + '_sum')})",
-        "start_count": f"sum by ({per_worker}) ({inc(START + '_count')})",
-        "start_buckets": f"sum by ({per_worker}, le) ({inc(START + '_bucket')})",
-        "start_median": f"histogram_quantile(0.5, sum by ({per_worker}, le) ({inc(START + '_bucket')}))",
-        "start_median_all": f"histogram_quantile(0.5, sum by (cluster_queue, le) ({inc(START + '_bucket')}))",
+        "start_sum": f"sum by ({per_worker}) ({inc(federated('sum'))})",
+        "start_count": f"sum by ({per_worker}) ({inc(federated('count'))})",
+        "start_buckets": f"sum by ({per_worker}, le) ({inc(federated('bucket'))})",
+        "start_median": f"histogram_quantile(0.5, sum by ({per_worker}, le) ({inc(federated('bucket'))}))",
+        "start_median_all": f"histogram_quantile(0.5, sum by (cluster_queue, le) ({inc(federated('bucket'))}))",
     }
 
 

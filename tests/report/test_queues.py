@@ -69,7 +69,10 @@ def test_quantiles_are_taken_over_every_priority_class_and_replica_with_le_kept(
     queries = queue_queries(Window(0, 3600))
     for name in ("wait_median", "start_median", "start_median_all"):
         assert queries[name].startswith("histogram_quantile(0.5, sum by (")
-        assert ", le) ((" in queries[name] and "_bucket[3600s])" in queries[name]
+        assert ", le) ((" in queries[name] and "_bucket" in queries[name]
+    # a start wait is a worker's, federated with its cluster: the manager's own (no cluster label) is none
+    for name in ("start_sum", "start_count", "start_buckets", "start_median", "start_median_all"):
+        assert queries[name].count('{cluster!=""}') == 3, name
     assert "cluster_queue, cluster, le" in queries["start_buckets"]
 
 

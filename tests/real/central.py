@@ -127,8 +127,14 @@ class TierCentral:
         assert self.prometheus is not None
         if not self.prometheus.ready():
             return False
-        answer = self.prometheus.query(f'timestamp(up{{job="{job}"}} == 1)')
-        return bool(answer) and all(float(s["value"][1]) > after for s in answer)
+        # timestamp() gives a sample's own time only of a plain selector (of ``up == 1`` it gives the query's time)
+        healthy = self.prometheus.query(f'up{{job="{job}"}}')
+        sampled = self.prometheus.query(f'timestamp(up{{job="{job}"}})')
+        return (
+            bool(healthy)
+            and all(float(s["value"][1]) == 1 for s in healthy)
+            and all(float(s["value"][1]) > after for s in sampled)
+        )
 
     def scrape_kueue(self, on: Any) -> None:
         """Scrape the Kueue of ``on`` (a ``tests.real.fleet_tier.StackOnHollow`` after its ``up``) through the

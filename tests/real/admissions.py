@@ -11,7 +11,6 @@ the manager's Workloads and counts the same turns, so a job the tests delete aft
 from __future__ import annotations
 
 import json
-import ssl
 import threading
 import urllib.error
 import urllib.request
@@ -19,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.real.hollow import ADMIN, HollowCluster
+from tests.real.hollow import HollowCluster
 
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/workloads"
 READY = "Ready"
@@ -41,7 +40,6 @@ class AdmissionLedger:
     hollow: HollowCluster
     checks: frozenset[str]
     admitted: Counter = field(default_factory=Counter)
-    watches: int = 0  # how many times the watch was (re)started
 
     def __post_init__(self) -> None:
         self._ready: dict[str, bool] = {}  # Workload uid -> whether its check was Ready when last seen
@@ -75,16 +73,9 @@ class AdmissionLedger:
                 self.admitted[(queue, status.get("clusterName") or "")] += 1
             self._ready[uid] = ready
 
-    def _context(self) -> ssl.SSLContext:
-        pki = self.hollow.pki()
-        context = ssl.create_default_context(cafile=str(pki.ca))
-        admin = pki.folder / ADMIN.replace(":", "-")
-        context.load_cert_chain(admin.with_suffix(".crt"), admin.with_suffix(".key"))
-        return context
-
     def _get(self, query: str, timeout: float):
         return urllib.request.urlopen(
-            f"{self.hollow.server}{WORKLOADS}?{query}", context=self._context(), timeout=timeout
+            f"{self.hollow.server}{WORKLOADS}?{query}", context=self.hollow.admin_context(), timeout=timeout
         )
 
     def _run(self) -> None:
@@ -97,7 +88,6 @@ class AdmissionLedger:
                 for workload in listed.get("items") or ():
                     self.seen(workload)
                 version = listed["metadata"]["resourceVersion"]
-                self.watches += 1
                 with self._get(f"watch=1&resourceVersion={version}&timeoutSeconds=300", timeout=330) as response:
                     for line in response:
                         if self._stop.is_set():

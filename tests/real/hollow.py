@@ -254,11 +254,15 @@ class HollowCluster:
         """A kubeconfig for Kubernetes user ``user`` (client certificate) in ``groups``."""
         return self._write_kubeconfig(self.folder / f"{user.replace(':', '-')}.kubeconfig", user, groups)
 
-    def _ready(self) -> bool:
+    def admin_context(self) -> ssl.SSLContext:
+        """A TLS context for this API server as its admin (the cluster's CA, the admin's client certificate)."""
         context = ssl.create_default_context(cafile=str(self._pki.ca))
         admin = self._pki.folder / ADMIN.replace(":", "-")
         context.load_cert_chain(admin.with_suffix(".crt"), admin.with_suffix(".key"))
-        with urllib.request.urlopen(f"{self.server}/readyz", context=context, timeout=5) as response:
+        return context
+
+    def _ready(self) -> bool:
+        with urllib.request.urlopen(f"{self.server}/readyz", context=self.admin_context(), timeout=5) as response:
             return response.status == 200
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None,

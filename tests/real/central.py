@@ -141,7 +141,8 @@ class TierCentral:
         ServiceMonitor its stack deployed: as the central's own on the manager, as federated from a worker (once: a
         later call for the same cluster does nothing)."""
         name = on.cluster.name
-        if any(job["job_name"] == f"kueue-{name}" for job in self.jobs):
+        job_name = f"kueue-{name}"
+        if any(job["job_name"] == job_name for job in self.jobs):
             return
         monitor = on.hollow.get("servicemonitors.monitoring.coreos.com", "-n", KUEUE_NAMESPACE, KUEUE_METRICS_MONITOR)
         token = on.hollow.kubectl("create", "token", PROMETHEUS_ACCOUNT, "-n", MONITORING_NS, "--duration", "24h")
@@ -151,7 +152,7 @@ class TierCentral:
         labels = leaf_external_labels(name, on.cluster.cloud) if worker else {}
         targets = wait_for(f"the endpoints of {name}'s Kueue metrics", lambda: monitor_targets(on.hollow, monitor),
                            patience(), [self.prometheus])  # fmt: skip
-        job = monitor_scrape_config(monitor, f"kueue-{name}", targets, token_file, labels)
+        job = monitor_scrape_config(monitor, job_name, targets, token_file, labels)
         if worker:
             federated = "|".join(re.escape(s) for s in federated_selectors(self.fleet))
             job["metric_relabel_configs"] = [{"action": "keep", "source_labels": ["__name__"], "regex": federated}]
@@ -159,7 +160,7 @@ class TierCentral:
         self._write()
         assert self.prometheus is not None
         self.prometheus.proc.send_signal(signal.SIGHUP)
-        wait_for(f"the central to scrape {name}'s Kueue", lambda: self._up(job["job_name"]), patience(),
+        wait_for(f"the central to scrape {name}'s Kueue", lambda: self._up(job_name), patience(),
                  [self.prometheus])  # fmt: skip
 
     def scraped_since(self, moment: float) -> bool:

@@ -125,8 +125,10 @@ class FleetTier:
             controllers.start()
             dispatch = self.fleet.dispatch
             if dispatch is not None and self.central is None and shutil.which("prometheus"):
-                # without Debian's prometheus only the report's check skips (it says why), not the stacks' ups
-                self.central = TierCentral(self.fleet, self.folder / "central").start()
+                # without Debian's prometheus only the report's check skips (it says why), not the stacks' ups; kept
+                # before it starts, so that stop() ends its process however the start goes
+                self.central = TierCentral(self.fleet, self.folder / "central")
+                self.central.start()
             if dispatch is not None and name == dispatch.manager:
                 checks = frozenset(q.cluster_queue for q in dispatch.queues)
                 self.admissions = AdmissionLedger(hollow, checks).start()

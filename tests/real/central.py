@@ -46,7 +46,9 @@ _TLS_FIELDS = {"insecureSkipVerify"}
 def monitor_targets(hollow: Any, monitor: dict[str, Any]) -> list[str]:
     """The ``address:port`` of each ready endpoint of the Services a ServiceMonitor selects, on its endpoint's port:
     what prometheus-operator's discovery finds (Debian's Prometheus is built without Kubernetes discovery, so the
-    tier reads the EndpointSlices itself)."""
+    tier reads the EndpointSlices itself: Debian 12's prometheus 2.42.0+ds-5+deb12u1 refuses a job with
+    ``kubernetes_sd_configs``, "field kubernetes_sd_configs not found in type config.ScrapeConfig", as
+    ``promtool check config`` said on 2026-12-06)."""
     spec = monitor["spec"]
     namespace = monitor["metadata"]["namespace"]
     (endpoint,) = spec["endpoints"]
